@@ -79,6 +79,7 @@ struct TaskIdTag {};
 struct ActorIdTag {};
 struct ObjectIdTag {};
 struct LeaseIdTag {};
+struct PlacementGroupIdTag {};
 // Ray's node ids are 28 bytes; keep the same length so logs look familiar.
 using NodeId = BaseId<NodeIdTag, 28>;
 using ClusterId = BaseId<ClusterIdTag, 16>;
@@ -90,5 +91,6 @@ using ActorId = BaseId<ActorIdTag, 16>;
 // random for Put(): 28 bytes either way.
 using ObjectId = BaseId<ObjectIdTag, 28>;
 using LeaseId = BaseId<LeaseIdTag, 16>;
+using PlacementGroupId = BaseId<PlacementGroupIdTag, 18>;
 
 }  // namespace manta

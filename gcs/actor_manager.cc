@@ -54,7 +54,12 @@ absl::Status ValidateActorCreationSpec(const rpc::TaskSpec& spec) {
   if (auto s = CheckLength(spec.worker_executable(), 4096, "worker_executable"); !s.ok()) return s;
   if (spec.worker_args_size() > 1024) return Invalid("too many worker_args");
   if (spec.args_size() > 10000) return Invalid("too many args");
-  if (spec.placement_group_id().size() > 64) return Invalid("placement_group_id is too long");
+  if (!spec.placement_group_id().empty()) {
+    if (spec.placement_group_id().size() != PlacementGroupId::kSize) {
+      return Invalid(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize, " bytes"));
+    }
+    if (spec.bundle_index() < -1) return Invalid("bundle_index must be -1 (any bundle) or a bundle's index");
+  }
   if (spec.ByteSizeLong() > ActorManager::kMaxSpecBytes) {
     return Invalid(absl::StrCat("the creation task exceeds ", ActorManager::kMaxSpecBytes,
                                 " bytes; pass large arguments by reference"));
@@ -253,6 +258,21 @@ void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::Ki
     RestartOrDie(*id, "the actor was killed by KillActor");
   }
   done(absl::OkStatus());
+}
+
+void ActorManager::OnPlacementGroupRemoved(const std::string& placement_group_id) {
+  std::vector<ActorId> doomed;
+  for (const auto& [id, a] : actors_) {
+    if (a.spec.placement_group_id() == placement_group_id && a.info.state() != rpc::ActorInfo::DEAD) {
+      doomed.push_back(id);
+    }
+  }
+  for (const ActorId& id : doomed) {
+    auto it = actors_.find(id);
+    if (it == actors_.end() || it->second.info.state() == rpc::ActorInfo::DEAD) continue;
+    if (it->second.info.state() == rpc::ActorInfo::ALIVE) StopWorker(it->second, /*no_restart=*/true);
+    Die(id, "the actor's placement group was removed");
+  }
 }
 
 void ActorManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,

@@ -76,6 +76,8 @@ class ActorManager {
   void OnNodeDead(const rpc::NodeInfo& node);
   // Wired to JobManager's finished listener.
   void OnJobFinished(const rpc::JobInfo& job);
+  // The group was removed: its actors die (no restart).
+  void OnPlacementGroupRemoved(const std::string& placement_group_id);
 
   // Null for an unknown actor.
   const rpc::ActorInfo* Get(const ActorId& actor) const;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/placement_group_resources.h"
 
 namespace manta::gcs {
 namespace {
@@ -68,9 +69,12 @@ void ActorScheduler::OnNodeDead(const NodeId& node) {
 
 void ActorScheduler::OnResourcesChanged(const NodeId& node) {
   std::vector<ActorId> retry;
+  auto n = nodes_.find(node);
   for (auto& [actor, a] : attempts_) {
-    if (a.phase == Attempt::kWaiting && !a.infeasible && a.refused.contains(node) &&
-        AvailableFits(node, a.demand)) {
+    if (a.phase != Attempt::kWaiting) continue;
+    // A node's total grows when a placement group commits a bundle on it.
+    bool now_feasible = a.infeasible && n != nodes_.end() && Fits(n->second, a);
+    if (now_feasible || (!a.infeasible && a.refused.contains(node) && AvailableFits(node, a.demand))) {
       retry.push_back(actor);
     }
   }
@@ -97,6 +101,17 @@ void ActorScheduler::Schedule(const ActorId& actor, const rpc::TaskSpec& spec, C
     return;
   }
   a.demand = *demand;
+  if (!spec.placement_group_id().empty()) {
+    auto group = PlacementGroupId::FromBinary(spec.placement_group_id());
+    if (!group.ok()) {
+      ActorCreationResult r;
+      r.outcome = ActorCreationResult::kInvalid;
+      r.message = "placement_group_id: " + std::string(group.status().message());
+      Complete(actor, std::move(r));
+      return;
+    }
+    a.demand = pg::BundleDemand(a.demand, *group, spec.bundle_index());
+  }
   TrySchedule(actor);
 }
 
@@ -116,6 +131,12 @@ bool ActorScheduler::Fits(const Node& node, const Attempt& a) const {
   for (const auto& [key, value] : a.spec.label_selector()) {
     auto it = node.info.labels().find(key);
     if (it == node.info.labels().end() || it->second != value) return false;
+  }
+  // Reported totals include the node's committed placement-group bundles.
+  const rpc::NodeResources* r = resources_(*NodeId::FromBinary(node.info.node_id()));
+  if (r != nullptr && !r->total().empty()) {
+    auto total = ToResourceSet(r->total());
+    if (total.ok()) return total->Contains(a.demand);
   }
   return node.total.Contains(a.demand);
 }

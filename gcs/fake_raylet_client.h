@@ -36,6 +36,23 @@ class FakeRayletClientPool : public RayletClientPool {
     killed_jobs.push_back({node, address, request, nullptr});
     cb(absl::OkStatus(), {});
   }
+  void PrepareBundles(const NodeId& node, const std::string& address, const rpc::PrepareBundlesRequest& request,
+                      Callback<rpc::PrepareBundlesReply> cb) override {
+    prepares.push_back({node, address, request, std::move(cb)});
+  }
+  void CommitBundles(const NodeId& node, const std::string& address, const rpc::CommitBundlesRequest& request,
+                     Callback<rpc::CommitBundlesReply> cb) override {
+    commits.push_back({node, address, request, std::move(cb)});
+  }
+  void CancelBundles(const NodeId& node, const std::string& address, const rpc::CancelBundlesRequest& request,
+                     Callback<rpc::CancelBundlesReply> cb) override {
+    cancels.push_back({node, address, request, std::move(cb)});
+  }
+  void ReleaseUnusedBundles(const NodeId& node, const std::string& address,
+                            const rpc::ReleaseUnusedBundlesRequest& request,
+                            Callback<rpc::ReleaseUnusedBundlesReply> cb) override {
+    releases.push_back({node, address, request, std::move(cb)});
+  }
   void Forget(const NodeId& node) override { forgotten.push_back(node); }
 
   // Answers the oldest lease request.
@@ -48,6 +65,10 @@ class FakeRayletClientPool : public RayletClientPool {
   std::deque<LeaseCall> leases;
   std::deque<Call<rpc::ReturnWorkerRequest, rpc::ReturnWorkerReply>> returned;
   std::deque<Call<rpc::KillJobWorkersRequest, rpc::KillJobWorkersReply>> killed_jobs;
+  std::deque<Call<rpc::PrepareBundlesRequest, rpc::PrepareBundlesReply>> prepares;
+  std::deque<Call<rpc::CommitBundlesRequest, rpc::CommitBundlesReply>> commits;
+  std::deque<Call<rpc::CancelBundlesRequest, rpc::CancelBundlesReply>> cancels;
+  std::deque<Call<rpc::ReleaseUnusedBundlesRequest, rpc::ReleaseUnusedBundlesReply>> releases;
   std::deque<NodeId> forgotten;
 };
 

@@ -16,6 +16,8 @@
 #include "gcs/job_manager.h"
 #include "gcs/kv_manager.h"
 #include "gcs/node_manager.h"
+#include "gcs/placement_group_manager.h"
+#include "gcs/placement_group_scheduler.h"
 #include "gcs/publisher.h"
 #include "gcs/resource_manager.h"
 #include "gcs/raylet_client.h"
@@ -100,7 +102,7 @@ class GcsServer::Impl {
               auto node = NodeId::FromBinary(req->resources().node_id());
               bool changed = s.ok() && node.ok() && reply->known_node();
               done(s);
-              if (changed) impl->actor_scheduler_->OnResourcesChanged(*node);
+              if (changed) impl->OnResourcesChanged(*node);
             });
       });
     }
@@ -160,6 +162,23 @@ class GcsServer::Impl {
     MANTA_GCS_HANDLER(AddTaskEvents, AddTaskEventsRequest, AddTaskEventsReply, task_events_, HandleAddTaskEvents)
     MANTA_GCS_HANDLER(ListTasks, ListTasksRequest, ListTasksReply, task_events_, HandleListTasks)
     MANTA_GCS_HANDLER(PublishLogs, PublishLogsRequest, PublishLogsReply, task_events_, HandlePublishLogs)
+   private:
+    Impl* impl_;
+  };
+
+  class PlacementGroupService : public rpc::PlacementGroupGcsService::CallbackService {
+   public:
+    explicit PlacementGroupService(Impl* impl) : impl_(impl) {}
+    MANTA_GCS_HANDLER(CreatePlacementGroup, CreatePlacementGroupRequest, CreatePlacementGroupReply, pgs_,
+                      HandleCreatePlacementGroup)
+    MANTA_GCS_HANDLER(RemovePlacementGroup, RemovePlacementGroupRequest, RemovePlacementGroupReply, pgs_,
+                      HandleRemovePlacementGroup)
+    MANTA_GCS_HANDLER(GetPlacementGroup, GetPlacementGroupRequest, GetPlacementGroupReply, pgs_,
+                      HandleGetPlacementGroup)
+    MANTA_GCS_HANDLER(ListPlacementGroups, ListPlacementGroupsRequest, ListPlacementGroupsReply, pgs_,
+                      HandleListPlacementGroups)
+    MANTA_GCS_HANDLER(WaitPlacementGroupReady, WaitPlacementGroupReadyRequest, WaitPlacementGroupReadyReply, pgs_,
+                      HandleWaitPlacementGroupReady)
    private:
     Impl* impl_;
   };
@@ -261,7 +280,19 @@ class GcsServer::Impl {
         run_after);
     actors_ = std::make_unique<ActorManager>(store_.get(), publisher_.get(), actor_scheduler_.get(),
                                              raylet_clients_.get(), worker_clients_.get(), jobs_.get());
-    jobs_->AddJobFinishedListener([this](const rpc::JobInfo& job) { actors_->OnJobFinished(job); });
+    pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
+        [this](const NodeId& node) { return resources_->Get(node); },
+        [this](const rpc::NodeResources& r) {
+          if (resources_->Apply(r)) OnResourcesChanged(*NodeId::FromBinary(r.node_id()));
+        },
+        raylet_clients_.get());
+    pgs_ = std::make_unique<PlacementGroupManager>(store_.get(), publisher_.get(), pg_scheduler_.get(),
+                                                   raylet_clients_.get(), run_after);
+    pgs_->SetRemovedListener([this](const std::string& id) { actors_->OnPlacementGroupRemoved(id); });
+    jobs_->AddJobFinishedListener([this](const rpc::JobInfo& job) {
+      actors_->OnJobFinished(job);
+      pgs_->OnJobFinished(job.job_id());
+    });
     health_client_ = std::make_unique<GrpcHealthCheckClient>(loop_, options_.token, incarnation_);
     health_ = std::make_unique<HealthCheckManager>(
         health_client_.get(), options_.health_check,
@@ -271,6 +302,7 @@ class GcsServer::Impl {
     nodes_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
       resources_->OnNodeAdded(info);
       actor_scheduler_->OnNodeAdded(info);
+      pgs_->OnNodeAdded(info);
       health_->AddNode(*NodeId::FromBinary(info.node_id()),
                        info.node_ip() + ":" + std::to_string(info.node_manager_port()));
     });
@@ -280,8 +312,12 @@ class GcsServer::Impl {
       raylet_clients_->Forget(*NodeId::FromBinary(info.node_id()));
       // The scheduler first: attempts on the node end before actors restart.
       actor_scheduler_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
+      pg_scheduler_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
+      pgs_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
       actors_->OnNodeDead(info);
     });
+    // Groups first: recovered nodes are synced against them as they are added.
+    RETURN_IF_ERROR(pgs_->Initialize());
     RETURN_IF_ERROR(nodes_->Initialize());
     RETURN_IF_ERROR(kv_->Initialize());
     RETURN_IF_ERROR(jobs_->Initialize());
@@ -294,6 +330,7 @@ class GcsServer::Impl {
     actor_service_ = std::make_unique<ActorService>(this);
     job_service_ = std::make_unique<JobService>(this);
     task_event_service_ = std::make_unique<TaskEventService>(this);
+    pg_service_ = std::make_unique<PlacementGroupService>(this);
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.bind_address + ":" + std::to_string(options_.port);
@@ -305,6 +342,7 @@ class GcsServer::Impl {
     builder.RegisterService(actor_service_.get());
     builder.RegisterService(job_service_.get());
     builder.RegisterService(task_event_service_.get());
+    builder.RegisterService(pg_service_.get());
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       server_.reset();
@@ -326,6 +364,12 @@ class GcsServer::Impl {
       if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
       loop_->Stop();
     });
+  }
+
+  // A node's resource view changed (a report, or a raylet's reply).
+  void OnResourcesChanged(const NodeId& node) {
+    actor_scheduler_->OnResourcesChanged(node);
+    pgs_->OnResourcesChanged();
   }
 
   std::vector<rpc::NodeInfo> AliveNodes() {
@@ -370,6 +414,8 @@ class GcsServer::Impl {
   std::unique_ptr<CoreWorkerClientPool> worker_clients_;
   std::unique_ptr<ActorScheduler> actor_scheduler_;
   std::unique_ptr<ActorManager> actors_;
+  std::unique_ptr<PlacementGroupScheduler> pg_scheduler_;
+  std::unique_ptr<PlacementGroupManager> pgs_;
   std::unique_ptr<GrpcHealthCheckClient> health_client_;
   std::unique_ptr<HealthCheckManager> health_;
   std::unique_ptr<EventLoop::Timer> health_timer_;
@@ -380,6 +426,7 @@ class GcsServer::Impl {
   std::unique_ptr<ActorService> actor_service_;
   std::unique_ptr<JobService> job_service_;
   std::unique_ptr<TaskEventService> task_event_service_;
+  std::unique_ptr<PlacementGroupService> pg_service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop
 };

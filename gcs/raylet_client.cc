@@ -46,6 +46,22 @@ class GrpcRayletClientPool : public RayletClientPool {
         std::move(cb));
   }
 
+#define MANTA_BUNDLE_CALL(Method)                                                                           \
+  void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request,           \
+              Callback<rpc::Method##Reply> cb) override {                                                    \
+    rpc::UnaryCall<rpc::Method##Reply>(                                                                      \
+        loop_, token_, kCallTimeout, request,                                                                \
+        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {                         \
+          stub->async()->Method(ctx, req, reply, std::move(done));                                           \
+        },                                                                                                   \
+        std::move(cb));                                                                                      \
+  }
+  MANTA_BUNDLE_CALL(PrepareBundles)
+  MANTA_BUNDLE_CALL(CommitBundles)
+  MANTA_BUNDLE_CALL(CancelBundles)
+  MANTA_BUNDLE_CALL(ReleaseUnusedBundles)
+#undef MANTA_BUNDLE_CALL
+
   void Forget(const NodeId& node) override { stubs_.erase(node); }
 
  private:

@@ -1,5 +1,6 @@
 // RayletClientPool: the GCS's calls to raylets (worker leases for actors,
-// returning workers, stopping a finished job's workers).
+// returning workers, stopping a finished job's workers, reserving
+// placement-group bundles).
 //
 //   pool->RequestWorkerLease(node, "10.0.0.2:7000", request,
 //       [](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) { ... });
@@ -37,6 +38,16 @@ class RayletClientPool {
                             Callback<rpc::ReturnWorkerReply> cb) = 0;
   virtual void KillJobWorkers(const NodeId& node, const std::string& address,
                               const rpc::KillJobWorkersRequest& request, Callback<rpc::KillJobWorkersReply> cb) = 0;
+  // Placement-group bundles (two-phase reservation; every call idempotent).
+  virtual void PrepareBundles(const NodeId& node, const std::string& address, const rpc::PrepareBundlesRequest& request,
+                              Callback<rpc::PrepareBundlesReply> cb) = 0;
+  virtual void CommitBundles(const NodeId& node, const std::string& address, const rpc::CommitBundlesRequest& request,
+                             Callback<rpc::CommitBundlesReply> cb) = 0;
+  virtual void CancelBundles(const NodeId& node, const std::string& address, const rpc::CancelBundlesRequest& request,
+                             Callback<rpc::CancelBundlesReply> cb) = 0;
+  virtual void ReleaseUnusedBundles(const NodeId& node, const std::string& address,
+                                    const rpc::ReleaseUnusedBundlesRequest& request,
+                                    Callback<rpc::ReleaseUnusedBundlesReply> cb) = 0;
   // The node is gone: drop its connection (calls in flight finish on their own).
   virtual void Forget(const NodeId& node) = 0;
 };

@@ -49,15 +49,29 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
     return done(absl::OkStatus());
   }
   reply->set_known_node(true);
+  if (Apply(request.resources())) {
+    it->second.demands.assign(request.demands().begin(), request.demands().end());
+  }
+  done(absl::OkStatus());
+}
+
+bool ResourceManager::Apply(const rpc::NodeResources& resources) {
+  auto id = NodeId::FromBinary(resources.node_id());
+  if (!id.ok()) return false;
+  auto it = view_.find(*id);
+  if (it == view_.end() || nodes_->GetAliveNode(*id) == nullptr) return false;
+  if (!ValidateResourceMap(resources.total(), "total").ok() ||
+      !ValidateResourceMap(resources.available(), "available").ok()) {
+    return false;
+  }
   Entry& e = it->second;
-  if (request.resources().version() < e.resources.version()) return done(absl::OkStatus());
-  e.resources = request.resources();
-  e.demands.assign(request.demands().begin(), request.demands().end());
+  if (resources.version() < e.resources.version()) return false;
+  e.resources = resources;
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::NODE_RESOURCES);
   *msg.mutable_node_resources() = e.resources;
   publisher_->Publish(std::move(msg));
-  done(absl::OkStatus());
+  return true;
 }
 
 void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest&,

@@ -34,6 +34,11 @@ class ResourceManager {
   void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                  rpc::GetClusterResourcesReply* reply, rpc::Done done);
 
+  // Takes a raylet's view of itself from a reply (e.g. to a bundle
+  // reservation) as if it were reported: ignored for an unknown or dead node,
+  // malformed maps, or an older version. Returns whether it was taken.
+  bool Apply(const rpc::NodeResources& resources);
+
   const rpc::NodeResources* Get(const NodeId& node) const;
 
  private:

@@ -35,7 +35,10 @@ bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
   n.address.set_port(info.node_manager_port());
   n.address.set_node_id(info.node_id());
   n.labels = std::map<std::string, std::string>(info.labels().begin(), info.labels().end());
-  if (added || !(n.total == *total)) {
+  // Only a changed NodeInfo total resets the view: the reported total also
+  // holds group resources the NodeInfo never has.
+  if (added || !(n.registered_total == *total)) {
+    n.registered_total = *total;
     n.total = *total;
     n.available = *total;
     n.version = -1;

@@ -1,7 +1,9 @@
 // ClusterView: the other nodes' resources and labels, for spillback.
 //
 // Owns one entry per alive remote node (this node is left out): its raylet
-// address, total and available resources and labels. Fed from the GCS's
+// address, total and available resources and labels. Totals come from the
+// node's resource reports (they hold its placement-group bundles' resources),
+// and from its NodeInfo until it first reports. Fed from the GCS's
 // NODE_INFO and NODE_RESOURCES channels, and re-read in full after a gap.
 // Available resources are lowered optimistically when a lease is spilled to a
 // node, until that node's next report. Thread: the raylet's loop thread.
@@ -16,9 +18,9 @@
 #include <string>
 
 #include "common/id.h"
+#include "common/label_selector.h"
 #include "common/resources.h"
 #include "proto/common.pb.h"
-#include "raylet/label_selector.h"
 
 namespace manta::raylet {
 
@@ -27,8 +29,10 @@ class ClusterView {
   struct Node {
     NodeId id;
     rpc::Address address;  // the node's raylet
+    // As last reported: include the group resources of committed bundles.
     ResourceSet total;
     ResourceSet available;
+    ResourceSet registered_total;  // NodeInfo.resources_total (no groups)
     std::map<std::string, std::string> labels;
     int64_t version = -1;  // of the last resource report applied
   };

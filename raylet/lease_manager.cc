@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/placement_group_resources.h"
 #include "common/tpu.h"
 
 namespace manta::raylet {
@@ -43,7 +44,33 @@ absl::Status ValidateRequest(const rpc::RequestWorkerLeaseRequest& r) {
   if (tpu != spec.resources().end() && tpu->second != 0 && !tpu::IsValidTpuRequest(tpu->second)) {
     return absl::InvalidArgumentError(absl::StrCat("TPU: ", tpu->second, " is not a valid TPU request (1, 2, 4 or 8)"));
   }
+  if (!spec.placement_group_id().empty()) {
+    auto group = PlacementGroupId::FromBinary(spec.placement_group_id());
+    if (!group.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", group.status().message()));
+    }
+    if (group->IsNil()) return absl::InvalidArgumentError("spec.placement_group_id is nil");
+    if (spec.bundle_index() < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.bundle_index ", spec.bundle_index(), " is invalid (-1 for any bundle, else >= 0)"));
+    }
+  }
   return absl::OkStatus();
+}
+
+// The demand a lease takes: its plain demand, or in a placement group the
+// group's names for it.
+absl::StatusOr<ResourceSet> LeaseDemand(const rpc::TaskSpec& spec) {
+  auto plain = ResourceSet::FromMap(std::map<std::string, double>(spec.resources().begin(), spec.resources().end()));
+  if (!plain.ok() || spec.placement_group_id().empty()) return plain;
+  PlacementGroupId group = *PlacementGroupId::FromBinary(spec.placement_group_id());  // validated
+  ResourceSet demand = pg::BundleDemand(*plain, group, spec.bundle_index());
+  for (const auto& [name, q] : demand.entries()) {
+    if (auto s = ResourceSet::ValidateName(name); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resource name too long for a placement group: ", name));
+    }
+  }
+  return demand;
 }
 
 }  // namespace
@@ -71,8 +98,7 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
     existing.waiters.push_back({reply, std::move(done)});
     return;
   }
-  auto demand = ResourceSet::FromMap(
-      std::map<std::string, double>(request.spec().resources().begin(), request.spec().resources().end()));
+  auto demand = LeaseDemand(request.spec());
   if (!demand.ok()) return invalid(demand.status());
   auto selector = LabelSelector::Parse(request.spec().label_selector());
   if (!selector.ok()) return invalid(selector.status());
@@ -151,6 +177,34 @@ void LeaseManager::HandleKillJobWorkers(const rpc::KillJobWorkersRequest& reques
   pool_->KillJobWorkers(*job, keep);
   Schedule();
   done(absl::OkStatus());
+}
+
+void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::function<bool(int)>& in_returned,
+                                    const std::string& why) {
+  std::vector<std::string> ended;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->spec.placement_group_id() != group.Binary() || lease->state == State::kInfeasible) continue;
+    bool hit = false;
+    if (lease->spec.bundle_index() >= 0) {
+      hit = in_returned(lease->spec.bundle_index());
+    } else if (lease->allocation.id != 0) {
+      for (const BundleKey& b : lease->allocation.bundles) hit |= b.first == group && in_returned(b.second);
+    } else {
+      hit = in_returned(-1);
+    }
+    if (hit) ended.push_back(id);
+  }
+  for (const auto& id : ended) {
+    Lease& lease = *leases_.at(id);
+    if (lease.state != State::kGranted) {
+      Finish(lease, Reply::CANCELLED, why);
+      continue;
+    }
+    WorkerId worker = lease.worker.worker_id;
+    Log()->info("stopping worker_id={} of lease_id={}: {}", worker.Hex(), ToHex(id), why);
+    Erase(id);  // frees the lease's resources before the bundle goes
+    pool_->DisconnectWorker(worker, why);
+  }
 }
 
 void LeaseManager::CancelAll(const std::string& why) {

@@ -1,6 +1,10 @@
 // LeaseManager: grants worker leases on this node, spills them to a better
 // node, queues them, or reports them infeasible.
 //
+// A lease whose spec names a placement group asks for the group's resources
+// (pg::BundleDemand of its plain demand), so it is granted, spilled, queued
+// or held infeasible by the same rules as any other.
+//
 // Owns every lease this raylet knows, by client-chosen lease id: queued ones
 // (waiting for local resources, FIFO per resource shape), infeasible ones
 // (no node could ever hold them; re-examined when the cluster changes),
@@ -27,10 +31,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/id.h"
+#include "common/label_selector.h"
 #include "common/rpc/done.h"
 #include "proto/node_manager.pb.h"
 #include "raylet/cluster_view.h"
-#include "raylet/label_selector.h"
 #include "raylet/local_resource_manager.h"
 #include "raylet/worker_pool_interface.h"
 
@@ -66,6 +70,18 @@ class LeaseManager {
   void HandleKillJobWorkers(const rpc::KillJobWorkersRequest& request, rpc::KillJobWorkersReply* reply,
                             rpc::Done done);
 
+  // Ends the leases of `group` that run or wait in bundles being returned,
+  // before the bundles' resources go: a granted lease's worker is
+  // disconnected (stopped) and the lease forgotten; a queued one, or one
+  // waiting for its worker, is answered CANCELLED (`why`). A lease is in a
+  // returned bundle when `in_returned(spec.bundle_index)` holds; a lease in
+  // "any bundle" (-1) when its allocation was taken from a bundle for which
+  // `in_returned` holds, or, while it holds none, when `in_returned(-1)`
+  // does (the caller returns every bundle of the group held here).
+  // Infeasible leases (waiting for the group to land somewhere) stay. Does
+  // not schedule: call OnLocalResourcesChanged() once the bundles are gone.
+  void EndLeasesInGroup(const PlacementGroupId& group, const std::function<bool(int bundle)>& in_returned,
+                        const std::string& why);
   // Answers every lease not yet granted with CANCELLED (`why`): no call is
   // left held. For shutdown.
   void CancelAll(const std::string& why);
@@ -74,6 +90,10 @@ class LeaseManager {
   bool OnWorkerExit(const WorkerId& worker);
   // The cluster view changed: queued and infeasible leases are re-examined.
   void OnClusterChanged() { Schedule(); }
+  // This node's total or available resources changed other than through a
+  // lease (bundles committed or returned): queued and infeasible leases are
+  // re-examined.
+  void OnLocalResourcesChanged() { Schedule(); }
 
   // Called when a lease is granted, with its spec and worker.
   void SetGrantListener(std::function<void(const rpc::TaskSpec&, const LeasedWorker&)> fn) {

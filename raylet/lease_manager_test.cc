@@ -1,5 +1,6 @@
 #include "raylet/lease_manager.h"
 
+#include "common/placement_group_resources.h"
 #include "gtest/gtest.h"
 #include "raylet/fake_worker_pool.h"
 
@@ -22,6 +23,8 @@ struct LeaseOptions {
   std::string job = std::string("\0\0\0\1", 4);
   rpc::TaskSpec::Type type = rpc::TaskSpec::NORMAL_TASK;
   bool detached = false;
+  std::string placement_group;  // binary; empty: none
+  int bundle_index = 0;
 };
 
 class LeaseManagerTest : public ::testing::Test {
@@ -41,6 +44,8 @@ class LeaseManagerTest : public ::testing::Test {
     spec->set_worker_executable("/bin/worker");
     for (const auto& [k, v] : resources) (*spec->mutable_resources())[k] = v;
     for (const auto& [k, v] : o.selector) (*spec->mutable_label_selector())[k] = v;
+    spec->set_placement_group_id(o.placement_group);
+    spec->set_bundle_index(o.bundle_index);
     req.set_grant_or_reject(o.grant_or_reject);
     req.set_fail_if_infeasible(o.fail_if_infeasible);
     calls_.push_back(std::make_unique<Call>());
@@ -317,6 +322,79 @@ TEST_F(LeaseManagerTest, PrestartsForQueuedBacklogBeyondRunningLeases) {
   Request("c", {{"CPU", 4}});
   ASSERT_FALSE(pool_.prestart_backlogs.empty());
   EXPECT_EQ(pool_.prestart_backlogs.back(), 1);
+}
+
+TEST_F(LeaseManagerTest, PlacementGroupLeaseTakesTheBundlesChips) {
+  PlacementGroupId g = PlacementGroupId::FromRandom();
+  ASSERT_TRUE(local_.PrepareBundles({{g, 0, Set({{"TPU", 2}, {"CPU", 1}})}}).ok());
+  ASSERT_TRUE(local_.CommitBundles(g, {0}).ok());
+  Call* outside = Request("outside", {{"TPU", 1}});
+  EXPECT_EQ(std::vector<int>(outside->reply.tpu_chip_ids().begin(), outside->reply.tpu_chip_ids().end()),
+            std::vector<int>({2})) << "chips 0 and 1 belong to the bundle";
+  Call* a = Request("a", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = 0});
+  Call* b = Request("b", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = -1});
+  Call* c = Request("c", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = 0});
+  ASSERT_EQ(a->reply.outcome(), Reply::GRANTED);
+  ASSERT_EQ(b->reply.outcome(), Reply::GRANTED);
+  EXPECT_EQ(a->reply.tpu_chip_ids(0), 0);
+  EXPECT_EQ(b->reply.tpu_chip_ids(0), 1);
+  EXPECT_FALSE(c->done) << "the bundle is full: queued, though the host has a free chip";
+  ASSERT_EQ(leases_.Demands().size(), 1u);
+  EXPECT_TRUE(leases_.Demands()[0].shape().count(pg::IndexedName("TPU", 0, g)));
+  Return("a");
+  ASSERT_TRUE(c->done);
+  EXPECT_EQ(c->reply.tpu_chip_ids(0), 0);
+  Return("b");
+  Return("c");
+  Return("outside");
+  EXPECT_EQ(local_.available().Get(pg::WildcardName("TPU", g)).ToDouble(), 2.0);
+  local_.ReturnBundles({{g, 0}});
+  EXPECT_EQ(local_.available(), local_.total());
+}
+
+TEST_F(LeaseManagerTest, PlacementGroupLeaseSpillsToTheGroupsNodeOrWaits) {
+  PlacementGroupId g = PlacementGroupId::FromRandom();
+  Call* early = Request("early", {{"CPU", 1}}, {.placement_group = g.Binary(), .bundle_index = 1});
+  EXPECT_FALSE(early->done) << "no node holds the group yet: held as infeasible";
+  EXPECT_EQ(leases_.Demands().at(0).num_infeasible_requests_queued(), 1);
+  std::map<std::string, double> total = {{"CPU", 4}};
+  for (const auto& [k, v] : pg::CommittedResources(Set({{"CPU", 2}}), g, 1).ToMap()) total[k] = v;
+  NodeId holder = AddNode({{"CPU", 4}}, {{"CPU", 4}});
+  EXPECT_FALSE(early->done) << "NodeInfo totals carry no group resources";
+  rpc::NodeResources report;
+  report.set_node_id(holder.Binary());
+  report.set_version(2);
+  for (const auto& [k, v] : total) (*report.mutable_total())[k] = v;
+  for (const auto& [k, v] : total) (*report.mutable_available())[k] = v;
+  ASSERT_TRUE(view_.OnNodeResources(report));
+  leases_.OnClusterChanged();
+  ASSERT_TRUE(early->done);
+  EXPECT_EQ(early->reply.outcome(), Reply::SPILLBACK);
+  EXPECT_EQ(early->reply.retry_at().node_id(), holder.Binary());
+  // A repeated NodeInfo does not hide the group resources reported since.
+  rpc::NodeInfo info;
+  info.set_node_id(holder.Binary());
+  info.set_node_ip("10.0.0.9");
+  (*info.mutable_resources_total())["CPU"] = 4;
+  view_.OnNodeInfo(info);
+  EXPECT_EQ(view_.nodes().at(holder).total.Get(pg::WildcardName("CPU", g)).ToDouble(), 2.0);
+  Call* wrong = Request("wrong", {{"CPU", 1}}, {.fail_if_infeasible = true, .placement_group = g.Binary(),
+                                                 .bundle_index = 0});
+  EXPECT_EQ(wrong->reply.outcome(), Reply::INFEASIBLE) << "bundle 0 is nowhere";
+}
+
+TEST_F(LeaseManagerTest, RejectsMalformedPlacementGroupFields) {
+  std::string g = PlacementGroupId::FromRandom().Binary();
+  EXPECT_EQ(Request("a", {{"CPU", 1}}, {.placement_group = "short"})->reply.outcome(), Reply::INVALID);
+  EXPECT_EQ(Request("b", {{"CPU", 1}}, {.placement_group = g, .bundle_index = -2})->reply.outcome(),
+            Reply::INVALID);
+  EXPECT_EQ(Request("c", {{"TPU", 3}}, {.placement_group = g, .bundle_index = 0})->reply.outcome(),
+            Reply::INVALID);
+  EXPECT_EQ(Request("d", {{"CPU", 1}}, {.placement_group = std::string(PlacementGroupId::kSize, '\0')})
+                ->reply.outcome(),
+            Reply::INVALID);
+  EXPECT_EQ(Request("e", {{std::string(240, 'x'), 1}}, {.placement_group = g})->reply.outcome(), Reply::INVALID);
+  EXPECT_EQ(leases_.num_leases(), 0u);
 }
 
 }  // namespace

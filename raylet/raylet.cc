@@ -12,6 +12,7 @@
 #include "common/rpc/server_call.h"
 #include "gcs/client/gcs_client.h"
 #include "proto/node_manager.grpc.pb.h"
+#include "raylet/bundle_manager.h"
 #include "raylet/cluster_view.h"
 #include "raylet/lease_manager.h"
 #include "raylet/local_resource_manager.h"
@@ -131,6 +132,50 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     });
   }
 
+  // Placement-group bundles. Each reply carries this node's resources after
+  // the call, under a fresh version, so the GCS can apply them at once.
+  grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* req,
+                                           rpc::PrepareBundlesReply* reply) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
+      if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
+      bundles_->HandlePrepareBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+    });
+  }
+
+  grpc::ServerUnaryReactor* CommitBundles(grpc::CallbackServerContext* ctx, const rpc::CommitBundlesRequest* req,
+                                          rpc::CommitBundlesReply* reply) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
+      if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
+      bundles_->HandleCommitBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+    });
+  }
+
+  grpc::ServerUnaryReactor* CancelBundles(grpc::CallbackServerContext* ctx, const rpc::CancelBundlesRequest* req,
+                                          rpc::CancelBundlesReply* reply) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
+      if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
+      bundles_->HandleCancelBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+    });
+  }
+
+  grpc::ServerUnaryReactor* ReleaseUnusedBundles(grpc::CallbackServerContext* ctx,
+                                                 const rpc::ReleaseUnusedBundlesRequest* req,
+                                                 rpc::ReleaseUnusedBundlesReply* reply) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
+      if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
+      bundles_->HandleReleaseUnusedBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+    });
+  }
+
+  // Fills `out` with this node's resources under a new version, then `done`.
+  rpc::Done WithResources(rpc::NodeResources* out, rpc::Done done) {
+    return [this, out, done = std::move(done)](const absl::Status& s) {
+      ++resource_version_;
+      *out = Resources();
+      done(s);
+    };
+  }
+
   // --- managers ---
   void StartManagers() {
     std::string address = options_.node_ip + ":" + std::to_string(port_);
@@ -148,6 +193,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     pool_ = std::make_unique<WorkerPool>(popts, loop_);
     leases_ = std::make_unique<LeaseManager>(
         LeaseManagerOptions{node_id_, options_.node_ip, options_.resources.labels}, &local_, &view_, pool_.get());
+    bundles_ = std::make_unique<BundleManager>(BundleManagerOptions{node_id_, options_.resources.labels}, &local_,
+                                               leases_.get());
     logs_ = std::make_unique<LogForwarder>(LogForwarderOptions{.node_ip = options_.node_ip}, loop_,
                                            [this](rpc::LogBatch batch) { PublishLogs(std::move(batch)); });
     reports_ = std::make_unique<ReportThrottle>(loop_, kReportInterval,
@@ -457,6 +504,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   ClusterView view_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LeaseManager> leases_;
+  std::unique_ptr<BundleManager> bundles_;
   std::unique_ptr<LogForwarder> logs_;
   std::unique_ptr<ReportThrottle> reports_;
   bool logs_failing_ = false;

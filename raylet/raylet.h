@@ -5,8 +5,9 @@
 // resource reports with the waiting demand, the NODE_INFO and NODE_RESOURCES
 // subscription that feeds the cluster view, and the watch that exits the
 // daemon when the GCS stays unreachable too long. The managers hang off it:
-// local resources (LocalResourceManager), leases (LeaseManager), worker
-// processes (WorkerPool) and their output (LogForwarder).
+// local resources (LocalResourceManager), leases (LeaseManager),
+// placement-group bundles (BundleManager), worker processes (WorkerPool) and
+// their output (LogForwarder).
 //
 // Thread: everything runs on the loop thread; gRPC handlers post to it.
 //

@@ -1,8 +1,8 @@
-#include "raylet/label_selector.h"
+#include "common/label_selector.h"
 
 #include "gtest/gtest.h"
 
-namespace manta::raylet {
+namespace manta {
 namespace {
 
 using Labels = std::map<std::string, std::string>;
@@ -42,4 +42,4 @@ TEST(LabelSelectorTest, RejectsMalformed) {
 }
 
 }  // namespace
-}  // namespace manta::raylet
+}  // namespace manta

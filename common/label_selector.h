@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace manta::raylet {
+namespace manta {
 
 class LabelSelector {
  public:
@@ -53,4 +53,8 @@ class LabelSelector {
   std::vector<Condition> conditions_;
 };
 
+}  // namespace manta
+
+namespace manta::raylet {
+using ::manta::LabelSelector;
 }  // namespace manta::raylet

@@ -1,4 +1,4 @@
-#include "raylet/label_selector.h"
+#include "common/label_selector.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace manta::raylet {
+namespace manta {
 namespace {
 
 bool ValidKey(const std::string& k) {
@@ -60,4 +60,4 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(const std::map<std::string, s
   return out;
 }
 
-}  // namespace manta::raylet
+}  // namespace manta

@@ -1,0 +1,126 @@
+// PlacementGroupManager: the placement group table.
+//
+// Owns every placement group by id, the name directory, the groups waiting
+// to be placed, the calls waiting for a group to be ready, and each node's
+// sync (ReleaseUnusedBundles, sent when a node is added so a raylet returns
+// bundles the GCS does not know, e.g. after a GCS restart). Scheduling goes
+// through PlacementGroupScheduler. Groups are persisted on every state change;
+// a restarted GCS keeps CREATED groups where they are and places the others
+// again from scratch (their half-made reservations are released by the sync).
+//
+// States: PENDING -> (PREPARED while committing) -> CREATED; CREATED ->
+// RESCHEDULING when a node holding bundles dies (its bundles are placed
+// again, the others stay); any -> REMOVED (final). Every change is published
+// on PLACEMENT_GROUP.
+//
+// Thread: the GCS loop thread.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/event_loop.h"
+#include "common/id.h"
+#include "common/rpc/done.h"
+#include "gcs/placement_group_scheduler.h"
+#include "gcs/publisher.h"
+#include "gcs/store.h"
+#include "proto/gcs_service.pb.h"
+
+namespace manta::gcs {
+
+class PlacementGroupManager {
+ public:
+  static constexpr size_t kMaxBundles = 10000;
+  static constexpr size_t kMaxRemovedKept = 1000;
+  static constexpr absl::Duration kMaxWait = absl::Seconds(60);
+  using RunAfter = std::function<std::unique_ptr<EventLoop::Timer>(absl::Duration, std::function<void()>)>;
+
+  PlacementGroupManager(Store* store, Publisher* publisher, PlacementGroupScheduler* scheduler,
+                        RayletClientPool* raylets, RunAfter run_after);
+  ~PlacementGroupManager();
+
+  // Recovers the table (before serving).
+  absl::Status Initialize();
+
+  void HandleCreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
+                                  rpc::CreatePlacementGroupReply* reply, rpc::Done done);
+  void HandleRemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request,
+                                  rpc::RemovePlacementGroupReply* reply, rpc::Done done);
+  void HandleGetPlacementGroup(const rpc::GetPlacementGroupRequest& request, rpc::GetPlacementGroupReply* reply,
+                               rpc::Done done);
+  void HandleListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
+                                 rpc::ListPlacementGroupsReply* reply, rpc::Done done);
+  void HandleWaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
+                                     rpc::WaitPlacementGroupReadyReply* reply, rpc::Done done);
+
+  // Wired to the node table, the resource view and the job table.
+  void OnNodeAdded(const rpc::NodeInfo& info);
+  void OnNodeDead(const NodeId& node);
+  void OnResourcesChanged();
+  void OnJobFinished(const std::string& job_id);
+  // Called with the id of every group that is removed.
+  void SetRemovedListener(std::function<void(const std::string&)> fn) { on_removed_ = std::move(fn); }
+
+  // Adds the groups waiting for nodes to `reply`.
+  void AppendPending(rpc::GetClusterResourcesReply* reply) const;
+
+  const rpc::PlacementGroupInfo* Get(const PlacementGroupId& id) const;
+
+ private:
+  struct Waiter {
+    rpc::WaitPlacementGroupReadyReply* reply;
+    rpc::Done done;
+    std::unique_ptr<EventLoop::Timer> timer;
+  };
+  struct Group {
+    rpc::PlacementGroupInfo info;
+    uint64_t order = 0;  // creation order, for listing and fairness
+    std::list<Waiter> waiters;
+    std::unique_ptr<EventLoop::Timer> retry;
+    absl::Duration backoff = absl::ZeroDuration();
+  };
+  using NameKey = std::pair<std::string, std::string>;  // namespace, name
+
+  // Tries every waiting group that is not being scheduled, oldest first.
+  void SchedulePending();
+  void TrySchedule(const PlacementGroupId& id);
+  void OnScheduled(const PlacementGroupId& id, PlacementResult result);
+  void Remove(const PlacementGroupId& id, const std::string& why);
+  // Returns the group's committed bundles on their nodes.
+  void ReturnBundles(const rpc::PlacementGroupInfo& info);
+  void SetState(Group& g, rpc::PlacementGroupInfo::State state, const std::string& message);
+  void PersistAndPublish(const Group& g);
+  void AnswerWaiters(Group& g);
+  void SyncNode(const rpc::NodeInfo& info, int attempt);
+  void TrimRemoved();
+
+  Store* const store_;
+  Publisher* const publisher_;
+  PlacementGroupScheduler* const scheduler_;
+  RayletClientPool* const raylets_;
+  const RunAfter run_after_;
+
+  absl::flat_hash_map<PlacementGroupId, std::unique_ptr<Group>> groups_;
+  std::map<NameKey, PlacementGroupId> names_;  // live groups only
+  std::map<NodeId, std::unique_ptr<EventLoop::Timer>> sync_retries_;
+  std::unique_ptr<EventLoop::Timer> kick_;  // a SchedulePending on its way
+  uint64_t next_order_ = 1;
+  size_t num_removed_ = 0;
+  bool scheduling_pending_ = false;
+  std::function<void(const std::string&)> on_removed_;
+};
+
+// Validates a creation spec: id, 1..10000 bundles whose index is their
+// position, each with valid non-empty resources and selector, a known
+// strategy, bounded name and namespace.
+absl::Status ValidatePlacementGroupSpec(const rpc::PlacementGroupInfo& spec);
+
+}  // namespace manta::gcs

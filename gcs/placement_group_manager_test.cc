@@ -1,0 +1,282 @@
+#include "gcs/placement_group_manager.h"
+
+#include <limits>
+#include <optional>
+
+#include "gcs/fake_raylet_client.h"
+#include "gcs/fake_timers.h"
+#include "gcs/in_memory_store.h"
+#include "gcs/test_util.h"
+#include "gtest/gtest.h"
+
+namespace manta::gcs {
+namespace {
+
+using Info = rpc::PlacementGroupInfo;
+
+class PlacementGroupManagerTest : public ::testing::Test {
+ protected:
+  PlacementGroupManagerTest() { Restart(); }
+
+  // A fresh scheduler and manager over the same store: a restarted GCS.
+  void Restart() {
+    manager_.reset();
+    scheduler_ = std::make_unique<PlacementGroupScheduler>(
+        [this](const NodeId& n) -> const rpc::NodeResources* {
+          auto it = view_.find(n);
+          return it == view_.end() ? nullptr : &it->second;
+        },
+        [this](const rpc::NodeResources& r) { view_[*NodeId::FromBinary(r.node_id())] = r; }, &raylets_);
+    manager_ = std::make_unique<PlacementGroupManager>(&store_, &pub_, scheduler_.get(), &raylets_,
+                                                       timers_.RunAfter());
+    manager_->SetRemovedListener([this](const std::string& id) { removed_.push_back(id); });
+    ASSERT_TRUE(manager_->Initialize().ok());
+  }
+
+  // Adds a node and answers its sync; returns the bundles the sync kept.
+  NodeId AddNode(std::map<std::string, double> resources, rpc::ReleaseUnusedBundlesRequest* sync = nullptr,
+                 std::optional<NodeId> reuse = std::nullopt) {
+    NodeId id = reuse.value_or(NodeId::FromRandom());
+    rpc::NodeInfo n;
+    n.set_node_id(id.Binary());
+    n.set_node_ip("10.0.0.1");
+    n.set_node_manager_port(7000);
+    n.mutable_resources_total()->insert(resources.begin(), resources.end());
+    rpc::NodeResources r;
+    r.set_node_id(id.Binary());
+    r.mutable_total()->insert(resources.begin(), resources.end());
+    r.mutable_available()->insert(resources.begin(), resources.end());
+    view_[id] = r;
+    manager_->OnNodeAdded(n);
+    EXPECT_FALSE(raylets_.releases.empty());
+    auto call = std::move(raylets_.releases.back());
+    raylets_.releases.pop_back();
+    if (sync != nullptr) *sync = call.request;
+    call.cb(absl::OkStatus(), {});
+    return id;
+  }
+
+  // Answers every prepare (reserving in the view) and every commit.
+  void AnswerRaylets() {
+    while (!raylets_.prepares.empty() || !raylets_.commits.empty()) {
+      while (!raylets_.prepares.empty()) {
+        auto c = std::move(raylets_.prepares.front());
+        raylets_.prepares.pop_front();
+        rpc::PrepareBundlesReply reply;
+        reply.set_success(true);
+        rpc::NodeResources r = view_.at(c.node);
+        for (const auto& b : c.request.bundles()) {
+          for (const auto& [k, v] : b.resources()) (*r.mutable_available())[k] -= v;
+        }
+        r.set_version(r.version() + 1);
+        *reply.mutable_resources() = r;
+        c.cb(absl::OkStatus(), std::move(reply));
+      }
+      while (!raylets_.commits.empty()) {
+        auto c = std::move(raylets_.commits.front());
+        raylets_.commits.pop_front();
+        c.cb(absl::OkStatus(), {});
+      }
+    }
+  }
+
+  static Info Spec(Info::Strategy strategy, std::vector<std::map<std::string, double>> bundles,
+                   const std::string& name = "") {
+    Info g;
+    g.set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+    g.set_strategy(strategy);
+    g.set_name(name);
+    for (size_t i = 0; i < bundles.size(); ++i) {
+      rpc::Bundle* b = g.add_bundles();
+      b->set_index(static_cast<int>(i));
+      b->mutable_resources()->insert(bundles[i].begin(), bundles[i].end());
+    }
+    return g;
+  }
+
+  absl::Status Create(const Info& spec, Info* out = nullptr) {
+    rpc::CreatePlacementGroupRequest req;
+    *req.mutable_spec() = spec;
+    rpc::CreatePlacementGroupReply reply;
+    absl::Status status;
+    manager_->HandleCreatePlacementGroup(req, &reply, [&](const absl::Status& s) { status = s; });
+    if (out != nullptr) *out = reply.placement_group();
+    return status;
+  }
+
+  Info Get(const Info& spec) {
+    const Info* info = manager_->Get(*PlacementGroupId::FromBinary(spec.placement_group_id()));
+    EXPECT_NE(info, nullptr);
+    return info == nullptr ? Info() : *info;
+  }
+
+  absl::Status Remove(const Info& spec) {
+    rpc::RemovePlacementGroupRequest req;
+    req.set_placement_group_id(spec.placement_group_id());
+    rpc::RemovePlacementGroupReply reply;
+    absl::Status status;
+    manager_->HandleRemovePlacementGroup(req, &reply, [&](const absl::Status& s) { status = s; });
+    return status;
+  }
+
+  EventLoop loop_;
+  InMemoryStore store_{&loop_};
+  Publisher pub_{&loop_, "inc"};
+  FakeTimers timers_;
+  FakeRayletClientPool raylets_;
+  absl::flat_hash_map<NodeId, rpc::NodeResources> view_;
+  std::unique_ptr<PlacementGroupScheduler> scheduler_;
+  std::unique_ptr<PlacementGroupManager> manager_;
+  std::vector<std::string> removed_;
+};
+
+TEST_F(PlacementGroupManagerTest, BadSpecsAreRefusedAndChangeNothing) {
+  std::vector<Info> bad;
+  bad.push_back(Spec(Info::PACK, {}));                                                    // no bundles
+  bad.push_back(Spec(Info::PACK, {{}}));                                                  // empty bundle
+  bad.push_back(Spec(Info::PACK, {{{"CPU", -1}}}));                                       // negative
+  bad.push_back(Spec(Info::PACK, {{{"CPU", std::numeric_limits<double>::quiet_NaN()}}}));  // NaN
+  Info strategy = Spec(Info::PACK, {{{"CPU", 1}}});
+  strategy.set_strategy(static_cast<Info::Strategy>(42));
+  bad.push_back(strategy);
+  Info index = Spec(Info::PACK, {{{"CPU", 1}}});
+  index.mutable_bundles(0)->set_index(3);
+  bad.push_back(index);
+  Info id = Spec(Info::PACK, {{{"CPU", 1}}});
+  id.set_placement_group_id("short");
+  bad.push_back(id);
+  for (const Info& spec : bad) {
+    absl::Status s = Create(spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << spec.ShortDebugString();
+    EXPECT_FALSE(s.message().empty());
+  }
+  EXPECT_EQ(store_.ReadAll("placement_groups")->size(), 0u);
+  rpc::ListPlacementGroupsReply list;
+  manager_->HandleListPlacementGroups({}, &list, [](const absl::Status&) {});
+  EXPECT_EQ(list.placement_groups_size(), 0);
+}
+
+TEST_F(PlacementGroupManagerTest, CreateWaitRemove) {
+  NodeId node = AddNode({{"CPU", 8}});
+  Info spec = Spec(Info::STRICT_PACK, {{{"CPU", 2}}, {{"CPU", 2}}}, "g");
+  Info created;
+  ASSERT_TRUE(Create(spec, &created).ok());
+  EXPECT_EQ(created.state(), Info::PENDING);
+
+  rpc::WaitPlacementGroupReadyRequest wait;
+  wait.set_placement_group_id(spec.placement_group_id());
+  wait.set_timeout_ms(1000);
+  rpc::WaitPlacementGroupReadyReply ready;
+  bool answered = false;
+  manager_->HandleWaitPlacementGroupReady(wait, &ready, [&](const absl::Status& s) { answered = s.ok(); });
+  EXPECT_FALSE(answered);
+  AnswerRaylets();
+  ASSERT_TRUE(answered);
+  EXPECT_TRUE(ready.ready());
+  EXPECT_EQ(Get(spec).state(), Info::CREATED);
+  Info info = Get(spec);
+  for (const auto& b : info.bundles()) EXPECT_EQ(b.node_id(), node.Binary());
+
+  // Idempotent by id; a live name is taken.
+  Info again;
+  ASSERT_TRUE(Create(spec, &again).ok());
+  EXPECT_EQ(again.state(), Info::CREATED);
+  EXPECT_EQ(Create(Spec(Info::PACK, {{{"CPU", 1}}}, "g")).code(), absl::StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(Remove(spec).ok());
+  EXPECT_EQ(Get(spec).state(), Info::REMOVED);
+  ASSERT_EQ(raylets_.cancels.size(), 1u);
+  EXPECT_EQ(raylets_.cancels[0].node, node);
+  EXPECT_EQ(raylets_.cancels[0].request.indices_size(), 2);
+  EXPECT_EQ(removed_, std::vector<std::string>{spec.placement_group_id()});
+  EXPECT_TRUE(Remove(spec).ok());  // idempotent
+  EXPECT_EQ(raylets_.cancels.size(), 1u);
+  EXPECT_TRUE(Create(Spec(Info::PACK, {{{"CPU", 1}}}, "g")).ok());  // the name is free again
+}
+
+TEST_F(PlacementGroupManagerTest, InfeasibleGroupWaitsForANode) {
+  AddNode({{"CPU", 2}});
+  Info spec = Spec(Info::PACK, {{{"TPU", 4}}});
+  ASSERT_TRUE(Create(spec).ok());
+  Info info = Get(spec);
+  EXPECT_EQ(info.state(), Info::PENDING);
+  EXPECT_TRUE(info.infeasible());
+  EXPECT_NE(info.state_message().find("TPU"), std::string::npos) << info.state_message();
+  rpc::GetClusterResourcesReply demands;
+  manager_->AppendPending(&demands);
+  EXPECT_EQ(demands.pending_placement_groups_size(), 1);
+
+  AddNode({{"TPU", 4}});
+  AnswerRaylets();
+  EXPECT_EQ(Get(spec).state(), Info::CREATED);
+  EXPECT_FALSE(Get(spec).infeasible());
+}
+
+TEST_F(PlacementGroupManagerTest, ANodeDeathReschedulesItsBundles) {
+  NodeId a = AddNode({{"CPU", 4}});
+  NodeId b = AddNode({{"CPU", 4}});
+  Info spec = Spec(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}});
+  ASSERT_TRUE(Create(spec).ok());
+  AnswerRaylets();
+  ASSERT_EQ(Get(spec).state(), Info::CREATED);
+  std::string kept = b.Binary();  // a dies
+  int lost_index = Get(spec).bundles(0).node_id() == a.Binary() ? 0 : 1;
+
+  scheduler_->OnNodeDead(a);
+  manager_->OnNodeDead(a);
+  view_.erase(a);
+  Info info = Get(spec);
+  EXPECT_EQ(info.state(), Info::RESCHEDULING);
+  EXPECT_EQ(info.num_reschedules(), 1);
+  EXPECT_TRUE(info.bundles(lost_index).node_id().empty());
+  EXPECT_EQ(info.bundles(1 - lost_index).node_id(), kept);
+
+  NodeId c = AddNode({{"CPU", 4}});
+  AnswerRaylets();
+  info = Get(spec);
+  EXPECT_EQ(info.state(), Info::CREATED);
+  EXPECT_EQ(info.bundles(lost_index).node_id(), c.Binary());
+  EXPECT_EQ(info.bundles(1 - lost_index).node_id(), kept);
+}
+
+TEST_F(PlacementGroupManagerTest, ARestartedGcsKeepsCreatedGroupsAndReplacesTheOthers) {
+  NodeId node = AddNode({{"CPU", 4}});
+  Info created = Spec(Info::PACK, {{{"CPU", 2}}});
+  ASSERT_TRUE(Create(created).ok());
+  AnswerRaylets();
+  Info pending = Spec(Info::PACK, {{{"CPU", 2}}});
+  ASSERT_TRUE(Create(pending).ok());  // its prepare is never answered
+  ASSERT_EQ(raylets_.prepares.size(), 1u);
+  raylets_.prepares.clear();
+  Pump(loop_);
+
+  Restart();
+  EXPECT_EQ(Get(created).state(), Info::CREATED);
+  EXPECT_EQ(Get(pending).state(), Info::PENDING);
+  EXPECT_TRUE(Get(pending).bundles(0).node_id().empty());
+  // The node's sync keeps exactly the created group's bundle.
+  rpc::ReleaseUnusedBundlesRequest sync;
+  AddNode({{"CPU", 4}}, &sync, node);
+  ASSERT_EQ(sync.bundles_in_use_size(), 1);
+  EXPECT_EQ(sync.bundles_in_use(0).placement_group_id(), created.placement_group_id());
+  AnswerRaylets();
+  EXPECT_EQ(Get(pending).state(), Info::CREATED);
+}
+
+TEST_F(PlacementGroupManagerTest, AJobsGroupsGoWithItUnlessDetached) {
+  AddNode({{"CPU", 4}});
+  Info owned = Spec(Info::PACK, {{{"CPU", 1}}});
+  owned.set_creator_job_id(std::string("\x01\x00\x00\x00", 4));
+  Info detached = owned;
+  detached.set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+  detached.set_detached(true);
+  ASSERT_TRUE(Create(owned).ok());
+  ASSERT_TRUE(Create(detached).ok());
+  AnswerRaylets();
+  manager_->OnJobFinished(owned.creator_job_id());
+  EXPECT_EQ(Get(owned).state(), Info::REMOVED);
+  EXPECT_EQ(Get(detached).state(), Info::CREATED);
+}
+
+}  // namespace
+}  // namespace manta::gcs

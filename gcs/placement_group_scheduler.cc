@@ -1,0 +1,493 @@
+#include "gcs/placement_group_scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace manta::gcs {
+namespace {
+
+absl::StatusOr<ResourceSet> ToResourceSet(const google::protobuf::Map<std::string, double>& m) {
+  return ResourceSet::FromMap(std::map<std::string, double>(m.begin(), m.end()));
+}
+
+std::string Describe(const rpc::Bundle& b) {
+  auto r = ToResourceSet(b.resources());
+  std::string s = absl::StrCat("bundle ", b.index(), " ", r.ok() ? r->DebugString() : "{?}");
+  if (!b.label_selector().empty()) {
+    std::map<std::string, std::string> m(b.label_selector().begin(), b.label_selector().end());
+    s += " with labels {";
+    bool first = true;
+    for (const auto& [k, v] : m) {
+      absl::StrAppend(&s, first ? "" : ", ", k, ": ", v);
+      first = false;
+    }
+    s += "}";
+  }
+  return s;
+}
+
+// Kuhn's augmenting paths: assigns each bundle (left) a distinct node
+// (right). `edges[b]` lists the nodes bundle b may use, best first.
+bool Augment(size_t b, const std::vector<std::vector<size_t>>& edges, std::vector<int>& owner,
+             std::vector<bool>& seen) {
+  for (size_t n : edges[b]) {
+    if (seen[n]) continue;
+    seen[n] = true;
+    if (owner[n] < 0 || Augment(owner[n], edges, owner, seen)) {
+      owner[n] = static_cast<int>(b);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Matches every bundle to its own node; nullopt when impossible.
+std::optional<std::vector<size_t>> Match(const std::vector<std::vector<size_t>>& edges, size_t num_nodes) {
+  std::vector<int> owner(num_nodes, -1);
+  for (size_t b = 0; b < edges.size(); ++b) {
+    std::vector<bool> seen(num_nodes, false);
+    if (!Augment(b, edges, owner, seen)) return std::nullopt;
+  }
+  std::vector<size_t> node_of(edges.size());
+  for (size_t n = 0; n < num_nodes; ++n) {
+    if (owner[n] >= 0) node_of[owner[n]] = n;
+  }
+  return node_of;
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<ResourceSet, LabelSelector>> ParseBundle(const rpc::Bundle& bundle) {
+  auto resources = ToResourceSet(bundle.resources());
+  if (!resources.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), ": ", resources.status().message()));
+  }
+  if (resources->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), " is empty: a bundle must reserve ",
+                                                   "at least one resource"));
+  }
+  auto selector = LabelSelector::Parse(bundle.label_selector());
+  if (!selector.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), ": ", selector.status().message()));
+  }
+  return std::make_pair(std::move(*resources), std::move(*selector));
+}
+
+PlacementGroupScheduler::PlacementGroupScheduler(ResourceView view, ApplyResources apply, RayletClientPool* raylets)
+    : view_(std::move(view)), apply_(std::move(apply)), raylets_(raylets) {}
+
+void PlacementGroupScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
+  auto id = NodeId::FromBinary(info.node_id());
+  if (!id.ok()) return;
+  Node& n = nodes_[*id];
+  n.info = info;
+  n.synced = false;
+}
+
+void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
+  if (auto it = nodes_.find(node); it != nodes_.end()) it->second.synced = true;
+}
+
+void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
+  if (nodes_.erase(node) == 0) return;
+  flight_.erase(node);
+  std::vector<PlacementGroupId> affected;
+  for (auto& [group, a] : attempts_) {
+    if (a.by_node.count(node) > 0) affected.push_back(group);
+  }
+  for (const PlacementGroupId& group : affected) {
+    Attempt& a = attempts_.at(group);
+    a.failed = true;
+    a.message = "a node chosen for the group died";
+    a.reserving.erase(node);
+    a.by_node.erase(node);
+    if (a.outstanding.erase(node) > 0 && a.outstanding.empty()) {
+      CancelOnRaylets(a);
+      PlacementResult r;
+      r.outcome = PlacementResult::kFailed;
+      r.message = a.message;
+      Finish(group, std::move(r));
+    }
+  }
+  for (auto it = zombies_.begin(); it != zombies_.end();) {
+    Attempt& a = it->second;
+    a.by_node.erase(node);
+    a.reserving.erase(node);
+    a.outstanding.erase(node);
+    if (a.outstanding.empty()) {
+      CancelOnRaylets(a);
+      it = zombies_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ResourceSet PlacementGroupScheduler::Total(const NodeId& node) const {
+  if (const rpc::NodeResources* r = view_(node); r != nullptr) {
+    if (auto t = ToResourceSet(r->total()); t.ok()) return *t;
+  }
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  auto t = ToResourceSet(it->second.info.resources_total());
+  return t.ok() ? *t : ResourceSet();
+}
+
+ResourceSet PlacementGroupScheduler::Available(const NodeId& node) const {
+  ResourceSet available;
+  if (const rpc::NodeResources* r = view_(node); r != nullptr) {
+    if (auto a = ToResourceSet(r->available()); a.ok()) available = *a;
+  } else {
+    available = Total(node);
+  }
+  if (auto it = flight_.find(node); it != flight_.end()) {
+    for (const auto& [name, q] : it->second.entries()) {
+      Quantity have = available.Get(name);
+      available.Set(name, q < have ? have - q : Quantity());
+    }
+  }
+  return available;
+}
+
+double PlacementGroupScheduler::Load(const NodeId& node, const ResourceSet& available) const {
+  ResourceSet total = Total(node);
+  double used = 0;
+  int counted = 0;
+  for (const auto& [name, q] : total.entries()) {
+    if (pg::ParseGroupResource(name).has_value() || q.IsZero()) continue;
+    used += 1.0 - available.Get(name).ToDouble() / q.ToDouble();
+    ++counted;
+  }
+  return counted == 0 ? 0 : used / counted;
+}
+
+PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& group) const {
+  PlacementResult result;
+  result.outcome = PlacementResult::kNoFit;
+  struct Want {
+    int index;
+    ResourceSet demand;
+    LabelSelector selector;
+    std::string what;
+  };
+  std::vector<Want> wants;
+  absl::flat_hash_set<NodeId> used;  // nodes of bundles already placed
+  for (const rpc::Bundle& b : group.bundles()) {
+    if (!b.node_id().empty()) {
+      if (auto n = NodeId::FromBinary(b.node_id()); n.ok()) used.insert(*n);
+      continue;
+    }
+    auto parsed = ParseBundle(b);
+    if (!parsed.ok()) {
+      result.infeasible = true;
+      result.message = std::string(parsed.status().message());
+      return result;
+    }
+    wants.push_back({b.index(), std::move(parsed->first), std::move(parsed->second), Describe(b)});
+  }
+  if (wants.empty()) {
+    result.outcome = PlacementResult::kCreated;
+    return result;
+  }
+  // Synced nodes, least loaded first, with what each has left.
+  struct Candidate {
+    NodeId id;
+    ResourceSet total;
+    ResourceSet available;
+    double load;
+    const rpc::NodeInfo* info;
+  };
+  std::vector<Candidate> nodes;
+  for (const auto& [id, n] : nodes_) {
+    if (!n.synced) continue;
+    ResourceSet available = Available(id);
+    nodes.push_back({id, Total(id), available, Load(id, available), &n.info});
+  }
+  std::stable_sort(nodes.begin(), nodes.end(), [](const Candidate& a, const Candidate& b) { return a.load < b.load; });
+  auto labels_ok = [](const Want& w, const Candidate& c) { return w.selector.Matches(c.info->labels()); };
+  // Every bundle needs some node that could ever hold it.
+  for (const Want& w : wants) {
+    bool any = false;
+    for (const Candidate& c : nodes) any |= labels_ok(w, c) && c.total.Contains(w.demand);
+    if (!any) {
+      result.infeasible = true;
+      result.message = absl::StrCat("no alive node could ever hold ", w.what);
+      return result;
+    }
+  }
+  const rpc::PlacementGroupInfo::Strategy strategy = group.strategy();
+  auto assign = [&](const Want& w, Candidate& c) {
+    result.nodes[w.index] = c.id;
+    c.available.Subtract(w.demand);
+  };
+
+  if (strategy == rpc::PlacementGroupInfo::STRICT_PACK || strategy == rpc::PlacementGroupInfo::PACK) {
+    ResourceSet sum;
+    for (const Want& w : wants) sum.Add(w.demand);
+    auto pack_ok = [&](const Candidate& c, const ResourceSet& have) {
+      if (strategy == rpc::PlacementGroupInfo::STRICT_PACK && !used.empty() && !used.contains(c.id)) return false;
+      for (const Want& w : wants) {
+        if (!labels_ok(w, c)) return false;
+      }
+      return have.Contains(sum);
+    };
+    // A node already holding bundles of the group first.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (Candidate& c : nodes) {
+        if ((pass == 0) != used.contains(c.id) || !pack_ok(c, c.available)) continue;
+        for (const Want& w : wants) assign(w, c);
+        result.outcome = PlacementResult::kCreated;
+        return result;
+      }
+    }
+    if (strategy == rpc::PlacementGroupInfo::STRICT_PACK) {
+      bool ever = false;
+      for (const Candidate& c : nodes) ever |= pack_ok(c, c.total);
+      result.infeasible = !ever;
+      result.message = ever ? "no node has room for every bundle at once now"
+                            : "no alive node could ever hold every bundle (STRICT_PACK)";
+      return result;
+    }
+  }
+
+  if (strategy == rpc::PlacementGroupInfo::STRICT_SPREAD) {
+    // Nodes with bundles of the group are taken.
+    std::vector<size_t> usable;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!used.contains(nodes[i].id)) usable.push_back(i);
+    }
+    auto match = [&](bool now) {
+      std::vector<std::vector<size_t>> edges(wants.size());
+      for (size_t b = 0; b < wants.size(); ++b) {
+        for (size_t i : usable) {
+          const Candidate& c = nodes[i];
+          if (labels_ok(wants[b], c) && (now ? c.available : c.total).Contains(wants[b].demand)) edges[b].push_back(i);
+        }
+      }
+      return Match(edges, nodes.size());
+    };
+    if (auto m = match(true)) {
+      for (size_t b = 0; b < wants.size(); ++b) assign(wants[b], nodes[(*m)[b]]);
+      result.outcome = PlacementResult::kCreated;
+      return result;
+    }
+    bool ever = match(false).has_value();
+    result.infeasible = !ever;
+    result.message = ever ? "not enough nodes have room for one bundle each now"
+                          : "too few alive nodes could hold one bundle each (STRICT_SPREAD)";
+    return result;
+  }
+
+  // PACK (when one node is not enough) and SPREAD: greedy, bundle by bundle.
+  absl::flat_hash_set<NodeId> taken = used;
+  for (const Want& w : wants) {
+    Candidate* best = nullptr;
+    for (Candidate& c : nodes) {
+      if (!labels_ok(w, c) || !c.available.Contains(w.demand)) continue;
+      bool preferred = strategy == rpc::PlacementGroupInfo::PACK ? taken.contains(c.id) : !taken.contains(c.id);
+      if (preferred) {
+        best = &c;
+        break;
+      }
+      if (best == nullptr) best = &c;
+    }
+    if (best == nullptr) {
+      result.nodes.clear();
+      result.message = absl::StrCat("no node has room for ", w.what, " now");
+      return result;
+    }
+    assign(w, *best);
+    taken.insert(best->id);
+  }
+  result.outcome = PlacementResult::kCreated;
+  return result;
+}
+
+void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Callback done,
+                                       std::function<void()> prepared) {
+  auto id = PlacementGroupId::FromBinary(group.placement_group_id());
+  if (!id.ok()) {
+    PlacementResult r;
+    r.outcome = PlacementResult::kNoFit;
+    r.infeasible = true;
+    r.message = "malformed placement_group_id";
+    return done(std::move(r));
+  }
+  Cancel(*id);
+  PlacementResult choice = Choose(group);
+  if (choice.outcome != PlacementResult::kCreated) return done(std::move(choice));
+  Attempt& a = attempts_[*id];
+  a.generation = next_generation_++;
+  a.group = *id;
+  a.done = std::move(done);
+  a.prepared = std::move(prepared);
+  for (const rpc::Bundle& b : group.bundles()) {
+    if (!b.node_id().empty()) {
+      if (auto n = NodeId::FromBinary(b.node_id()); n.ok()) a.all_nodes[b.index()] = *n;
+      continue;
+    }
+    const NodeId& node = choice.nodes.at(b.index());
+    rpc::Bundle placed = b;
+    placed.set_placement_group_id(group.placement_group_id());
+    placed.set_node_id(node.Binary());
+    a.bundles.push_back(std::move(placed));
+    a.by_node[node].push_back(b.index());
+    a.all_nodes[b.index()] = node;
+    a.reserving[node].Add(*ToResourceSet(b.resources()));
+  }
+  if (a.bundles.empty()) {
+    PlacementResult r;
+    r.nodes = a.all_nodes;
+    return Finish(*id, std::move(r));
+  }
+  for (const auto& [node, r] : a.reserving) flight_[node].Add(r);
+  Prepare(a);
+}
+
+void PlacementGroupScheduler::Prepare(Attempt& a) {
+  std::map<NodeId, rpc::PrepareBundlesRequest> requests;
+  for (const rpc::Bundle& b : a.bundles) *requests[*NodeId::FromBinary(b.node_id())].add_bundles() = b;
+  for (const auto& [node, _] : requests) a.outstanding.insert(node);
+  for (auto& [node, request] : requests) {
+    raylets_->PrepareBundles(node, RayletAddress(nodes_.at(node).info), request,
+                             [this, group = a.group, generation = a.generation, node = node](
+                                 const absl::Status& s, rpc::PrepareBundlesReply&& reply) {
+                               OnPrepared(group, generation, node, s, reply);
+                             });
+  }
+}
+
+PlacementGroupScheduler::Attempt* PlacementGroupScheduler::Find(const PlacementGroupId& group, uint64_t generation) {
+  if (auto it = attempts_.find(group); it != attempts_.end() && it->second.generation == generation) {
+    return &it->second;
+  }
+  if (auto it = zombies_.find(generation); it != zombies_.end()) return &it->second;
+  return nullptr;
+}
+
+void PlacementGroupScheduler::OnPrepared(const PlacementGroupId& group, uint64_t generation, const NodeId& node,
+                                         const absl::Status& s, const rpc::PrepareBundlesReply& reply) {
+  if (s.ok() && reply.has_resources()) apply_(reply.resources());
+  Attempt* a = Find(group, generation);
+  if (a == nullptr || a->outstanding.erase(node) == 0) return;
+  ReleaseFlight(*a, node);
+  if (!s.ok() || !reply.success()) {
+    a->failed = true;
+    a->message = absl::StrCat("node ", node.Hex().substr(0, 8), " refused the bundles: ",
+                              s.ok() ? reply.message().substr(0, 512) : std::string(s.message()));
+  }
+  if (!a->outstanding.empty()) return;
+  if (a->failed || a->cancelled) return Abandon(*a);
+  if (a->prepared) a->prepared();
+  Commit(*a);
+}
+
+void PlacementGroupScheduler::Commit(Attempt& a) {
+  a.committing = true;
+  for (const auto& [node, indices] : a.by_node) {
+    rpc::CommitBundlesRequest request;
+    request.set_placement_group_id(a.group.Binary());
+    for (int i : indices) request.add_indices(i);
+    a.outstanding.insert(node);
+    raylets_->CommitBundles(node, RayletAddress(nodes_.at(node).info), request,
+                            [this, group = a.group, generation = a.generation, node = node](
+                                const absl::Status& s, rpc::CommitBundlesReply&& reply) {
+                              OnCommitted(group, generation, node, s, reply);
+                            });
+  }
+}
+
+void PlacementGroupScheduler::OnCommitted(const PlacementGroupId& group, uint64_t generation, const NodeId& node,
+                                          const absl::Status& s, const rpc::CommitBundlesReply& reply) {
+  if (s.ok() && reply.has_resources()) apply_(reply.resources());
+  Attempt* a = Find(group, generation);
+  if (a == nullptr || a->outstanding.erase(node) == 0) return;
+  if (!s.ok()) {
+    a->failed = true;
+    a->message = absl::StrCat("node ", node.Hex().substr(0, 8), " could not commit the bundles: ", s.message());
+  }
+  if (!a->outstanding.empty()) return;
+  if (a->failed || a->cancelled) return Abandon(*a);
+  PlacementResult r;
+  r.nodes = a->all_nodes;
+  Finish(group, std::move(r));
+}
+
+void PlacementGroupScheduler::Abandon(Attempt& a) {
+  CancelOnRaylets(a);
+  if (a.cancelled) {
+    zombies_.erase(a.generation);
+    return;
+  }
+  PlacementResult r;
+  r.outcome = PlacementResult::kFailed;
+  r.message = a.message;
+  Finish(a.group, std::move(r));
+}
+
+void PlacementGroupScheduler::ReleaseFlight(Attempt& a, const NodeId& node) {
+  auto r = a.reserving.find(node);
+  if (r == a.reserving.end()) return;
+  auto f = flight_.find(node);
+  if (f != flight_.end()) {
+    for (const auto& [name, q] : r->second.entries()) {
+      Quantity have = f->second.Get(name);
+      f->second.Set(name, q < have ? have - q : Quantity());
+    }
+    if (f->second.empty()) flight_.erase(f);
+  }
+  a.reserving.erase(r);
+}
+
+void PlacementGroupScheduler::CancelOnRaylets(const Attempt& a) {
+  for (const auto& [node, indices] : a.by_node) {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) continue;  // a dead node's bundles are gone with it
+    rpc::CancelBundlesRequest request;
+    request.set_placement_group_id(a.group.Binary());
+    for (int i : indices) request.add_indices(i);
+    raylets_->CancelBundles(node, RayletAddress(it->second.info), request,
+                            [this, node = node](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
+                              if (s.ok() && reply.has_resources()) apply_(reply.resources());
+                              if (!s.ok()) {
+                                Logger("gcs")->warn("CancelBundles on node_id={} failed: {}", node.Hex(),
+                                                    s.ToString());
+                              }
+                            });
+  }
+}
+
+void PlacementGroupScheduler::Cancel(const PlacementGroupId& group) {
+  auto it = attempts_.find(group);
+  if (it == attempts_.end()) return;
+  Attempt a = std::move(it->second);
+  attempts_.erase(it);
+  a.cancelled = true;
+  a.done = nullptr;
+  if (a.outstanding.empty()) {
+    for (const auto& [node, _] : a.by_node) ReleaseFlight(a, node);
+    CancelOnRaylets(a);
+    return;
+  }
+  // Cancel only once every reply is in, so that no prepare lands after it.
+  uint64_t generation = a.generation;
+  zombies_.emplace(generation, std::move(a));
+}
+
+void PlacementGroupScheduler::Finish(const PlacementGroupId& group, PlacementResult result) {
+  auto it = attempts_.find(group);
+  if (it == attempts_.end()) return;
+  for (const auto& [node, _] : it->second.by_node) ReleaseFlight(it->second, node);
+  Callback done = std::move(it->second.done);
+  attempts_.erase(it);
+  if (done) done(std::move(result));
+}
+
+const rpc::NodeInfo* PlacementGroupScheduler::GetNode(const NodeId& node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? nullptr : &it->second.info;
+}
+
+}  // namespace manta::gcs
