@@ -39,10 +39,41 @@ struct DemandView {
   int64_t num_infeasible = 0;
 };
 
+// One bundle of a placement group.
+struct BundleView {
+  int index = 0;
+  std::map<std::string, double> resources;
+  std::map<std::string, std::string> label_selector;
+  std::string node_id;  // hex; empty while the bundle has no node
+};
+
+// One entry of the GCS placement-group table.
+struct PlacementGroupView {
+  std::string placement_group_id;  // hex
+  std::string name;                // empty: anonymous
+  std::string ray_namespace;
+  std::string creator_job_id;  // hex
+  std::string strategy;        // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  std::string state;           // PENDING, PREPARED, CREATED, REMOVED, RESCHEDULING
+  std::vector<BundleView> bundles;  // in index order
+  bool detached = false;
+  std::string state_message;  // why the group is not CREATED
+  bool infeasible = false;    // no alive node could ever hold it
+  int64_t create_time_ms = 0;
+  int64_t ready_time_ms = 0;
+  int64_t remove_time_ms = 0;
+  int num_reschedules = 0;
+};
+
 struct ClusterView {
   std::vector<NodeView> nodes;  // alive and dead
-  std::vector<NodeUsage> usage;  // alive nodes only
+  // Alive nodes only. Besides the plain resources, `total` and `available`
+  // hold the placement-group names of committed bundles (CPU_group_<hex>,
+  // CPU_group_<i>_<hex>, bundle_group_<hex>, ...); a plain resource's
+  // `available` excludes what bundles reserve of it.
+  std::vector<NodeUsage> usage;
   std::vector<DemandView> demands;
+  std::vector<PlacementGroupView> pending_placement_groups;  // PENDING or RESCHEDULING
 };
 
 }  // namespace manta::cli

@@ -28,6 +28,32 @@ std::map<std::string, double> ToMap(const google::protobuf::Map<std::string, dou
   return std::map<std::string, double>(m.begin(), m.end());
 }
 
+PlacementGroupView ToView(const rpc::PlacementGroupInfo& g) {
+  PlacementGroupView v;
+  v.placement_group_id = ToHex(g.placement_group_id());
+  v.name = g.name();
+  v.ray_namespace = g.ray_namespace();
+  v.creator_job_id = ToHex(g.creator_job_id());
+  v.strategy = rpc::PlacementGroupInfo::Strategy_Name(g.strategy());
+  v.state = rpc::PlacementGroupInfo::State_Name(g.state());
+  for (const rpc::Bundle& b : g.bundles()) {
+    BundleView bv;
+    bv.index = b.index();
+    bv.resources = ToMap(b.resources());
+    bv.label_selector = std::map<std::string, std::string>(b.label_selector().begin(), b.label_selector().end());
+    bv.node_id = ToHex(b.node_id());
+    v.bundles.push_back(std::move(bv));
+  }
+  v.detached = g.detached();
+  v.state_message = g.state_message();
+  v.infeasible = g.infeasible();
+  v.create_time_ms = g.create_time_ms();
+  v.ready_time_ms = g.ready_time_ms();
+  v.remove_time_ms = g.remove_time_ms();
+  v.num_reschedules = g.num_reschedules();
+  return v;
+}
+
 }  // namespace
 
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
@@ -74,6 +100,9 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   for (const rpc::ResourceDemand& d : resources.demands()) {
     view.demands.push_back({ToMap(d.shape()), d.num_ready_requests_queued(), d.num_infeasible_requests_queued()});
   }
+  for (const rpc::PlacementGroupInfo& g : resources.pending_placement_groups()) {
+    view.pending_placement_groups.push_back(ToView(g));
+  }
   return view;
 }
 
@@ -119,6 +148,22 @@ absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, c
     v.end_time_ms = a.end_time_ms();
     out.push_back(std::move(v));
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::string& address,
+                                                                     const std::string& token,
+                                                                     absl::Duration timeout, int limit) {
+  auto stub = rpc::PlacementGroupGcsService::NewStub(rpc::MakeChannel(address));
+  grpc::ClientContext ctx;
+  rpc::PrepareContext(&ctx, token, timeout);
+  rpc::ListPlacementGroupsRequest request;
+  request.set_limit(limit);
+  rpc::ListPlacementGroupsReply reply;
+  grpc::Status s = stub->ListPlacementGroups(&ctx, request, &reply);
+  if (!s.ok()) return CallError(address, s);
+  std::vector<PlacementGroupView> out;
+  for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) out.push_back(ToView(g));
   return out;
 }
 

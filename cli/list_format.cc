@@ -64,6 +64,16 @@ std::string YamlScalar(const std::string& value) {
   return out + "'";
 }
 
+std::string FormatListHeader(size_t total, int limit, absl::Time now, absl::TimeZone tz) {
+  std::string out = absl::StrCat("======== List: ", FormatTimestamp(now, tz), " ========\n");
+  absl::StrAppend(&out, "Stats:\n------------------------------\nTotal: ", total, "\n\n");
+  if (limit > 0 && total >= static_cast<size_t>(limit)) {
+    absl::StrAppend(&out, "Showing at most ", limit, " entries; use --limit to see more.\n\n");
+  }
+  absl::StrAppend(&out, "Table:\n------------------------------\n");
+  return out;
+}
+
 std::string FormatTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::vector<std::string>>>& rows) {
   size_t index_width = std::max<size_t>(2, std::to_string(rows.empty() ? 0 : rows.size() - 1).size());
@@ -118,10 +128,7 @@ std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, a
                     resources,
                     labels});
   }
-  std::string out = absl::StrCat("======== List: ", FormatTimestamp(now, tz), " ========\n");
-  absl::StrAppend(&out, "Stats:\n------------------------------\nTotal: ", nodes.size(), "\n\n");
-  absl::StrAppend(&out, "Table:\n------------------------------\n", FormatTable(headers, rows));
-  return out;
+  return FormatListHeader(nodes.size(), /*limit=*/0, now, tz) + FormatTable(headers, rows);
 }
 
 std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {

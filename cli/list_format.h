@@ -18,6 +18,7 @@
 // head first, then by start time.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ std::string FormatNodeListJson(const std::vector<NodeView>& nodes);
 // A label value as YAML prints it: quoted when it would otherwise read as a
 // number, a boolean or null ('1', 'true'), or is empty.
 std::string YamlScalar(const std::string& value);
+
+// What every `manta list` table starts with: the "======== List: <time>
+// ========" line, "Stats:" with the total, and the "Table:" rule. When
+// `limit` > 0 and `total` reached it, a note says the list may be truncated,
+// as Ray's does.
+std::string FormatListHeader(size_t total, int limit, absl::Time now, absl::TimeZone tz);
 
 // Lays out `rows` (each cell a list of lines) under `headers` with a leading
 // right-aligned row-index column, as tabulate's "plain" format does.

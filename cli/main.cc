@@ -1,4 +1,4 @@
-// The manta command: start, stop, status, list nodes/actors/tasks.
+// The manta command: start, stop, status, list nodes/actors/tasks/placement-groups, job.
 #include <iostream>
 #include <string>
 
@@ -10,6 +10,7 @@
 #include "cli/list_actors_client.h"
 #include "cli/job.h"
 #include "cli/list_format.h"
+#include "cli/list_placement_groups.h"
 #include "cli/start.h"
 #include "cli/status_format.h"
 #include "cli/stop.h"
@@ -72,6 +73,18 @@ absl::Status RunListTasks(const QueryOptions& q, int limit) {
   return absl::OkStatus();
 }
 
+absl::Status RunListPlacementGroups(const QueryOptions& q, int limit, bool detail) {
+  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
+  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
+  ASSIGN_OR_RETURN(std::vector<PlacementGroupView> groups, FetchPlacementGroups(address, token, kRpcTimeout, limit));
+  if (q.format == "json") {
+    std::cout << FormatPlacementGroupListJson(groups);
+  } else {
+    std::cout << FormatPlacementGroupList(groups, limit, detail, absl::Now(), absl::LocalTimeZone());
+  }
+  return absl::OkStatus();
+}
+
 int Fail(const std::string& message) {
   std::string line = absl::StrReplaceAll(message, {{"\n", " "}, {"\r", " "}});
   std::cerr << "manta: error: " << line << std::endl;
@@ -129,13 +142,16 @@ int Main(int argc, char** argv) {
   CLI::App* list_nodes = list_cmd->add_subcommand("nodes", "List the nodes of the cluster.");
   CLI::App* list_actors = list_cmd->add_subcommand("actors", "List the actors of the cluster.");
   CLI::App* list_tasks = list_cmd->add_subcommand("tasks", "List the latest state of recent tasks.");
+  CLI::App* list_pgs = list_cmd->add_subcommand("placement-groups", "List the placement groups of the cluster.");
+  bool list_detail = false;
+  list_pgs->add_flag("--detail", list_detail, "Every bundle with its node, and more columns.");
   int list_limit = 100;
-  for (CLI::App* cmd : {list_actors, list_tasks}) {
+  for (CLI::App* cmd : {list_actors, list_tasks, list_pgs}) {
     cmd->add_option("--limit", list_limit, "At most this many entries (0: all).")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000000));
   }
-  for (CLI::App* cmd : {list_cmd, list_nodes, list_actors, list_tasks}) {
+  for (CLI::App* cmd : {list_cmd, list_nodes, list_actors, list_tasks, list_pgs}) {
     cmd->add_option("--address", list.address, "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
     cmd->add_option("--temp-dir", list.temp_dir, "Root of the session directories.")->capture_default_str();
     cmd->add_option("--format", list.format, "table or json.")
@@ -203,6 +219,8 @@ int Main(int argc, char** argv) {
     s = RunListActors(list, list_limit);
   } else if (*list_tasks) {
     s = RunListTasks(list, list_limit);
+  } else if (*list_pgs) {
+    s = RunListPlacementGroups(list, list_limit, list_detail);
   } else if (*job_submit_cmd) {
     auto code = RunJobSubmit(job_submit, std::cout);
     if (!code.ok()) return Fail(std::string(code.status().message()));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/placement_group_resources.h"
 #include "common/resources.h"
 
 namespace manta::cli {
@@ -22,29 +23,58 @@ bool IsMemoryResource(const std::string& name) { return name == "memory" || name
 
 std::string NodeLabel(const NodeView& node) { return "node_" + node.node_id; }
 
+std::string FormatAmount(const std::string& name, int64_t units) {
+  return IsMemoryResource(name) ? FormatMemory(FromUnits(units)) : FormatQuantity(FromUnits(units));
+}
+
 std::string UsageReport(const ClusterView& view) {
   struct Sum {
     int64_t total = 0;
     int64_t available = 0;
   };
-  std::map<std::string, Sum> sums;
+  std::map<std::string, Sum> sums;  // plain resources
+  // By base name: the wildcard group resources (CPU_group_<hex>), summed
+  // over groups and nodes. Indexed names repeat them and are not counted.
+  std::map<std::string, Sum> reserved;
+  auto add = [&](const std::string& name, double v, int64_t Sum::*field) {
+    if (auto g = pg::ParseGroupResource(name)) {
+      if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += Units(v);
+    } else {
+      sums[name].*field += Units(v);
+    }
+  };
   for (const NodeUsage& node : view.usage) {
-    for (const auto& [name, v] : node.total) sums[name].total += Units(v);
-    for (const auto& [name, v] : node.available) sums[name].available += Units(v);
+    for (const auto& [name, v] : node.total) add(name, v, &Sum::total);
+    for (const auto& [name, v] : node.available) add(name, v, &Sum::available);
   }
   std::string out;
   for (const auto& [name, sum] : sums) {
     if (name.find("node:") != std::string::npos) continue;
-    int64_t used = std::max<int64_t>(0, sum.total - sum.available);
-    if (IsMemoryResource(name)) {
-      absl::StrAppend(&out, " ", FormatMemory(FromUnits(used)), "/", FormatMemory(FromUnits(sum.total)), " ", name,
-                      "\n");
-    } else {
-      absl::StrAppend(&out, " ", FormatQuantity(FromUnits(used)), "/", FormatQuantity(FromUnits(sum.total)), " ",
-                      name, "\n");
+    int64_t used = sum.total - sum.available;
+    std::string note;
+    if (auto it = reserved.find(name); it != reserved.end()) {
+      // The plain resource's available excludes the whole reservation; count
+      // only what runs in the groups, as `ray status` does.
+      int64_t pg_total = it->second.total;
+      int64_t pg_used = std::max<int64_t>(0, pg_total - it->second.available);
+      used = used - pg_total + pg_used;
+      note = absl::StrCat(" (", FormatAmount(name, pg_used), " used of ", FormatAmount(name, pg_total),
+                          " reserved in placement groups)");
     }
+    used = std::max<int64_t>(0, used);
+    absl::StrAppend(&out, " ", FormatAmount(name, used), "/", FormatAmount(name, sum.total), " ", name, note, "\n");
   }
   return out;
+}
+
+// "{'TPU': 4.0} * 4 (STRICT_SPREAD)": what Ray groups pending groups by.
+std::string GroupShape(const PlacementGroupView& group) {
+  std::vector<std::string> shapes;
+  for (const auto& [shape, count] : CountBundleShapes(group.bundles)) {
+    shapes.push_back(absl::StrCat(FormatShape(shape), " * ", count));
+  }
+  if (shapes.empty()) shapes.push_back("(no bundles)");
+  return absl::StrCat(absl::StrJoin(shapes, ", "), " (", group.strategy, ")");
 }
 
 std::string DemandReport(const ClusterView& view) {
@@ -57,6 +87,18 @@ std::string DemandReport(const ClusterView& view) {
       lines.push_back(
           absl::StrCat(" ", FormatShape(d.shape), ": ", d.num_infeasible, "+ pending tasks/actors (infeasible)"));
     }
+  }
+  // Identical groups make one line, in order of first appearance; the
+  // infeasible ones apart from the rest.
+  std::vector<std::pair<std::string, bool>> keys;
+  std::map<std::pair<std::string, bool>, int> counts;
+  for (const PlacementGroupView& g : view.pending_placement_groups) {
+    std::pair<std::string, bool> key(GroupShape(g), g.infeasible);
+    if (counts[key]++ == 0) keys.push_back(key);
+  }
+  for (const auto& key : keys) {
+    lines.push_back(absl::StrCat(" ", key.first, ": ", counts[key], "+ pending placement groups",
+                                 key.second ? " (infeasible)" : ""));
   }
   if (lines.empty()) return " (no resource demands)";
   return absl::StrJoin(lines, "\n");
@@ -97,6 +139,20 @@ std::string FormatShape(const std::map<std::string, double>& shape) {
   std::vector<std::string> items;
   for (const auto& [name, v] : shape) items.push_back(absl::StrCat(PythonRepr(name), ": ", FormatQuantity(v)));
   return "{" + absl::StrJoin(items, ", ") + "}";
+}
+
+std::vector<std::pair<std::map<std::string, double>, int>> CountBundleShapes(const std::vector<BundleView>& bundles) {
+  std::vector<std::pair<std::map<std::string, double>, int>> out;
+  for (const BundleView& b : bundles) {
+    std::string shape = FormatShape(b.resources);
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return FormatShape(e.first) == shape; });
+    if (it == out.end()) {
+      out.emplace_back(b.resources, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return out;
 }
 
 std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone tz) {

@@ -19,16 +19,32 @@
 //   Resources
 //   ------------------------------------------------------------
 //   Usage:
-//    0.0/32.0 TPU                      used/total, sorted by name
+//    0.0/2.0 CPU                       used/total, sorted by name
+//    4.0/32.0 TPU (4.0 used of 16.0 reserved in placement groups)
 //    0B/16.00GiB memory
 //
 //   Demands:
 //    {'CPU': 1.0}: 2+ pending tasks/actors
 //    {'TPU': 64.0}: 1+ pending tasks/actors (infeasible)
+//    {'TPU': 4.0} * 4 (STRICT_SPREAD): 1+ pending placement groups
+//    {'CPU': 1.0} * 1, {'TPU': 4.0} * 2 (PACK): 2+ pending placement groups (infeasible)
+//
+// With no demand at all, Demands: holds the one line " (no resource demands)".
+//
+// Placement groups, as `ray status` shows them: the resources of committed
+// bundles (CPU_group_<hex>, CPU_group_<i>_<hex>, bundle_group_<hex>, ...)
+// get no lines of their own. A resource with bundles reserved on it says
+// how much of the reservation tasks and actors use, summed over the
+// wildcard names (X_group_<hex>) of every group and node; its used amount
+// counts that, not the idle rest of the reservation. Pending groups
+// (PENDING or RESCHEDULING) follow the task demands: a group's bundles of
+// one shape as "shape * count", shapes in bundle order, and identical groups
+// counted on one line.
 //
 // `ray status` counts infeasible requests with the pending ones and warns
-// elsewhere; here they get their own line, marked "(infeasible)", because a
-// request no node can ever satisfy must be visible in the status.
+// elsewhere; here they (tasks, actors and placement groups) get their own
+// line, marked "(infeasible)", because a request no node can ever satisfy
+// must be visible in the status.
 // Unlike `ray status`, accelerator_type:* lines are shown: users of TPU
 // slices look for them. node:* resources are hidden as Ray hides them.
 // Only nodes that died unexpectedly count as failures; a node stopped with
@@ -37,6 +53,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "cli/cluster_view.h"
@@ -56,6 +74,10 @@ std::string FormatMemory(double bytes);
 
 // Python's repr of a resource dict: "{'CPU': 1.0, 'TPU': 4.0}".
 std::string FormatShape(const std::map<std::string, double>& shape);
+
+// The distinct resource shapes of `bundles` with how many bundles have each,
+// in order of first appearance.
+std::vector<std::pair<std::map<std::string, double>, int>> CountBundleShapes(const std::vector<BundleView>& bundles);
 
 // Python's repr of a string: single quotes unless the text holds one.
 std::string PythonRepr(const std::string& s);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/placement_group_resources.h"
 #include "gtest/gtest.h"
 
 namespace manta::cli {
@@ -132,6 +133,156 @@ TEST(StatusFormatTest, DemandsAsPythonDicts) {
                      " {'TPU': 64.0}: 1+ pending tasks/actors (infeasible)\n"),
             std::string::npos)
       << out;
+}
+
+PlacementGroupId Group(char c) { return *PlacementGroupId::FromHex(std::string(PlacementGroupId::kSize * 2, c)); }
+
+// Commits bundle `index` of `group` holding `bundle` on `node`, as the
+// raylet does: the plain resources lose it from available, and the group
+// names appear with all of it available.
+void Commit(NodeUsage* node, const PlacementGroupId& group, int index, const std::map<std::string, double>& bundle) {
+  ResourceSet set;
+  for (const auto& [name, v] : bundle) {
+    node->available[name] -= v;
+    set.Set(name, *Quantity::FromDouble(v));
+  }
+  ResourceSet committed = pg::CommittedResources(set, group, index);
+  for (const auto& [name, q] : committed.entries()) {
+    node->total[name] += q.ToDouble();
+    node->available[name] += q.ToDouble();
+  }
+}
+
+// A task or actor in bundle `index` of `group` takes `demand` from it.
+void RunInBundle(NodeUsage* node, const PlacementGroupId& group, int index,
+                 const std::map<std::string, double>& demand) {
+  ResourceSet set;
+  for (const auto& [name, v] : demand) set.Set(name, *Quantity::FromDouble(v));
+  for (int i : {index, -1}) {
+    ResourceSet taken = pg::BundleDemand(set, group, i);
+    for (const auto& [name, q] : taken.entries()) node->available[name] -= q.ToDouble();
+  }
+}
+
+PlacementGroupView Pending(const std::string& strategy, const std::vector<std::map<std::string, double>>& bundles,
+                           bool infeasible = false) {
+  PlacementGroupView g;
+  g.placement_group_id = "77ab";
+  g.state = "PENDING";
+  g.strategy = strategy;
+  g.infeasible = infeasible;
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    BundleView b;
+    b.index = static_cast<int>(i);
+    b.resources = bundles[i];
+    g.bundles.push_back(b);
+  }
+  return g;
+}
+
+// Slice tpu-group-0 reserved by one STRICT_SPREAD group of 4 x {'TPU': 4},
+// with one actor holding the chips of its bundle 0; two more such groups and
+// two others waiting.
+ClusterView SliceReserved() {
+  ClusterView view = TwoSlices();
+  for (int worker = 0; worker < 4; ++worker) Commit(&view.usage[1 + worker], Group('1'), worker, {{"TPU", 4}});
+  RunInBundle(&view.usage[1], Group('1'), 0, {{"TPU", 4}});
+  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(Pending("PACK", {{{"CPU", 1}}, {{"TPU", 8}}, {{"TPU", 8}}}, true));
+  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.back().state = "RESCHEDULING";
+  return view;
+}
+
+TEST(StatusFormatTest, PlacementGroupsLikeRayStatus) {
+  std::string out = FormatStatus(SliceReserved(), When(), absl::UTCTimeZone());
+  std::string resources = out.substr(out.find("\nResources\n"));
+  std::string sep(std::string("======== Cluster status: 2026-04-21 10:20:20.945431 ========").size(), '-');
+  EXPECT_EQ(resources,
+            "\nResources\n" + sep +
+                "\nUsage:\n"
+                " 0.0/10.0 CPU\n"
+                " 4.0/32.0 TPU (4.0 used of 16.0 reserved in placement groups)\n"
+                " 0.0/2.0 TPU-v6e-16-head\n"
+                " 0.0/8.0 accelerator_type:TPU-V6E\n"
+                " 0B/16.00GiB memory\n"
+                " 0.0/4.0 tpu-group-0\n"
+                " 0.0/4.0 tpu-group-1\n"
+                "\n"
+                "Demands:\n"
+                " {'TPU': 4.0} * 4 (STRICT_SPREAD): 2+ pending placement groups\n"
+                " {'CPU': 1.0} * 1, {'TPU': 8.0} * 2 (PACK): 1+ pending placement groups (infeasible)\n");
+  EXPECT_EQ(out.find("_group_"), std::string::npos) << out;
+}
+
+TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {
+  // Ray's test_placement_group_status: 4 CPUs, a group of {'CPU': 1}.
+  ClusterView view;
+  view.usage.push_back({"n1", {{"CPU", 4}, {"memory", 4.0 * (1 << 30)}}, {{"CPU", 4}, {"memory", 4.0 * (1 << 30)}}});
+  Commit(&view.usage[0], Group('2'), 0, {{"CPU", 1}, {"memory", 1 << 30}});
+  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_NE(out.find("Usage:\n"
+                     " 0.0/4.0 CPU (0.0 used of 1.0 reserved in placement groups)\n"
+                     " 0B/4.00GiB memory (0B used of 1.00GiB reserved in placement groups)\n"
+                     "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Demands:\n (no resource demands)\n"), std::string::npos) << out;
+
+  // Two actors outside the group and one in it: 3.0/4.0 CPU, 1.0 of 1.0.
+  view.usage[0].available["CPU"] -= 2;
+  RunInBundle(&view.usage[0], Group('2'), 0, {{"CPU", 1}});
+  out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_NE(out.find("\n 3.0/4.0 CPU (1.0 used of 1.0 reserved in placement groups)\n"), std::string::npos) << out;
+}
+
+TEST(StatusFormatTest, ReservationsSumOverGroupsAndNodes) {
+  ClusterView view;
+  view.usage.push_back({"n1", {{"TPU", 4}}, {{"TPU", 4}}});
+  view.usage.push_back({"n2", {{"TPU", 4}}, {{"TPU", 4}}});
+  Commit(&view.usage[0], Group('1'), 0, {{"TPU", 2}});
+  Commit(&view.usage[0], Group('2'), 0, {{"TPU", 1}});
+  Commit(&view.usage[1], Group('2'), 1, {{"TPU", 4}});
+  RunInBundle(&view.usage[1], Group('2'), 1, {{"TPU", 0.5}});
+  view.usage[0].available["TPU"] -= 1;  // a task outside any group
+  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_NE(out.find("Usage:\n 1.5/8.0 TPU (0.5 used of 7.0 reserved in placement groups)\n\n"), std::string::npos)
+      << out;
+}
+
+TEST(StatusFormatTest, PendingGroupsFollowTaskDemands) {
+  ClusterView view;
+  view.demands.push_back({{{"CPU", 1}}, 2, 0});
+  view.demands.push_back({{{"TPU", 64}}, 0, 1});
+  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}}, true));
+  view.pending_placement_groups.push_back(Pending("PACK", {{{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(Pending("SPREAD", {{{"TPU", 4}}, {{"CPU", 2}}, {{"TPU", 4}}}));
+  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_NE(out.find("Demands:\n"
+                     " {'CPU': 1.0}: 2+ pending tasks/actors\n"
+                     " {'TPU': 64.0}: 1+ pending tasks/actors (infeasible)\n"
+                     " {'TPU': 4.0} * 2 (STRICT_SPREAD): 2+ pending placement groups\n"
+                     " {'TPU': 4.0} * 2 (STRICT_SPREAD): 1+ pending placement groups (infeasible)\n"
+                     " {'TPU': 4.0} * 2 (PACK): 1+ pending placement groups\n"
+                     " {'TPU': 4.0} * 2, {'CPU': 2.0} * 1 (SPREAD): 1+ pending placement groups\n"),
+            std::string::npos)
+      << out;
+}
+
+TEST(StatusFormatTest, CountBundleShapesKeepsBundleOrder) {
+  std::vector<BundleView> bundles(4);
+  bundles[0].resources = {{"TPU", 4}};
+  bundles[1].resources = {{"CPU", 1}};
+  bundles[2].resources = {{"TPU", 4}};
+  bundles[3].resources = {{"TPU", 4.0001}};
+  auto counts = CountBundleShapes(bundles);
+  ASSERT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts[0].second, 2);
+  EXPECT_EQ(counts[1].first, (std::map<std::string, double>{{"CPU", 1}}));
+  EXPECT_EQ(counts[2].second, 1);
+  EXPECT_TRUE(CountBundleShapes({}).empty());
 }
 
 TEST(StatusFormatTest, MemoryUnits) {

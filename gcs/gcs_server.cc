@@ -91,8 +91,8 @@ class GcsServer::Impl {
   class ResourceService : public rpc::NodeResourceGcsService::CallbackService {
    public:
     explicit ResourceService(Impl* impl) : impl_(impl) {}
-    // Both also involve the actor scheduler: a report may free room for a
-    // waiting actor, and waiting actors are demands too.
+    // Both also involve the actor and placement group schedulers: a report
+    // may free room for a waiting actor or group, and those are demands too.
     grpc::ServerUnaryReactor* ReportResources(grpc::CallbackServerContext* ctx, const rpc::ReportResourcesRequest* req,
                                               rpc::ReportResourcesReply* reply) override {
       return rpc::Dispatch(ctx, impl_->loop_, impl_->options_.token, [impl = impl_, req, reply](rpc::Done done) {
@@ -112,7 +112,10 @@ class GcsServer::Impl {
       return rpc::Dispatch(ctx, impl_->loop_, impl_->options_.token, [impl = impl_, req, reply](rpc::Done done) {
         impl->resources_->HandleGetClusterResources(
             *req, reply, [impl, reply, done = std::move(done)](const absl::Status& s) {
-              if (s.ok()) impl->actor_scheduler_->AppendDemands(reply);
+              if (s.ok()) {
+                impl->actor_scheduler_->AppendDemands(reply);
+                impl->pgs_->AppendPending(reply);
+              }
               done(s);
             });
       });

@@ -164,6 +164,13 @@ TEST_F(TwoSliceGroupsTest, EachStrategy) {
   EXPECT_EQ(info->state(), Info::CREATED);
   EXPECT_EQ(NodesOf(*info).size(), 8u);
   EXPECT_EQ(Available(*cluster_, "TPU"), 0);
+  CommandResult list = cluster_->RunManta({"list", "placement-groups"}, cluster_->MantaEnv());
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_TRUE(absl::StrContains(list.out, "CREATED  STRICT_SPREAD  8 x {'TPU': 4.0}")) << list.out;
+  CommandResult status = cluster_->RunManta({"status"}, cluster_->MantaEnv());
+  EXPECT_TRUE(absl::StrContains(status.out, " 0.0/32.0 TPU (0.0 used of 32.0 reserved in placement groups)\n"))
+      << status.out;
+  EXPECT_FALSE(absl::StrContains(status.out, "_group_")) << status.out;
   // Nothing is left for another chip.
   auto more = groups.Create(Spec(Info::PACK, 1, {{"TPU", 1}}));
   ASSERT_TRUE(more.ok());
