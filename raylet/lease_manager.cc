@@ -303,7 +303,36 @@ LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
     Log()->warn("infeasible lease queued until a node that can hold it joins lease_id={}: {}", ToHex(lease.id), why);
     lease.state = State::kInfeasible;
   }
+  CheckGroup(lease);
   return Decision::kKeep;
+}
+
+void LeaseManager::CheckGroup(const Lease& lease) {
+  if (!group_check_ || lease.spec.placement_group_id().empty()) return;
+  auto group = PlacementGroupId::FromBinary(lease.spec.placement_group_id());
+  if (!group.ok() || !groups_checking_.insert(*group).second) return;
+  group_check_(*group, [this, group = *group](bool exists) { OnGroupChecked(group, exists); });
+}
+
+void LeaseManager::RecheckGroups() {
+  std::vector<const Lease*> waiting;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state == State::kInfeasible && !lease->spec.placement_group_id().empty()) waiting.push_back(lease.get());
+  }
+  for (const Lease* lease : waiting) CheckGroup(*lease);
+}
+
+void LeaseManager::OnGroupChecked(const PlacementGroupId& group, bool exists) {
+  groups_checking_.erase(group);
+  if (exists) return;
+  std::vector<std::string> doomed;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state == State::kInfeasible && lease->spec.placement_group_id() == group.Binary()) doomed.push_back(id);
+  }
+  for (const auto& id : doomed) {
+    Finish(*leases_.at(id), Reply::INVALID, "placement group " + group.Hex() + " does not exist or was removed");
+  }
+  if (!doomed.empty()) Schedule();
 }
 
 void LeaseManager::StartGrant(Lease& lease) {

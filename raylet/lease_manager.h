@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/id.h"
 #include "common/label_selector.h"
 #include "common/rpc/done.h"
@@ -95,6 +96,17 @@ class LeaseManager {
   // re-examined.
   void OnLocalResourcesChanged() { Schedule(); }
 
+  // Asked (one call in flight per group) when a lease in a placement group
+  // finds no node holding that group's resources, and again on each
+  // RecheckGroups(): `check(group, answer)` calls answer(false) if the group
+  // does not exist or was removed, and the group's waiting leases are then
+  // answered INVALID.
+  using GroupCheck = std::function<void(const PlacementGroupId&, std::function<void(bool exists)>)>;
+  void SetGroupCheck(GroupCheck fn) { group_check_ = std::move(fn); }
+  // Asks again about every group that infeasible leases wait for (a group
+  // removed before it was ever placed changes no resources). For a timer.
+  void RecheckGroups();
+
   // Called when a lease is granted, with its spec and worker.
   void SetGrantListener(std::function<void(const rpc::TaskSpec&, const LeasedWorker&)> fn) {
     on_grant_ = std::move(fn);
@@ -141,6 +153,9 @@ class LeaseManager {
   void Finish(Lease& lease, rpc::RequestWorkerLeaseReply::Outcome outcome, const std::string& message,
               const rpc::Address* retry_at = nullptr);
   void Erase(const std::string& id);
+  // The lease is infeasible and in a group: ask whether the group exists.
+  void CheckGroup(const Lease& lease);
+  void OnGroupChecked(const PlacementGroupId& group, bool exists);
   void PrestartForBacklog();
   // Shape -> (ready, infeasible) counts.
   using DemandCounts = std::map<std::map<std::string, double>, std::pair<int64_t, int64_t>>;
@@ -162,6 +177,8 @@ class LeaseManager {
   DemandCounts last_demands_;
   std::function<void()> on_demands_;
   std::function<void(const rpc::TaskSpec&, const LeasedWorker&)> on_grant_;
+  GroupCheck group_check_;
+  absl::flat_hash_set<PlacementGroupId> groups_checking_;  // calls in flight
 };
 
 }  // namespace manta::raylet

@@ -399,3 +399,38 @@ TEST_F(LeaseManagerTest, RejectsMalformedPlacementGroupFields) {
 
 }  // namespace
 }  // namespace manta::raylet
+
+namespace manta::raylet {
+namespace {
+
+TEST_F(LeaseManagerTest, LeasesForARemovedGroupFailInsteadOfWaiting) {
+  std::vector<std::pair<PlacementGroupId, std::function<void(bool)>>> asked;
+  leases_.SetGroupCheck([&](const PlacementGroupId& g, std::function<void(bool)> answer) {
+    asked.emplace_back(g, std::move(answer));
+  });
+  PlacementGroupId pending = PlacementGroupId::FromRandom();
+  PlacementGroupId removed = PlacementGroupId::FromRandom();
+  Call* waits = Request("waits", {{"TPU", 1}}, {.placement_group = pending.Binary(), .bundle_index = 0});
+  Call* fails = Request("fails", {{"TPU", 1}}, {.placement_group = removed.Binary(), .bundle_index = -1});
+  Call* fails_too = Request("fails_too", {{"CPU", 1}}, {.placement_group = removed.Binary(), .bundle_index = 1});
+  // One question per group while one is in flight.
+  ASSERT_EQ(asked.size(), 2u);
+  leases_.RecheckGroups();
+  EXPECT_EQ(asked.size(), 2u);
+  for (auto& [g, answer] : asked) answer(g == pending);
+  EXPECT_FALSE(waits->done);
+  ASSERT_TRUE(fails->done && fails_too->done);
+  EXPECT_EQ(fails->reply.outcome(), rpc::RequestWorkerLeaseReply::INVALID);
+  EXPECT_NE(fails->reply.message().find("was removed"), std::string::npos) << fails->reply.message();
+  EXPECT_EQ(fails_too->reply.outcome(), rpc::RequestWorkerLeaseReply::INVALID);
+  // The pending group is asked about again on the next recheck.
+  leases_.RecheckGroups();
+  ASSERT_EQ(asked.size(), 3u);
+  EXPECT_EQ(asked.back().first, pending);
+  asked.back().second(false);
+  EXPECT_TRUE(waits->done);
+  EXPECT_EQ(leases_.num_leases(), 0u);
+}
+
+}  // namespace
+}  // namespace manta::raylet

@@ -32,6 +32,8 @@ constexpr int kPollWaitMs = 30000;
 // Resource changes reach the GCS at most this often.
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
+// How often leases waiting for a placement group ask whether it still exists.
+constexpr absl::Duration kGroupRecheckPeriod = absl::Seconds(2);
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
@@ -207,6 +209,16 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
       if (name.empty()) name = spec.function_name().substr(0, spec.function_name().find("::"));
       logs_->SetName(worker.worker_id, name);
     });
+    leases_->SetGroupCheck([this](const PlacementGroupId& group, std::function<void(bool)> answer) {
+      rpc::GetPlacementGroupRequest req;
+      req.set_placement_group_id(group.Binary());
+      gcs_->GetPlacementGroup(req, [answer](const absl::Status& s, rpc::GetPlacementGroupReply&& reply) {
+        if (s.code() == absl::StatusCode::kNotFound) return answer(false);
+        // An unreachable GCS counts as "exists": the lease waits and asks again.
+        answer(!s.ok() || reply.placement_group().state() != rpc::PlacementGroupInfo::REMOVED);
+      });
+    });
+    group_check_timer_ = loop_->RunEvery(kGroupRecheckPeriod, [this] { leases_->RecheckGroups(); });
     pool_->SetLogListener([this](const WorkerLogFiles& files) { logs_->AddWorker(files); });
     pool_->SetExitListener([this](const WorkerExit& exit) { OnWorkerExit(exit); });
   }
@@ -248,6 +260,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     (exit_code == 0 ? Log()->info("raylet stopping: {}", why) : Log()->error("raylet exiting: {}", why));
     if (exit_code != 0) std::fprintf(stderr, "raylet: error: %s\n", why.c_str());
     liveness_timer_.reset();
+    group_check_timer_.reset();
     retry_timer_.reset();
     // Workers go first: none may outlive the raylet.
     if (!pool_) return FinishShutdown(exit_code, why);
@@ -493,6 +506,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   std::unique_ptr<EventLoop::Timer> retry_timer_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;
   std::unique_ptr<EventLoop::Timer> report_retry_timer_;
+  std::unique_ptr<EventLoop::Timer> group_check_timer_;
 
   // Node events.
   int64_t poll_sequence_ = 0;

@@ -16,6 +16,7 @@ class GcsClient::Impl {
     pubsub = rpc::PubSubGcsService::NewStub(channel);
     actors = rpc::ActorGcsService::NewStub(channel);
     task_events = rpc::TaskEventGcsService::NewStub(channel);
+    placement_groups = rpc::PlacementGroupGcsService::NewStub(channel);
   }
 
   template <typename Reply, typename Request, typename Start>
@@ -32,6 +33,7 @@ class GcsClient::Impl {
   std::unique_ptr<rpc::PubSubGcsService::Stub> pubsub;
   std::unique_ptr<rpc::ActorGcsService::Stub> actors;
   std::unique_ptr<rpc::TaskEventGcsService::Stub> task_events;
+  std::unique_ptr<rpc::PlacementGroupGcsService::Stub> placement_groups;
 };
 
 // A start function for rpc::UnaryCall on `stub`'s callback `Method`.
@@ -106,6 +108,12 @@ void GcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& reque
 void GcsClient::PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) {
   impl_->Call<rpc::PublishLogsReply>(MANTA_ASYNC(task_events, PublishLogs), request, impl_->timeout,
                                      std::move(cb));
+}
+
+void GcsClient::GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
+                                  Callback<rpc::GetPlacementGroupReply> cb) {
+  impl_->Call<rpc::GetPlacementGroupReply>(MANTA_ASYNC(placement_groups, GetPlacementGroup), request,
+                                           impl_->timeout, std::move(cb));
 }
 
 #undef MANTA_ASYNC

@@ -45,6 +45,8 @@ class GcsClient {
                            Callback<rpc::ReportWorkerFailureReply> cb);
   // A raylet forwards worker output to the job's LOGS channel.
   void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb);
+  // A raylet asks whether a group its waiting leases name still exists.
+  void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request, Callback<rpc::GetPlacementGroupReply> cb);
 
  private:
   class Impl;
