@@ -2,8 +2,9 @@
 // of its host: host-centric mode, as a JAX program runs one process per host.
 //
 //   manta start --head
-//   for w in 0 1 2 3; do TPU_ACCELERATOR_TYPE=v6e-16 TPU_TOPOLOGY=4x4 TPU_WORKER_ID=$w \
-//     TPU_NAME=tpu-group-0 manta start --address=127.0.0.1:6379; done
+//   for w in 0 1 2 3; do
+//     TPU_ACCELERATOR_TYPE=v6e-16 TPU_TOPOLOGY=4x4 TPU_WORKER_ID=$w TPU_NAME=tpu-group-0 manta start --address=127.0.0.1:6379
+//   done
 //   build/bin/example_tpu_hosts [SLICE_NAME]    # default tpu-group-0
 #include <manta/api.h>
 

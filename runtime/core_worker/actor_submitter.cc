@@ -15,6 +15,7 @@ constexpr int kActorPollWaitMs = 30000;
 
 absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                                     const ActorOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args));
   ActorId id = ActorId::FromRandom();
   spec.set_actor_id(id.Binary());
@@ -30,6 +31,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   o->set_class_name(options.class_name);
   spec.set_placement_group_id(options.placement_group_id);
   spec.set_bundle_index(options.bundle_index);
+  for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
   if (!options.name.empty()) {
     // Named actors: the name must be free; the GCS decides, synchronously.
     std::promise<absl::Status> registered;

@@ -72,6 +72,8 @@ struct TaskOptions {
   // Placement group (set by the placement group API).
   std::string placement_group_id;  // binary; empty: none
   int bundle_index = -1;
+  // Environment of the process while the task runs; "" removes a variable.
+  std::map<std::string, std::string> env_vars;
 };
 
 struct ActorOptions {
@@ -87,6 +89,53 @@ struct ActorOptions {
   std::string class_name;     // for listings and log prefixes
   std::string placement_group_id;
   int bundle_index = -1;
+  // Environment of the actor's process for its life; "" removes a variable.
+  std::map<std::string, std::string> env_vars;
+};
+
+// InvalidArgument unless every name is a valid environment variable name
+// (non-empty, no '=' or NUL) and no value holds a NUL.
+absl::Status ValidateEnvVars(const std::map<std::string, std::string>& env_vars);
+
+// ---- Placement groups and the node table (mirrors rpc::PlacementGroupInfo) ----
+
+enum class PlacementStrategy { kPack = 0, kSpread = 1, kStrictPack = 2, kStrictSpread = 3 };
+enum class PlacementGroupState { kPending = 0, kPrepared = 1, kCreated = 2, kRemoved = 3, kRescheduling = 4 };
+
+struct BundleData {
+  int index = 0;
+  std::map<std::string, double> resources;
+  std::map<std::string, std::string> label_selector;
+  NodeId node_id;  // nil while the bundle has no node
+};
+
+// A group's spec (what CreatePlacementGroup sends) and, from the GCS, its state.
+struct PlacementGroupData {
+  PlacementGroupId id;  // chosen by the creator
+  std::string name;
+  std::string ray_namespace;  // empty: the job's
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+  std::vector<BundleData> bundles;
+  bool detached = false;
+  // Filled from the GCS.
+  PlacementGroupState state = PlacementGroupState::kPending;
+  std::string state_message;
+  bool infeasible = false;
+};
+
+struct NodeData {
+  NodeId node_id;
+  std::string ip;
+  bool alive = false;
+  bool is_head = false;
+  std::map<std::string, double> resources_total;
+  std::map<std::string, std::string> labels;
+};
+
+struct NodeResourcesData {
+  NodeId node_id;
+  std::map<std::string, double> total;
+  std::map<std::string, double> available;
 };
 
 struct CoreWorkerOptions {
@@ -145,6 +194,26 @@ class CoreWorker {
   // freed when its owner holds no reference and none is in flight.
   virtual void AddLocalReference(const ObjectId& id) = 0;
   virtual void RemoveLocalReference(const ObjectId& id) = 0;
+
+  // ---- Placement groups (blocking GCS calls; statuses carry the GCS's code
+  // and message: InvalidArgument for a malformed spec, AlreadyExists for a
+  // taken name, NotFound for an unknown group) ----
+  // Creates the group `spec` describes (bundle i must have index i) for this
+  // job; returns it as the GCS has it (usually PENDING). Idempotent by id.
+  virtual absl::StatusOr<PlacementGroupData> CreatePlacementGroup(const PlacementGroupData& spec) = 0;
+  virtual absl::Status RemovePlacementGroup(const PlacementGroupId& id) = 0;
+  virtual absl::StatusOr<PlacementGroupData> GetPlacementGroup(const PlacementGroupId& id) = 0;
+  // By name among live groups; an empty namespace means the job's.
+  virtual absl::StatusOr<PlacementGroupData> GetNamedPlacementGroup(const std::string& name,
+                                                                    const std::string& ray_namespace) = 0;
+  // Blocks until the group is CREATED or REMOVED, or `timeout` passes;
+  // returns its state then (ready iff state == kCreated).
+  virtual absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
+                                                                     absl::Duration timeout) = 0;
+  // Every node the GCS knows, alive or dead.
+  virtual absl::StatusOr<std::vector<NodeData>> GetAllNodes() = 0;
+  // Total and available resources of every alive node.
+  virtual absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() = 0;
 
   virtual const JobId& job_id() const = 0;
   virtual const WorkerId& worker_id() const = 0;

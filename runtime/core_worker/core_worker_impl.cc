@@ -123,6 +123,8 @@ absl::Status CoreWorkerImpl::Start() {
   gcs_jobs_ = rpc::JobGcsService::NewStub(gcs_channel_);
   gcs_tasks_ = rpc::TaskEventGcsService::NewStub(gcs_channel_);
   gcs_pubsub_ = rpc::PubSubGcsService::NewStub(gcs_channel_);
+  gcs_placement_groups_ = rpc::PlacementGroupGcsService::NewStub(gcs_channel_);
+  gcs_resources_ = rpc::NodeResourceGcsService::NewStub(gcs_channel_);
   io_thread_ = std::thread([this] { loop_.Run(); });
 
   if (is_worker_) receiver_ = std::make_unique<TaskReceiver>(this);

@@ -99,6 +99,17 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;
   void AddLocalReference(const ObjectId& id) override;
   void RemoveLocalReference(const ObjectId& id) override;
+  // Placement groups and the node table (placement_groups.cc; any thread
+  // but the io loop).
+  absl::StatusOr<PlacementGroupData> CreatePlacementGroup(const PlacementGroupData& spec) override;
+  absl::Status RemovePlacementGroup(const PlacementGroupId& id) override;
+  absl::StatusOr<PlacementGroupData> GetPlacementGroup(const PlacementGroupId& id) override;
+  absl::StatusOr<PlacementGroupData> GetNamedPlacementGroup(const std::string& name,
+                                                            const std::string& ray_namespace) override;
+  absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
+                                                             absl::Duration timeout) override;
+  absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
+  absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
   const JobId& job_id() const override { return job_id_; }
   const WorkerId& worker_id() const override { return worker_id_; }
   const std::string& address() const override { return address_; }
@@ -224,6 +235,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::JobGcsService::Stub> gcs_jobs_;
   std::unique_ptr<rpc::TaskEventGcsService::Stub> gcs_tasks_;
   std::unique_ptr<rpc::PubSubGcsService::Stub> gcs_pubsub_;
+  std::unique_ptr<rpc::PlacementGroupGcsService::Stub> gcs_placement_groups_;
+  std::unique_ptr<rpc::NodeResourceGcsService::Stub> gcs_resources_;
   std::unique_ptr<TaskReceiver> receiver_;
   std::mutex held_mu_;
   absl::flat_hash_set<ObjectId> held_for_owner_;  // guarded by held_mu_

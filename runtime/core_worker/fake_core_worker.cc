@@ -1,9 +1,12 @@
 #include "runtime/core_worker/fake_core_worker.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/label_selector.h"
+#include "common/resources.h"
 #include "runtime/function_registry.h"
 
 namespace manta::core {
@@ -313,6 +316,7 @@ void FakeCoreWorker::StartActor(const ActorId& actor) {
 
 absl::StatusOr<ObjectRefInfo> FakeCoreWorker::SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                          const TaskOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
     last_task_options_ = options;
@@ -327,6 +331,7 @@ absl::StatusOr<ObjectRefInfo> FakeCoreWorker::SubmitTask(const std::string& func
 
 absl::StatusOr<ActorId> FakeCoreWorker::CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                                     const ActorOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   ActorId id = ActorId::FromRandom();
   {
     absl::MutexLock lock(&mu_);
@@ -446,6 +451,267 @@ void FakeCoreWorker::RemoveLocalReference(const ObjectId& id) {
     return;
   }
   if (--it->second.references == 0) objects_.erase(it);
+}
+
+// ---- Nodes and placement groups ------------------------------------------------
+
+namespace {
+
+bool Waiting(const PlacementGroupData& g) {
+  return g.state == PlacementGroupState::kPending || g.state == PlacementGroupState::kPrepared ||
+         g.state == PlacementGroupState::kRescheduling;
+}
+
+// As the GCS's ValidatePlacementGroupSpec, for what the struct can express.
+absl::Status ValidateSpec(const PlacementGroupData& spec) {
+  if (spec.bundles.empty()) return absl::InvalidArgumentError("a placement group needs at least one bundle");
+  for (size_t i = 0; i < spec.bundles.size(); ++i) {
+    const BundleData& b = spec.bundles[i];
+    if (b.index != static_cast<int>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", i, " has index ", b.index));
+    }
+    auto resources = ResourceSet::FromMap(b.resources);
+    if (!resources.ok()) return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", resources.status().message()));
+    if (resources->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bundle ", i, " is empty: a bundle must reserve at least one resource"));
+    }
+    auto selector = LabelSelector::Parse(b.label_selector);
+    if (!selector.ok()) return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", selector.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+NodeId FakeCoreWorker::AddNode(NodeData node) {
+  if (node.node_id.IsNil()) node.node_id = NodeId::FromRandom();
+  node.alive = true;
+  NodeId id = node.node_id;
+  absl::MutexLock lock(&mu_);
+  nodes_.push_back(std::move(node));
+  PlacePendingLocked();
+  return id;
+}
+
+void FakeCoreWorker::KillNode(const NodeId& node) {
+  absl::MutexLock lock(&mu_);
+  for (NodeData& n : nodes_) {
+    if (n.node_id == node) n.alive = false;
+  }
+  for (auto& [id, g] : groups_) {
+    if (g.data.state != PlacementGroupState::kCreated) continue;
+    bool hit = false;
+    for (const BundleData& b : g.data.bundles) hit = hit || b.node_id == node;
+    if (!hit) continue;
+    for (BundleData& b : g.data.bundles) b.node_id = NodeId();
+    g.data.state = PlacementGroupState::kPending;
+    g.data.state_message = "a node holding bundles died";
+  }
+  PlacePendingLocked();
+}
+
+void FakeCoreWorker::InjectGcsError(const std::string& method, absl::Status status, int times) {
+  absl::MutexLock lock(&mu_);
+  gcs_errors_[method] = {std::move(status), times};
+}
+
+absl::Status FakeCoreWorker::TakeGcsError(const std::string& method) {
+  absl::MutexLock lock(&mu_);
+  auto it = gcs_errors_.find(method);
+  if (it == gcs_errors_.end()) return absl::OkStatus();
+  absl::Status error = it->second.first;
+  if (it->second.second > 0 && --it->second.second == 0) gcs_errors_.erase(it);
+  return error;
+}
+
+size_t FakeCoreWorker::LivePlacementGroupCount() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [id, g] : groups_) n += g.data.state != PlacementGroupState::kRemoved;
+  return n;
+}
+
+std::vector<PlacementGroupData> FakeCoreWorker::CreatedPlacementGroups() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const FakeGroup*> all;
+  for (const auto& [id, g] : groups_) all.push_back(&g);
+  std::sort(all.begin(), all.end(), [](const FakeGroup* a, const FakeGroup* b) { return a->order < b->order; });
+  std::vector<PlacementGroupData> out;
+  for (const FakeGroup* g : all) out.push_back(g->data);
+  return out;
+}
+
+std::map<std::string, double> FakeCoreWorker::AvailableLocked(const NodeId& node) const {
+  ResourceSet available;
+  for (const NodeData& n : nodes_) {
+    if (n.node_id == node) available = ResourceSet::FromMap(n.resources_total).value_or(ResourceSet());
+  }
+  for (const auto& [id, g] : groups_) {
+    if (g.data.state != PlacementGroupState::kCreated) continue;
+    for (const BundleData& b : g.data.bundles) {
+      if (b.node_id == node) available.Subtract(ResourceSet::FromMap(b.resources).value_or(ResourceSet()));
+    }
+  }
+  return available.ToMap();
+}
+
+bool FakeCoreWorker::TryPlaceLocked(PlacementGroupData& group) {
+  struct Candidate {
+    const NodeData* node;
+    ResourceSet available;
+    bool used = false;
+  };
+  std::vector<Candidate> candidates;
+  for (const NodeData& n : nodes_) {
+    if (!n.alive) continue;
+    candidates.push_back({&n, ResourceSet::FromMap(AvailableLocked(n.node_id)).value_or(ResourceSet())});
+  }
+  std::vector<ResourceSet> demands;
+  std::vector<LabelSelector> selectors;
+  for (const BundleData& b : group.bundles) {
+    demands.push_back(ResourceSet::FromMap(b.resources).value_or(ResourceSet()));
+    selectors.push_back(LabelSelector::Parse(b.label_selector).value_or(LabelSelector()));
+  }
+  std::vector<const NodeData*> chosen(group.bundles.size(), nullptr);
+  if (group.strategy == PlacementStrategy::kStrictPack) {
+    ResourceSet sum;
+    for (const ResourceSet& d : demands) sum.Add(d);
+    for (Candidate& c : candidates) {
+      bool fits = c.available.Contains(sum);
+      for (const LabelSelector& s : selectors) fits = fits && s.Matches(c.node->labels);
+      if (!fits) continue;
+      std::fill(chosen.begin(), chosen.end(), c.node);
+      break;
+    }
+  } else {
+    for (size_t i = 0; i < demands.size(); ++i) {
+      Candidate* best = nullptr;
+      for (Candidate& c : candidates) {
+        if (!c.available.Contains(demands[i]) || !selectors[i].Matches(c.node->labels)) continue;
+        if (group.strategy == PlacementStrategy::kStrictSpread && c.used) continue;
+        if (best == nullptr) best = &c;
+        // PACK prefers nodes the group already uses, SPREAD fresh ones.
+        const bool want_used = group.strategy == PlacementStrategy::kPack;
+        if (best->used != want_used && c.used == want_used) best = &c;
+      }
+      if (best == nullptr) break;
+      best->available.Subtract(demands[i]);
+      best->used = true;
+      chosen[i] = best->node;
+    }
+  }
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (chosen[i] != nullptr) continue;
+    // Infeasible when no alive node could hold the bundle even empty.
+    bool feasible = false;
+    for (const Candidate& c : candidates) {
+      auto total = ResourceSet::FromMap(c.node->resources_total).value_or(ResourceSet());
+      feasible = feasible || (total.Contains(demands[i]) && selectors[i].Matches(c.node->labels));
+    }
+    group.infeasible = !feasible;
+    group.state_message = feasible ? absl::StrCat("waiting for resources for bundle ", i)
+                                   : absl::StrCat("no node could ever hold bundle ", i);
+    return false;
+  }
+  for (size_t i = 0; i < chosen.size(); ++i) group.bundles[i].node_id = chosen[i]->node_id;
+  group.state = PlacementGroupState::kCreated;
+  group.state_message.clear();
+  group.infeasible = false;
+  return true;
+}
+
+void FakeCoreWorker::PlacePendingLocked() {
+  std::vector<FakeGroup*> pending;
+  for (auto& [id, g] : groups_) {
+    if (Waiting(g.data)) pending.push_back(&g);
+  }
+  std::sort(pending.begin(), pending.end(), [](const FakeGroup* a, const FakeGroup* b) { return a->order < b->order; });
+  for (FakeGroup* g : pending) TryPlaceLocked(g->data);
+}
+
+absl::StatusOr<PlacementGroupData> FakeCoreWorker::CreatePlacementGroup(const PlacementGroupData& spec) {
+  if (auto s = TakeGcsError("CreatePlacementGroup"); !s.ok()) return s;
+  if (auto s = ValidateSpec(spec); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (auto it = groups_.find(spec.id); it != groups_.end()) return it->second.data;
+  const std::string ns = spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace;
+  if (!spec.name.empty()) {
+    auto key = std::make_pair(ns, spec.name);
+    if (group_names_.count(key) > 0) {
+      return absl::AlreadyExistsError("a placement group named '" + spec.name + "' already exists");
+    }
+    group_names_[key] = spec.id;
+  }
+  FakeGroup& g = groups_[spec.id];
+  g.order = next_group_order_++;
+  g.data = spec;
+  g.data.ray_namespace = ns;
+  g.data.state = PlacementGroupState::kPending;
+  for (BundleData& b : g.data.bundles) b.node_id = NodeId();
+  PlacePendingLocked();
+  return g.data;
+}
+
+absl::Status FakeCoreWorker::RemovePlacementGroup(const PlacementGroupId& id) {
+  if (auto s = TakeGcsError("RemovePlacementGroup"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError("no placement group " + id.Hex());
+  PlacementGroupData& g = it->second.data;
+  if (g.state == PlacementGroupState::kRemoved) return absl::OkStatus();
+  g.state = PlacementGroupState::kRemoved;
+  g.state_message = "removed by RemovePlacementGroup";
+  for (BundleData& b : g.bundles) b.node_id = NodeId();
+  if (!g.name.empty()) group_names_.erase({g.ray_namespace, g.name});
+  PlacePendingLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlacementGroupData> FakeCoreWorker::GetPlacementGroup(const PlacementGroupId& id) {
+  if (auto s = TakeGcsError("GetPlacementGroup"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError("no placement group " + id.Hex());
+  return it->second.data;
+}
+
+absl::StatusOr<PlacementGroupData> FakeCoreWorker::GetNamedPlacementGroup(const std::string& name,
+                                                                          const std::string& ray_namespace) {
+  if (auto s = TakeGcsError("GetNamedPlacementGroup"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = group_names_.find({ray_namespace.empty() ? job_id_.Hex() : ray_namespace, name});
+  if (name.empty() || it == group_names_.end()) {
+    return absl::NotFoundError("no placement group named '" + name + "'");
+  }
+  return groups_.at(it->second).data;
+}
+
+absl::StatusOr<PlacementGroupData> FakeCoreWorker::WaitPlacementGroupReady(const PlacementGroupId& id,
+                                                                           absl::Duration timeout) {
+  if (auto s = TakeGcsError("WaitPlacementGroupReady"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (!groups_.contains(id)) return absl::NotFoundError("no placement group " + id.Hex());
+  auto settled = [this, &id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !Waiting(groups_.at(id).data); };
+  mu_.AwaitWithTimeout(absl::Condition(&settled), timeout);
+  return groups_.at(id).data;
+}
+
+absl::StatusOr<std::vector<NodeData>> FakeCoreWorker::GetAllNodes() {
+  if (auto s = TakeGcsError("GetAllNodes"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return nodes_;
+}
+
+absl::StatusOr<std::vector<NodeResourcesData>> FakeCoreWorker::GetClusterResources() {
+  if (auto s = TakeGcsError("GetClusterResources"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  std::vector<NodeResourcesData> out;
+  for (const NodeData& n : nodes_) {
+    if (!n.alive) continue;
+    out.push_back({n.node_id, n.resources_total, AvailableLocked(n.node_id)});
+  }
+  return out;
 }
 
 }  // namespace manta::core

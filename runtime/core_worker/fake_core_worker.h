@@ -18,8 +18,14 @@
 //     drops to zero; refs to freed objects give kObjectLost;
 //   * pending values: tasks of a held name wait until ReleaseHeldTasks(),
 //     so Get timeouts and Wait can be tested;
-//   * named actors per namespace (AlreadyExists on a taken name).
-// Not modelled: scheduling, resources, concurrency of actor calls.
+//   * named actors per namespace (AlreadyExists on a taken name);
+//   * placement groups and the node table: nodes added with AddNode; a group
+//     is validated as the GCS does (InvalidArgument, AlreadyExists) and
+//     placed at once when alive nodes have room (strategies and label
+//     selectors honoured, greedily), else stays PENDING until a node joins or
+//     another group is removed; removing returns its resources.
+// Not modelled: scheduling of tasks, resources of tasks and actors,
+// concurrency of actor calls; env_vars are recorded, not applied.
 //
 // This file also defines the CoreWorker statics (Current, InitDriver,
 // RunWorker, IsWorkerProcess, Shutdown): a binary links it instead of the
@@ -65,6 +71,16 @@ class FakeCoreWorker : public CoreWorker {
   // The actor's process dies: it restarts (factory rerun) if it has
   // restarts left, else it is dead with kActorDied.
   void KillActorProcess(const ActorId& actor);
+  // ---- Nodes and placement groups ----------------------------------------------
+  // Adds an alive node (a nil node_id gets a random one); returns its id.
+  NodeId AddNode(NodeData node);
+  // The node dies: groups with bundles on it go back to PENDING (RESCHEDULING
+  // is not modelled).
+  void KillNode(const NodeId& node);
+  // The next `times` calls of the placement-group or node-table method named
+  // `method` ("CreatePlacementGroup", "GetAllNodes", ...) fail with `status`
+  // (-1: every call).
+  void InjectGcsError(const std::string& method, absl::Status status, int times = -1);
 
   // ---- Observation -----------------------------------------------------------
   int RunCount(const std::string& name) const;
@@ -78,6 +94,9 @@ class FakeCoreWorker : public CoreWorker {
   int64_t remove_reference_calls() const;
   // RemoveLocalReference calls for an id with no count left (must stay 0).
   int64_t unbalanced_removes() const;
+  // Groups not removed, and every group ever created in creation order.
+  size_t LivePlacementGroupCount() const;
+  std::vector<PlacementGroupData> CreatedPlacementGroups() const;
 
   // ---- CoreWorker ------------------------------------------------------------
   absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
@@ -94,6 +113,15 @@ class FakeCoreWorker : public CoreWorker {
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;
   void AddLocalReference(const ObjectId& id) override;
   void RemoveLocalReference(const ObjectId& id) override;
+  absl::StatusOr<PlacementGroupData> CreatePlacementGroup(const PlacementGroupData& spec) override;
+  absl::Status RemovePlacementGroup(const PlacementGroupId& id) override;
+  absl::StatusOr<PlacementGroupData> GetPlacementGroup(const PlacementGroupId& id) override;
+  absl::StatusOr<PlacementGroupData> GetNamedPlacementGroup(const std::string& name,
+                                                            const std::string& ray_namespace) override;
+  absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
+                                                             absl::Duration timeout) override;
+  absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
+  absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
   const JobId& job_id() const override { return job_id_; }
   const WorkerId& worker_id() const override { return worker_id_; }
   const std::string& address() const override { return address_; }
@@ -111,6 +139,10 @@ class FakeCoreWorker : public CoreWorker {
     std::shared_ptr<void> instance;  // null when dead
     absl::Status death;              // why it is dead
     int restarts = 0;
+  };
+  struct FakeGroup {
+    PlacementGroupData data;
+    uint64_t order = 0;
   };
   struct Injected {
     ErrorType type;
@@ -131,6 +163,13 @@ class FakeCoreWorker : public CoreWorker {
   void RunActorTask(const ObjectId& id, const ActorId& actor, const std::string& name, const std::vector<Arg>& args);
   // Runs the factory; on failure the actor is dead.
   void StartActor(const ActorId& actor) ABSL_LOCKS_EXCLUDED(mu_);
+  // The injected error for GCS method `method`, if any.
+  absl::Status TakeGcsError(const std::string& method) ABSL_LOCKS_EXCLUDED(mu_);
+  // What alive `node` has left after the bundles placed on it.
+  std::map<std::string, double> AvailableLocked(const NodeId& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places every PENDING group that fits now, oldest first.
+  void PlacePendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TryPlaceLocked(PlacementGroupData& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const JobId job_id_;
@@ -149,6 +188,11 @@ class FakeCoreWorker : public CoreWorker {
   int64_t add_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remove_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t unbalanced_removes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<NodeData> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<PlacementGroupId, FakeGroup> groups_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, PlacementGroupId> group_names_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_group_order_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::pair<absl::Status, int>> gcs_errors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace manta::core

@@ -4,6 +4,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/rpc/grpc_util.h"
@@ -23,6 +28,37 @@ void SetChipEnv(const rpc::PushTaskRequest& req) {
   }
   if (!env.ok()) return;
   for (const auto& [k, v] : *env) setenv(k.c_str(), v.c_str(), 1);
+}
+
+// What a variable was before ApplyTaskEnv changed it (nullopt: unset).
+using SavedEnv = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+// Applies the task's env_vars (after the chip variables, so they win): a
+// name mapped to "" is removed. Returns what they replaced.
+SavedEnv ApplyTaskEnv(const rpc::TaskSpec& spec) {
+  SavedEnv saved;
+  std::map<std::string, std::string> env(spec.env_vars().begin(), spec.env_vars().end());
+  for (const auto& [name, value] : env) {
+    if (name.empty() || name.find('=') != std::string::npos) continue;  // the submitter validates
+    const char* old = std::getenv(name.c_str());
+    saved.emplace_back(name, old == nullptr ? std::nullopt : std::optional<std::string>(old));
+    if (value.empty()) {
+      unsetenv(name.c_str());
+    } else {
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  return saved;
+}
+
+void RestoreEnv(const SavedEnv& saved) {
+  for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+    if (it->second.has_value()) {
+      setenv(it->first.c_str(), it->second->c_str(), 1);
+    } else {
+      unsetenv(it->first.c_str());
+    }
+  }
 }
 
 void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, ErrorType type, const std::string& message) {
@@ -144,6 +180,17 @@ void TaskReceiver::Execute(const Work& w) {
   rpc::PushTaskReply* reply = w.reply;
   cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr);
   if (spec.type() != rpc::TaskSpec::ACTOR_TASK) SetChipEnv(*w.req);
+  // A normal task's variables last while it runs (the worker is reused); an
+  // actor's, for the life of its process.
+  SavedEnv saved_env;
+  if (spec.type() != rpc::TaskSpec::ACTOR_TASK) saved_env = ApplyTaskEnv(spec);
+  struct RestoreOnExit {
+    const SavedEnv* saved;
+    bool restore;
+    ~RestoreOnExit() {
+      if (restore) RestoreEnv(*saved);
+    }
+  } restore_env{&saved_env, spec.type() == rpc::TaskSpec::NORMAL_TASK};
 
   // Arguments: values inline, or fetched from their owners.
   std::vector<Value> held;

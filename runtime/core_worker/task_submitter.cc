@@ -50,6 +50,7 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
 
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                          const TaskOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args));
   if (options.resources.empty()) {
     (*spec.mutable_resources())["CPU"] = 1;
@@ -60,6 +61,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& func
   spec.set_max_retries(options.max_retries);
   spec.set_placement_group_id(options.placement_group_id);
   spec.set_bundle_index(options.bundle_index);
+  for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
   ObjectId ret = ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1);
   store_.Expect(ret);
   loop_.Post([this, spec = std::move(spec)]() mutable {
@@ -109,6 +111,10 @@ std::string CoreWorkerImpl::SchedulingKey(const rpc::TaskSpec& spec) {
   std::map<std::string, std::string> labels(spec.label_selector().begin(), spec.label_selector().end());
   for (const auto& [k, v] : labels) key += k + "=" + v + ";";
   key += "|" + spec.placement_group_id() + "#" + std::to_string(spec.bundle_index());
+  // Tasks with different environments queue (and lease) separately.
+  std::map<std::string, std::string> env(spec.env_vars().begin(), spec.env_vars().end());
+  key += "|";
+  for (const auto& [k, v] : env) key += k + "=" + v + ";";
   return key;
 }
 

@@ -14,6 +14,7 @@
 //   SetDetached                 outlives the job that created it
 //   SetMaxConcurrency           calls run at once on a thread pool; default 1
 //   SetPlacementGroup           run in bundle `bundle_index` of a placement group
+//   SetEnv                      environment variables of its process ("" removes one)
 #pragma once
 
 #include <map>
@@ -30,6 +31,7 @@
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
 #include "manta/object_ref.h"
+#include "manta/placement_group.h"
 #include "manta/remote.h"
 #include "runtime/core_worker/core_worker.h"
 
@@ -161,6 +163,19 @@ class ActorCreator {
   ActorCreator& SetPlacementGroup(std::string group_id, int bundle_index = -1) {
     options_.placement_group_id = std::move(group_id);
     options_.bundle_index = bundle_index;
+    return *this;
+  }
+  // Runs in bundle `bundle_index` of `group` (-1: any bundle of it). The
+  // resources asked for (SetResources) come out of the bundle's.
+  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    return SetPlacementGroup(group.ID(), bundle_index);
+  }
+  // Environment variables of the actor's process for the life of its process,
+  // set after Manta's own (TPU_VISIBLE_CHIPS, ...) so they win; a name
+  // mapped to "" is removed. Remote throws manta::Error (InvalidArgument)
+  // for a name that is empty or holds '='.
+  ActorCreator& SetEnv(std::map<std::string, std::string> env_vars) {
+    options_.env_vars = std::move(env_vars);
     return *this;
   }
 

@@ -52,6 +52,7 @@
 #include "manta/errors.h"
 #include "manta/internal/core.h"
 #include "manta/object_ref.h"
+#include "manta/placement_group.h"
 #include "manta/remote.h"
 #include "manta/serialization.h"
 #include "manta/task_caller.h"

@@ -8,6 +8,7 @@
 //   SetMaxRetries                re-runs on worker or node death; default 3, -1 unlimited
 //   SetName                      display name; default the function's name
 //   SetPlacementGroup            run in bundle `bundle_index` of a placement group
+//   SetEnv                       environment variables while it runs ("" removes one)
 #pragma once
 
 #include <map>
@@ -19,6 +20,7 @@
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
 #include "manta/object_ref.h"
+#include "manta/placement_group.h"
 #include "manta/remote.h"
 #include "runtime/core_worker/core_worker.h"
 
@@ -55,6 +57,19 @@ class TaskCaller {
   TaskCaller& SetPlacementGroup(std::string group_id, int bundle_index = -1) {
     options_.placement_group_id = std::move(group_id);
     options_.bundle_index = bundle_index;
+    return *this;
+  }
+  // Runs in bundle `bundle_index` of `group` (-1: any bundle of it). The
+  // resources asked for (SetResources) come out of the bundle's.
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    return SetPlacementGroup(group.ID(), bundle_index);
+  }
+  // Environment variables of the task's process while it runs (the worker's own environment is restored after),
+  // set after Manta's own (TPU_VISIBLE_CHIPS, ...) so they win; a name
+  // mapped to "" is removed. Remote throws manta::Error (InvalidArgument)
+  // for a name that is empty or holds '='.
+  TaskCaller& SetEnv(std::map<std::string, std::string> env_vars) {
+    options_.env_vars = std::move(env_vars);
     return *this;
   }
 

@@ -1,0 +1,457 @@
+// TPU slices over placement groups: listing slices from the node table,
+// reserving whole slices (head groups, then the slices' bundles), and the
+// per-process JAX environment.
+#include "manta/tpu.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/label_selector.h"
+#include "common/tpu.h"
+#include "manta/errors.h"
+
+namespace manta::tpu {
+namespace {
+
+// A slice as the node table shows it, complete or not.
+struct ObservedSlice {
+  SliceInfo info;
+  std::map<int, const core::NodeData*> hosts;  // alive hosts by worker id
+  bool malformed = false;                        // labels that do not parse
+};
+
+absl::StatusOr<core::CoreWorker*> Core() {
+  core::CoreWorker* core = core::CoreWorker::Current();
+  if (core == nullptr) {
+    return absl::FailedPreconditionError("manta::Init() has not been called (or manta::Shutdown() has)");
+  }
+  return core;
+}
+
+std::string Label(const core::NodeData& n, const char* key) {
+  auto it = n.labels.find(key);
+  return it == n.labels.end() ? std::string() : it->second;
+}
+
+// Every slice with at least one alive host, by name.
+std::map<std::string, ObservedSlice> ObserveSlices(const std::vector<core::NodeData>& nodes) {
+  std::map<std::string, ObservedSlice> slices;
+  for (const core::NodeData& n : nodes) {
+    if (!n.alive) continue;
+    std::string name = Label(n, kLabelSliceName);
+    if (name.empty()) continue;
+    ObservedSlice& s = slices[name];
+    if (s.info.name.empty()) {
+      s.info.name = name;
+      auto pod = ParsePodType(Label(n, kLabelPodType));
+      auto topology = ParseTopology(Label(n, kLabelTopology));
+      absl::StatusOr<int> hosts = absl::InvalidArgumentError("");
+      absl::StatusOr<int> chips = absl::InvalidArgumentError("");
+      if (pod.ok() && topology.ok()) {
+        hosts = HostsPerSlice(*pod, *topology);
+        chips = ChipsPerHost(*pod, *topology);
+      }
+      if (!hosts.ok() || !chips.ok()) {
+        s.malformed = true;
+        continue;
+      }
+      s.info.pod_type = pod->ToString();
+      s.info.topology = TopologyToString(*topology);
+      s.info.expected_hosts = *hosts;
+      s.info.chips_per_host = *chips;
+    }
+    int worker = -1;
+    if (!absl::SimpleAtoi(Label(n, kLabelWorkerId), &worker) || worker < 0 || worker >= s.info.expected_hosts) {
+      continue;
+    }
+    s.hosts[worker] = &n;
+  }
+  for (auto& [name, s] : slices) {
+    s.info.num_hosts = static_cast<int>(s.hosts.size());
+    if (auto head = s.hosts.find(0); head != s.hosts.end()) s.info.head_ip = head->second->ip;
+  }
+  return slices;
+}
+
+bool Complete(const ObservedSlice& s) {
+  return !s.malformed && s.info.expected_hosts > 0 && s.info.num_hosts == s.info.expected_hosts;
+}
+
+const std::map<std::string, double>* Available(const std::vector<core::NodeResourcesData>& resources,
+                                               const NodeId& node) {
+  for (const core::NodeResourcesData& r : resources) {
+    if (r.node_id == node) return &r.available;
+  }
+  return nullptr;
+}
+
+bool Holds(const std::map<std::string, double>* available, const std::string& name, double amount) {
+  if (available == nullptr) return false;
+  auto it = available->find(name);
+  return it != available->end() && it->second >= amount;
+}
+
+// Fills head_free and chips_free of a complete slice from `resources`.
+void FillFree(ObservedSlice& s, const std::vector<core::NodeResourcesData>& resources) {
+  auto pod = ParsePodType(s.info.pod_type);
+  if (!pod.ok()) return;
+  s.info.head_free = Holds(Available(resources, s.hosts.at(0)->node_id), HeadResourceName(*pod), 1);
+  s.info.chips_free = true;
+  for (const auto& [worker, node] : s.hosts) {
+    s.info.chips_free =
+        s.info.chips_free && Holds(Available(resources, node->node_id), kTpuResource, s.info.chips_per_host);
+  }
+}
+
+// Removes `groups`, ignoring errors: the cleanup of a failed reservation.
+void RemoveAll(core::CoreWorker* core, const std::vector<PlacementGroupId>& groups) {
+  for (const PlacementGroupId& id : groups) core->RemovePlacementGroup(id).IgnoreError();
+}
+
+absl::Status Prefixed(const absl::Status& s, const std::string& what) {
+  return absl::Status(s.code(), absl::StrCat("ReserveSlices: ", what, ": ", s.message()));
+}
+
+const char* StateName(core::PlacementGroupState s) {
+  switch (s) {
+    case core::PlacementGroupState::kPending:
+      return "PENDING";
+    case core::PlacementGroupState::kPrepared:
+      return "PREPARED";
+    case core::PlacementGroupState::kCreated:
+      return "CREATED";
+    case core::PlacementGroupState::kRemoved:
+      return "REMOVED";
+    case core::PlacementGroupState::kRescheduling:
+      return "RESCHEDULING";
+  }
+  return "UNKNOWN";
+}
+
+// Waits for `id` until `deadline`. OK once CREATED; DeadlineExceeded naming
+// `what` and the group's state message when time runs out; Aborted when the
+// group was removed meanwhile.
+absl::StatusOr<core::PlacementGroupData> WaitCreated(core::CoreWorker* core, const PlacementGroupId& id,
+                                                     absl::Time deadline, const std::string& what,
+                                                     const std::string& request) {
+  auto data = core->WaitPlacementGroupReady(id, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  if (!data.ok()) return Prefixed(data.status(), what);
+  if (data->state == core::PlacementGroupState::kCreated) return data;
+  std::string why = data->state_message.empty() ? StateName(data->state) : data->state_message;
+  if (data->state == core::PlacementGroupState::kRemoved) {
+    return absl::AbortedError(absl::StrCat("ReserveSlices: ", what, " was removed: ", why));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("ReserveSlices: could not reserve ", request, " in time: ", what,
+                                                  " is still ", StateName(data->state), " (", why, ")"));
+}
+
+}  // namespace
+
+// ---- Listing --------------------------------------------------------------------
+
+absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices() {
+  auto core = Core();
+  if (!core.ok()) return core.status();
+  auto nodes = (*core)->GetAllNodes();
+  if (!nodes.ok()) return nodes.status();
+  auto resources = (*core)->GetClusterResources();
+  if (!resources.ok()) return resources.status();
+  std::map<std::string, std::vector<SliceInfo>> out;
+  for (auto& [name, s] : ObserveSlices(*nodes)) {
+    if (!Complete(s)) continue;
+    FillFree(s, *resources);
+    out[s.info.pod_type].push_back(s.info);
+  }
+  return out;  // names come sorted from the map above
+}
+
+std::map<std::string, std::vector<SliceInfo>> ListSlices() {
+  auto slices = TryListSlices();
+  if (!slices.ok()) throw Error(slices.status());
+  return *std::move(slices);
+}
+
+// ---- Reserving ------------------------------------------------------------------
+
+absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
+  // Everything checkable is checked before the cluster is asked anything.
+  if (options.num_slices < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: num_slices must be at least 1, got ",
+                                                   options.num_slices));
+  }
+  auto pod = PodTypeFromTopology(options.accelerator_version, options.topology);
+  if (!pod.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", pod.status().message()));
+  if (!IsValidTopology(options.accelerator_version, options.topology)) {
+    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: topology '", options.topology,
+                                                   "' is not valid for accelerator version '",
+                                                   options.accelerator_version, "'"));
+  }
+  auto topology = ParseTopology(options.topology);
+  if (!topology.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", topology.status().message()));
+  auto chips = ChipsPerHost(*pod, *topology);
+  auto hosts = HostsPerSlice(*pod, *topology);
+  if (!chips.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", chips.status().message()));
+  if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", hosts.status().message()));
+  if (options.megascale_port <= 0 || options.megascale_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: megascale_port ", options.megascale_port,
+                                                   " is not a port"));
+  }
+  std::map<std::string, double> bundle = options.resources_per_bundle;
+  if (bundle.empty()) bundle[kTpuResource] = *chips;
+  const std::string pod_type = pod->ToString();
+  const std::string request = absl::StrCat(options.num_slices, " slice(s) of ", pod_type, " (",
+                                           TopologyToString(*topology), ") within ",
+                                           absl::FormatDuration(options.timeout));
+
+  auto core_or = Core();
+  if (!core_or.ok()) return core_or.status();
+  core::CoreWorker* core = *core_or;
+  const absl::Time deadline = options.timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration());
+  std::vector<PlacementGroupId> heads;  // removed on every exit path
+  std::vector<PlacementGroupId> slice_groups;
+  auto fail = [&](absl::Status s) {
+    RemoveAll(core, slice_groups);
+    RemoveAll(core, heads);
+    return s;
+  };
+
+  auto nodes = core->GetAllNodes();
+  if (!nodes.ok()) return Prefixed(nodes.status(), "cannot read the node table");
+  auto resources = core->GetClusterResources();
+  if (!resources.ok()) return Prefixed(resources.status(), "cannot read the cluster's resources");
+  // Which heads a head group may take: when enough slices are wholly free
+  // now, only those (a free head on a held slice would wait for its holder);
+  // otherwise any but the slices that miss a host now.
+  std::vector<std::string> incomplete;
+  std::vector<std::string> free;
+  for (auto& [name, s] : ObserveSlices(*nodes)) {
+    if (s.info.pod_type != pod_type) continue;
+    if (!Complete(s)) {
+      incomplete.push_back(name);
+      continue;
+    }
+    FillFree(s, *resources);
+    bool bundles_fit = s.info.head_free;
+    for (const auto& [worker, node] : s.hosts) {
+      for (const auto& [resource, amount] : bundle) {
+        bundles_fit = bundles_fit && Holds(Available(*resources, node->node_id), resource, amount);
+      }
+    }
+    if (bundles_fit) free.push_back(name);
+  }
+  std::string slice_condition;
+  if (static_cast<int>(free.size()) >= options.num_slices) {
+    slice_condition = "in(" + absl::StrJoin(free, ",") + ")";
+  } else if (!incomplete.empty()) {
+    slice_condition = "!in(" + absl::StrJoin(incomplete, ",") + ")";
+  }
+
+  // 1. One head group per slice: a free TPU-<pod type>-head on a worker 0.
+  std::vector<std::string> names;
+  for (int s = 0; s < options.num_slices; ++s) {
+    core::PlacementGroupData head;
+    head.id = PlacementGroupId::FromRandom();
+    head.strategy = core::PlacementStrategy::kStrictPack;
+    core::BundleData b;
+    b.resources[HeadResourceName(*pod)] = 1;
+    b.label_selector = {{kLabelPodType, pod_type}, {kLabelWorkerId, "0"}};
+    if (!slice_condition.empty()) {
+      std::map<std::string, std::string> restricted = b.label_selector;
+      restricted[kLabelSliceName] = slice_condition;
+      // Slice names the selector syntax cannot hold: no restriction.
+      if (LabelSelector::Parse(restricted).ok()) b.label_selector = std::move(restricted);
+    }
+    head.bundles.push_back(std::move(b));
+    auto created = core->CreatePlacementGroup(head);
+    if (!created.ok()) return fail(Prefixed(created.status(), absl::StrCat("head group of slice ", s)));
+    heads.push_back(head.id);
+    auto ready = WaitCreated(core, head.id, deadline, absl::StrCat("the head of slice ", s), request);
+    if (!ready.ok()) return fail(ready.status());
+    // The slice's name, from the labels of the head's node.
+    const NodeId& node = ready->bundles.at(0).node_id;
+    std::string name;
+    for (int attempt = 0; attempt < 2 && name.empty(); ++attempt) {
+      if (attempt > 0) {  // a node that joined after the first read
+        nodes = core->GetAllNodes();
+        if (!nodes.ok()) return fail(Prefixed(nodes.status(), "cannot read the node table"));
+      }
+      for (const core::NodeData& n : *nodes) {
+        if (n.node_id == node) name = Label(n, kLabelSliceName);
+      }
+    }
+    if (name.empty()) {
+      return fail(absl::InternalError(absl::StrCat("ReserveSlices: the head of slice ", s, " is on node ",
+                                                   node.Hex(), ", which has no ", kLabelSliceName, " label")));
+    }
+    names.push_back(std::move(name));
+  }
+
+  // 2. The slices' bundles: host b of slice s on the node with worker id b.
+  auto host_bundle = [&](const std::string& name, int host) {
+    core::BundleData b;
+    b.resources = bundle;
+    b.label_selector = {{kLabelSliceName, name}, {kLabelWorkerId, std::to_string(host)}};
+    return b;
+  };
+  std::vector<core::PlacementGroupData> specs;
+  if (options.one_group) {
+    core::PlacementGroupData g;
+    g.id = PlacementGroupId::FromRandom();
+    g.strategy = options.strategy;
+    for (int s = 0; s < options.num_slices; ++s) {
+      for (int h = 0; h < *hosts; ++h) {
+        g.bundles.push_back(host_bundle(names[s], h));
+        g.bundles.back().index = static_cast<int>(g.bundles.size()) - 1;
+      }
+    }
+    specs.push_back(std::move(g));
+  } else {
+    for (int s = 0; s < options.num_slices; ++s) {
+      core::PlacementGroupData g;
+      g.id = PlacementGroupId::FromRandom();
+      g.strategy = options.strategy;
+      for (int h = 0; h < *hosts; ++h) {
+        g.bundles.push_back(host_bundle(names[s], h));
+        g.bundles.back().index = h;
+      }
+      specs.push_back(std::move(g));
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto created = core->CreatePlacementGroup(specs[i]);
+    if (!created.ok()) return fail(Prefixed(created.status(), absl::StrCat("bundles of slice group ", i)));
+    slice_groups.push_back(specs[i].id);
+  }
+  std::vector<core::PlacementGroupData> ready_groups;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string what = options.one_group ? std::string("the slices' group")
+                                         : absl::StrCat("the group of slice ", i, " (", names[i], ")");
+    auto ready = WaitCreated(core, specs[i].id, deadline, what, request);
+    if (!ready.ok()) return fail(ready.status());
+    ready_groups.push_back(*std::move(ready));
+  }
+
+  // 3. Where each host is, then the heads go back.
+  nodes = core->GetAllNodes();
+  if (!nodes.ok()) return fail(Prefixed(nodes.status(), "cannot read the node table"));
+  SliceReservation r;
+  r.hosts_per_slice_ = *hosts;
+  r.one_group_ = options.one_group;
+  r.megascale_port_ = options.megascale_port;
+  r.bundle_resources_ = bundle;
+  for (const auto& g : specs) r.groups_.emplace_back(g.id.Binary());
+  for (int s = 0; s < options.num_slices; ++s) {
+    std::vector<std::string> ips;
+    for (int h = 0; h < *hosts; ++h) {
+      const core::PlacementGroupData& g = options.one_group ? ready_groups[0] : ready_groups[s];
+      const int index = options.one_group ? s * *hosts + h : h;
+      const NodeId& node = g.bundles.at(index).node_id;
+      std::string ip;
+      for (const core::NodeData& n : *nodes) {
+        if (n.node_id == node) ip = n.ip;
+      }
+      ips.push_back(std::move(ip));
+    }
+    SliceInfo info;
+    info.name = names[s];
+    info.pod_type = pod_type;
+    info.topology = TopologyToString(*topology);
+    info.num_hosts = *hosts;
+    info.expected_hosts = *hosts;
+    info.chips_per_host = *chips;
+    info.head_ip = ips.at(0);
+    info.head_free = false;  // this reservation holds every chip of the slice
+    r.slices_.push_back(std::move(info));
+    r.host_ips_.push_back(std::move(ips));
+  }
+  for (const PlacementGroupId& id : heads) {
+    absl::Status s = core->RemovePlacementGroup(id);
+    if (!s.ok() && !absl::IsNotFound(s)) return fail(Prefixed(s, "cannot release a head group"));
+  }
+  return r;
+}
+
+SliceReservation ReserveSlices(const SliceOptions& options) {
+  auto r = TryReserveSlices(options);
+  if (!r.ok()) throw Error(r.status());
+  return *std::move(r);
+}
+
+// ---- The reservation ----------------------------------------------------------
+
+namespace {
+
+void CheckRange(int slice, int host, int num_slices, int hosts_per_slice) {
+  if (slice < 0 || slice >= num_slices || host < 0 || host >= hosts_per_slice) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat("no host ", host, " of slice ", slice, " (", num_slices,
+                                                        " slice(s) of ", hosts_per_slice, " host(s))")));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& SliceReservation::host_ips(int slice) const {
+  CheckRange(slice, 0, num_slices(), std::max(hosts_per_slice_, 1));
+  return host_ips_.at(static_cast<size_t>(slice));
+}
+
+std::pair<PlacementGroup, int> SliceReservation::Bundle(int slice, int host) const {
+  CheckRange(slice, host, num_slices(), hosts_per_slice_);
+  if (one_group_) return {groups_.at(0), slice * hosts_per_slice_ + host};
+  return {groups_.at(static_cast<size_t>(slice)), host};
+}
+
+std::map<std::string, std::string> SliceReservation::ProcessEnv(int slice, int host) const {
+  return SliceProcessEnv(slices_, host_ips_, slice, host, megascale_port_);
+}
+
+void SliceReservation::Release() {
+  std::vector<PlacementGroup> kept;
+  absl::Status first_error;
+  for (const PlacementGroup& g : groups_) {
+    absl::Status s = TryRemovePlacementGroup(g);
+    if (s.ok()) continue;
+    kept.push_back(g);
+    if (first_error.ok()) first_error = s;
+  }
+  groups_ = std::move(kept);
+  if (!first_error.ok()) throw Error(first_error);
+}
+
+std::map<std::string, std::string> SliceProcessEnv(const std::vector<SliceInfo>& slices,
+                                                   const std::vector<std::vector<std::string>>& host_ips, int slice,
+                                                   int host, int megascale_port) {
+  const int num_slices = static_cast<int>(slices.size());
+  const int hosts = slice >= 0 && slice < static_cast<int>(host_ips.size())
+                        ? static_cast<int>(host_ips[static_cast<size_t>(slice)].size())
+                        : 0;
+  CheckRange(slice, host, std::min(num_slices, static_cast<int>(host_ips.size())), hosts);
+  const SliceInfo& info = slices[static_cast<size_t>(slice)];
+  std::map<std::string, std::string> env;
+  env[kEnvWorkerId] = std::to_string(host);
+  env[kEnvWorkerHostnames] = absl::StrJoin(host_ips[static_cast<size_t>(slice)], ",");
+  env[kEnvName] = info.name;
+  env[kEnvAcceleratorType] = info.pod_type;
+  env[kEnvTopology] = info.topology;
+  if (num_slices > 1) {
+    const std::vector<std::string>& first = host_ips.at(0);
+    env["MEGASCALE_COORDINATOR_ADDRESS"] = first.empty() ? std::string() : first[0];
+    env["MEGASCALE_NUM_SLICES"] = std::to_string(num_slices);
+    env["MEGASCALE_SLICE_ID"] = std::to_string(slice);
+    env["MEGASCALE_PORT"] = std::to_string(megascale_port);
+  } else {
+    for (const char* name :
+         {"MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MEGASCALE_PORT"}) {
+      env[name] = "";
+    }
+  }
+  return env;
+}
+
+}  // namespace manta::tpu
