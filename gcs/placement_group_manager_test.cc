@@ -64,6 +64,7 @@ class PlacementGroupManagerTest : public ::testing::Test {
         raylets_.prepares.pop_front();
         rpc::PrepareBundlesReply reply;
         reply.set_success(true);
+        reply.set_committed(c.request.commit());
         rpc::NodeResources r = view_.at(c.node);
         for (const auto& b : c.request.bundles()) {
           for (const auto& [k, v] : b.resources()) (*r.mutable_available())[k] -= v;

@@ -84,6 +84,7 @@ void PlacementGroupScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
   Node& n = nodes_[*id];
   n.info = info;
   n.synced = false;
+  parsed_.erase(*id);
 }
 
 void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
@@ -93,6 +94,7 @@ void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
 void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
   if (nodes_.erase(node) == 0) return;
   flight_.erase(node);
+  parsed_.erase(node);
   std::vector<PlacementGroupId> affected;
   for (auto& [group, a] : attempts_) {
     if (a.by_node.count(node) > 0) affected.push_back(group);
@@ -125,23 +127,39 @@ void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
   }
 }
 
-ResourceSet PlacementGroupScheduler::Total(const NodeId& node) const {
-  if (const rpc::NodeResources* r = view_(node); r != nullptr) {
-    if (auto t = ToResourceSet(r->total()); t.ok()) return *t;
+const PlacementGroupScheduler::Parsed& PlacementGroupScheduler::Parse(const NodeId& node) const {
+  const rpc::NodeResources* r = view_(node);
+  Parsed& p = parsed_[node];
+  int64_t version = r == nullptr ? -1 : r->version();
+  if (p.valid && p.version == version) return p;
+  // Only plain resources matter for placing bundles: a node's committed
+  // group resources are skipped.
+  auto plain = [](const google::protobuf::Map<std::string, double>& m) {
+    ResourceSet out;
+    for (const auto& [name, value] : m) {
+      if (name.find("_group_") != std::string::npos && pg::ParseGroupResource(name).has_value()) continue;
+      if (!ResourceSet::ValidateName(name).ok()) continue;
+      if (auto q = Quantity::FromDouble(value); q.ok()) out.Set(name, *q);
+    }
+    return out;
+  };
+  if (r != nullptr && !r->total().empty()) {
+    p.total = plain(r->total());
+    p.available = plain(r->available());
+  } else {
+    auto it = nodes_.find(node);
+    p.total = it == nodes_.end() ? ResourceSet() : plain(it->second.info.resources_total());
+    p.available = p.total;
   }
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return {};
-  auto t = ToResourceSet(it->second.info.resources_total());
-  return t.ok() ? *t : ResourceSet();
+  p.version = version;
+  p.valid = true;
+  return p;
 }
 
+ResourceSet PlacementGroupScheduler::Total(const NodeId& node) const { return Parse(node).total; }
+
 ResourceSet PlacementGroupScheduler::Available(const NodeId& node) const {
-  ResourceSet available;
-  if (const rpc::NodeResources* r = view_(node); r != nullptr) {
-    if (auto a = ToResourceSet(r->available()); a.ok()) available = *a;
-  } else {
-    available = Total(node);
-  }
+  ResourceSet available = Parse(node).available;
   if (auto it = flight_.find(node); it != flight_.end()) {
     for (const auto& [name, q] : it->second.entries()) {
       Quantity have = available.Get(name);
@@ -152,11 +170,11 @@ ResourceSet PlacementGroupScheduler::Available(const NodeId& node) const {
 }
 
 double PlacementGroupScheduler::Load(const NodeId& node, const ResourceSet& available) const {
-  ResourceSet total = Total(node);
+  const ResourceSet& total = Parse(node).total;
   double used = 0;
   int counted = 0;
   for (const auto& [name, q] : total.entries()) {
-    if (pg::ParseGroupResource(name).has_value() || q.IsZero()) continue;
+    if (q.IsZero()) continue;
     used += 1.0 - available.Get(name).ToDouble() / q.ToDouble();
     ++counted;
   }
@@ -350,6 +368,10 @@ void PlacementGroupScheduler::Prepare(Attempt& a) {
   std::map<NodeId, rpc::PrepareBundlesRequest> requests;
   for (const rpc::Bundle& b : a.bundles) *requests[*NodeId::FromBinary(b.node_id())].add_bundles() = b;
   for (const auto& [node, _] : requests) a.outstanding.insert(node);
+  // One node holds every new bundle, and no other bundle of the group is
+  // elsewhere being committed: prepare and commit in one call.
+  a.one_phase = requests.size() == 1;
+  if (a.one_phase) requests.begin()->second.set_commit(true);
   for (auto& [node, request] : requests) {
     raylets_->PrepareBundles(node, RayletAddress(nodes_.at(node).info), request,
                              [this, group = a.group, generation = a.generation, node = node](
@@ -380,6 +402,16 @@ void PlacementGroupScheduler::OnPrepared(const PlacementGroupId& group, uint64_t
   }
   if (!a->outstanding.empty()) return;
   if (a->failed || a->cancelled) return Abandon(*a);
+  if (a->one_phase) {
+    if (!reply.committed()) {
+      a->failed = true;
+      a->message = "the raylet did not commit the bundles";
+      return Abandon(*a);
+    }
+    PlacementResult r;
+    r.nodes = a->all_nodes;
+    return Finish(group, std::move(r));
+  }
   if (a->prepared) a->prepared();
   Commit(*a);
 }

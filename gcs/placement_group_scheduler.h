@@ -8,9 +8,11 @@
 //
 // An attempt chooses a node for every bundle that has none (bundles already
 // placed stay where they are), prepares the bundles on every chosen raylet
-// at once, and when every prepare succeeded commits them all; if any prepare
-// or commit fails, or a chosen node dies, it cancels every bundle it sent
-// and reports kFailed so the caller retries. Node choice per strategy:
+// at once, and when every prepare succeeded commits them all; when all the
+// new bundles go to one node, that node prepares and commits them in one
+// call (atomic by itself). If any prepare or commit fails, or a chosen node
+// dies, it cancels every bundle it sent and reports kFailed so the caller
+// retries. Node choice per strategy:
 //   STRICT_PACK    every bundle on one node
 //   PACK           one node if possible, else as few as possible
 //   STRICT_SPREAD  every bundle on a node of its own (a bipartite matching)
@@ -102,12 +104,22 @@ class PlacementGroupScheduler {
     bool failed = false;
     bool committing = false;
     bool cancelled = false;  // kept only until its replies are in
+    bool one_phase = false;  // one node: prepared and committed in one call
     std::string message;
     Callback done;
     std::function<void()> prepared;
     std::map<int, NodeId> all_nodes;  // every bundle's node, for kCreated
   };
 
+  // A node's plain (not placement-group) resources as last reported, parsed
+  // once per report version.
+  struct Parsed {
+    bool valid = false;
+    int64_t version = -1;
+    ResourceSet total;
+    ResourceSet available;
+  };
+  const Parsed& Parse(const NodeId& node) const;
   // Resources a node can still give bundles: reported available less
   // reservations in flight.
   ResourceSet Available(const NodeId& node) const;
@@ -135,6 +147,7 @@ class PlacementGroupScheduler {
 
   std::map<NodeId, Node> nodes_;  // alive; ordered for stable choices
   absl::flat_hash_map<NodeId, ResourceSet> flight_;
+  mutable absl::flat_hash_map<NodeId, Parsed> parsed_;
   absl::flat_hash_map<PlacementGroupId, Attempt> attempts_;
   // Cancelled attempts whose replies are still due, by generation.
   std::map<uint64_t, Attempt> zombies_;

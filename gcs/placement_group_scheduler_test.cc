@@ -59,6 +59,7 @@ class PlacementGroupSchedulerTest : public ::testing::Test {
                                                                       rpc::PrepareBundlesReply>& call) {
     rpc::PrepareBundlesReply reply;
     reply.set_success(true);
+    reply.set_committed(call.request.commit());
     rpc::NodeResources r = view_.at(call.node);
     for (const auto& b : call.request.bundles()) {
       for (const auto& [k, v] : b.resources()) (*r.mutable_available())[k] -= v;
@@ -171,6 +172,32 @@ TEST_F(PlacementGroupSchedulerTest, TwoPhaseCommitCreates) {
   EXPECT_EQ(result->outcome, PlacementResult::kCreated);
   EXPECT_EQ(Nodes(*result).size(), 2u);
   EXPECT_TRUE(raylets_.cancels.empty());
+}
+
+TEST_F(PlacementGroupSchedulerTest, OneNodeGroupsPrepareAndCommitInOneCall) {
+  AddNode({{"CPU", 4}});
+  std::optional<PlacementResult> result;
+  scheduler_.Schedule(Group(Info::STRICT_PACK, {{{"CPU", 1}}, {{"CPU", 1}}}),
+                      [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_EQ(raylets_.prepares.size(), 1u);
+  EXPECT_TRUE(raylets_.prepares[0].request.commit());
+  EXPECT_EQ(raylets_.prepares[0].request.bundles_size(), 2);
+  AnswerAll();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->outcome, PlacementResult::kCreated);
+  EXPECT_TRUE(raylets_.commits.empty());
+  // A raylet that prepared without committing is not taken at its word.
+  result.reset();
+  scheduler_.Schedule(Group(Info::PACK, {{{"CPU", 1}}}), [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_EQ(raylets_.prepares.size(), 1u);
+  auto call = std::move(raylets_.prepares.front());
+  raylets_.prepares.pop_front();
+  rpc::PrepareBundlesReply uncommitted = PrepareOk(call);
+  uncommitted.set_committed(false);
+  call.cb(absl::OkStatus(), std::move(uncommitted));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->outcome, PlacementResult::kFailed);
+  EXPECT_EQ(raylets_.cancels.size(), 1u);
 }
 
 TEST_F(PlacementGroupSchedulerTest, ARefusedPrepareCancelsEveryPreparedBundle) {

@@ -13,11 +13,25 @@ void Publisher::Publish(rpc::PubMessage message) {
   message.set_sequence(next_sequence_++);
   messages_.push_back(std::move(message));
   if (messages_.size() > window_) messages_.pop_front();
+  const rpc::PubMessage& added = messages_.back();
+  const int64_t first_retained = messages_.front().sequence();
+  // A waiting poll saw nothing it wanted so far: only the new message, or a
+  // gap opened by the window moving past it, can wake it.
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     auto next = std::next(it);
-    if (Fill(it->request, it->reply)) Finish(it);
+    bool gap = it->request.after_sequence() + 1 < first_retained;
+    if ((gap || Wanted(it->request, added)) && Fill(it->request, it->reply)) Finish(it);
     it = next;
   }
+}
+
+bool Publisher::Wanted(const rpc::PollRequest& request, const rpc::PubMessage& m) {
+  if (!request.channels().empty() &&
+      std::find(request.channels().begin(), request.channels().end(), m.channel()) == request.channels().end()) {
+    return false;
+  }
+  return request.keys().empty() ||
+         std::find(request.keys().begin(), request.keys().end(), m.key()) != request.keys().end();
 }
 
 bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) const {
@@ -39,18 +53,11 @@ bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) con
   }
   int64_t first_retained = messages_.empty() ? next_sequence_ : messages_.front().sequence();
   if (after + 1 < first_retained) reply->set_gap(true);
-  auto wanted = [&](const rpc::PubMessage& m) {
-    if (!request.channels().empty() &&
-        std::find(request.channels().begin(), request.channels().end(), m.channel()) == request.channels().end()) {
-      return false;
-    }
-    return request.keys().empty() ||
-           std::find(request.keys().begin(), request.keys().end(), m.key()) != request.keys().end();
-  };
+
   // Messages are contiguous by sequence: jump to the first one after `after`.
   size_t start = after + 1 >= first_retained ? static_cast<size_t>(after + 1 - first_retained) : 0;
   for (size_t i = start; i < messages_.size(); ++i) {
-    if (wanted(messages_[i])) *reply->add_messages() = messages_[i];
+    if (Wanted(request, messages_[i])) *reply->add_messages() = messages_[i];
   }
   // Nothing of interest yet: skip past the uninteresting ones only when
   // replying; a waiting poll keeps its original position.

@@ -48,6 +48,7 @@ class Publisher {
     std::unique_ptr<EventLoop::Timer> timer;
   };
 
+  static bool Wanted(const rpc::PollRequest& request, const rpc::PubMessage& m);
   // Fills `reply` with what `request` may see; false when there is nothing.
   bool Fill(const rpc::PollRequest& request, rpc::PollReply* reply) const;
   void Finish(std::list<Waiting>::iterator it);

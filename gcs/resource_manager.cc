@@ -8,9 +8,14 @@ namespace {
 
 absl::Status ValidateResourceMap(const google::protobuf::Map<std::string, double>& m, const char* what) {
   if (m.size() > 1024) return absl::InvalidArgumentError(absl::StrCat(what, ": too many resources"));
-  std::map<std::string, double> copy(m.begin(), m.end());
-  auto r = ResourceSet::FromMap(copy);
-  if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", r.status().message()));
+  for (const auto& [name, value] : m) {
+    if (auto s = ResourceSet::ValidateName(name); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+    }
+    if (auto q = Quantity::FromDouble(value); !q.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": resource '", name, "': ", q.status().message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -49,13 +54,13 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
     return done(absl::OkStatus());
   }
   reply->set_known_node(true);
-  if (Apply(request.resources())) {
+  if (Apply(request.resources(), /*publish=*/true)) {
     it->second.demands.assign(request.demands().begin(), request.demands().end());
   }
   done(absl::OkStatus());
 }
 
-bool ResourceManager::Apply(const rpc::NodeResources& resources) {
+bool ResourceManager::Apply(const rpc::NodeResources& resources, bool publish) {
   auto id = NodeId::FromBinary(resources.node_id());
   if (!id.ok()) return false;
   auto it = view_.find(*id);
@@ -67,6 +72,7 @@ bool ResourceManager::Apply(const rpc::NodeResources& resources) {
   Entry& e = it->second;
   if (resources.version() < e.resources.version()) return false;
   e.resources = resources;
+  if (!publish) return true;
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::NODE_RESOURCES);
   *msg.mutable_node_resources() = e.resources;

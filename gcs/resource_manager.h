@@ -34,10 +34,12 @@ class ResourceManager {
   void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                  rpc::GetClusterResourcesReply* reply, rpc::Done done);
 
-  // Takes a raylet's view of itself from a reply (e.g. to a bundle
-  // reservation) as if it were reported: ignored for an unknown or dead node,
+  // Takes a node's view of itself: ignored for an unknown or dead node,
   // malformed maps, or an older version. Returns whether it was taken.
-  bool Apply(const rpc::NodeResources& resources);
+  // Replies to bundle reservations are applied without publishing: the
+  // raylet's own report, which follows each change, tells the subscribers
+  // (so one reservation does not wake every raylet several times).
+  bool Apply(const rpc::NodeResources& resources, bool publish);
 
   const rpc::NodeResources* Get(const NodeId& node) const;
 

@@ -1,5 +1,7 @@
 #include "gcs/sqlite_store.h"
 
+#include "common/status.h"
+
 #include <sqlite3.h>
 
 #include "common/logging.h"
@@ -53,6 +55,7 @@ SqliteStore::~SqliteStore() {
   }
   cv_.notify_all();
   writer_.join();
+  for (sqlite3_stmt* stmt : {begin_, commit_, rollback_, put_, del_}) sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
 
@@ -111,19 +114,32 @@ void SqliteStore::WriterLoop() {
   }
 }
 
-absl::Status SqliteStore::ApplyBatch(std::deque<Op>& batch) {
-  if (auto s = Exec(db_, "BEGIN IMMEDIATE"); !s.ok()) return s;
-  sqlite3_stmt* put = nullptr;
-  sqlite3_stmt* del = nullptr;
-  absl::Status status;
-  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO rows (tbl, key, value) VALUES (?, ?, ?)", -1, &put,
-                         nullptr) != SQLITE_OK ||
-      sqlite3_prepare_v2(db_, "DELETE FROM rows WHERE tbl = ? AND key = ?", -1, &del, nullptr) != SQLITE_OK) {
-    status = SqlError(db_, "prepare write");
+absl::Status SqliteStore::Statement(sqlite3_stmt** stmt, const char* sql) {
+  if (*stmt != nullptr) return absl::OkStatus();
+  if (sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) != SQLITE_OK) {
+    *stmt = nullptr;
+    return SqlError(db_, std::string("prepare ") + sql);
   }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Step(sqlite3_stmt* stmt, const std::string& what) {
+  sqlite3_reset(stmt);
+  return sqlite3_step(stmt) == SQLITE_DONE ? absl::OkStatus() : SqlError(db_, what);
+}
+
+absl::Status SqliteStore::ApplyBatch(std::deque<Op>& batch) {
+  // Statements are prepared once, on this (the writer) thread.
+  RETURN_IF_ERROR(Statement(&begin_, "BEGIN IMMEDIATE"));
+  RETURN_IF_ERROR(Statement(&commit_, "COMMIT"));
+  RETURN_IF_ERROR(Statement(&rollback_, "ROLLBACK"));
+  RETURN_IF_ERROR(Statement(&put_, "INSERT OR REPLACE INTO rows (tbl, key, value) VALUES (?, ?, ?)"));
+  RETURN_IF_ERROR(Statement(&del_, "DELETE FROM rows WHERE tbl = ? AND key = ?"));
+  RETURN_IF_ERROR(Step(begin_, "begin"));
+  absl::Status status;
   for (size_t i = 0; status.ok() && i < batch.size(); ++i) {
     const Op& op = batch[i];
-    sqlite3_stmt* stmt = op.is_delete ? del : put;
+    sqlite3_stmt* stmt = op.is_delete ? del_ : put_;
     sqlite3_reset(stmt);
     sqlite3_bind_text(stmt, 1, op.table.data(), static_cast<int>(op.table.size()), SQLITE_STATIC);
     sqlite3_bind_blob(stmt, 2, op.key.data(), static_cast<int>(op.key.size()), SQLITE_STATIC);
@@ -131,14 +147,14 @@ absl::Status SqliteStore::ApplyBatch(std::deque<Op>& batch) {
       sqlite3_bind_blob(stmt, 3, op.value.data(), static_cast<int>(op.value.size()), SQLITE_STATIC);
     }
     if (sqlite3_step(stmt) != SQLITE_DONE) status = SqlError(db_, "write " + op.table);
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);  // the bound buffers die with the batch
   }
-  sqlite3_finalize(put);
-  sqlite3_finalize(del);
   if (!status.ok()) {
-    Exec(db_, "ROLLBACK").IgnoreError();
+    Step(rollback_, "rollback").IgnoreError();
     return status;
   }
-  return Exec(db_, "COMMIT");
+  return Step(commit_, "commit");
 }
 
 }  // namespace manta::gcs

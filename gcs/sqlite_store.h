@@ -24,6 +24,7 @@
 #include "gcs/store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace manta::gcs {
 
@@ -51,6 +52,9 @@ class SqliteStore : public Store {
   void Enqueue(Op op);
   void WriterLoop();
   absl::Status ApplyBatch(std::deque<Op>& batch);
+  // Prepares `sql` into `*stmt` unless already prepared.
+  absl::Status Statement(sqlite3_stmt** stmt, const char* sql);
+  absl::Status Step(sqlite3_stmt* stmt, const std::string& what);
 
   sqlite3* const db_;
   EventLoop* const loop_;
@@ -60,6 +64,12 @@ class SqliteStore : public Store {
   std::deque<Op> queue_;  // guarded by mu_
   bool stop_ = false;     // guarded by mu_
   std::thread writer_;
+  // Owned by the writer thread; finalized after it is joined.
+  sqlite3_stmt* begin_ = nullptr;
+  sqlite3_stmt* commit_ = nullptr;
+  sqlite3_stmt* rollback_ = nullptr;
+  sqlite3_stmt* put_ = nullptr;
+  sqlite3_stmt* del_ = nullptr;
 };
 
 }  // namespace manta::gcs

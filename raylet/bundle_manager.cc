@@ -65,6 +65,14 @@ void BundleManager::HandlePrepareBundles(const rpc::PrepareBundlesRequest& reque
   if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) return done(s);
   if (mismatch.empty() && s.ok()) {
     reply->set_success(true);
+    if (request.commit()) {
+      std::vector<int> indices;
+      for (const BundleSpec& b : specs) indices.push_back(b.index);
+      absl::Status committed = local_->CommitBundles(specs[0].group, indices);
+      if (!committed.ok()) return done(committed);  // cannot happen: just prepared
+      reply->set_committed(true);
+      leases_->OnLocalResourcesChanged();
+    }
   } else {
     reply->set_success(false);
     reply->set_message(mismatch.empty() ? std::string(s.message()) : mismatch);

@@ -37,9 +37,11 @@ class BundleManagerTest : public ::testing::Test {
   }
 
   // Returns the status; `reply` gets the reply.
-  absl::Status Prepare(const std::vector<rpc::Bundle>& bundles, rpc::PrepareBundlesReply* reply = nullptr) {
+  absl::Status Prepare(const std::vector<rpc::Bundle>& bundles, rpc::PrepareBundlesReply* reply = nullptr,
+                       bool commit = false) {
     rpc::PrepareBundlesRequest req;
     for (const auto& b : bundles) *req.add_bundles() = b;
+    req.set_commit(commit);
     rpc::PrepareBundlesReply local_reply;
     absl::Status status = absl::UnknownError("not done");
     bundles_.HandlePrepareBundles(req, reply ? reply : &local_reply, [&](const absl::Status& s) { status = s; });
@@ -136,6 +138,25 @@ TEST_F(BundleManagerTest, PrepareCommitCancelRoundTripRestoresResources) {
   EXPECT_TRUE(local_.bundles().empty());
   ASSERT_TRUE(CancelBundles(g_, {}).ok()) << "cancel is idempotent";
   EXPECT_EQ(local_.available(), available);
+}
+
+TEST_F(BundleManagerTest, PrepareWithCommitMakesTheBundlesUsableInOneCall) {
+  rpc::PrepareBundlesReply reply;
+  ASSERT_TRUE(Prepare({MakeBundle(g_, 0, {{"TPU", 4}}), MakeBundle(g_, 1, {{"CPU", 2}})}, &reply, true).ok());
+  EXPECT_TRUE(reply.success() && reply.committed()) << reply.message();
+  EXPECT_EQ(local_.total().Get(pg::IndexedName("TPU", 0, g_)).ToDouble(), 4.0);
+  EXPECT_EQ(local_.available().Get(pg::WildcardName("CPU", g_)).ToDouble(), 2.0);
+  // Retried: nothing more is reserved.
+  ASSERT_TRUE(Prepare({MakeBundle(g_, 0, {{"TPU", 4}}), MakeBundle(g_, 1, {{"CPU", 2}})}, &reply, true).ok());
+  EXPECT_EQ(local_.total().Get(pg::IndexedName("TPU", 0, g_)).ToDouble(), 4.0);
+  EXPECT_EQ(local_.available().Get("CPU").ToDouble(), 6.0);
+  // Nothing fits: nothing is held or committed.
+  rpc::PrepareBundlesReply no;
+  PlacementGroupId other = PlacementGroupId::FromRandom();
+  ASSERT_TRUE(Prepare({MakeBundle(other, 0, {{"CPU", 7}})}, &no, true).ok());
+  EXPECT_FALSE(no.success() || no.committed());
+  EXPECT_EQ(local_.total().Get(pg::WildcardName("CPU", other)).ToDouble(), 0.0);
+  ASSERT_TRUE(CancelBundles(g_, {}).ok());
 }
 
 TEST_F(BundleManagerTest, PrepareIsAllOrNothingAndRetriesDoNotDoubleReserve) {

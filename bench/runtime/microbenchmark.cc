@@ -8,29 +8,17 @@
 // Without --address it starts a one-node cluster (`manta start --head
 // --num-cpus=2`) in a temporary directory and stops it at the end. This
 // program is also its own worker: the raylet starts it in worker mode.
-#include <grpcpp/grpcpp.h>
 #include <manta/api.h>
-#include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <climits>
-#include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <iostream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "bench/common/cluster.h"
 #include "bench/common/report.h"
-#include "common/process.h"
-#include "common/rpc/grpc_util.h"
-#include "proto/node_manager.grpc.pb.h"
 
 namespace {
 
@@ -67,102 +55,7 @@ class Caller {
 
 MANTA_REMOTE(Noop, Target::Create, &Target::Call, Caller::Create, &Caller::Run);
 
-// ---- timing
-
-using Clock = std::chrono::steady_clock;
-
-// Runs `round` (which does `per_round` operations) until `seconds` pass;
-// returns operations per second.
-double Rate(double seconds, int per_round, const std::function<void()>& round) {
-  round();  // warm up: leases, connections
-  auto start = Clock::now();
-  int64_t ops = 0;
-  while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
-    round();
-    ops += per_round;
-  }
-  return static_cast<double>(ops) / std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// ---- raw gRPC baselines against a bare server process
-
-struct RawGrpc {
-  pid_t server = -1;
-  std::unique_ptr<manta::rpc::NodeManagerService::Stub> stub;
-
-  bool Start(const std::string& bin) {
-    auto port = manta::PickFreePort();
-    if (!port.ok()) return false;
-    manta::SpawnOptions opts;
-    opts.executable = bin + "/bench_grpc_idle_server";
-    opts.args = {absl::StrCat("127.0.0.1:", *port)};
-    opts.kill_with_parent = true;  // gone with us, however we end
-    auto pid = manta::SpawnDaemon(opts);
-    if (!pid.ok()) return false;
-    server = *pid;
-    stub = manta::rpc::NodeManagerService::NewStub(manta::rpc::MakeChannel(absl::StrCat("127.0.0.1:", *port)));
-    return manta::PollUntil([&] { return Sequential(1) > 0; }, absl::Now() + absl::Seconds(10));
-  }
-  ~RawGrpc() {
-    if (server > 0) manta::TerminateProcess(server, absl::Now() + absl::Seconds(2)).IgnoreError();
-  }
-  // `n` sequential unary round trips; returns how many succeeded.
-  int Sequential(int n) {
-    int ok = 0;
-    for (int i = 0; i < n; ++i) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      manta::rpc::HealthCheckRequest req;
-      manta::rpc::HealthCheckReply reply;
-      ok += stub->HealthCheck(&ctx, req, &reply).ok();
-    }
-    return ok;
-  }
-  // `n` calls with 64 in flight.
-  void InFlight(int n) {
-    std::mutex mu;
-    std::condition_variable cv;
-    int started = 0, finished = 0, in_flight = 0;
-    struct Call {
-      grpc::ClientContext ctx;
-      manta::rpc::HealthCheckRequest req;
-      manta::rpc::HealthCheckReply reply;
-    };
-    std::unique_lock<std::mutex> lock(mu);
-    while (finished < n) {
-      while (in_flight < 64 && started < n) {
-        auto* c = new Call;
-        ++started;
-        ++in_flight;
-        stub->async()->HealthCheck(&c->ctx, &c->req, &c->reply, [&, c](grpc::Status) {
-          delete c;
-          std::lock_guard<std::mutex> l(mu);
-          --in_flight;
-          ++finished;
-          cv.notify_one();
-        });
-      }
-      cv.wait(lock);
-    }
-  }
-};
-
-std::string BinDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  std::string path(buf, n > 0 ? static_cast<size_t>(n) : 0);
-  return path.substr(0, path.rfind('/'));
-}
-
-int RunManta(const std::string& bin, std::vector<std::string> args) {
-  manta::SpawnOptions opts;
-  opts.executable = bin + "/manta";
-  opts.args = std::move(args);
-  auto r = manta::RunAndCapture(opts, absl::Seconds(60));
-  if (!r.ok()) return 1;
-  if (r->exit_code != 0) std::cerr << r->err;
-  return r->exit_code;
-}
+using manta::bench::Rate;
 
 }  // namespace
 
@@ -179,41 +72,17 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "Run only the metrics whose name contains this.");
   CLI11_PARSE(app, argc, argv);
 
-  // Signals go to one thread that tears down (set before any thread starts).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  const std::string bin = BinDir();
-  std::string temp_dir;
-  if (address.empty()) {
-    char tmpl[] = "/tmp/manta-bench-micro.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return 1;
-    temp_dir = tmpl;
-    auto port = manta::PickFreePort();
-    if (!port.ok()) return 1;
-    if (RunManta(bin, {"start", "--head", absl::StrCat("--port=", *port), "--num-cpus=2", "--temp-dir=" + temp_dir}) !=
-        0) {
-      return 1;
-    }
-    address = absl::StrCat("127.0.0.1:", *port);
+  manta::bench::LocalCluster cluster;
+  manta::bench::ClusterSpec spec;
+  spec.num_cpus = 2;
+  if (auto st = cluster.Start(address, spec); !st.ok()) {
+    std::cerr << "cannot start a cluster: " << st.message() << "\n";
+    return 1;
   }
-  auto stop_cluster = [bin, temp_dir] {
-    if (temp_dir.empty()) return;
-    RunManta(bin, {"stop", "--force", "--temp-dir=" + temp_dir});
-    std::string cmd = "rm -rf '" + temp_dir + "'";
-    if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << temp_dir << "\n";
-  };
-  // Interrupted (Ctrl-C, a timeout): still stop the cluster we started.
-  std::thread([stop_cluster, signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    std::cerr << "interrupted; stopping the benchmark's cluster\n";
-    stop_cluster();
-    std::_Exit(128 + sig);
-  }).detach();
+  auto stop_cluster = [&cluster] { cluster.Stop(); };
+  const std::string bin = cluster.bin_dir();
+  address = cluster.address();
+  const std::string temp_dir = cluster.temp_dir();
 
   manta::InitOptions init;
   init.address = address;
@@ -224,7 +93,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  RawGrpc raw;
+  manta::bench::RawGrpc raw;
   if (!raw.Start(bin)) {
     std::cerr << "cannot start the raw gRPC baseline server\n";
     manta::Shutdown();

@@ -1,0 +1,179 @@
+#include "bench/common/cluster.h"
+
+#include <grpcpp/grpcpp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/process.h"
+#include "common/rpc/grpc_util.h"
+#include "common/tpu.h"
+#include "proto/node_manager.grpc.pb.h"
+
+namespace manta::bench {
+
+using Clock = std::chrono::steady_clock;
+
+double Rate(double seconds, int per_round, const std::function<void()>& round) {
+  round();  // warm up: leases, connections
+  auto start = Clock::now();
+  int64_t ops = 0;
+  while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+    round();
+    ops += per_round;
+  }
+  return static_cast<double>(ops) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string BinDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string path(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+int RunManta(const std::string& bin, std::vector<std::string> args,
+             std::vector<std::pair<std::string, std::string>> env) {
+  SpawnOptions opts;
+  opts.executable = bin + "/manta";
+  opts.args = std::move(args);
+  opts.env = std::move(env);
+  auto r = RunAndCapture(opts, absl::Seconds(60));
+  if (!r.ok()) return 1;
+  if (r->exit_code != 0) std::cerr << r->err;
+  return r->exit_code;
+}
+
+absl::Status LocalCluster::Start(const std::string& address, const ClusterSpec& spec) {
+  if (!address.empty()) {
+    address_ = address;
+    return absl::OkStatus();
+  }
+  // Signals go to one thread that tears down (blocked before any thread starts).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  char tmpl[] = "/tmp/manta-bench.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a temporary directory");
+  temp_dir_ = tmpl;
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  std::thread([bin = bin_, dir = temp_dir_, stopped = stopped_, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!*stopped) {
+      std::cerr << "interrupted; stopping the benchmark's cluster\n";
+      RunManta(bin, {"stop", "--force", "--temp-dir=" + dir});
+    }
+    std::_Exit(128 + sig);
+  }).detach();
+  if (RunManta(bin_, {"start", "--head", absl::StrCat("--port=", *port), absl::StrCat("--num-cpus=", spec.num_cpus),
+                      "--include-dashboard=false", "--temp-dir=" + temp_dir_}) != 0) {
+    Stop();
+    return absl::InternalError("manta start --head failed");
+  }
+  address_ = absl::StrCat("127.0.0.1:", *port);
+  for (const TpuSlice& slice : spec.tpu_slices) {
+    auto type = tpu::ParsePodType(slice.pod_type);
+    auto topology = tpu::ParseTopology(slice.topology);
+    if (!type.ok() || !topology.ok()) return absl::InvalidArgumentError("bad slice " + slice.pod_type);
+    auto hosts = tpu::HostsPerSlice(*type, *topology);
+    if (!hosts.ok()) return hosts.status();
+    for (int w = 0; w < *hosts; ++w) {
+      std::vector<std::pair<std::string, std::string>> env = {{tpu::kEnvAcceleratorType, slice.pod_type},
+                                                              {tpu::kEnvTopology, slice.topology},
+                                                              {tpu::kEnvWorkerId, std::to_string(w)},
+                                                              {tpu::kEnvName, slice.name}};
+      if (RunManta(bin_, {"start", "--address=" + address_, "--num-cpus=1", "--temp-dir=" + temp_dir_}, env) != 0) {
+        Stop();
+        return absl::InternalError("manta start --address failed for a TPU host");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LocalCluster::Stop() {
+  if (temp_dir_.empty() || *stopped_) return;
+  *stopped_ = true;
+  RunManta(bin_, {"stop", "--force", "--temp-dir=" + temp_dir_});
+  std::string cmd = "rm -rf '" + temp_dir_ + "'";
+  if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << temp_dir_ << "\n";
+}
+
+struct RawGrpc::State {
+  std::unique_ptr<rpc::NodeManagerService::Stub> stub;
+};
+
+RawGrpc::RawGrpc() : state_(std::make_unique<State>()) {}
+
+RawGrpc::~RawGrpc() {
+  if (server_ > 0) TerminateProcess(server_, absl::Now() + absl::Seconds(2)).IgnoreError();
+}
+
+bool RawGrpc::Start(const std::string& bin) {
+  auto port = PickFreePort();
+  if (!port.ok()) return false;
+  SpawnOptions opts;
+  opts.executable = bin + "/bench_grpc_idle_server";
+  opts.args = {absl::StrCat("127.0.0.1:", *port)};
+  opts.kill_with_parent = true;  // gone with us, however we end
+  auto pid = SpawnDaemon(opts);
+  if (!pid.ok()) return false;
+  server_ = *pid;
+  state_->stub = rpc::NodeManagerService::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", *port)));
+  return PollUntil([&] { return Sequential(1) > 0; }, absl::Now() + absl::Seconds(10));
+}
+
+int RawGrpc::Sequential(int n) {
+  int ok = 0;
+  for (int i = 0; i < n; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    rpc::HealthCheckRequest req;
+    rpc::HealthCheckReply reply;
+    ok += state_->stub->HealthCheck(&ctx, req, &reply).ok();
+  }
+  return ok;
+}
+
+void RawGrpc::InFlight(int n) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0, finished = 0, in_flight = 0;
+  struct Call {
+    grpc::ClientContext ctx;
+    rpc::HealthCheckRequest req;
+    rpc::HealthCheckReply reply;
+  };
+  std::unique_lock<std::mutex> lock(mu);
+  while (finished < n) {
+    while (in_flight < 64 && started < n) {
+      auto* c = new Call;
+      ++started;
+      ++in_flight;
+      state_->stub->async()->HealthCheck(&c->ctx, &c->req, &c->reply, [&, c](grpc::Status) {
+        delete c;
+        std::lock_guard<std::mutex> l(mu);
+        --in_flight;
+        ++finished;
+        cv.notify_one();
+      });
+    }
+    cv.wait(lock);
+  }
+}
+
+}  // namespace manta::bench

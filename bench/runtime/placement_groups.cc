@@ -1,0 +1,130 @@
+// bench_placement_groups: placement group and TPU slice reservation speed,
+// beside a raw gRPC baseline measured in the same run.
+//
+//   bench_placement_groups [--seconds=3] [--rounds=50] [--json FILE] [--address HOST:PORT]
+//
+// Metrics:
+//   placement_group_create_remove  groups of one bundle created, waited for
+//                                  and removed per second (baseline: raw
+//                                  sequential unary round trips per second)
+//   slice_reserve_2x_v6e16_p50/p99 milliseconds to reserve two whole v6e-16
+//                                  slices (baseline: one raw round trip, ms)
+//
+// Without --address it starts a head and two simulated v6e-16 slices (8 TPU
+// hosts) in a temporary directory and stops them at the end. This program is
+// also its own worker.
+#include <manta/api.h>
+#include <manta/placement_group.h>
+#include <manta/tpu.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench/common/cluster.h"
+#include "bench/common/report.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Noop() { return 0; }
+MANTA_REMOTE(Noop);
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (manta::core::CoreWorker::IsWorkerProcess()) manta::Init(argc, argv);  // never returns
+
+  CLI::App app{"Placement group and TPU slice reservation speed on Manta, beside raw gRPC."};
+  double seconds = 3;
+  int rounds = 50;
+  std::string json_path, address;
+  app.add_option("--seconds", seconds, "Seconds for the create/remove rate.");
+  app.add_option("--rounds", rounds, "Slice reservations to time.")->check(CLI::PositiveNumber);
+  app.add_option("--json", json_path, "Write the figures here as JSON.");
+  app.add_option("--address", address, "Use this cluster (with two free v6e-16 slices) instead of starting one.");
+  CLI11_PARSE(app, argc, argv);
+
+  manta::bench::LocalCluster cluster;
+  manta::bench::ClusterSpec spec;
+  spec.num_cpus = 2;
+  spec.tpu_slices = {{"tpu-group-0", "v6e-16", "4x4"}, {"tpu-group-1", "v6e-16", "4x4"}};
+  if (auto s = cluster.Start(address, spec); !s.ok()) {
+    std::cerr << "cannot start a cluster: " << s.message() << "\n";
+    return 1;
+  }
+  manta::InitOptions init;
+  init.address = cluster.address();
+  init.temp_dir = cluster.temp_dir();
+  if (auto s = manta::TryInit(init); !s.ok()) {
+    std::cerr << "cannot join the cluster: " << s.message() << "\n";
+    return 1;
+  }
+  manta::bench::RawGrpc raw;
+  if (!raw.Start(cluster.bin_dir())) {
+    std::cerr << "cannot start the raw gRPC baseline server\n";
+    manta::Shutdown();
+    return 1;
+  }
+  int rc = 0;
+  try {
+    double raw_seq = manta::bench::Rate(seconds, 100, [&] { raw.Sequential(100); });
+    manta::bench::Report report;
+    report.Add("raw_grpc_sequential", raw_seq, "calls/s");
+
+    // Create, wait for and remove groups of one small bundle, 100 at a time.
+    const int kBatch = 100;
+    manta::PlacementGroupOptions one;
+    one.bundles = {{{{"CPU", 0.01}}, {}}};
+    double create_remove = manta::bench::Rate(seconds, kBatch, [&] {
+      std::vector<manta::PlacementGroup> groups;
+      groups.reserve(kBatch);
+      for (int i = 0; i < kBatch; ++i) groups.push_back(manta::CreatePlacementGroup(one));
+      for (auto& g : groups) {
+        if (!g.Wait(absl::Seconds(30))) throw std::runtime_error("a placement group was not ready in 30 s");
+      }
+      for (auto& g : groups) manta::RemovePlacementGroup(g);
+    });
+    report.Add("placement_group_create_remove", create_remove, "groups/s", raw_seq);
+
+    // Reserve and release two whole v6e-16 slices.
+    manta::tpu::SliceOptions slices;
+    slices.topology = "4x4";
+    slices.accelerator_version = "v6e";
+    slices.num_slices = 2;
+    std::vector<double> ms;
+    for (int i = 0; i <= rounds; ++i) {
+      auto start = Clock::now();
+      manta::tpu::SliceReservation r = manta::tpu::ReserveSlices(slices);
+      double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      r.Release();
+      if (i > 0) ms.push_back(elapsed);  // the first warms up connections
+    }
+    double raw_ms = 1000.0 / raw_seq;
+    report.Add("slice_reserve_2x_v6e16_p50", Percentile(ms, 0.5), "ms", raw_ms);
+    report.Add("slice_reserve_2x_v6e16_p99", Percentile(ms, 0.99), "ms", raw_ms);
+    report.Print();
+    if (!json_path.empty()) {
+      if (auto s = report.WriteJson(json_path); !s.ok()) {
+        std::cerr << s.message() << "\n";
+        rc = 1;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "benchmark failed: " << e.what() << "\n";
+    rc = 1;
+  }
+  manta::Shutdown();
+  cluster.Stop();
+  return rc;
+}
