@@ -127,9 +127,10 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   Group& ref = *g;
   groups_[id] = std::move(g);
   PersistAndPublish(ref);
-  TrySchedule(id);
   *reply->mutable_placement_group() = ref.info;
+  // The caller need not wait for the first placement attempt.
   done(absl::OkStatus());
+  TrySchedule(id);
 }
 
 void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request,
@@ -140,8 +141,9 @@ void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacemen
                                                         " bytes")));
   }
   if (!groups_.contains(*id)) return done(absl::NotFoundError("no placement group " + id->Hex()));
-  Remove(*id, "removed by RemovePlacementGroup");
+  // Answered first: what follows (returning bundles) is asynchronous anyway.
   done(absl::OkStatus());
+  Remove(*id, "removed by RemovePlacementGroup");
 }
 
 void PlacementGroupManager::HandleGetPlacementGroup(const rpc::GetPlacementGroupRequest& request,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo: builds Manta, starts a simulated cluster of two v6e-16 TPU slices
 # (a head and 8 TPU hosts, all on this machine), shows `manta status` and
-# `manta list nodes`, submits a job that runs one task per host of a slice and
-# a counter actor, and stops everything.
+# `manta list nodes`, submits a job that runs one task per host of a slice,
+# reserves both slices whole and runs one actor per host across them
+# (multislice), and runs a counter actor; then stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -29,10 +30,12 @@ echo "+ manta status"
 echo "+ manta list nodes"
 "$MANTA" list nodes --temp-dir="$TEMP_DIR"
 EXAMPLES=$(cd build/bin && pwd)
-echo "+ manta job submit -- example_tpu_hosts && example_counter"
+echo "+ manta job submit -- example_tpu_hosts && example_tpu_multislice && example_counter"
 "$MANTA" job submit --temp-dir="$TEMP_DIR" -- \
-  sh -c "$EXAMPLES/example_tpu_hosts && $EXAMPLES/example_counter"
+  sh -c "$EXAMPLES/example_tpu_hosts && $EXAMPLES/example_tpu_multislice && $EXAMPLES/example_counter"
 echo "+ manta list actors"
 "$MANTA" list actors --temp-dir="$TEMP_DIR"
+echo "+ manta list placement-groups"
+"$MANTA" list placement-groups --temp-dir="$TEMP_DIR"
 echo "+ manta stop"
 "$MANTA" stop --temp-dir="$TEMP_DIR"
