@@ -9,16 +9,6 @@
 namespace manta::cli {
 namespace {
 
-std::string Header(size_t total, int limit, absl::Time now, absl::TimeZone tz) {
-  std::string out = absl::StrCat("======== List: ", FormatTimestamp(now, tz), " ========\n");
-  absl::StrAppend(&out, "Stats:\n------------------------------\nTotal: ", total, "\n\n");
-  if (limit > 0 && total >= static_cast<size_t>(limit)) {
-    absl::StrAppend(&out, "Showing at most ", limit, " entries; use --limit to see more.\n\n");
-  }
-  absl::StrAppend(&out, "Table:\n------------------------------\n");
-  return out;
-}
-
 std::vector<std::string> ResourceLines(const std::map<std::string, double>& resources) {
   std::vector<std::string> lines;
   for (const auto& [name, v] : resources) lines.push_back(name + ": " + FormatQuantity(v));
@@ -42,7 +32,7 @@ std::string FormatActorList(const std::vector<ActorView>& actors, int limit, abs
                     {a.ray_namespace},
                     {std::to_string(a.num_restarts)}});
   }
-  return Header(actors.size(), limit, now, tz) + FormatTable(headers, rows);
+  return FormatListHeader(actors.size(), limit, now, tz) + FormatTable(headers, rows);
 }
 
 std::string FormatActorListJson(const std::vector<ActorView>& actors) {
@@ -89,7 +79,7 @@ std::string FormatTaskList(const std::vector<TaskView>& tasks, int64_t num_dropp
                     {t.error_type},
                     ResourceLines(t.resources)});
   }
-  std::string out = Header(tasks.size(), limit, now, tz);
+  std::string out = FormatListHeader(tasks.size(), limit, now, tz);
   if (num_dropped > 0) {
     out = absl::StrCat(out.substr(0, out.find("Table:")), "Dropped: ", num_dropped,
                        " older task attempts were evicted by the GCS\n\n", out.substr(out.find("Table:")));

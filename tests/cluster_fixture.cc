@@ -368,6 +368,22 @@ CommandResult Cluster::RunManta(const std::vector<std::string>& args,
   return *r;
 }
 
+CommandResult Cluster::RunProgram(const std::string& program, std::vector<std::string> args,
+                                  absl::Duration timeout) const {
+  SpawnOptions opts;
+  opts.executable = BinDir() + "/" + program;
+  opts.args = std::move(args);
+  opts.env = MantaEnv();
+  auto r = RunAndCapture(opts, timeout);
+  if (!r.ok()) {
+    CommandResult failed;
+    failed.exit_code = -1;
+    failed.err = std::string(r.status().message());
+    return failed;
+  }
+  return *r;
+}
+
 std::vector<std::pair<std::string, std::string>> Cluster::MantaEnv() const {
   std::vector<std::pair<std::string, std::string>> env = {{"MANTA_ADDRESS", gcs_address_}};
   if (!token_.empty()) env.emplace_back("MANTA_TOKEN", token_);

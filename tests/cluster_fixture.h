@@ -128,6 +128,11 @@ class Cluster {
   CommandResult RunManta(const std::vector<std::string>& args,
                          const std::vector<std::pair<std::string, std::string>>& env = {},
                          absl::Duration timeout = absl::Seconds(60));
+  // Runs build/bin/`program` (a driver or an example) against this cluster
+  // (MantaEnv). A program that cannot be started or times out gives
+  // exit_code -1 and the reason in err.
+  CommandResult RunProgram(const std::string& program, std::vector<std::string> args,
+                           absl::Duration timeout = absl::Seconds(90)) const;
   // MANTA_ADDRESS and MANTA_TOKEN of this cluster.
   std::vector<std::pair<std::string, std::string>> MantaEnv() const;
 

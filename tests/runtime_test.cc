@@ -13,21 +13,6 @@
 namespace manta::testing {
 namespace {
 
-CommandResult RunProgram(const Cluster& cluster, const std::string& program, std::vector<std::string> args,
-                         absl::Duration timeout = absl::Seconds(90)) {
-  SpawnOptions opts;
-  opts.executable = Cluster::BinDir() + "/" + program;
-  opts.args = std::move(args);
-  opts.env = cluster.MantaEnv();
-  auto r = RunAndCapture(opts, timeout);
-  if (!r.ok()) {
-    CommandResult failed;
-    failed.err = std::string(r.status().message());
-    return failed;
-  }
-  return *r;
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   for (absl::string_view l : absl::StrSplit(text, '\n')) {
@@ -59,7 +44,7 @@ TEST(RuntimeExamplesTest, TpuSliceHostAndDeviceModesAndCounter) {
   MANTA_ASSERT_OK(cluster.StartHead());
   MANTA_ASSERT_OK(cluster.AddTpuSlice("tpu-group-0", "v6e-16", "4x4").status());
 
-  CommandResult hosts = RunProgram(cluster, "example_tpu_hosts", {});
+  CommandResult hosts = cluster.RunProgram("example_tpu_hosts", {});
   ASSERT_EQ(hosts.exit_code, 0) << hosts.out << hosts.err;
   std::set<std::string> workers;
   for (const auto& line : Lines(hosts.out)) {
@@ -70,7 +55,7 @@ TEST(RuntimeExamplesTest, TpuSliceHostAndDeviceModesAndCounter) {
   }
   EXPECT_EQ(workers.size(), 4u) << hosts.out;
 
-  CommandResult devices = RunProgram(cluster, "example_tpu_devices", {});
+  CommandResult devices = cluster.RunProgram("example_tpu_devices", {});
   ASSERT_EQ(devices.exit_code, 0) << devices.out << devices.err;
   std::map<std::string, std::multiset<std::string>> chips_by_worker;
   for (const auto& line : Lines(devices.out)) {
@@ -85,7 +70,7 @@ TEST(RuntimeExamplesTest, TpuSliceHostAndDeviceModesAndCounter) {
     EXPECT_EQ(chips, (std::multiset<std::string>{"0", "1", "2", "3"})) << "host " << worker;
   }
 
-  CommandResult counter = RunProgram(cluster, "example_counter", {});
+  CommandResult counter = cluster.RunProgram("example_counter", {});
   ASSERT_EQ(counter.exit_code, 0) << counter.out << counter.err;
   EXPECT_NE(counter.out.find("Add(1, 2) = 3"), std::string::npos) << counter.out;
   EXPECT_NE(counter.out.find("final value 25"), std::string::npos) << counter.out;
@@ -109,21 +94,21 @@ class RuntimeTest : public ::testing::Test {
 };
 
 TEST_F(RuntimeTest, TenThousandActorCallsRunInOrder) {
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"ordered_calls"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"ordered_calls"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK 10000 calls in order, count=10000"), std::string::npos) << r.out;
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) {
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"big_object"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"big_object"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK 64 MiB round trip"), std::string::npos) << r.out;
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"typed_errors"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK application error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Throws"), std::string::npos) << r.out;
@@ -131,14 +116,14 @@ TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
 
 TEST_F(RuntimeTest, WorkerKilledMidTaskIsRetriedWithTheRightAnswer) {
   std::string marker = cluster_->temp_dir() + "/die-once";
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"retry_after_worker_death", marker});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"retry_after_worker_death", marker});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK retried after worker death value=70"), std::string::npos) << r.out;
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ActorRestartsWithItsConstructorRerunThenDies) {
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"actor_restart"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"actor_restart"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK restarted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("OK actor died after its restarts"), std::string::npos) << r.out;
@@ -146,15 +131,15 @@ TEST_F(RuntimeTest, ActorRestartsWithItsConstructorRerunThenDies) {
 }
 
 TEST_F(RuntimeTest, ThreadedActorRunsCallsConcurrently) {
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"threaded_actor"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"threaded_actor"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK 4 calls met inside a threaded actor"), std::string::npos) << r.out;
 }
 
 TEST_F(RuntimeTest, DetachedActorOutlivesItsJobAndOwnedOneDoesNot) {
-  CommandResult created = RunProgram(*cluster_, "runtime_driver", {"detached_create"});
+  CommandResult created = cluster_->RunProgram("runtime_driver", {"detached_create"});
   ASSERT_EQ(created.exit_code, 0) << created.out << created.err;
-  CommandResult used = RunProgram(*cluster_, "runtime_driver", {"detached_use"});
+  CommandResult used = cluster_->RunProgram("runtime_driver", {"detached_use"});
   EXPECT_EQ(used.exit_code, 0) << used.out << used.err;
   EXPECT_NE(used.out.find("OK detached actor outlived its job"), std::string::npos) << used.out;
   ExpectClean(*cluster_);
@@ -165,7 +150,7 @@ TEST_F(RuntimeTest, TasksSpillBackToTheNodeThatCanRunThem) {
   special.resources = R"({"special": 2})";
   special.env = {{"MANTA_TEST_NODE", "special"}};
   MANTA_ASSERT_OK(cluster_->AddRaylet(special).status());
-  CommandResult r = RunProgram(*cluster_, "runtime_driver", {"spillback"});
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"spillback"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   int ran = 0;
   for (const auto& line : Lines(r.out)) {

@@ -16,22 +16,6 @@
 namespace manta::testing {
 namespace {
 
-CommandResult RunProgram(const Cluster& cluster, const std::string& program, std::vector<std::string> args,
-                  absl::Duration timeout = absl::Seconds(120)) {
-  SpawnOptions opts;
-  opts.executable = Cluster::BinDir() + "/" + program;
-  opts.args = std::move(args);
-  opts.env = cluster.MantaEnv();
-  auto r = RunAndCapture(opts, timeout);
-  if (!r.ok()) {
-    CommandResult failed;
-    failed.exit_code = -1;
-    failed.err = std::string(r.status().message());
-    return failed;
-  }
-  return *r;
-}
-
 std::vector<std::string> LinesWith(const std::string& text, const std::string& prefix) {
   std::vector<std::string> out;
   for (absl::string_view l : absl::StrSplit(text, '\n')) {
@@ -69,7 +53,7 @@ class SliceTest : public ::testing::Test {
 };
 
 TEST_F(SliceTest, TasksAndActorsRunInTheirBundles) {
-  CommandResult r = RunProgram(cluster_, "slice_driver", {"group_tasks"});
+  CommandResult r = cluster_.RunProgram("slice_driver", {"group_tasks"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // A task holding all four chips of a host sees the whole host.
   std::set<std::string> workers;
@@ -93,7 +77,7 @@ TEST_F(SliceTest, RacingClientsNeverShareASlice) {
   std::vector<std::thread> clients;
   for (int c = 0; c < 3; ++c) {
     clients.emplace_back(
-        [&, c] { results[c] = RunProgram(cluster_, "slice_driver", {"race", std::to_string(kRounds)}, absl::Seconds(300)); });
+        [&, c] { results[c] = cluster_.RunProgram("slice_driver", {"race", std::to_string(kRounds)}, absl::Seconds(300)); });
   }
   for (auto& t : clients) t.join();
   struct Hold {
@@ -135,7 +119,7 @@ TEST_F(SliceTest, ASliceWithADeadHostIsNeverChosen) {
   MANTA_ASSERT_OK(cluster_.KillRaylet(3, SIGKILL));
   ASSERT_TRUE(Cluster::WaitFor([&] { return cluster_.CountNodes(rpc::NodeInfo::ALIVE) == 8; }, absl::Seconds(10)));
   for (int i = 0; i < 3; ++i) {
-    CommandResult r = RunProgram(cluster_, "slice_driver", {"reserve_one"});
+    CommandResult r = cluster_.RunProgram("slice_driver", {"reserve_one"});
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_TRUE(absl::StrContains(r.out, "SLICE tpu-group-1\n")) << r.out;
     auto hosts = LinesWith(r.out, "HOST ");
@@ -145,10 +129,10 @@ TEST_F(SliceTest, ASliceWithADeadHostIsNeverChosen) {
 }
 
 TEST_F(SliceTest, MultisliceExample) {
-  CommandResult two = RunProgram(cluster_, "example_tpu_multislice", {"2"});
+  CommandResult two = cluster_.RunProgram("example_tpu_multislice", {"2"});
   ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
   EXPECT_TRUE(absl::StrContains(two.out, "32 devices across 2 slices")) << two.out;
-  CommandResult one = RunProgram(cluster_, "example_tpu_multislice", {"1"});
+  CommandResult one = cluster_.RunProgram("example_tpu_multislice", {"1"});
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
   EXPECT_TRUE(absl::StrContains(one.out, "16 devices across 1 slice")) << one.out;
 }
