@@ -361,6 +361,7 @@ class GcsServer::Impl {
     shutting_down_ = true;
     health_timer_.reset();
     publisher_->Shutdown();
+    pgs_->Shutdown();
     // Shutdown blocks until in-flight calls finish, and their handlers run on
     // this loop: wait on another thread, then stop the loop.
     shutdown_thread_ = std::thread([this] {

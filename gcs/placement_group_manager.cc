@@ -220,6 +220,11 @@ void PlacementGroupManager::AnswerWaiters(Group& g) {
   }
 }
 
+void PlacementGroupManager::Shutdown() {
+  // Only groups not yet CREATED have waiters: each is answered not ready.
+  for (auto& [id, g] : groups_) AnswerWaiters(*g);
+}
+
 void PlacementGroupManager::OnNodeAdded(const rpc::NodeInfo& info) {
   scheduler_->OnNodeAdded(info);
   SyncNode(info, 0);

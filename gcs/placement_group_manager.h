@@ -69,6 +69,10 @@ class PlacementGroupManager {
   // Called with the id of every group that is removed.
   void SetRemovedListener(std::function<void(const std::string&)> fn) { on_removed_ = std::move(fn); }
 
+  // Answers every held WaitPlacementGroupReady call (not ready), so that the
+  // server can shut down.
+  void Shutdown();
+
   // Adds the groups waiting for nodes to `reply`.
   void AppendPending(rpc::GetClusterResourcesReply* reply) const;
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <set>
+#include <thread>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -328,6 +329,22 @@ TEST_F(SlotGroupsTest, AGcsRestartedDuringCreationLeaksNothing) {
   ASSERT_TRUE(groups.WaitReady(g->placement_group_id()));
   ASSERT_TRUE(Cluster::WaitFor([&] { return Available(cluster_, "slot") == 0; }, absl::Seconds(10)));
   EXPECT_EQ(NodesOf(*groups.Get(g->placement_group_id())).size(), 2u);
+  ASSERT_TRUE(groups.Remove(g->placement_group_id()).ok());
+}
+
+// A group still waiting for room is persisted: a GCS stopped cleanly (with a
+// caller waiting on the group) and started again still has it, PENDING.
+TEST_F(SlotGroupsTest, AWaitingGroupSurvivesACleanGcsRestart) {
+  Groups groups(&cluster_);
+  auto g = groups.Create(Spec(Info::STRICT_SPREAD, 3, {{"slot", 1}}));  // two slots only: waits
+  ASSERT_TRUE(g.ok());
+  std::thread waiter([&] { EXPECT_FALSE(groups.WaitReady(g->placement_group_id(), absl::Seconds(30))); });
+  ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(g->placement_group_id())->infeasible(); }, absl::Seconds(5)));
+  MANTA_ASSERT_OK(cluster_.StopGcs());
+  waiter.join();
+  MANTA_ASSERT_OK(cluster_.RestartGcs());
+  ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(g->placement_group_id()).ok(); }, absl::Seconds(10)));
+  EXPECT_EQ(groups.Get(g->placement_group_id())->state(), Info::PENDING);  // persisted, still waiting
   ASSERT_TRUE(groups.Remove(g->placement_group_id()).ok());
 }
 
