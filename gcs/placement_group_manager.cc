@@ -422,10 +422,9 @@ void PlacementGroupManager::SetState(Group& g, rpc::PlacementGroupInfo::State st
 }
 
 void PlacementGroupManager::PersistAndPublish(const Group& g) {
-  std::string id = g.info.placement_group_id();
-  store_->Put(kTable, id, g.info.SerializeAsString(), [id](const absl::Status& s) {
-    if (!s.ok()) Log()->error("cannot persist placement_group_id={}: {}", ToHex(id), s.ToString());
-  });
+  const std::string& id = g.info.placement_group_id();
+  // No completion callback: nothing waits for it, and the store logs failures.
+  store_->Put(kTable, id, g.info.SerializeAsString(), nullptr);
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::PLACEMENT_GROUP);
   msg.set_key(id);

@@ -1,10 +1,11 @@
 #include "gcs/sqlite_store.h"
 
-#include "common/status.h"
-
 #include <sqlite3.h>
 
+#include <vector>
+
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace manta::gcs {
 namespace {
@@ -108,8 +109,15 @@ void SqliteStore::WriterLoop() {
     }
     absl::Status status = ApplyBatch(batch);
     if (!status.ok()) Logger("gcs")->error("store write failed: {}", status.ToString());
+    // One hop to the loop for the whole batch.
+    std::vector<Done> dones;
     for (Op& op : batch) {
-      if (op.done) loop_->Post([done = std::move(op.done), status] { done(status); });
+      if (op.done) dones.push_back(std::move(op.done));
+    }
+    if (!dones.empty()) {
+      loop_->Post([dones = std::move(dones), status] {
+        for (const Done& done : dones) done(status);
+      });
     }
   }
 }
