@@ -239,8 +239,18 @@ absl::Status CoreWorkerImpl::RegisterWithRaylet() {
   req.set_port(address_proto_.port());
   req.set_pid(getpid());
   req.set_job_id(job_id_.Binary());
-  auto reply = SyncCall<rpc::RegisterWorkerReply>(
-      options_.token, [&](auto* ctx, auto* r) { return pool_.Raylet(raylet_address_)->RegisterWorker(ctx, req, r); });
+  // A connection that could not be made (a busy host) is tried again, well
+  // within the raylet's wait for a new worker; nothing else is.
+  absl::StatusOr<rpc::RegisterWorkerReply> reply;
+  absl::Duration backoff = absl::Milliseconds(20);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (true) {
+    reply = SyncCall<rpc::RegisterWorkerReply>(
+        options_.token, [&](auto* ctx, auto* r) { return pool_.Raylet(raylet_address_)->RegisterWorker(ctx, req, r); });
+    if (reply.ok() || !absl::IsUnavailable(reply.status()) || absl::Now() + backoff > give_up) break;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
   if (!reply.ok()) return Annotate(reply.status(), "cannot register with the raylet at " + raylet_address_);
   address_proto_.set_node_id(reply->node_id());
   address_ = address_proto_.SerializeAsString();
