@@ -35,6 +35,33 @@ double Rate(double seconds, int per_round, const std::function<void()>& round) {
   return static_cast<double>(ops) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+PairedRates PairedRate(double seconds, int per_round, const std::function<void()>& round, int baseline_per_round,
+                       const std::function<void()>& baseline_round) {
+  round();  // warm up both
+  baseline_round();
+  const double slice = 0.1;
+  struct Side {
+    int64_t ops = 0;
+    double elapsed = 0;
+  } metric, baseline;
+  // Runs `fn` for one slice (at least one round) and adds to `side`.
+  auto run_slice = [slice](const std::function<void()>& fn, int per, Side& side) {
+    auto start = Clock::now();
+    double t = 0;
+    do {
+      fn();
+      side.ops += per;
+      t = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (t < slice);
+    side.elapsed += t;
+  };
+  while (metric.elapsed < seconds || baseline.elapsed < seconds) {
+    run_slice(baseline_round, baseline_per_round, baseline);
+    run_slice(round, per_round, metric);
+  }
+  return {static_cast<double>(metric.ops) / metric.elapsed, static_cast<double>(baseline.ops) / baseline.elapsed};
+}
+
 std::string BinDir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);

@@ -7,6 +7,7 @@
 //   manta::bench::RawGrpc raw;
 //   if (!raw.Start(cluster.bin_dir())) ...
 //   double calls = manta::bench::Rate(3, 100, [&] { raw.Sequential(100); });
+//   auto r = manta::bench::PairedRate(3, 1, [&] { ... }, 100, [&] { raw.Sequential(100); });
 //   ...
 //   cluster.Stop();   // also on SIGINT/SIGTERM, from its own thread
 #pragma once
@@ -25,6 +26,17 @@ namespace manta::bench {
 // Runs `round` (which does `per_round` operations) until `seconds` pass, after
 // one warm-up round; returns operations per second.
 double Rate(double seconds, int per_round, const std::function<void()>& round);
+
+// A rate and its baseline measured side by side: `round` and
+// `baseline_round` take turns in slices of a tenth of a second until each
+// has run `seconds`, so both see the same machine, whatever else it is
+// doing meanwhile. Operations per second of each.
+struct PairedRates {
+  double value = 0;
+  double baseline = 0;
+};
+PairedRates PairedRate(double seconds, int per_round, const std::function<void()>& round, int baseline_per_round,
+                       const std::function<void()>& baseline_round);
 
 // The directory holding this program (build/bin).
 std::string BinDir();

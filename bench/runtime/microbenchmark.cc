@@ -1,7 +1,9 @@
 // bench_microbenchmark: Ray's `ray_perf` metrics under the same names, each
 // beside a raw gRPC baseline measured in the same run on this machine:
 // sequential unary round trips for the sync metrics, 64 calls in flight for
-// the async ones (and memcpy bandwidth for put_gigabytes).
+// the async ones (and memcpy bandwidth for put_gigabytes). Each metric and
+// its baseline take turns in slices of a tenth of a second, so a machine
+// that speeds up or slows down meanwhile moves both alike.
 //
 //   bench_microbenchmark [--seconds=3] [--json FILE] [--address HOST:PORT]
 //
@@ -11,6 +13,7 @@
 #include <manta/api.h>
 
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -55,7 +58,7 @@ class Caller {
 
 MANTA_REMOTE(Noop, Target::Create, &Target::Call, Caller::Create, &Caller::Run);
 
-using manta::bench::Rate;
+using manta::bench::PairedRate;
 
 }  // namespace
 
@@ -102,90 +105,64 @@ int main(int argc, char** argv) {
   }
   const int kBatch = 1000;
   auto wanted = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
-  double raw_seq = Rate(seconds, 100, [&] { raw.Sequential(100); });
-  double raw_async = Rate(seconds, kBatch, [&] { raw.InFlight(kBatch); });
-
   manta::bench::Report report;
-  report.Add("raw_grpc_sequential", raw_seq, "calls/s");
-  report.Add("raw_grpc_64_in_flight", raw_async, "calls/s");
+  // Each metric beside its own baseline, measured in alternating slices.
+  enum Baseline { kSequential, kInFlight };
+  auto add = [&](const std::string& name, const char* unit, Baseline b, int per_round,
+                 const std::function<void()>& round) {
+    if (!wanted(name)) return;
+    auto r = b == kSequential ? PairedRate(seconds, per_round, round, 100, [&] { raw.Sequential(100); })
+                              : PairedRate(seconds, per_round, round, kBatch, [&] { raw.InFlight(kBatch); });
+    report.Add(name, r.value, unit, r.baseline);
+  };
 
-  if (wanted("single_client_tasks_sync")) {
-    report.Add("single_client_tasks_sync", Rate(seconds, 1, [] { manta::Get(manta::Task(Noop).Remote()); }), "tasks/s",
-               raw_seq);
-  }
-  if (wanted("single_client_tasks_async")) {
-    report.Add("single_client_tasks_async",
-               Rate(seconds, kBatch,
-                    [&] {
-                      std::vector<manta::ObjectRef<int>> refs;
-                      refs.reserve(kBatch);
-                      for (int i = 0; i < kBatch; ++i) refs.push_back(manta::Task(Noop).Remote());
-                      manta::Get(refs);
-                    }),
-               "tasks/s", raw_async);
-  }
+  add("single_client_tasks_sync", "tasks/s", kSequential, 1, [] { manta::Get(manta::Task(Noop).Remote()); });
+  add("single_client_tasks_async", "tasks/s", kInFlight, kBatch, [&] {
+    std::vector<manta::ObjectRef<int>> refs;
+    refs.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) refs.push_back(manta::Task(Noop).Remote());
+    manta::Get(refs);
+  });
 
   auto target = manta::Actor(Target::Create).Remote();
-  if (wanted("1_1_actor_calls_sync")) {
-    report.Add("1_1_actor_calls_sync", Rate(seconds, 1, [&] { manta::Get(target.Task(&Target::Call).Remote()); }),
-               "calls/s", raw_seq);
-  }
-  if (wanted("1_1_actor_calls_async")) {
-    report.Add("1_1_actor_calls_async",
-               Rate(seconds, kBatch,
-                    [&] {
-                      std::vector<manta::ObjectRef<int>> refs;
-                      refs.reserve(kBatch);
-                      for (int i = 0; i < kBatch; ++i) refs.push_back(target.Task(&Target::Call).Remote());
-                      manta::Get(refs);
-                    }),
-               "calls/s", raw_async);
-  }
+  add("1_1_actor_calls_sync", "calls/s", kSequential, 1, [&] { manta::Get(target.Task(&Target::Call).Remote()); });
+  add("1_1_actor_calls_async", "calls/s", kInFlight, kBatch, [&] {
+    std::vector<manta::ObjectRef<int>> refs;
+    refs.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) refs.push_back(target.Task(&Target::Call).Remote());
+    manta::Get(refs);
+  });
 
   const int n = 2;  // one per core
   std::vector<manta::ActorHandle<Target>> targets;
   for (int i = 0; i < n; ++i) targets.push_back(manta::Actor(Target::Create).Remote());
-  if (wanted("1_n_actor_calls_async")) {
-    report.Add("1_n_actor_calls_async",
-               Rate(seconds, kBatch,
-                    [&] {
-                      std::vector<manta::ObjectRef<int>> refs;
-                      refs.reserve(kBatch);
-                      for (int i = 0; i < kBatch; ++i) refs.push_back(targets[i % n].Task(&Target::Call).Remote());
-                      manta::Get(refs);
-                    }),
-               "calls/s", raw_async);
-  }
+  add("1_n_actor_calls_async", "calls/s", kInFlight, kBatch, [&] {
+    std::vector<manta::ObjectRef<int>> refs;
+    refs.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) refs.push_back(targets[i % n].Task(&Target::Call).Remote());
+    manta::Get(refs);
+  });
 
   std::vector<manta::ActorHandle<Caller>> callers;
   for (int i = 0; i < n; ++i) callers.push_back(manta::Actor(Caller::Create).Remote(targets[i]));
-  if (wanted("n_n_actor_calls_async")) {
-    report.Add("n_n_actor_calls_async",
-               Rate(seconds, n * kBatch,
-                    [&] {
-                      std::vector<manta::ObjectRef<int>> refs;
-                      for (auto& c : callers) refs.push_back(c.Task(&Caller::Run).Remote(kBatch, 100));
-                      manta::Get(refs);
-                    }),
-               "calls/s", raw_async);
-  }
+  add("n_n_actor_calls_async", "calls/s", kInFlight, n * kBatch, [&] {
+    std::vector<manta::ObjectRef<int>> refs;
+    for (auto& c : callers) refs.push_back(c.Task(&Caller::Run).Remote(kBatch, 100));
+    manta::Get(refs);
+  });
 
-  if (wanted("single_client_put_calls")) {
-    report.Add("single_client_put_calls", Rate(seconds, 1, [] { manta::Put(42); }), "puts/s", raw_seq);
-  }
+  add("single_client_put_calls", "puts/s", kSequential, 1, [] { manta::Put(42); });
   auto small = manta::Put(42);
-  if (wanted("single_client_get_calls")) {
-    report.Add("single_client_get_calls", Rate(seconds, 1, [&] { manta::Get(small); }), "gets/s", raw_seq);
-  }
+  add("single_client_get_calls", "gets/s", kSequential, 1, [&] { manta::Get(small); });
 
   const size_t kBig = 100 << 20;
   std::vector<uint8_t> big(kBig, 7);
   if (wanted("single_client_put_gigabytes")) {
-    double put_gbs = Rate(seconds, 1, [&] { manta::Put(big); }) * static_cast<double>(kBig) / 1e9;
     std::vector<uint8_t> copy(kBig);
-    double memcpy_gbs =
-        Rate(seconds, 1, [&] { std::memcpy(copy.data(), big.data(), kBig); }) * static_cast<double>(kBig) / 1e9;
-    report.Add("single_client_put_gigabytes", put_gbs, "GB/s", memcpy_gbs);
+    auto r = PairedRate(
+        seconds, 1, [&] { manta::Put(big); }, 1, [&] { std::memcpy(copy.data(), big.data(), kBig); });
+    const double gb = static_cast<double>(kBig) / 1e9;
+    report.Add("single_client_put_gigabytes", r.value * gb, "GB/s", r.baseline * gb);
   }
 
   report.Print();
