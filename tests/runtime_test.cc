@@ -107,6 +107,21 @@ TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) {
   ExpectClean(*cluster_);
 }
 
+TEST_F(RuntimeTest, ArgumentOutlivesTheCallersLastReference) {
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"dropped_argument"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK dropped argument kept until used sum=3145728"), std::string::npos) << r.out;
+  ExpectClean(*cluster_);
+}
+
+TEST_F(RuntimeTest, ActorCallsKeepTheirOrderAroundArgumentsStillComputed) {
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"calls_waiting_on_arguments"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK calls kept their order around arguments; failed one:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("x was 1"), std::string::npos) << r.out;  // the argument's own error
+  ExpectClean(*cluster_);
+}
+
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
   CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

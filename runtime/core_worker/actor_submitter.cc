@@ -1,7 +1,16 @@
 // Actors from the caller's side: registration with the GCS, following the
-// actors' states (long poll of the ACTOR channel), and calls pushed straight to the actor's worker in
-// sequence order, resent to a restarted actor while retries remain.
+// actors' states (long poll of the ACTOR channel), and calls pushed straight
+// to the actor's worker in sequence order, resent to a restarted actor while
+// retries remain.
+//
+// The actor table is behind actors_mu_ rather than on the io loop: a call is
+// pushed from the thread that makes it and its reply is taken on the gRPC
+// thread that receives it, so a call in steady state wakes no other thread
+// of this process. The loop follows the actors' states (GCS polls) and
+// registers new actors. gRPC calls are never started with actors_mu_ held
+// (a failing call may complete inline).
 #include <future>
+#include <optional>
 
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
@@ -11,12 +20,50 @@ namespace manta::core {
 namespace {
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr int kActorPollWaitMs = 30000;
+constexpr absl::Duration kResendDelay = absl::Milliseconds(100);
+
+std::string DeathMessage(const rpc::ActorInfo& info) {
+  return info.death_cause().message().empty() ? "the actor is dead" : info.death_cause().message();
+}
+
+// An incarnation goes from pending (created or restarting) to alive; death
+// is final. A restart starts the next incarnation (num_restarts + 1).
+int Phase(rpc::ActorInfo::State state) {
+  switch (state) {
+    case rpc::ActorInfo::ALIVE:
+      return 1;
+    case rpc::ActorInfo::DEAD:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// Replies (RegisterActor, GetActorInfo) and published changes reach the loop
+// in any order: `info` is stale when it says less than what `held` says.
+bool IsStale(const rpc::ActorInfo& held, const rpc::ActorInfo& info) {
+  if (held.state() == rpc::ActorInfo::DEAD) return true;
+  if (info.num_restarts() != held.num_restarts()) return info.num_restarts() < held.num_restarts();
+  return Phase(info.state()) < Phase(held.state());
+}
+
 }  // namespace
+
+std::unique_ptr<CoreWorkerImpl::ActorState> CoreWorkerImpl::NewActorState(const ActorId& id, int max_task_retries) {
+  auto state = std::make_unique<ActorState>();
+  state->id = id;
+  state->info.set_actor_id(id.Binary());
+  state->info.set_state(rpc::ActorInfo::PENDING_CREATION);
+  state->max_task_retries = max_task_retries;
+  return state;
+}
 
 absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                                     const ActorOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args));
+  // The GCS has a worker started for the actor and owns it for this caller.
+  AddCallerAndProgram(&spec);
   ActorId id = ActorId::FromRandom();
   spec.set_actor_id(id.Binary());
   for (const auto& [k, v] : options.resources) (*spec.mutable_resources())[k] = v;
@@ -32,10 +79,13 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   spec.set_placement_group_id(options.placement_group_id);
   spec.set_bundle_index(options.bundle_index);
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
+  // Creation arguments this process owns live as long as the actor may
+  // (re)start: until it is dead.
+  HoldArgs(spec.actor_id(), spec);
   if (!options.name.empty()) {
     // Named actors: the name must be free; the GCS decides, synchronously.
-    std::promise<absl::Status> registered;
-    loop_.Post([this, spec, &registered]() mutable {
+    auto registered = std::make_shared<std::promise<absl::Status>>();
+    loop_.Post([this, spec, registered]() mutable {
       rpc::RegisterActorRequest req;
       *req.mutable_creation_task() = spec;
       rpc::UnaryCall<rpc::RegisterActorReply>(
@@ -43,22 +93,34 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
           [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
             stub->async()->RegisterActor(ctx, r, reply, std::move(done));
           },
-          [this, spec, &registered](const absl::Status& s, rpc::RegisterActorReply&& reply) {
+          [this, spec, registered](const absl::Status& s, rpc::RegisterActorReply&& reply) {
             if (s.ok()) {
-              auto state = std::make_unique<ActorState>();
-              state->id = *ActorId::FromBinary(spec.actor_id());
-              state->info = reply.actor();
-              state->max_task_retries = spec.actor_creation().max_task_retries();
-              ActorId aid = state->id;
-              actors_[aid] = std::move(state);
+              ActorId aid = *ActorId::FromBinary(spec.actor_id());
+              {
+                absl::MutexLock lock(&actors_mu_);
+                // Another thread may follow it already (by name, with calls
+                // waiting): keep those.
+                auto [it, inserted] = actors_.try_emplace(aid);
+                if (inserted) it->second = NewActorState(aid, 0);
+                it->second->max_task_retries = spec.actor_creation().max_task_retries();
+                if (!IsStale(it->second->info, reply.actor())) it->second->info = reply.actor();
+              }
               SubscribeActor(aid);
+            } else {
+              ReleaseArgs(spec.actor_id());
             }
-            registered.set_value(s);
+            registered->set_value(s);
           });
     });
-    absl::Status s = registered.get_future().get();
+    absl::Status s = registered->get_future().get();
     if (!s.ok()) return s;
     return id;
+  }
+  // Known before this returns, so calls made right after wait for the actor
+  // (pending) instead of following it as a handle from elsewhere.
+  {
+    absl::MutexLock lock(&actors_mu_);
+    actors_[id] = NewActorState(id, options.max_task_retries);
   }
   loop_.Post([this, spec = std::move(spec)]() mutable { RegisterActorOnLoop(std::move(spec)); });
   return id;
@@ -66,30 +128,34 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
 
 void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
   ActorId id = *ActorId::FromBinary(creation.actor_id());
-  auto state = std::make_unique<ActorState>();
-  state->id = id;
-  state->info.set_actor_id(creation.actor_id());
-  state->info.set_state(rpc::ActorInfo::PENDING_CREATION);
-  state->max_task_retries = creation.actor_creation().max_task_retries();
-  actors_[id] = std::move(state);
   // Creation arguments this process owns are resolved first.
-  ResolveDependencies(std::move(creation), [this, id](rpc::TaskSpec resolved) {
+  ResolveDependencies(std::move(creation), [this, id](std::optional<rpc::TaskSpec> resolved) {
+    if (!resolved) {
+      // An argument failed: so does the actor, and every call to it.
+      absl::MutexLock lock(&actors_mu_);
+      auto it = actors_.find(id);
+      if (it == actors_.end()) return;
+      it->second->info.set_state(rpc::ActorInfo::DEAD);
+      it->second->info.mutable_death_cause()->set_message("an argument of the actor's constructor failed");
+      FailActorTasks(*it->second, it->second->info.death_cause().message());
+      ReleaseArgs(id.Binary());
+      return;
+    }
     rpc::RegisterActorRequest req;
-    *req.mutable_creation_task() = std::move(resolved);
+    *req.mutable_creation_task() = std::move(*resolved);
     rpc::UnaryCall<rpc::RegisterActorReply>(
         &loop_, options_.token, kRpcTimeout, std::move(req),
         [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
           stub->async()->RegisterActor(ctx, r, reply, std::move(done));
         },
         [this, id](const absl::Status& s, rpc::RegisterActorReply&& reply) {
+          if (s.ok()) return OnActorInfo(reply.actor());
+          absl::MutexLock lock(&actors_mu_);
           auto it = actors_.find(id);
           if (it == actors_.end()) return;
-          if (!s.ok()) {
-            it->second->info.set_state(rpc::ActorInfo::DEAD);
-            FailActorTasks(*it->second, "the actor could not be registered: " + std::string(s.message()));
-            return;
-          }
-          OnActorInfo(reply.actor());
+          it->second->info.set_state(rpc::ActorInfo::DEAD);
+          FailActorTasks(*it->second, "the actor could not be registered: " + std::string(s.message()));
+          ReleaseArgs(id.Binary());
         });
   });
   SubscribeActor(id);
@@ -115,7 +181,12 @@ void CoreWorkerImpl::SubscribeActor(const ActorId& id) {
 }
 
 void CoreWorkerImpl::PollActors() {
-  if (stopping_ || actors_.empty()) {
+  bool none;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    none = actors_.empty();
+  }
+  if (stopping_ || none) {
     actor_poll_running_ = false;
     return;
   }
@@ -149,7 +220,12 @@ void CoreWorkerImpl::PollActors() {
           if (m.has_actor_info()) OnActorInfo(m.actor_info());
         }
         if (reply.gap()) {
-          for (const auto& [id, a] : actors_) SubscribeActor(id);
+          std::vector<ActorId> ids;
+          {
+            absl::MutexLock lock(&actors_mu_);
+            for (const auto& [id, a] : actors_) ids.push_back(id);
+          }
+          for (const ActorId& id : ids) SubscribeActor(id);
         }
         PollActors();
       });
@@ -158,145 +234,216 @@ void CoreWorkerImpl::PollActors() {
 void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
   auto id = ActorId::FromBinary(info.actor_id());
   if (!id.ok()) return;
-  auto it = actors_.find(*id);
-  if (it == actors_.end()) return;
-  ActorState& a = *it->second;
-  bool restarted = info.num_restarts() > a.info.num_restarts();
-  a.info = info;
-  switch (info.state()) {
-    case rpc::ActorInfo::ALIVE: {
-      std::string address = AddressKey(info.address());
-      if (address != a.address || restarted) {
-        // A new incarnation: what was sent to the old one is sent again.
+  std::vector<PushCall*> to_start;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(*id);
+    if (it == actors_.end()) return;
+    ActorState& a = *it->second;
+    if (IsStale(a.info, info)) return;
+    bool restarted = info.num_restarts() > a.info.num_restarts();
+    a.info = info;
+    switch (info.state()) {
+      case rpc::ActorInfo::ALIVE: {
+        std::string address = AddressKey(info.address());
+        if (address != a.address || restarted) {
+          // A new incarnation: what was sent to the old one is sent again.
+          a.send_cursor = 0;
+          a.resend.clear();
+          a.address = address;
+          a.stub = pool_.Worker(address);
+        }
+        SendActorTasks(a, &to_start);
+        break;
+      }
+      case rpc::ActorInfo::RESTARTING:
+        a.address.clear();
         a.send_cursor = 0;
         a.resend.clear();
-        a.address = address;
-      }
-      SendActorTasks(a);
-      break;
+        break;
+      case rpc::ActorInfo::DEAD:
+        a.address.clear();
+        FailActorTasks(a, DeathMessage(info));
+        ReleaseArgs(info.actor_id());
+        break;
+      default:
+        break;
     }
-    case rpc::ActorInfo::RESTARTING:
-      a.address.clear();
-      a.send_cursor = 0;
-      a.resend.clear();
-      break;
-    case rpc::ActorInfo::DEAD:
-      a.address.clear();
-      FailActorTasks(a, info.death_cause().message().empty() ? "the actor is dead" : info.death_cause().message());
-      break;
-    default:
-      break;
   }
+  StartPushes(to_start);
 }
 
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                                               std::vector<Arg> args) {
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args));
   spec.set_actor_id(actor.Binary());
-  ObjectId ret = ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1);
+  ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
-  loop_.Post([this, actor, spec = std::move(spec)]() mutable {
+  std::vector<PushCall*> to_start;
+  bool follow = false;
+  {
+    absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor);
     if (it == actors_.end()) {
       // A handle from elsewhere (passed in, or by name): follow it from now.
-      auto state = std::make_unique<ActorState>();
-      state->id = actor;
-      state->info.set_actor_id(actor.Binary());
-      state->info.set_state(rpc::ActorInfo::PENDING_CREATION);
-      it = actors_.emplace(actor, std::move(state)).first;
-      SubscribeActor(actor);
+      it = actors_.emplace(actor, NewActorState(actor, 0)).first;
+      follow = true;
     }
     ActorState& a = *it->second;
     if (a.info.state() == rpc::ActorInfo::DEAD) {
-      FailTask(spec, ErrorType::kActorDied,
-               a.info.death_cause().message().empty() ? "the actor is dead" : a.info.death_cause().message());
-      return;
-    }
-    int64_t seq = a.next_sequence++;
-    spec.set_sequence_number(seq);
-    spec.set_max_retries(a.max_task_retries);
-
-    ResolveDependencies(std::move(spec), [this, actor, seq](rpc::TaskSpec resolved) {
-      auto it2 = actors_.find(actor);
-      if (it2 == actors_.end()) return;
-      ActorState& state = *it2->second;
-      state.pending[seq] = std::move(resolved);
-      // Resolved after later calls were pushed: push it on its own.
-      if (seq < state.send_cursor) state.resend.insert(seq);
-      SendActorTasks(state);
-    });
-  });
-  return ObjectRefInfo{ret, address_};
-}
-
-void CoreWorkerImpl::SendActorTasks(ActorState& a) {
-  if (a.address.empty() || a.info.state() != rpc::ActorInfo::ALIVE) return;
-  int64_t lowest_unacked = a.pending.empty() ? a.next_sequence : a.pending.begin()->first;
-  // Only what was never pushed, or must be pushed again: no rescans of the
-  // calls already in flight.
-  std::vector<int64_t> to_send;
-  for (int64_t seq : a.resend) {
-    if (a.pending.count(seq) > 0 && seq < a.send_cursor) to_send.push_back(seq);
-  }
-  a.resend.clear();
-  for (auto it = a.pending.lower_bound(a.send_cursor); it != a.pending.end(); ++it) to_send.push_back(it->first);
-  if (!a.pending.empty()) a.send_cursor = std::max(a.send_cursor, a.pending.rbegin()->first + 1);
-  for (int64_t seq : to_send) {
-    const rpc::TaskSpec& spec = a.pending.at(seq);
-    RecordTaskEvent(spec, rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
-    rpc::PushTaskRequest req;
-    req.set_intended_worker_id(a.info.address().worker_id());
-    req.set_caller_lowest_unacked(lowest_unacked);
-    *req.mutable_spec() = spec;
-    ActorId actor = a.id;
-    std::string address = a.address;
-    int64_t s = seq;
-    // Returns are stored on the gRPC thread (waking a waiting Get at once);
-    // the actor's bookkeeping runs on the loop.
-    rpc::UnaryCall<rpc::PushTaskReply>(
-        nullptr, options_.token, absl::Hours(24 * 365), std::move(req),
-        [stub = pool_.Worker(address)](auto* ctx, auto* r, auto* reply, auto done) {
-          stub->async()->PushTask(ctx, r, reply, std::move(done));
-        },
-        [this, actor, address, s](const absl::Status& status, rpc::PushTaskReply&& reply) {
-          if (status.ok()) HandleReturns(reply);
-          loop_.Post([this, actor, address, s, status, reply = std::move(reply)] {
-            OnActorTaskReply(actor, address, s, status, reply);
+      FailTask(spec, ErrorType::kActorDied, DeathMessage(a.info));
+    } else {
+      // Calls go out in the order they are made in.
+      int64_t order = a.next_call++;
+      spec.set_max_retries(a.max_task_retries);
+      if (!HasOwnedRefArgs(spec)) {
+        a.pending[order].spec = std::move(spec);
+        SendActorTasks(a, &to_start);
+      } else {
+        // Its owned arguments are waited for (and kept until it is done);
+        // meanwhile it holds back the calls made after it.
+        HoldArgs(spec.task_id(), spec);
+        PendingActorCall& p = a.pending[order];
+        p.spec = spec;
+        p.resolving = true;
+        loop_.Post([this, actor, order, spec = std::move(spec)]() mutable {
+          ResolveDependencies(std::move(spec), [this, actor, order](std::optional<rpc::TaskSpec> resolved) {
+            std::vector<PushCall*> calls;
+            {
+              absl::MutexLock lock(&actors_mu_);
+              auto it2 = actors_.find(actor);
+              if (it2 == actors_.end()) return;
+              ActorState& state = *it2->second;
+              auto p2 = state.pending.find(order);
+              if (p2 == state.pending.end()) return;  // failed meanwhile (the actor died)
+              if (resolved) {
+                p2->second.spec = std::move(*resolved);
+                p2->second.resolving = false;
+              } else {
+                state.pending.erase(p2);  // failed with its argument
+              }
+              SendActorTasks(state, &calls);
+            }
+            StartPushes(calls);
           });
         });
+      }
+    }
+  }
+  if (follow) loop_.Post([this, actor] { SubscribeActor(actor); });
+  StartPushes(to_start);
+  // Owned here: an empty owner address means this process.
+  return ObjectRefInfo{ret, std::string()};
+}
+
+void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_start) {
+  if (a.address.empty() || a.info.state() != rpc::ActorInfo::ALIVE) return;
+  // Only what was never pushed to this incarnation, or must be pushed
+  // again: no rescans of the calls already in flight.
+  std::vector<int64_t> to_send;
+  for (int64_t order : a.resend) {
+    auto it = a.pending.find(order);
+    if (it != a.pending.end() && order < a.send_cursor && it->second.pushed == nullptr) to_send.push_back(order);
+  }
+  a.resend.clear();
+  for (auto it = a.pending.lower_bound(a.send_cursor); it != a.pending.end(); ++it) {
+    if (it->second.resolving) break;  // the calls after it wait for it
+    if (it->second.wire_sequence < 0) it->second.wire_sequence = a.next_wire_sequence++;
+    to_send.push_back(it->first);
+    a.send_cursor = it->first + 1;
+  }
+  // The calls pushed so far are a prefix of `pending`: below the first
+  // pending one's number, the caller has every reply.
+  const auto& first = a.pending.begin();
+  int64_t lowest_unacked = a.pending.empty() || first->second.wire_sequence < 0 ? a.next_wire_sequence
+                                                                               : first->second.wire_sequence;
+  for (int64_t order : to_send) {
+    PendingActorCall& p = a.pending.at(order);
+    auto* call = new PushCall;
+    call->actor = a.id;
+    call->address = a.address;
+    call->sequence = order;
+    call->stub = a.stub;
+    rpc::PushTaskRequest& req = call->request;
+    req.set_intended_worker_id(a.info.address().worker_id());
+    req.set_caller_lowest_unacked(lowest_unacked);
+    if (p.pushed == nullptr) {
+      *req.mutable_spec() = std::move(p.spec);
+    } else {
+      // Pushed again while an earlier push is still out (a new incarnation):
+      // that push keeps its spec.
+      *req.mutable_spec() = p.pushed->request.spec();
+    }
+    req.mutable_spec()->set_sequence_number(p.wire_sequence);
+    p.pushed = call;
+    RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
+    to_start->push_back(call);
   }
 }
 
-void CoreWorkerImpl::OnActorTaskReply(const ActorId& actor, const std::string& address, int64_t s,
-                                      const absl::Status& status, const rpc::PushTaskReply& reply) {
-  auto it = actors_.find(actor);
+void CoreWorkerImpl::ScheduleResend(ActorState& a) {
+  if (a.resend_timer_armed) return;
+  a.resend_timer_armed = true;
+  // A little later: the GCS may meanwhile say the worker died, and a push
+  // that fails at once must not spin.
+  loop_.Post([this, id = a.id] {
+    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+    *timer = loop_.RunAfter(kResendDelay, [this, id, timer]() mutable {
+      timer->reset();
+      if (stopping_) return;
+      std::vector<PushCall*> calls;
+      {
+        absl::MutexLock lock(&actors_mu_);
+        auto it = actors_.find(id);
+        if (it == actors_.end()) return;
+        it->second->resend_timer_armed = false;
+        SendActorTasks(*it->second, &calls);
+      }
+      StartPushes(calls);
+    });
+  });
+}
+
+void CoreWorkerImpl::OnActorTaskReply(PushCall& call) {
+  auto it = actors_.find(call.actor);
   if (it == actors_.end()) return;
   ActorState& a = *it->second;
+  const int64_t s = call.sequence;
   auto p = a.pending.find(s);
   if (p == a.pending.end()) return;
-  if (status.ok()) {
+  const bool latest = p->second.pushed == &call;
+  if (call.status.ok()) {
+    const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
-    RecordTaskEvent(p->second, failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
+    RecordTaskEvent(call.request.spec(), failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
                     failed ? &reply.error() : nullptr);
     a.pending.erase(p);
-    a.retries_used.erase(s);
     return;
   }
-  // The actor's worker is unreachable: resend to its next incarnation
-  // if this call may be retried; the GCS tells us what happened.
-  int& used = a.retries_used[s];
+  // A newer push of this call is out (to a new incarnation): it decides.
+  if (!latest) return;
+  // This push is over: the spec comes back to the pending call.
+  p->second.spec = std::move(*call.request.mutable_spec());
+  p->second.pushed = nullptr;
+  // The actor's worker is unreachable: push again, to this worker if the
+  // GCS still says it is alive, else to the next incarnation, if this call
+  // may be retried; the GCS tells us what happened.
+  int& used = p->second.retries_used;
   if (a.max_task_retries < 0 || used < a.max_task_retries) {
     ++used;
-    if (a.address == address) a.resend.insert(s);
+    if (a.address == call.address) {
+      a.resend.insert(s);
+      ScheduleResend(a);
+    }
     return;
   }
-  FailTask(p->second, ErrorType::kActorDied,
-           "the actor's worker died while running this call: " + std::string(status.message()));
+  FailTask(p->second.Spec(), ErrorType::kActorDied,
+           "the actor's worker died while running this call: " + std::string(call.status.message()));
   a.pending.erase(p);
 }
 
 void CoreWorkerImpl::FailActorTasks(ActorState& a, const std::string& why) {
-  for (auto& [seq, spec] : a.pending) FailTask(spec, ErrorType::kActorDied, why);
+  for (auto& [seq, p] : a.pending) FailTask(p.Spec(), ErrorType::kActorDied, why);
   a.pending.clear();
   a.send_cursor = 0;
   a.resend.clear();

@@ -5,9 +5,11 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 
 #include "absl/synchronization/mutex.h"
+#include "common/check.h"
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
 #include "common/rpc/grpc_util.h"
@@ -85,11 +87,16 @@ void CoreWorker::Shutdown() {
 
 // ---------------------------------------------------------------- helpers
 
-ObjectId ReturnObjectId(const TaskId& task, uint32_t index) {
-  std::string bin = task.Binary();
-  for (int i = 3; i >= 0; --i) bin.push_back(static_cast<char>((index >> (8 * i)) & 0xff));
-  return *ObjectId::FromBinary(bin);
+ObjectId ReturnObjectId(std::string_view task_id, uint32_t index) {
+  static_assert(ObjectId::kSize == TaskId::kSize + 4);
+  CHECK_EQ(task_id.size(), TaskId::kSize) << "malformed task id";
+  char bin[ObjectId::kSize];
+  std::memcpy(bin, task_id.data(), TaskId::kSize);
+  for (int i = 0; i < 4; ++i) bin[TaskId::kSize + i] = static_cast<char>((index >> (8 * (3 - i))) & 0xff);
+  return *ObjectId::FromBinary(std::string_view(bin, sizeof(bin)));
 }
+
+ObjectId ReturnObjectId(const TaskId& task, uint32_t index) { return ReturnObjectId(task.Binary(), index); }
 
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t) {
   if (t == ErrorType::kTimeout) return rpc::ErrorInfo::OBJECT_LOST;
@@ -103,7 +110,8 @@ std::string AddressKey(const rpc::Address& a) { return a.ip() + ":" + std::to_st
 // ---------------------------------------------------------------- lifecycle
 
 CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
-    : options_(std::move(options)), is_worker_(is_worker), worker_id_(WorkerId::FromRandom()) {
+    : options_(std::move(options)), is_worker_(is_worker), pid_(getpid()), worker_id_(WorkerId::FromRandom()) {
+  FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
   // Debian's abseil checks every Mutex acquisition for lock-order cycles;
   // on the task path that costs more than the locking itself.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -166,18 +174,25 @@ absl::Status CoreWorkerImpl::Start() {
 
 void CoreWorkerImpl::Stop() {
   if (stopping_) return;
-  stopping_ = true;
+  {
+    absl::MutexLock lock(&live_mu_);  // no push starts after this
+    stopping_ = true;
+  }
+  // Calls whose results no one waited for: their completions must not run
+  // once this object is gone.
+  CancelPushes();
   if (!is_worker_ && !job_id_.IsNil() && gcs_jobs_) {
-    // Return idle leases, then finish the job so the cluster cleans up.
-    std::promise<void> returned;
-    loop_.Post([this, &returned] {
+    // Return the leases, then finish the job so the cluster cleans up.
+    auto returned = std::make_shared<std::promise<void>>();
+    loop_.Post([this, returned] {
+      absl::MutexLock lock(&tasks_mu_);
       for (auto& [key, q] : queues_) {
         for (auto& lease : q.leases) ReturnLease(lease, false);
         q.leases.clear();
       }
-      returned.set_value();
+      returned->set_value();
     });
-    returned.get_future().wait_for(std::chrono::seconds(2));
+    returned->get_future().wait_for(std::chrono::seconds(2));
     DrainLogs(absl::Milliseconds(300));
     FlushTaskEvents();
     rpc::MarkJobFinishedRequest req;
@@ -262,7 +277,7 @@ absl::Status CoreWorkerImpl::RegisterWithRaylet() {
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::Put(std::string data) {
   ObjectId id = ObjectId::FromRandom();
   store_.Put(id, std::make_shared<const std::string>(std::move(data)));
-  return ObjectRefInfo{id, address_};
+  return ObjectRefInfo{id, std::string()};  // owned here
 }
 
 std::vector<absl::StatusOr<Value>> CoreWorkerImpl::Get(const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) {
@@ -324,36 +339,25 @@ absl::StatusOr<Value> CoreWorkerImpl::ResolveArg(const rpc::TaskArg& arg) {
 // ---------------------------------------------------------------- task events and logs
 
 void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
-                                     const rpc::ErrorInfo* error, const rpc::Address* worker, int pid) {
-  rpc::TaskEvent ev;
-  ev.set_task_id(spec.task_id());
-  ev.set_job_id(spec.job_id());
-  ev.set_name(spec.function_name());
-  ev.set_state(state);
-  ev.set_type(spec.type());
-  ev.set_attempt(spec.attempt());
-  ev.set_actor_id(spec.actor_id());
-  ev.set_timestamp_ms(absl::ToUnixMillis(absl::Now()));
+                                     const rpc::ErrorInfo* error, const rpc::Address* worker, int pid,
+                                     std::shared_ptr<const TaskEventBuffer::Resources> resources) {
+  TaskEventBuffer::Location where;
+  const TaskEventBuffer::Location* at = nullptr;
   if (worker != nullptr) {
-    ev.set_worker_id(worker->worker_id());
-    ev.set_node_id(worker->node_id());
-    if (pid > 0) ev.set_worker_pid(pid);
+    where = {worker->worker_id(), worker->node_id(), pid};
+    at = &where;
   } else if (is_worker_) {
-    ev.set_worker_id(worker_id_.Binary());
-    ev.set_worker_pid(getpid());
-    ev.set_node_id(address_proto_.node_id());
+    where = {address_proto_.worker_id(), address_proto_.node_id(), pid_};
+    at = &where;
   }
   // The GCS merges a task's events: its resources need saying only once.
-  if (state == rpc::TaskEvent::SUBMITTED_TO_WORKER) *ev.mutable_resources() = spec.resources();
-  if (error != nullptr) *ev.mutable_error() = *error;
-  bool first;
-  {
-    std::lock_guard<std::mutex> lock(task_events_mu_);
-    first = task_events_.empty();
-    task_events_.push_back(std::move(ev));
+  if (state != rpc::TaskEvent::SUBMITTED_TO_WORKER) {
+    resources = nullptr;
+  } else if (!resources) {
+    resources = TaskEventBuffer::ResourcesOf(spec);
   }
   // One flush a second while there are events; nothing armed when idle.
-  if (first) {
+  if (task_events_.Record(spec, state, error, at, std::move(resources))) {
     loop_.Post([this] {
       if (!task_event_timer_) {
         task_event_timer_ = loop_.RunAfter(absl::Seconds(1), [this] {
@@ -367,30 +371,29 @@ void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::
 
 void CoreWorkerImpl::FlushTaskEvents() {
   auto flush = [this] {
-    std::vector<rpc::TaskEvent> events;
-    {
-      std::lock_guard<std::mutex> lock(task_events_mu_);
-      events.swap(task_events_);
+    // The requests live on one arena, freed when the last call is done.
+    struct Call {
+      grpc::ClientContext ctx;
+      rpc::AddTaskEventsReply reply;
+      std::shared_ptr<google::protobuf::Arena> arena;
+    };
+    auto arena = std::make_shared<google::protobuf::Arena>();
+    for (rpc::AddTaskEventsRequest* req : task_events_.Take(arena.get())) {
+      auto* call = new Call;
+      call->arena = arena;
+      rpc::PrepareContext(&call->ctx, options_.token, kRpcTimeout);
+      gcs_tasks_->async()->AddTaskEvents(&call->ctx, req, &call->reply, [call](grpc::Status) { delete call; });
     }
-    if (events.empty()) return;
-    rpc::AddTaskEventsRequest req;
-    for (auto& e : events) *req.add_events() = std::move(e);
-    rpc::UnaryCall<rpc::AddTaskEventsReply>(
-        &loop_, options_.token, kRpcTimeout, std::move(req),
-        [stub = gcs_tasks_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-          stub->async()->AddTaskEvents(ctx, r, reply, std::move(done));
-        },
-        [](const absl::Status&, rpc::AddTaskEventsReply&&) {});
   };
   if (loop_.IsInLoopThread()) {
     flush();
   } else {
-    std::promise<void> done;
-    loop_.Post([&] {
+    auto done = std::make_shared<std::promise<void>>();
+    loop_.Post([flush, done] {
       flush();
-      done.set_value();
+      done->set_value();
     });
-    done.get_future().wait_for(std::chrono::seconds(1));
+    done->get_future().wait_for(std::chrono::seconds(1));
   }
 }
 

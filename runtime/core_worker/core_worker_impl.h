@@ -1,19 +1,32 @@
 // CoreWorkerImpl: the CoreWorker of a driver or worker process.
 //
 // Threads:
-//  * the io loop (an EventLoop on its own thread) owns all submitter and
-//    actor state: lease queues, leases, actor queues, subscriptions. User
-//    threads and gRPC callbacks Post() into it.
+//  * submitting threads and gRPC threads share the submitters: the
+//    normal-task queues and leases behind tasks_mu_, the actor table behind
+//    actors_mu_. A task or actor call is pushed from the thread that makes
+//    it; the reply of a push is settled on the gRPC thread that gets it,
+//    which also pushes whatever that made due. A burst of tasks or calls so
+//    wakes no other thread of this process.
+//  * the io loop (an EventLoop on its own thread) handles lease replies and
+//    the idle-lease timer, dependency resolution, actor registration and
+//    subscriptions, and the GCS plumbing. Other threads Post() into it.
 //  * gRPC threads run the CoreWorkerService handlers; they only queue work.
 //  * in a worker, the main thread runs tasks (TaskReceiver); threaded actors
 //    use a pool of max_concurrency threads.
-//  * the MemoryStore is shared, behind its own mutex.
+//  * the MemoryStore and the TaskEventBuffer are shared, behind their own
+//    mutexes.
+// Lock order: tasks_mu_ or actors_mu_ (never both), then holds_mu_, the
+// store's, the task-event buffer's, live_mu_ and the loop's. No PushTask call is started with
+// tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
+// completion takes them.
 // Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +44,7 @@
 #include "proto/node_manager.grpc.pb.h"
 #include "runtime/core_worker/core_worker.h"
 #include "runtime/core_worker/memory_store.h"
+#include "runtime/core_worker/task_event_buffer.h"
 
 namespace manta::core {
 
@@ -41,6 +55,8 @@ constexpr size_t kChunkBytes = 4 << 20;
 
 // The return object id of `task`'s `index`-th return (1-based).
 ObjectId ReturnObjectId(const TaskId& task, uint32_t index);
+// The same from the task's binary id, which must be TaskId::kSize bytes.
+ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
 ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
 std::string AddressKey(const rpc::Address& a);  // "ip:port"
@@ -135,25 +151,63 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   ClientPool& pool() { return pool_; }
   EventLoop& loop() { return loop_; }
   const rpc::Address& address_proto() const { return address_proto_; }
-  // `worker`/`pid`: where the task was pushed, when the caller knows it.
+  // Records a state change of `spec` for `manta list tasks` (sent in
+  // batches). `worker`/`pid`: where the task was pushed, when the caller
+  // knows it; a worker's own events say where it is. `resources`: the
+  // demand, said with SUBMITTED_TO_WORKER (taken from `spec` when null).
   void RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, const rpc::ErrorInfo* error,
-                       const rpc::Address* worker = nullptr, int pid = 0);
+                       const rpc::Address* worker = nullptr, int pid = 0,
+                       std::shared_ptr<const TaskEventBuffer::Resources> resources = nullptr);
   // Resolves an argument's value for execution (local store, or the owner).
   absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg);
   // A large return kept here until its owner has pulled it (worker side).
   void HoldForOwner(const ObjectId& id, Value value);
-  // Stores the returns of a finished task pushed by this process.
-  void HandleReturns(const rpc::PushTaskReply& reply);
+  // Stores the returns of a finished task pushed by this process (moving
+  // the values out of `reply`).
+  void HandleReturns(rpc::PushTaskReply& reply);
 
  private:
-  // ---- normal tasks (task_submitter.cc; io loop) ----
-  struct PendingTask {
-    rpc::TaskSpec spec;
+  // A fresh task id: a random per-process prefix and a counter (no system
+  // call per task).
+  TaskId NextTaskId();
+
+  // ---- pushes to workers (task_submitter.cc) ----
+  struct Lease;
+  struct SchedulingQueue;
+  struct ActorState;
+  // One PushTask call; it owns the spec it carries while the call runs, so
+  // a push copies nothing. Its completion runs on a gRPC thread, which
+  // stores the returns, settles the call (under tasks_mu_ or actors_mu_),
+  // starts whatever that makes due and deletes it.
+  struct PushCall {
+    grpc::ClientContext ctx;
+    rpc::PushTaskRequest request;
+    rpc::PushTaskReply reply;
+    absl::Status status;
+    rpc::CoreWorkerService::Stub* stub = nullptr;  // to the worker
+    // A normal task: its queue and lease.
+    SchedulingQueue* queue = nullptr;
+    std::shared_ptr<Lease> lease;
+    // An actor call: the actor, the worker it went to, and the call (its
+    // key in ActorState::pending).
+    ActorId actor;
+    std::string address;
+    int64_t sequence = 0;
   };
+  // Start calls made under tasks_mu_ or actors_mu_, once it is released.
+  // Once stopping, calls are dropped instead.
+  void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
+  void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
+  void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
+  // Stopping: cancels the pushes in flight and waits for their completions.
+  void CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
+
+  // ---- normal tasks (task_submitter.cc; any thread, under tasks_mu_) ----
   struct Lease {
     LeaseId lease_id;
     std::string raylet;  // "ip:port" of the granting raylet
     rpc::Address worker;
+    rpc::CoreWorkerService::Stub* stub = nullptr;  // to the worker
     std::vector<int> chips;
     int chips_per_host = 0;
     int worker_pid = 0;
@@ -161,50 +215,103 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     absl::Time idle_since = absl::InfiniteFuture();
     bool dead = false;
   };
+  // The tasks of one shape (resources, labels, placement, environment) and
+  // the leases that run them. Never erased, so pointers to it stay valid.
   struct SchedulingQueue {
-    std::deque<PendingTask> tasks;
+    std::deque<rpc::TaskSpec> tasks;
     std::vector<std::shared_ptr<Lease>> leases;
     int lease_requests_in_flight = 0;
     absl::Time oldest_lease_request = absl::InfinitePast();
-    rpc::TaskSpec shape;  // resources, labels, job, program of this key
+    // What lease requests carry: job, program, caller, resources, labels,
+    // placement, environment. Set once, by the first task; then read-only.
+    std::shared_ptr<const rpc::TaskSpec> shape;
+    // From `shape`: CPU-only tasks pipeline on a lease; the demand as task
+    // events carry it.
+    bool fungible = true;
+    std::shared_ptr<const TaskEventBuffer::Resources> resources;
   };
-  static std::string SchedulingKey(const rpc::TaskSpec& spec);
-  void SubmitOnLoop(rpc::TaskSpec spec);
-  void ResolveDependencies(rpc::TaskSpec spec, std::function<void(rpc::TaskSpec)> then);
-  void Pump(const std::string& key);
-  void RequestLease(const std::string& key, const std::string& raylet, bool grant_or_reject, int spillbacks);
-  void PushNormalTask(const std::string& key, std::shared_ptr<Lease> lease, rpc::TaskSpec spec);
-  void OnNormalTaskReply(const std::string& key, const std::shared_ptr<Lease>& lease, rpc::TaskSpec spec,
-                         const absl::Status& s, const rpc::PushTaskReply& reply);
-  void OnNormalTaskFailed(const std::string& key, rpc::TaskSpec spec, const std::string& why);
+  // The key tasks of the same shape share (computed from their options).
+  static std::string SchedulingKey(const TaskOptions& options);
+  void InitQueue(SchedulingQueue& q, const TaskOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  // A reference argument to a value this process owns, which is resolved
+  // before the task is pushed.
+  bool IsOwnedRefArg(const rpc::TaskArg& arg) const;
+  bool HasOwnedRefArgs(const rpc::TaskSpec& spec) const;
+  // io loop. Calls `then` with `spec` once the arguments this process owns
+  // are ready (inlining small ones); at once when there are none. When one
+  // failed, fails the task with its error and calls `then` with nullopt.
+  void ResolveDependencies(rpc::TaskSpec spec, std::function<void(std::optional<rpc::TaskSpec>)> then);
+  // Submitted work keeps the values of its arguments this process owns
+  // alive (a reference each, under `key`: a task id, or an actor id for a
+  // constructor) until ReleaseArgs(key): when the task is done for good, or
+  // the actor dead. Then the caller may drop its own refs at once.
+  void HoldArgs(const std::string& key, const rpc::TaskSpec& spec) ABSL_LOCKS_EXCLUDED(holds_mu_);
+  void ReleaseArgs(const std::string& key) ABSL_LOCKS_EXCLUDED(holds_mu_);
+  // Asks for leases the queue needs and makes the pushes it can; the caller
+  // starts `to_start` once tasks_mu_ is released.
+  void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  // Any thread; the reply is handled on the loop.
+  void RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks);
+  void OnLeaseReply(SchedulingQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
+                    const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
+                    std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  PushCall* PushNormalTask(SchedulingQueue& q, const std::shared_ptr<Lease>& lease, rpc::TaskSpec spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  void OnNormalTaskReply(PushCall& call, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  void OnNormalTaskFailed(SchedulingQueue& q, rpc::TaskSpec spec, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
   void ReturnLease(const std::shared_ptr<Lease>& lease, bool disconnect);
-  void ReturnIdleLeases();
-  void FailQueue(const std::string& key, ErrorType type, const std::string& message);
+  void ReturnIdleLeases() ABSL_LOCKS_EXCLUDED(tasks_mu_);  // io loop (timer)
+  // Returns the leases idle long enough; true while any lease is left.
+  bool ReturnIdleLeasesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  void FailQueue(SchedulingQueue& q, ErrorType type, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
   void FailTask(const rpc::TaskSpec& spec, ErrorType type, const std::string& message);
 
-  // ---- actors (actor_submitter.cc; io loop) ----
+  // ---- actors (actor_submitter.cc; any thread, under actors_mu_) ----
+  // A call not yet completed. Its spec is here until pushed, then in the
+  // latest PushCall carrying it (`pushed`), and back here if that push fails.
+  struct PendingActorCall {
+    rpc::TaskSpec spec;
+    PushCall* pushed = nullptr;
+    // Its arguments this process owns are not ready yet: it holds back the
+    // calls made after it (`spec` is a copy to fail it by).
+    bool resolving = false;
+    // The sequence number the actor sees, given when first pushed: calls
+    // that fail before being pushed leave no gap the actor would wait on.
+    int64_t wire_sequence = -1;
+    int retries_used = 0;
+    const rpc::TaskSpec& Spec() const { return pushed != nullptr ? pushed->request.spec() : spec; }
+  };
   struct ActorState {
     ActorId id;
     rpc::ActorInfo info;
     int max_task_retries = 0;
-    int64_t next_sequence = 0;
-    // Calls not yet completed, by sequence number.
-    std::map<int64_t, rpc::TaskSpec> pending;
+    int64_t next_call = 0;           // order of the calls made
+    int64_t next_wire_sequence = 0;  // of the calls pushed
+    // Calls not yet completed, by the order they were made in.
+    std::map<int64_t, PendingActorCall> pending;
     // Every pending call below the cursor was pushed to the current
     // incarnation; `resend` lists single calls to push again.
     int64_t send_cursor = 0;
     std::set<int64_t> resend;
-    std::map<int64_t, int> retries_used;
+    // A resend of a failed push is scheduled on the loop.
+    bool resend_timer_armed = false;
     std::string address;  // "ip:port" while ALIVE
+    rpc::CoreWorkerService::Stub* stub = nullptr;  // to `address`
   };
-  void RegisterActorOnLoop(rpc::TaskSpec creation);
-  void SendActorTasks(ActorState& actor);
-  void OnActorTaskReply(const ActorId& actor, const std::string& address, int64_t sequence, const absl::Status& status,
-                        const rpc::PushTaskReply& reply);
-  void OnActorInfo(const rpc::ActorInfo& info);
-  void PollActors();
-  void SubscribeActor(const ActorId& id);
-  void FailActorTasks(ActorState& actor, const std::string& why);
+  static std::unique_ptr<ActorState> NewActorState(const ActorId& id, int max_task_retries);
+  void RegisterActorOnLoop(rpc::TaskSpec creation);  // io loop
+  // Makes the pushes `actor` is due (new calls, resends); the caller starts
+  // them once actors_mu_ is released.
+  void SendActorTasks(ActorState& actor, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  // Pushes `actor.resend` again a little later (from the loop).
+  void ScheduleResend(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  void OnActorTaskReply(PushCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  void OnActorInfo(const rpc::ActorInfo& info) ABSL_LOCKS_EXCLUDED(actors_mu_);
+  void PollActors();                        // io loop
+  void SubscribeActor(const ActorId& id);   // io loop
+  void FailActorTasks(ActorState& actor, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
 
   // ---- GCS and driver plumbing (core_worker_impl.cc) ----
   absl::Status RegisterJob();
@@ -214,15 +321,24 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void PrintLogs(const rpc::PollReply& reply);
   void DrainLogs(absl::Duration wait);
   void FlushTaskEvents();
+  // A spec with what the worker running it needs (id, job, function,
+  // caller, arguments).
   rpc::TaskSpec BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name, std::vector<Arg> args);
+  // Adds the caller's address and the program workers run, which lease
+  // requests and actor registrations carry.
+  void AddCallerAndProgram(rpc::TaskSpec* spec) const;
 
   const CoreWorkerOptions options_;
   const bool is_worker_;
+  const int pid_;
   WorkerId worker_id_;
   JobId job_id_;
   rpc::Address address_proto_;
   std::string address_;
   std::string raylet_address_;
+  // The first 16 bytes of every task id this process makes.
+  std::array<uint8_t, 16> task_id_prefix_;
+  std::atomic<uint64_t> task_counter_{0};
 
   EventLoop loop_;
   std::thread io_thread_;
@@ -240,19 +356,33 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<TaskReceiver> receiver_;
   std::mutex held_mu_;
   absl::flat_hash_set<ObjectId> held_for_owner_;  // guarded by held_mu_
+  TaskEventBuffer task_events_;
+
+  // The PushCalls started and not completed: Stop() cancels them and waits
+  // until their completions, which touch this object, have all run.
+  absl::Mutex live_mu_;
+  absl::flat_hash_set<PushCall*> live_pushes_ ABSL_GUARDED_BY(live_mu_);
+  // Argument references held for submitted work (HoldArgs).
+  absl::Mutex holds_mu_;
+  absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);
+  std::atomic<size_t> num_arg_holds_{0};  // arg_holds_.size(), read without the lock
+
+  // The normal-task scheduling queues, by SchedulingKey.
+  absl::Mutex tasks_mu_;
+  std::map<std::string, SchedulingQueue> queues_ ABSL_GUARDED_BY(tasks_mu_);
+  bool idle_lease_timer_armed_ ABSL_GUARDED_BY(tasks_mu_) = false;
+  // The actors this process calls.
+  absl::Mutex actors_mu_;
+  absl::flat_hash_map<ActorId, std::unique_ptr<ActorState>> actors_ ABSL_GUARDED_BY(actors_mu_);
 
   // io loop only.
-  std::map<std::string, SchedulingQueue> queues_;
   std::unique_ptr<EventLoop::Timer> idle_lease_timer_;
-  absl::flat_hash_map<ActorId, std::unique_ptr<ActorState>> actors_;
   int64_t actor_poll_sequence_ = 0;
   std::string actor_poll_incarnation_;
   bool actor_poll_running_ = false;
   int64_t log_poll_sequence_ = 0;
   std::string log_poll_incarnation_;
   std::unique_ptr<EventLoop::Timer> log_poll_timer_;
-  std::mutex task_events_mu_;
-  std::vector<rpc::TaskEvent> task_events_;  // guarded by task_events_mu_
   std::unique_ptr<EventLoop::Timer> task_event_timer_;
   std::atomic<bool> stopping_{false};
 

@@ -17,10 +17,21 @@ void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
   std::vector<std::function<void(const absl::StatusOr<Value>&)>> callbacks;
   {
     absl::MutexLock lock(&mu_);
-    Entry& e = entries_[id];
+    auto it = entries_.try_emplace(id).first;
+    Entry& e = it->second;
     if (e.ready) return;
     e.ready = true;
     if (value.ok() && *value) bytes_ += static_cast<int64_t>((*value)->size());
+    if (e.callbacks.empty()) {
+      // Nothing to run outside the lock: settle the entry now.
+      if (e.released && e.refs <= 0) {
+        if (value.ok() && *value) bytes_ -= static_cast<int64_t>((*value)->size());
+        entries_.erase(it);
+      } else {
+        e.value = std::move(value);
+      }
+      return;
+    }
     e.value = value;
     callbacks.swap(e.callbacks);
   }

@@ -56,7 +56,7 @@ class MemoryStore {
  private:
   struct Entry {
     bool ready = false;
-    absl::StatusOr<Value> value = absl::UnavailableError("pending");
+    absl::StatusOr<Value> value;  // meaningful once ready
     int64_t refs = 0;
     // Every reference was dropped while the value was pending: erase it as
     // soon as it is ready.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -65,7 +66,7 @@ void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, ErrorType ty
   reply->mutable_error()->set_type(ToProtoErrorType(type));
   reply->mutable_error()->set_message(message);
   rpc::ReturnObject* r = reply->add_returns();
-  r->set_object_id(ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1).Binary());
+  r->set_object_id(ReturnObjectId(spec.task_id(), 1).Binary());
   *r->mutable_error() = reply->error();
 }
 
@@ -113,48 +114,76 @@ void CoreWorkerImpl::RunTaskLoop() { receiver_->RunMainLoop(); }
 void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply,
                            grpc::ServerUnaryReactor* reactor) {
   Work w{req, reply, reactor};
-  std::lock_guard<std::mutex> lock(mu_);
-  if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
-    main_queue_.push_back(w);
-    cv_.notify_all();
-    return;
+  Wake wake;
+  std::vector<Work> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
+      main_queue_.push_back(w);
+      wake.main = true;
+    } else {
+      // Actor calls run in each caller's order.
+      auto [it, inserted] = callers_.try_emplace(req->spec().caller_worker_id());
+      CallerState& c = it->second;
+      // The caller has the replies of everything below its lowest unacked
+      // call: nothing there is worth waiting for (a call that failed at the
+      // caller leaves such a gap).
+      c.next = std::max(c.next, req->caller_lowest_unacked());
+      int64_t seq = req->spec().sequence_number();
+      if (seq < c.next) {
+        Dispatch(w, &wake);  // a resend of something already run
+      } else {
+        auto [held, fresh] = c.buffered.try_emplace(seq, w);
+        if (!fresh) {
+          // Pushed again while the earlier push waits here: the caller
+          // takes the latest push's reply; the earlier one ends now.
+          stale.push_back(held->second);
+          held->second = w;
+        }
+      }
+      // Run the next calls in sequence; a held call the caller has since
+      // had a reply for ends.
+      while (!c.buffered.empty() && c.buffered.begin()->first <= c.next) {
+        if (c.buffered.begin()->first < c.next) {
+          stale.push_back(c.buffered.begin()->second);
+        } else {
+          Dispatch(c.buffered.begin()->second, &wake);
+          ++c.next;
+        }
+        c.buffered.erase(c.buffered.begin());
+      }
+    }
   }
-  // Actor calls run in each caller's order.
-  auto [it, inserted] = callers_.try_emplace(req->spec().caller_worker_id());
-  CallerState& c = it->second;
-  if (inserted) c.next = req->caller_lowest_unacked();
-  int64_t seq = req->spec().sequence_number();
-  if (seq < c.next) {
-    Dispatch(w);  // a resend of something already run
-    return;
+  for (const Work& old : stale) {
+    old.reactor->Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }
-  c.buffered.emplace(seq, w);
-  while (!c.buffered.empty() && c.buffered.begin()->first == c.next) {
-    Dispatch(c.buffered.begin()->second);
-    c.buffered.erase(c.buffered.begin());
-    ++c.next;
-  }
+  // Woken after the lock is released, so the woken thread does not block on it.
+  if (wake.main) main_cv_.notify_one();
+  if (wake.pool == 1) pool_cv_.notify_one();
+  if (wake.pool > 1) pool_cv_.notify_all();
 }
 
-void TaskReceiver::Dispatch(Work w) {
+void TaskReceiver::Dispatch(Work w, Wake* wake) {
   if (max_concurrency_ > 1) {
     pool_queue_.push_back(w);
+    ++wake->pool;
   } else {
     main_queue_.push_back(w);
+    wake->main = true;
   }
-  cv_.notify_all();
 }
 
 void TaskReceiver::RunMainLoop() {
+  std::deque<Work> batch;
   while (true) {
-    Work w;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !main_queue_.empty(); });
-      w = main_queue_.front();
-      main_queue_.pop_front();
+      main_cv_.wait(lock, [this] { return !main_queue_.empty(); });
+      // Everything queued, in order: one lock for a burst of tasks.
+      batch.swap(main_queue_);
     }
-    Execute(w);
+    for (const Work& w : batch) Execute(w);
+    batch.clear();
   }
 }
 
@@ -165,7 +194,7 @@ void TaskReceiver::StartPool(int threads) {
         Work w;
         {
           std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [this] { return !pool_queue_.empty(); });
+          pool_cv_.wait(lock, [this] { return !pool_queue_.empty(); });
           w = pool_queue_.front();
           pool_queue_.pop_front();
         }
@@ -197,6 +226,11 @@ void TaskReceiver::Execute(const Work& w) {
   internal::ArgViews views;
   held.reserve(spec.args_size());
   for (const auto& arg : spec.args()) {
+    if (arg.object_id().empty()) {
+      // Inline: read in place (the request outlives the call).
+      views.emplace_back(arg.data());
+      continue;
+    }
     auto v = cw_->ResolveArg(arg);
     if (!v.ok()) {
       SetError(reply, spec, GetErrorType(v.status()), std::string(v.status().message()));
@@ -260,7 +294,7 @@ void TaskReceiver::Execute(const Work& w) {
     SetError(reply, spec, ErrorType::kApplicationError,
              spec.function_name() + ": " + std::string(result.status().message()));
   } else {
-    ObjectId id = ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1);
+    ObjectId id = ReturnObjectId(spec.task_id(), 1);
     rpc::ReturnObject* r = reply->add_returns();
     r->set_object_id(id.Binary());
     r->set_size(static_cast<int64_t>(result->size()));

@@ -42,13 +42,19 @@ class TaskReceiver {
     std::map<int64_t, Work> buffered;
   };
 
-  void Dispatch(Work w);  // requires mu_
+  // Which threads to wake once mu_ is released.
+  struct Wake {
+    bool main = false;
+    int pool = 0;
+  };
+  void Dispatch(Work w, Wake* wake);  // requires mu_
   void Execute(const Work& w);
   void StartPool(int threads);
 
   CoreWorkerImpl* const cw_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable main_cv_;  // main_queue_ has work
+  std::condition_variable pool_cv_;  // pool_queue_ has work
   std::deque<Work> main_queue_;     // guarded by mu_
   std::deque<Work> pool_queue_;     // guarded by mu_
   std::map<std::string, CallerState> callers_;  // guarded by mu_

@@ -1,6 +1,16 @@
-// Normal tasks: dependency resolution, worker leases (reused for tasks of
-// the same shape, returned when idle), direct pushes, retries. Everything
-// here runs on the io loop except SubmitTask's first half.
+// Normal tasks: submission, dependency resolution, worker leases (reused
+// for tasks of the same shape, returned when idle), direct pushes, retries;
+// and the PushTask calls actor calls share.
+//
+// The scheduling queues are behind tasks_mu_ rather than on the io loop: a
+// task is pushed from the thread that submits it, and the reply of a push is
+// settled (and the next queued task pushed) on the gRPC thread that gets it,
+// so a burst of tasks wakes no other thread of this process. The loop runs
+// lease requests' replies, the idle-lease timer and dependency resolution.
+// gRPC calls whose completion takes tasks_mu_ are never started with it
+// held (a failing call may complete inline).
+#include <cstring>
+
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
 #include "runtime/core_worker/core_worker_impl.h"
@@ -20,20 +30,38 @@ constexpr int kMaxLeaseRequests = 4;
 // A lease with nothing to run is returned after this long.
 constexpr absl::Duration kLeaseIdle = absl::Milliseconds(500);
 constexpr int kMaxSpillbacks = 8;
+constexpr absl::Duration kPushTimeout = absl::Hours(24 * 365);
+
+void AppendDouble(std::string* out, double v) {
+  char bytes[sizeof(v)];
+  std::memcpy(bytes, &v, sizeof(v));
+  out->append(bytes, sizeof(v));
+}
 
 }  // namespace
 
+// ---------------------------------------------------------------- submission
+
+TaskId CoreWorkerImpl::NextTaskId() {
+  uint64_t n = task_counter_.fetch_add(1, std::memory_order_relaxed);
+  char bytes[TaskId::kSize];
+  static_assert(TaskId::kSize == 16 + sizeof(n));
+  std::memcpy(bytes, task_id_prefix_.data(), 16);
+  for (int i = 0; i < 8; ++i) bytes[16 + i] = static_cast<char>(n >> (8 * (7 - i)));
+  return *TaskId::FromBinary(std::string_view(bytes, sizeof(bytes)));
+}
+
 rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name,
                                        std::vector<Arg> args) {
+  // Only what the worker running the task needs: the program to start and
+  // the demand travel in lease requests (a queue's shape) and actor
+  // registrations, not with every push.
   rpc::TaskSpec spec;
   spec.set_type(type);
-  spec.set_task_id(TaskId::FromRandom().Binary());
+  spec.set_task_id(NextTaskId().Binary());
   spec.set_job_id(job_id_.Binary());
   spec.set_function_name(function_name);
-  *spec.mutable_caller_address() = address_proto_;
-  spec.set_caller_worker_id(worker_id_.Binary());
-  spec.set_worker_executable(options_.worker_executable);
-  for (const auto& a : options_.worker_args) spec.add_worker_args(a);
+  spec.set_caller_worker_id(address_proto_.worker_id());
   for (Arg& a : args) {
     rpc::TaskArg* out = spec.add_args();
     if (a.ref) {
@@ -48,48 +76,162 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
   return spec;
 }
 
+void CoreWorkerImpl::AddCallerAndProgram(rpc::TaskSpec* spec) const {
+  *spec->mutable_caller_address() = address_proto_;
+  spec->set_worker_executable(options_.worker_executable);
+  for (const auto& a : options_.worker_args) spec->add_worker_args(a);
+}
+
+std::string CoreWorkerImpl::SchedulingKey(const TaskOptions& options) {
+  // The options' maps are ordered, so equal shapes give equal keys.
+  std::string key;
+  if (options.resources.empty()) {
+    key = "CPU=";
+    AppendDouble(&key, 1);
+  }
+  for (const auto& [k, v] : options.resources) {
+    key += k;
+    key += '=';
+    AppendDouble(&key, v);
+  }
+  key += '|';
+  for (const auto& [k, v] : options.label_selector) key += k + "=" + v + ";";
+  key += '|';
+  key += options.placement_group_id;
+  key += '#';
+  key += std::to_string(options.bundle_index);
+  // Tasks with different environments queue (and lease) separately.
+  key += '|';
+  for (const auto& [k, v] : options.env_vars) key += k + "=" + v + ";";
+  return key;
+}
+
+void CoreWorkerImpl::InitQueue(SchedulingQueue& q, const TaskOptions& options) {
+  auto shape = std::make_shared<rpc::TaskSpec>();
+  shape->set_type(rpc::TaskSpec::NORMAL_TASK);
+  shape->set_job_id(job_id_.Binary());
+  AddCallerAndProgram(shape.get());
+  if (options.resources.empty()) {
+    (*shape->mutable_resources())["CPU"] = 1;
+  } else {
+    for (const auto& [k, v] : options.resources) (*shape->mutable_resources())[k] = v;
+  }
+  for (const auto& [k, v] : options.label_selector) (*shape->mutable_label_selector())[k] = v;
+  shape->set_placement_group_id(options.placement_group_id);
+  shape->set_bundle_index(options.bundle_index);
+  for (const auto& [k, v] : options.env_vars) (*shape->mutable_env_vars())[k] = v;
+  q.fungible = true;
+  for (const auto& [name, qty] : shape->resources()) q.fungible &= name == "CPU" || name == "memory";
+  q.resources = TaskEventBuffer::ResourcesOf(*shape);
+  q.shape = std::move(shape);
+}
+
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                          const TaskOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args));
-  if (options.resources.empty()) {
-    (*spec.mutable_resources())["CPU"] = 1;
-  } else {
-    for (const auto& [k, v] : options.resources) (*spec.mutable_resources())[k] = v;
-  }
-  for (const auto& [k, v] : options.label_selector) (*spec.mutable_label_selector())[k] = v;
   spec.set_max_retries(options.max_retries);
-  spec.set_placement_group_id(options.placement_group_id);
-  spec.set_bundle_index(options.bundle_index);
+  // The worker sets these while the task runs.
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
-  ObjectId ret = ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1);
+  std::string key = SchedulingKey(options);
+  ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
-  loop_.Post([this, spec = std::move(spec)]() mutable {
-    ResolveDependencies(std::move(spec), [this](rpc::TaskSpec resolved) { SubmitOnLoop(std::move(resolved)); });
-  });
-  return ObjectRefInfo{ret, address_};
+  const bool resolve = HasOwnedRefArgs(spec);
+  if (resolve) HoldArgs(spec.task_id(), spec);
+  SchedulingQueue* q;
+  std::vector<PushCall*> to_start;
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    q = &queues_[key];
+    if (!q->shape) InitQueue(*q, options);
+    if (!resolve) {
+      q->tasks.push_back(std::move(spec));
+      Pump(*q, &to_start);
+    }
+  }
+  StartPushes(to_start);
+  if (resolve) {
+    loop_.Post([this, q, spec = std::move(spec)]() mutable {
+      ResolveDependencies(std::move(spec), [this, q](std::optional<rpc::TaskSpec> resolved) {
+        if (!resolved) return;  // failed with its argument
+        std::vector<PushCall*> calls;
+        {
+          absl::MutexLock lock(&tasks_mu_);
+          q->tasks.push_back(std::move(*resolved));
+          Pump(*q, &calls);
+        }
+        StartPushes(calls);
+      });
+    });
+  }
+  // Owned here: an empty owner address means this process.
+  return ObjectRefInfo{ret, std::string()};
 }
 
-void CoreWorkerImpl::ResolveDependencies(rpc::TaskSpec spec, std::function<void(rpc::TaskSpec)> then) {
+bool CoreWorkerImpl::IsOwnedRefArg(const rpc::TaskArg& a) const {
+  return !a.object_id().empty() && a.owner().worker_id() == address_proto_.worker_id();
+}
+
+bool CoreWorkerImpl::HasOwnedRefArgs(const rpc::TaskSpec& spec) const {
+  for (const auto& a : spec.args()) {
+    if (IsOwnedRefArg(a)) return true;
+  }
+  return false;
+}
+
+void CoreWorkerImpl::HoldArgs(const std::string& key, const rpc::TaskSpec& spec) {
+  std::vector<ObjectId> ids;
+  for (const auto& a : spec.args()) {
+    if (!IsOwnedRefArg(a)) continue;
+    auto id = ObjectId::FromBinary(a.object_id());
+    if (!id.ok()) continue;
+    store_.AddReference(*id);
+    ids.push_back(*id);
+  }
+  if (ids.empty()) return;
+  absl::MutexLock lock(&holds_mu_);
+  auto& held = arg_holds_[key];
+  held.insert(held.end(), ids.begin(), ids.end());
+  num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
+}
+
+void CoreWorkerImpl::ReleaseArgs(const std::string& key) {
+  // Most work holds nothing: no lock for it.
+  if (num_arg_holds_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<ObjectId> ids;
+  {
+    absl::MutexLock lock(&holds_mu_);
+    auto it = arg_holds_.find(key);
+    if (it == arg_holds_.end()) return;
+    ids = std::move(it->second);
+    arg_holds_.erase(it);
+    num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
+  }
+  for (const ObjectId& id : ids) store_.RemoveReference(id);
+}
+
+void CoreWorkerImpl::ResolveDependencies(rpc::TaskSpec spec,
+                                         std::function<void(std::optional<rpc::TaskSpec>)> then) {
   // Arguments this process owns are waited for; small ones are inlined, so
   // the worker needs no round trip back to us.
   std::vector<int> owned;
   for (int i = 0; i < spec.args_size(); ++i) {
-    const rpc::TaskArg& a = spec.args(i);
-    if (!a.object_id().empty() && a.owner().worker_id() == worker_id_.Binary()) owned.push_back(i);
+    if (IsOwnedRefArg(spec.args(i))) owned.push_back(i);
   }
   if (owned.empty()) return then(std::move(spec));
   auto state = std::make_shared<std::pair<rpc::TaskSpec, int>>(std::move(spec), static_cast<int>(owned.size()));
-  auto shared_then = std::make_shared<std::function<void(rpc::TaskSpec)>>(std::move(then));
+  auto shared_then = std::make_shared<std::function<void(std::optional<rpc::TaskSpec>)>>(std::move(then));
   for (int i : owned) {
     ObjectId id = *ObjectId::FromBinary(state->first.args(i).object_id());
     store_.OnReady(id, [this, state, shared_then, i](const absl::StatusOr<Value>& v) {
       loop_.Post([this, state, shared_then, i, v] {
+        if (state->second <= 0) return;  // failed already
         rpc::TaskArg* arg = state->first.mutable_args(i);
         if (!v.ok()) {
           // A failed dependency fails the task with the same error.
           FailTask(state->first, GetErrorType(v.status()), std::string(v.status().message()));
           state->second = -1;
+          (*shared_then)(std::nullopt);
           return;
         }
         if ((*v)->size() <= kInlineLimit) {
@@ -97,39 +239,15 @@ void CoreWorkerImpl::ResolveDependencies(rpc::TaskSpec spec, std::function<void(
           arg->clear_object_id();
           arg->clear_owner();
         }
-        if (state->second > 0 && --state->second == 0) (*shared_then)(std::move(state->first));
+        if (--state->second == 0) (*shared_then)(std::move(state->first));
       });
     });
   }
 }
 
-std::string CoreWorkerImpl::SchedulingKey(const rpc::TaskSpec& spec) {
-  std::string key;
-  std::map<std::string, double> res(spec.resources().begin(), spec.resources().end());
-  for (const auto& [k, v] : res) key += k + "=" + std::to_string(v) + ";";
-  key += "|";
-  std::map<std::string, std::string> labels(spec.label_selector().begin(), spec.label_selector().end());
-  for (const auto& [k, v] : labels) key += k + "=" + v + ";";
-  key += "|" + spec.placement_group_id() + "#" + std::to_string(spec.bundle_index());
-  // Tasks with different environments queue (and lease) separately.
-  std::map<std::string, std::string> env(spec.env_vars().begin(), spec.env_vars().end());
-  key += "|";
-  for (const auto& [k, v] : env) key += k + "=" + v + ";";
-  return key;
-}
+// ---------------------------------------------------------------- queues and leases
 
-void CoreWorkerImpl::SubmitOnLoop(rpc::TaskSpec spec) {
-  std::string key = SchedulingKey(spec);
-  SchedulingQueue& q = queues_[key];
-  if (q.tasks.empty() && q.leases.empty()) q.shape = spec;
-  q.tasks.push_back(PendingTask{std::move(spec)});
-  Pump(key);
-}
-
-void CoreWorkerImpl::Pump(const std::string& key) {
-  auto it = queues_.find(key);
-  if (it == queues_.end()) return;
-  SchedulingQueue& q = it->second;
+void CoreWorkerImpl::Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) {
   // Ask for enough workers that every queued task could have its own
   // (bounded), counting the idle leases we hold.
   int idle = 0;
@@ -137,133 +255,203 @@ void CoreWorkerImpl::Pump(const std::string& key) {
   int need = std::min<int>(static_cast<int>(q.tasks.size()) - idle, kMaxLeaseRequests);
   while (q.lease_requests_in_flight < need && q.leases.size() < 256) {
     if (q.lease_requests_in_flight++ == 0) q.oldest_lease_request = absl::Now();
-    RequestLease(key, raylet_address_, false, 0);
+    RequestLease(&q, raylet_address_, false, 0);
   }
   // Tasks that hold devices (TPU chips, custom resources) never queue behind
   // one another on a worker while other devices may be free: each runs on a
   // lease of its own. CPU-only tasks are fungible and pipeline once more
   // workers cannot be had at once.
-  bool fungible = true;
-  for (const auto& [name, qty] : q.shape.resources()) fungible &= name == "CPU" || name == "memory";
-  bool saturated = q.lease_requests_in_flight == 0 || absl::Now() - q.oldest_lease_request >= kPipelineAfter;
-  int depth = fungible && saturated ? kPipelineDepth : 1;
-  while (!q.tasks.empty()) {
-    std::shared_ptr<Lease> best;
-    for (auto& lease : q.leases) {
-      if (!lease->dead && lease->in_flight < depth && (!best || lease->in_flight < best->in_flight)) {
-        best = lease;
+  if (!q.tasks.empty()) {
+    bool saturated = q.lease_requests_in_flight == 0 || absl::Now() - q.oldest_lease_request >= kPipelineAfter;
+    int depth = q.fungible && saturated ? kPipelineDepth : 1;
+    while (!q.tasks.empty()) {
+      std::shared_ptr<Lease>* best = nullptr;
+      for (auto& lease : q.leases) {
+        if (!lease->dead && lease->in_flight < depth && (!best || lease->in_flight < (*best)->in_flight)) {
+          best = &lease;
+        }
       }
+      if (best == nullptr) break;
+      rpc::TaskSpec spec = std::move(q.tasks.front());
+      q.tasks.pop_front();
+      to_start->push_back(PushNormalTask(q, *best, std::move(spec)));
     }
-    if (!best) break;
-    rpc::TaskSpec spec = std::move(q.tasks.front().spec);
-    q.tasks.pop_front();
-    PushNormalTask(key, best, std::move(spec));
   }
-  if (q.tasks.empty() && !idle_lease_timer_) {
-    idle_lease_timer_ = loop_.RunEvery(kLeaseIdle / 2, [this] { ReturnIdleLeases(); });
+  if (q.tasks.empty() && !idle_lease_timer_armed_) {
+    idle_lease_timer_armed_ = true;
+    loop_.Post([this] {
+      if (!idle_lease_timer_) idle_lease_timer_ = loop_.RunEvery(kLeaseIdle / 2, [this] { ReturnIdleLeases(); });
+    });
   }
 }
 
-void CoreWorkerImpl::RequestLease(const std::string& key, const std::string& raylet, bool grant_or_reject,
+void CoreWorkerImpl::RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject,
                                   int spillbacks) {
-  SchedulingQueue& q = queues_[key];
   rpc::RequestWorkerLeaseRequest req;
   req.set_lease_id(LeaseId::FromRandom().Binary());
-  *req.mutable_spec() = q.shape;
-  req.mutable_spec()->clear_args();
+  *req.mutable_spec() = *q->shape;
   req.set_grant_or_reject(grant_or_reject);
   req.set_spillback_count(spillbacks);
   std::string lease_id = req.lease_id();
+  // The reply is delivered on the loop (never inline), so this may be
+  // called with tasks_mu_ held.
   rpc::UnaryCall<rpc::RequestWorkerLeaseReply>(
       &loop_, options_.token, absl::Hours(24), std::move(req),
       [stub = pool_.Raylet(raylet)](auto* ctx, auto* r, auto* reply, auto done) {
         stub->async()->RequestWorkerLease(ctx, r, reply, std::move(done));
       },
-      [this, key, raylet, spillbacks, lease_id](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
+      [this, q, raylet, spillbacks, lease_id](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
         if (stopping_) return;
-        SchedulingQueue& q = queues_[key];
-        auto done_requesting = [&] { --q.lease_requests_in_flight; };
-        if (!s.ok()) {
-          done_requesting();
-          Logger("core_worker")->warn("lease request to {} failed: {}", raylet, s.ToString());
-          if (raylet != raylet_address_) return Pump(key);  // spilled-to node gone: start over locally
-          FailQueue(key, ErrorType::kNodeDied,
-                    "the local raylet at " + raylet + " is unreachable: " + std::string(s.message()));
-          return;
+        std::vector<PushCall*> to_start;
+        {
+          absl::MutexLock lock(&tasks_mu_);
+          OnLeaseReply(q, raylet, spillbacks, lease_id, s, reply, &to_start);
         }
-        switch (reply.outcome()) {
-          case rpc::RequestWorkerLeaseReply::GRANTED: {
-            done_requesting();
-            auto lease = std::make_shared<Lease>();
-            lease->lease_id = *LeaseId::FromBinary(lease_id);
-            lease->raylet = raylet;
-            lease->worker = reply.worker_address();
-            lease->chips.assign(reply.tpu_chip_ids().begin(), reply.tpu_chip_ids().end());
-            lease->chips_per_host = reply.tpu_chips_per_host();
-            lease->worker_pid = reply.worker_pid();
-            lease->idle_since = absl::Now();
-            q.leases.push_back(lease);
-            if (q.tasks.empty()) ReturnIdleLeases();
-            return Pump(key);
-          }
-          case rpc::RequestWorkerLeaseReply::SPILLBACK:
-            if (spillbacks < kMaxSpillbacks) {
-              return RequestLease(key, AddressKey(reply.retry_at()), true, spillbacks + 1);
-            }
-            [[fallthrough]];
-          case rpc::RequestWorkerLeaseReply::REJECTED:
-          case rpc::RequestWorkerLeaseReply::CANCELLED: {
-            // Try again from the local raylet a little later.
-            auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-            *timer = loop_.RunAfter(absl::Milliseconds(50), [this, key, timer]() mutable {
-              RequestLease(key, raylet_address_, false, 0);
-              timer->reset();
-            });
-            return;
-          }
-          case rpc::RequestWorkerLeaseReply::INFEASIBLE:
-            done_requesting();
-            return FailQueue(key, ErrorType::kInfeasible, reply.message());
-          default:
-            done_requesting();
-            return FailQueue(key, ErrorType::kInvalidArgument, reply.message());
-        }
+        StartPushes(to_start);
       });
 }
 
-void CoreWorkerImpl::PushNormalTask(const std::string& key, std::shared_ptr<Lease> lease, rpc::TaskSpec spec) {
+void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet, int spillbacks,
+                                  const std::string& lease_id, const absl::Status& s,
+                                  const rpc::RequestWorkerLeaseReply& reply, std::vector<PushCall*>* to_start) {
+  if (!s.ok()) {
+    --q->lease_requests_in_flight;
+    Logger("core_worker")->warn("lease request to {} failed: {}", raylet, s.ToString());
+    if (raylet != raylet_address_) return Pump(*q, to_start);  // spilled-to node gone: start over locally
+    FailQueue(*q, ErrorType::kNodeDied,
+              "the local raylet at " + raylet + " is unreachable: " + std::string(s.message()));
+    return;
+  }
+  switch (reply.outcome()) {
+    case rpc::RequestWorkerLeaseReply::GRANTED: {
+      --q->lease_requests_in_flight;
+      auto lease = std::make_shared<Lease>();
+      lease->lease_id = *LeaseId::FromBinary(lease_id);
+      lease->raylet = raylet;
+      lease->worker = reply.worker_address();
+      lease->stub = pool_.Worker(AddressKey(lease->worker));
+      lease->chips.assign(reply.tpu_chip_ids().begin(), reply.tpu_chip_ids().end());
+      lease->chips_per_host = reply.tpu_chips_per_host();
+      lease->worker_pid = reply.worker_pid();
+      lease->idle_since = absl::Now();
+      q->leases.push_back(lease);
+      if (q->tasks.empty()) ReturnIdleLeasesLocked(absl::Now());
+      return Pump(*q, to_start);
+    }
+    case rpc::RequestWorkerLeaseReply::SPILLBACK:
+      if (spillbacks < kMaxSpillbacks) {
+        return RequestLease(q, AddressKey(reply.retry_at()), true, spillbacks + 1);
+      }
+      [[fallthrough]];
+    case rpc::RequestWorkerLeaseReply::REJECTED:
+    case rpc::RequestWorkerLeaseReply::CANCELLED: {
+      // Try again from the local raylet a little later.
+      auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+      *timer = loop_.RunAfter(absl::Milliseconds(50), [this, q, timer]() mutable {
+        RequestLease(q, raylet_address_, false, 0);
+        timer->reset();
+      });
+      return;
+    }
+    case rpc::RequestWorkerLeaseReply::INFEASIBLE:
+      --q->lease_requests_in_flight;
+      return FailQueue(*q, ErrorType::kInfeasible, reply.message());
+    default:
+      --q->lease_requests_in_flight;
+      return FailQueue(*q, ErrorType::kInvalidArgument, reply.message());
+  }
+}
+
+// ---------------------------------------------------------------- pushes
+
+void CoreWorkerImpl::StartPush(PushCall* call) {
+  {
+    absl::MutexLock lock(&live_mu_);
+    if (stopping_) {
+      delete call;
+      return;
+    }
+    live_pushes_.insert(call);
+  }
+  rpc::PrepareContext(&call->ctx, options_.token, kPushTimeout);
+  call->stub->async()->PushTask(&call->ctx, &call->request, &call->reply,
+                                [this, call](grpc::Status status) { OnPushDone(call, status); });
+}
+
+void CoreWorkerImpl::StartPushes(const std::vector<PushCall*>& calls) {
+  for (PushCall* call : calls) StartPush(call);
+}
+
+void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
+  // Stop() waits for this: what is below runs before it returns.
+  auto done = [this, call] {
+    absl::MutexLock lock(&live_mu_);
+    live_pushes_.erase(call);
+    delete call;
+  };
+  if (stopping_) return done();
+  // Returns are stored first, so a waiting Get wakes while the bookkeeping
+  // is done.
+  call->status = rpc::ToAbslStatus(status);
+  if (status.ok()) {
+    HandleReturns(call->reply);
+    ReleaseArgs(call->request.spec().task_id());
+  }
+  std::vector<PushCall*> to_start;
+  if (call->queue == nullptr) {
+    absl::MutexLock lock(&actors_mu_);
+    OnActorTaskReply(*call);
+  } else {
+    absl::MutexLock lock(&tasks_mu_);
+    OnNormalTaskReply(*call, &to_start);
+  }
+  // The queue's next tasks go out from here (before this call counts as
+  // done, so Stop() also waits for them or they are dropped).
+  StartPushes(to_start);
+  done();
+}
+
+void CoreWorkerImpl::CancelPushes() {
+  absl::MutexLock lock(&live_mu_);
+  for (PushCall* call : live_pushes_) call->ctx.TryCancel();
+  if (!live_mu_.AwaitWithTimeout(absl::Condition(
+                                     +[](absl::flat_hash_set<PushCall*>* live) { return live->empty(); },
+                                     &live_pushes_),
+                                 absl::Seconds(10))) {
+    Logger("core_worker")->error("{} task pushes did not end after being cancelled", live_pushes_.size());
+  }
+}
+
+CoreWorkerImpl::PushCall* CoreWorkerImpl::PushNormalTask(SchedulingQueue& q, const std::shared_ptr<Lease>& lease,
+                                                         rpc::TaskSpec spec) {
   ++lease->in_flight;
-  rpc::PushTaskRequest req;
+  auto* call = new PushCall;
+  call->stub = lease->stub;
+  call->queue = &q;
+  call->lease = lease;
+  rpc::PushTaskRequest& req = call->request;
   req.set_intended_worker_id(lease->worker.worker_id());
   for (int c : lease->chips) req.add_tpu_chip_ids(c);
   req.set_tpu_chips_per_host(lease->chips_per_host);
-  *req.mutable_spec() = spec;
-  RecordTaskEvent(spec, rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &lease->worker, lease->worker_pid);
-  // The reply is handled on the gRPC thread first, so a waiting Get wakes
-  // without a hop through the io loop; the bookkeeping then runs on the loop.
-  rpc::UnaryCall<rpc::PushTaskReply>(
-      nullptr, options_.token, absl::Hours(24 * 365), std::move(req),
-      [stub = pool_.Worker(AddressKey(lease->worker))](auto* ctx, auto* r, auto* reply, auto done) {
-        stub->async()->PushTask(ctx, r, reply, std::move(done));
-      },
-      [this, key, lease, spec = std::move(spec)](const absl::Status& s, rpc::PushTaskReply&& reply) mutable {
-        if (s.ok()) HandleReturns(reply);
-        loop_.Post([this, key, lease, spec = std::move(spec), s, reply = std::move(reply)]() mutable {
-          OnNormalTaskReply(key, lease, std::move(spec), s, reply);
-        });
-      });
+  *req.mutable_spec() = std::move(spec);
+  RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &lease->worker, lease->worker_pid,
+                  q.resources);
+  return call;
 }
 
-void CoreWorkerImpl::OnNormalTaskReply(const std::string& key, const std::shared_ptr<Lease>& lease, rpc::TaskSpec spec,
-                                       const absl::Status& s, const rpc::PushTaskReply& reply) {
+void CoreWorkerImpl::OnNormalTaskReply(PushCall& call, std::vector<PushCall*>* to_start) {
+  SchedulingQueue& q = *call.queue;
+  const std::shared_ptr<Lease>& lease = call.lease;
+  rpc::TaskSpec& spec = *call.request.mutable_spec();
   --lease->in_flight;
-  if (!s.ok()) {
+  if (!call.status.ok()) {
     if (!lease->dead) {
       lease->dead = true;
       ReturnLease(lease, /*disconnect=*/true);
     }
-    OnNormalTaskFailed(key, std::move(spec), "the worker died: " + std::string(s.message()));
+    OnNormalTaskFailed(q, std::move(spec), "the worker died: " + std::string(call.status.message()));
   } else {
+    const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
     RecordTaskEvent(spec, failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
                     failed ? &reply.error() : nullptr);
@@ -273,21 +461,20 @@ void CoreWorkerImpl::OnNormalTaskReply(const std::string& key, const std::shared
     }
   }
   if (lease->in_flight == 0) lease->idle_since = absl::Now();
-  auto& q = queues_[key];
   if (lease->dead) {
     q.leases.erase(std::remove(q.leases.begin(), q.leases.end(), lease), q.leases.end());
   }
-  Pump(key);
+  Pump(q, to_start);
 }
 
-void CoreWorkerImpl::HandleReturns(const rpc::PushTaskReply& reply) {
-  for (const auto& r : reply.returns()) {
+void CoreWorkerImpl::HandleReturns(rpc::PushTaskReply& reply) {
+  for (auto& r : *reply.mutable_returns()) {
     auto id = ObjectId::FromBinary(r.object_id());
     if (!id.ok()) continue;
     if (r.error().type() != rpc::ErrorInfo::NONE) {
       store_.Fail(*id, MakeError(FromProtoErrorType(r.error().type()), r.error().message()));
     } else if (!r.stored_remotely()) {
-      store_.Put(*id, std::make_shared<const std::string>(r.data()));
+      store_.Put(*id, std::make_shared<const std::string>(std::move(*r.mutable_data())));
     } else {
       // Large: pull it from the worker now, off the io loop.
       std::string from = AddressKey(r.location());
@@ -305,11 +492,11 @@ void CoreWorkerImpl::HandleReturns(const rpc::PushTaskReply& reply) {
   }
 }
 
-void CoreWorkerImpl::OnNormalTaskFailed(const std::string& key, rpc::TaskSpec spec, const std::string& why) {
+void CoreWorkerImpl::OnNormalTaskFailed(SchedulingQueue& q, rpc::TaskSpec spec, const std::string& why) {
   if (spec.max_retries() < 0 || spec.attempt() < spec.max_retries()) {
     spec.set_attempt(spec.attempt() + 1);
     Logger("core_worker")->info("retrying task {} (attempt {}): {}", spec.function_name(), spec.attempt(), why);
-    queues_[key].tasks.push_front(PendingTask{std::move(spec)});
+    q.tasks.push_front(std::move(spec));
     return;
   }
   FailTask(spec, ErrorType::kWorkerDied, why);
@@ -320,13 +507,13 @@ void CoreWorkerImpl::FailTask(const rpc::TaskSpec& spec, ErrorType type, const s
   err.set_type(ToProtoErrorType(type));
   err.set_message(message);
   RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &err);
-  store_.Fail(ReturnObjectId(*TaskId::FromBinary(spec.task_id()), 1), MakeError(type, message));
+  store_.Fail(ReturnObjectId(spec.task_id(), 1), MakeError(type, message));
+  ReleaseArgs(spec.task_id());
 }
 
-void CoreWorkerImpl::FailQueue(const std::string& key, ErrorType type, const std::string& message) {
-  SchedulingQueue& q = queues_[key];
+void CoreWorkerImpl::FailQueue(SchedulingQueue& q, ErrorType type, const std::string& message) {
   while (!q.tasks.empty()) {
-    FailTask(q.tasks.front().spec, type, message);
+    FailTask(q.tasks.front(), type, message);
     q.tasks.pop_front();
   }
 }
@@ -345,7 +532,14 @@ void CoreWorkerImpl::ReturnLease(const std::shared_ptr<Lease>& lease, bool disco
 }
 
 void CoreWorkerImpl::ReturnIdleLeases() {
-  absl::Time now = absl::Now();
+  absl::MutexLock lock(&tasks_mu_);
+  if (!ReturnIdleLeasesLocked(absl::Now())) {
+    idle_lease_timer_armed_ = false;
+    idle_lease_timer_.reset();
+  }
+}
+
+bool CoreWorkerImpl::ReturnIdleLeasesLocked(absl::Time now) {
   bool any_left = false;
   for (auto& [key, q] : queues_) {
     for (auto it = q.leases.begin(); it != q.leases.end();) {
@@ -359,7 +553,7 @@ void CoreWorkerImpl::ReturnIdleLeases() {
       }
     }
   }
-  if (!any_left) idle_lease_timer_.reset();
+  return any_left;
 }
 
 }  // namespace manta::core
