@@ -122,6 +122,13 @@ TEST_F(RuntimeTest, ActorCallsKeepTheirOrderAroundArgumentsStillComputed) {
   ExpectClean(*cluster_);
 }
 
+TEST_F(RuntimeTest, ByValueArgumentLargerThanAMessageArrives) {
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"huge_by_value"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK 70 MiB by value sum=73400320"), std::string::npos) << r.out;
+  ExpectClean(*cluster_);
+}
+
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
   CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -41,6 +41,20 @@ int Phase(rpc::ActorInfo::State state) {
 
 // Replies (RegisterActor, GetActorInfo) and published changes reach the loop
 // in any order: `info` is stale when it says less than what `held` says.
+// A push failed with one of these would fail the same way again.
+bool IsRefusal(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnimplemented:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsStale(const rpc::ActorInfo& held, const rpc::ActorInfo& info) {
   if (held.state() == rpc::ActorInfo::DEAD) return true;
   if (info.num_restarts() != held.num_restarts()) return info.num_restarts() < held.num_restarts();
@@ -247,11 +261,18 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
       case rpc::ActorInfo::ALIVE: {
         std::string address = AddressKey(info.address());
         if (address != a.address || restarted) {
-          // A new incarnation: what was sent to the old one is sent again.
+          // A new incarnation: what was sent to the old one is sent again,
+          // numbered afresh from 0 (the new process knows nothing of the
+          // old numbers, and calls completed meanwhile would leave gaps).
           a.send_cursor = 0;
           a.resend.clear();
           a.address = address;
           a.stub = pool_.Worker(address);
+          a.next_wire_sequence = 0;
+          for (auto& [order, p] : a.pending) {
+            if (p.wire_sequence < 0) break;  // the pushed calls are a prefix
+            p.wire_sequence = a.next_wire_sequence++;
+          }
         }
         SendActorTasks(a, &to_start);
         break;
@@ -279,6 +300,9 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& act
   spec.set_actor_id(actor.Binary());
   ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
+  // Its owned arguments are waited for, and kept until it is done.
+  const bool resolve = HasOwnedRefArgs(spec);
+  if (resolve) HoldArgs(spec.task_id(), spec);
   std::vector<PushCall*> to_start;
   bool follow = false;
   {
@@ -296,13 +320,11 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& act
       // Calls go out in the order they are made in.
       int64_t order = a.next_call++;
       spec.set_max_retries(a.max_task_retries);
-      if (!HasOwnedRefArgs(spec)) {
+      if (!resolve) {
         a.pending[order].spec = std::move(spec);
         SendActorTasks(a, &to_start);
       } else {
-        // Its owned arguments are waited for (and kept until it is done);
-        // meanwhile it holds back the calls made after it.
-        HoldArgs(spec.task_id(), spec);
+        // Meanwhile it holds back the calls made after it.
         PendingActorCall& p = a.pending[order];
         p.spec = spec;
         p.resolving = true;
@@ -352,11 +374,7 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
     to_send.push_back(it->first);
     a.send_cursor = it->first + 1;
   }
-  // The calls pushed so far are a prefix of `pending`: below the first
-  // pending one's number, the caller has every reply.
-  const auto& first = a.pending.begin();
-  int64_t lowest_unacked = a.pending.empty() || first->second.wire_sequence < 0 ? a.next_wire_sequence
-                                                                               : first->second.wire_sequence;
+  const int64_t lowest_unacked = LowestUnacked(a);
   for (int64_t order : to_send) {
     PendingActorCall& p = a.pending.at(order);
     auto* call = new PushCall;
@@ -379,6 +397,33 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
     RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
     to_start->push_back(call);
   }
+}
+
+int64_t CoreWorkerImpl::LowestUnacked(const ActorState& a) {
+  // The calls pushed so far are a prefix of `pending`: below the first
+  // pending one's number, the caller has every reply.
+  if (a.pending.empty() || a.pending.begin()->second.wire_sequence < 0) return a.next_wire_sequence;
+  return a.pending.begin()->second.wire_sequence;
+}
+
+CoreWorkerImpl::PushCall* CoreWorkerImpl::SkipPush(const ActorState& a, const std::string& task_id,
+                                                   int64_t wire_sequence) {
+  auto* call = new PushCall;
+  call->actor = a.id;
+  call->address = a.address;
+  call->sequence = -1;  // no pending call: its reply settles nothing
+  call->stub = a.stub;
+  rpc::PushTaskRequest& req = call->request;
+  req.set_intended_worker_id(a.info.address().worker_id());
+  req.set_caller_lowest_unacked(LowestUnacked(a));
+  req.set_skip(true);
+  rpc::TaskSpec* spec = req.mutable_spec();
+  spec->set_type(rpc::TaskSpec::ACTOR_TASK);
+  spec->set_task_id(task_id);
+  spec->set_actor_id(a.id.Binary());
+  spec->set_caller_worker_id(address_proto_.worker_id());
+  spec->set_sequence_number(wire_sequence);
+  return call;
 }
 
 void CoreWorkerImpl::ScheduleResend(ActorState& a) {
@@ -404,7 +449,7 @@ void CoreWorkerImpl::ScheduleResend(ActorState& a) {
   });
 }
 
-void CoreWorkerImpl::OnActorTaskReply(PushCall& call) {
+void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to_start) {
   auto it = actors_.find(call.actor);
   if (it == actors_.end()) return;
   ActorState& a = *it->second;
@@ -425,21 +470,37 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call) {
   // This push is over: the spec comes back to the pending call.
   p->second.spec = std::move(*call.request.mutable_spec());
   p->second.pushed = nullptr;
-  // The actor's worker is unreachable: push again, to this worker if the
-  // GCS still says it is alive, else to the next incarnation, if this call
-  // may be retried; the GCS tells us what happened.
-  int& used = p->second.retries_used;
-  if (a.max_task_retries < 0 || used < a.max_task_retries) {
-    ++used;
+  // A push refused for what it is fails for good; otherwise the actor's
+  // worker is unreachable: push again, to this worker while the GCS says it
+  // is alive, else to the next incarnation, if this call may be retried (one
+  // retry per incarnation); the GCS tells us what happened.
+  const bool refused = IsRefusal(call.status.code());
+  PendingActorCall& pc = p->second;
+  const int64_t incarnation = a.info.num_restarts();
+  if (!refused && (pc.charged_incarnation == incarnation || a.max_task_retries < 0 ||
+                   pc.retries_used < a.max_task_retries)) {
+    if (pc.charged_incarnation != incarnation) {
+      pc.charged_incarnation = incarnation;
+      ++pc.retries_used;
+    }
     if (a.address == call.address) {
       a.resend.insert(s);
       ScheduleResend(a);
     }
     return;
   }
-  FailTask(p->second.Spec(), ErrorType::kActorDied,
-           "the actor's worker died while running this call: " + std::string(call.status.message()));
+  const std::string task_id = pc.Spec().task_id();
+  const int64_t wire = pc.wire_sequence;
+  if (refused) {
+    FailTask(pc.Spec(), ErrorType::kInvalidArgument,
+             "the actor's worker refused this call: " + std::string(call.status.message()));
+  } else {
+    FailTask(pc.Spec(), ErrorType::kActorDied,
+             "the actor's worker died while running this call: " + std::string(call.status.message()));
+  }
   a.pending.erase(p);
+  // The actor may hold later calls until this one's number comes.
+  if (wire >= 0 && a.address == call.address) to_start->push_back(SkipPush(a, task_id, wire));
 }
 
 void CoreWorkerImpl::FailActorTasks(ActorState& a, const std::string& why) {

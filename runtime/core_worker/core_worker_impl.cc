@@ -80,9 +80,9 @@ absl::Status CoreWorker::RunWorker(const CoreWorkerOptions& given) {
 void CoreWorker::Shutdown() {
   CoreWorkerImpl* cw = g_current.exchange(nullptr);
   if (cw == nullptr) return;
-  cw->Stop();
+  const bool quiet = cw->Stop();
   Printer().Flush();
-  delete cw;
+  if (quiet) delete cw;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -172,15 +172,15 @@ absl::Status CoreWorkerImpl::Start() {
   return absl::OkStatus();
 }
 
-void CoreWorkerImpl::Stop() {
-  if (stopping_) return;
+bool CoreWorkerImpl::Stop() {
+  if (stopping_) return true;
   {
     absl::MutexLock lock(&live_mu_);  // no push starts after this
     stopping_ = true;
   }
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
-  CancelPushes();
+  const bool quiet = CancelPushes();
   if (!is_worker_ && !job_id_.IsNil() && gcs_jobs_) {
     // Return the leases, then finish the job so the cluster cleans up.
     auto returned = std::make_shared<std::promise<void>>();
@@ -209,6 +209,8 @@ void CoreWorkerImpl::Stop() {
     loop_.Stop();
   });
   if (io_thread_.joinable()) io_thread_.join();
+  if (quiet) DeleteEndedPushes();
+  return quiet;
 }
 
 absl::Status CoreWorkerImpl::RegisterJob() {

@@ -98,7 +98,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
 
   // Starts the io loop and the server, registers (job or worker).
   absl::Status Start();
-  void Stop();
+  // Finishes the job (driver) and stops everything; false when some call
+  // could still reach this object, which must then be left allocated.
+  bool Stop();
 
   // --- CoreWorker ---
   absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
@@ -199,8 +201,11 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
   void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
   void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
-  // Stopping: cancels the pushes in flight and waits for their completions.
-  void CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
+  // Stopping: cancels the pushes in flight and waits for their completions;
+  // false if some did not end (this object must then not be freed).
+  bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
+  // Stopped, loop and server gone: frees the calls that ended meanwhile.
+  void DeleteEndedPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
 
   // ---- normal tasks (task_submitter.cc; any thread, under tasks_mu_) ----
   struct Lease {
@@ -281,6 +286,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     // that fail before being pushed leave no gap the actor would wait on.
     int64_t wire_sequence = -1;
     int retries_used = 0;
+    // The incarnation (num_restarts) a failed push last used a retry in:
+    // pushes that fail again before the GCS reports the restart are free.
+    int64_t charged_incarnation = -1;
     const rpc::TaskSpec& Spec() const { return pushed != nullptr ? pushed->request.spec() : spec; }
   };
   struct ActorState {
@@ -307,7 +315,12 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void SendActorTasks(ActorState& actor, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
   // Pushes `actor.resend` again a little later (from the loop).
   void ScheduleResend(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
-  void OnActorTaskReply(PushCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  // Settles a push; the caller starts `to_start` (a skip push) after.
+  void OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  // Tells the actor a call it may hold others behind will never come.
+  PushCall* SkipPush(const ActorState& actor, const std::string& task_id, int64_t wire_sequence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  static int64_t LowestUnacked(const ActorState& actor);
   void OnActorInfo(const rpc::ActorInfo& info) ABSL_LOCKS_EXCLUDED(actors_mu_);
   void PollActors();                        // io loop
   void SubscribeActor(const ActorId& id);   // io loop
@@ -362,6 +375,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // until their completions, which touch this object, have all run.
   absl::Mutex live_mu_;
   absl::flat_hash_set<PushCall*> live_pushes_ ABSL_GUARDED_BY(live_mu_);
+  std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
   // Argument references held for submitted work (HoldArgs).
   absl::Mutex holds_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);

@@ -115,7 +115,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
                            grpc::ServerUnaryReactor* reactor) {
   Work w{req, reply, reactor};
   Wake wake;
-  std::vector<Work> stale;
+  std::vector<Work> stale, skipped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
@@ -129,9 +129,17 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
       // call: nothing there is worth waiting for (a call that failed at the
       // caller leaves such a gap).
       c.next = std::max(c.next, req->caller_lowest_unacked());
+      // In turn, a skipped call only counts: it ends with nothing run.
+      auto run = [&](const Work& work) {
+        if (work.req->skip()) {
+          skipped.push_back(work);
+        } else {
+          Dispatch(work, &wake);
+        }
+      };
       int64_t seq = req->spec().sequence_number();
       if (seq < c.next) {
-        Dispatch(w, &wake);  // a resend of something already run
+        run(w);  // a resend of something already run
       } else {
         auto [held, fresh] = c.buffered.try_emplace(seq, w);
         if (!fresh) {
@@ -147,13 +155,14 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
         if (c.buffered.begin()->first < c.next) {
           stale.push_back(c.buffered.begin()->second);
         } else {
-          Dispatch(c.buffered.begin()->second, &wake);
+          run(c.buffered.begin()->second);
           ++c.next;
         }
         c.buffered.erase(c.buffered.begin());
       }
     }
   }
+  for (const Work& s : skipped) s.reactor->Finish(grpc::Status::OK);
   for (const Work& old : stale) {
     old.reactor->Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }

@@ -69,6 +69,15 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
       rpc::Address owner;
       if (a.ref->owner_address.empty() || !owner.ParseFromString(a.ref->owner_address)) owner = address_proto_;
       *out->mutable_owner() = owner;
+    } else if (a.data.size() > kInlineLimit) {
+      // A large value travels as an object this process owns, fetched in
+      // chunks by the worker, as a Put value would: no push carries it, so
+      // none nears the message limit. The task's hold (HoldArgs) is its only
+      // reference.
+      ObjectId id = ObjectId::FromRandom();
+      store_.Put(id, std::make_shared<const std::string>(std::move(a.data)));
+      out->set_object_id(id.Binary());
+      *out->mutable_owner() = address_proto_;
     } else {
       out->set_data(std::move(a.data));
     }
@@ -365,15 +374,17 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
 // ---------------------------------------------------------------- pushes
 
 void CoreWorkerImpl::StartPush(PushCall* call) {
+  rpc::PrepareContext(&call->ctx, options_.token, kPushTimeout);
   {
     absl::MutexLock lock(&live_mu_);
     if (stopping_) {
-      delete call;
+      // Not started; a pending actor call may still point at it, so it
+      // lives until Stop() is done.
+      ended_pushes_.push_back(call);
       return;
     }
     live_pushes_.insert(call);
   }
-  rpc::PrepareContext(&call->ctx, options_.token, kPushTimeout);
   call->stub->async()->PushTask(&call->ctx, &call->request, &call->reply,
                                 [this, call](grpc::Status status) { OnPushDone(call, status); });
 }
@@ -387,7 +398,13 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
   auto done = [this, call] {
     absl::MutexLock lock(&live_mu_);
     live_pushes_.erase(call);
-    delete call;
+    // Once stopping, CancelPushes may still be cancelling it, and a pending
+    // actor call may still point at it: Stop() deletes it at the end.
+    if (stopping_) {
+      ended_pushes_.push_back(call);
+    } else {
+      delete call;
+    }
   };
   if (stopping_) return done();
   // Returns are stored first, so a waiting Get wakes while the bookkeeping
@@ -400,7 +417,7 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
   std::vector<PushCall*> to_start;
   if (call->queue == nullptr) {
     absl::MutexLock lock(&actors_mu_);
-    OnActorTaskReply(*call);
+    OnActorTaskReply(*call, &to_start);
   } else {
     absl::MutexLock lock(&tasks_mu_);
     OnNormalTaskReply(*call, &to_start);
@@ -411,15 +428,31 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
   done();
 }
 
-void CoreWorkerImpl::CancelPushes() {
+bool CoreWorkerImpl::CancelPushes() {
+  // stopping_ is set: no push starts and none is deleted but here. Cancel
+  // without the lock (a completion may run inline and take it).
+  std::vector<PushCall*> live;
+  {
+    absl::MutexLock lock(&live_mu_);
+    live.assign(live_pushes_.begin(), live_pushes_.end());
+  }
+  for (PushCall* call : live) call->ctx.TryCancel();
   absl::MutexLock lock(&live_mu_);
-  for (PushCall* call : live_pushes_) call->ctx.TryCancel();
   if (!live_mu_.AwaitWithTimeout(absl::Condition(
                                      +[](absl::flat_hash_set<PushCall*>* live) { return live->empty(); },
                                      &live_pushes_),
                                  absl::Seconds(10))) {
+    // Their completions would touch a freed object: keep them, and it.
     Logger("core_worker")->error("{} task pushes did not end after being cancelled", live_pushes_.size());
+    return false;
   }
+  return true;
+}
+
+void CoreWorkerImpl::DeleteEndedPushes() {
+  absl::MutexLock lock(&live_mu_);
+  for (PushCall* call : ended_pushes_) delete call;
+  ended_pushes_.clear();
 }
 
 CoreWorkerImpl::PushCall* CoreWorkerImpl::PushNormalTask(SchedulingQueue& q, const std::shared_ptr<Lease>& lease,

@@ -171,6 +171,21 @@ int DroppedArgument() {
   return 0;
 }
 
+// A value passed by value that is larger than any one message may be
+// (64 MiB) still reaches the task and the actor: it travels as an object.
+int HugeByValueArgument() {
+  std::vector<uint8_t> data(70 << 20, 1);
+  auto sum = manta::TryGet(manta::Task(SumBytes).Remote(data), absl::Seconds(60));
+  if (!sum.ok()) return Fail("task: " + sum.status().ToString());
+  if (**sum != int64_t{70} << 20) return Fail("task saw different bytes");
+  auto a = manta::Actor(Recorder::Create).Remote(0);
+  auto back = manta::TryGet(a.Task(&Recorder::EchoBytes).Remote(data), absl::Seconds(60));
+  if (!back.ok()) return Fail("actor call: " + back.status().ToString());
+  if ((*back)->size() != data.size()) return Fail("actor call saw different bytes");
+  std::cout << "OK 70 MiB by value sum=" << **sum << std::endl;
+  return 0;
+}
+
 // Actor calls whose arguments are still being computed keep their place:
 // the first call to a fresh actor waits on a slow task, and the calls made
 // after it run after it. A call whose argument failed fails alone, and the
@@ -316,6 +331,8 @@ int main(int argc, char** argv) {
     rc = BigObject();
   } else if (scenario == "calls_waiting_on_arguments") {
     rc = CallsWaitingOnArguments();
+  } else if (scenario == "huge_by_value") {
+    rc = HugeByValueArgument();
   } else if (scenario == "dropped_argument") {
     rc = DroppedArgument();
   } else if (scenario == "retry_after_worker_death") {
