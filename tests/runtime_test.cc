@@ -129,6 +129,13 @@ TEST_F(RuntimeTest, ByValueArgumentLargerThanAMessageArrives) {
   ExpectClean(*cluster_);
 }
 
+TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"borrowed_refs"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK borrowed value kept, then freed sum=5242880"), std::string::npos) << r.out;
+  ExpectClean(*cluster_);
+}
+
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
   CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

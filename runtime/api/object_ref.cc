@@ -76,7 +76,13 @@ void ObjectRefBase::msgpack_unpack(const msgpack::object& o) {
   Release();
   info_.id = *id;
   info_.owner_address = std::move(owner);
-  AddReference(info_.id);
+  if (info_.id.IsNil()) return;
+  if (core::CoreWorker* core = core::CoreWorker::Current()) core->AddBorrowedReference(info_);
+}
+
+std::vector<core::ObjectRefInfo>*& ContainedRefs() {
+  thread_local std::vector<core::ObjectRefInfo>* refs = nullptr;
+  return refs;
 }
 
 void UnpackActorHandle(const msgpack::object& o, ActorId* id, std::string* class_name) {

@@ -21,6 +21,9 @@ namespace {
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr int kActorPollWaitMs = 30000;
 constexpr absl::Duration kResendDelay = absl::Milliseconds(100);
+// Resends of a call to an unreachable worker the GCS still calls alive that
+// cost no retry: 10 s of them.
+constexpr int kMaxFreeResends = 100;
 
 std::string DeathMessage(const rpc::ActorInfo& info) {
   return info.death_cause().message().empty() ? "the actor is dead" : info.death_cause().message();
@@ -39,8 +42,6 @@ int Phase(rpc::ActorInfo::State state) {
   }
 }
 
-// Replies (RegisterActor, GetActorInfo) and published changes reach the loop
-// in any order: `info` is stale when it says less than what `held` says.
 // A push failed with one of these would fail the same way again.
 bool IsRefusal(absl::StatusCode code) {
   switch (code) {
@@ -55,6 +56,8 @@ bool IsRefusal(absl::StatusCode code) {
   }
 }
 
+// Replies (RegisterActor, GetActorInfo) and published changes reach the loop
+// in any order: `info` is stale when it says less than what `held` says.
 bool IsStale(const rpc::ActorInfo& held, const rpc::ActorInfo& info) {
   if (held.state() == rpc::ActorInfo::DEAD) return true;
   if (info.num_restarts() != held.num_restarts()) return info.num_restarts() < held.num_restarts();
@@ -75,7 +78,8 @@ std::unique_ptr<CoreWorkerImpl::ActorState> CoreWorkerImpl::NewActorState(const 
 absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                                     const ActorOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
-  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args));
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args), &contained);
   // The GCS has a worker started for the actor and owns it for this caller.
   AddCallerAndProgram(&spec);
   ActorId id = ActorId::FromRandom();
@@ -95,7 +99,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
   // Creation arguments this process owns live as long as the actor may
   // (re)start: until it is dead.
-  HoldArgs(spec.actor_id(), spec);
+  HoldArgs(spec.actor_id(), spec, contained);
   if (!options.name.empty()) {
     // Named actors: the name must be free; the GCS decides, synchronously.
     auto registered = std::make_shared<std::promise<absl::Status>>();
@@ -269,6 +273,7 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
           a.address = address;
           a.stub = pool_.Worker(address);
           a.next_wire_sequence = 0;
+          a.skips.clear();  // numbers of the old incarnation
           for (auto& [order, p] : a.pending) {
             if (p.wire_sequence < 0) break;  // the pushed calls are a prefix
             p.wire_sequence = a.next_wire_sequence++;
@@ -296,13 +301,14 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
 
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                                               std::vector<Arg> args) {
-  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args));
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args), &contained);
   spec.set_actor_id(actor.Binary());
   ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
-  // Its owned arguments are waited for, and kept until it is done.
+  // Its owned arguments are waited for; its references kept until it is done.
   const bool resolve = HasOwnedRefArgs(spec);
-  if (resolve) HoldArgs(spec.task_id(), spec);
+  HoldArgs(spec.task_id(), spec, contained);
   std::vector<PushCall*> to_start;
   bool follow = false;
   {
@@ -375,6 +381,8 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
     a.send_cursor = it->first + 1;
   }
   const int64_t lowest_unacked = LowestUnacked(a);
+  for (const auto& [wire, task_id] : a.skips) to_start->push_back(SkipPush(a, task_id, wire));
+  a.skips.clear();
   for (int64_t order : to_send) {
     PendingActorCall& p = a.pending.at(order);
     auto* call = new PushCall;
@@ -393,6 +401,7 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
       *req.mutable_spec() = p.pushed->request.spec();
     }
     req.mutable_spec()->set_sequence_number(p.wire_sequence);
+    call->incarnation = a.info.num_restarts();
     p.pushed = call;
     RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
     to_start->push_back(call);
@@ -413,6 +422,7 @@ CoreWorkerImpl::PushCall* CoreWorkerImpl::SkipPush(const ActorState& a, const st
   call->address = a.address;
   call->sequence = -1;  // no pending call: its reply settles nothing
   call->stub = a.stub;
+  call->incarnation = a.info.num_restarts();
   rpc::PushTaskRequest& req = call->request;
   req.set_intended_worker_id(a.info.address().worker_id());
   req.set_caller_lowest_unacked(LowestUnacked(a));
@@ -454,8 +464,18 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   if (it == actors_.end()) return;
   ActorState& a = *it->second;
   const int64_t s = call.sequence;
-  auto p = a.pending.find(s);
-  if (p == a.pending.end()) return;
+  // Still the incarnation (and worker) this push went to.
+  const bool same_worker = a.address == call.address && a.info.num_restarts() == call.incarnation;
+  auto p = s < 0 ? a.pending.end() : a.pending.find(s);
+  if (p == a.pending.end()) {
+    // A skip, or a push of a call settled by another push. If it failed, the
+    // worker may wait on its number: skip it (again, after a while).
+    if (!call.status.ok() && same_worker) {
+      a.skips[call.request.spec().sequence_number()] = call.request.spec().task_id();
+      ScheduleResend(a);
+    }
+    return;
+  }
   const bool latest = p->second.pushed == &call;
   if (call.status.ok()) {
     const rpc::PushTaskReply& reply = call.reply;
@@ -468,22 +488,26 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   // A newer push of this call is out (to a new incarnation): it decides.
   if (!latest) return;
   // This push is over: the spec comes back to the pending call.
-  p->second.spec = std::move(*call.request.mutable_spec());
-  p->second.pushed = nullptr;
-  // A push refused for what it is fails for good; otherwise the actor's
-  // worker is unreachable: push again, to this worker while the GCS says it
-  // is alive, else to the next incarnation, if this call may be retried (one
-  // retry per incarnation); the GCS tells us what happened.
-  const bool refused = IsRefusal(call.status.code());
   PendingActorCall& pc = p->second;
-  const int64_t incarnation = a.info.num_restarts();
-  if (!refused && (pc.charged_incarnation == incarnation || a.max_task_retries < 0 ||
-                   pc.retries_used < a.max_task_retries)) {
-    if (pc.charged_incarnation != incarnation) {
-      pc.charged_incarnation = incarnation;
+  pc.spec = std::move(*call.request.mutable_spec());
+  pc.pushed = nullptr;
+  // A push refused for what it is fails for good. Otherwise it may be
+  // pushed again, to this worker while the GCS says it is alive, else to the
+  // next incarnation, if the call has retries left. An unreachable worker
+  // costs one retry per incarnation (the GCS is about to report its death),
+  // for a while; any other failure costs one each time.
+  const bool refused = IsRefusal(call.status.code());
+  const bool costless = absl::IsUnavailable(call.status) && pc.charged_incarnation == call.incarnation &&
+                    pc.free_resends < kMaxFreeResends;
+  if (!refused && (costless || a.max_task_retries < 0 || pc.retries_used < a.max_task_retries)) {
+    if (costless) {
+      ++pc.free_resends;
+    } else {
+      pc.charged_incarnation = call.incarnation;
+      pc.free_resends = 0;
       ++pc.retries_used;
     }
-    if (a.address == call.address) {
+    if (same_worker) {
       a.resend.insert(s);
       ScheduleResend(a);
     }
@@ -499,8 +523,8 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
              "the actor's worker died while running this call: " + std::string(call.status.message()));
   }
   a.pending.erase(p);
-  // The actor may hold later calls until this one's number comes.
-  if (wire >= 0 && a.address == call.address) to_start->push_back(SkipPush(a, task_id, wire));
+  // The worker may hold later calls until this one's number comes.
+  if (wire >= 0 && same_worker) to_start->push_back(SkipPush(a, task_id, wire));
 }
 
 void CoreWorkerImpl::FailActorTasks(ActorState& a, const std::string& why) {

@@ -57,10 +57,15 @@ struct ObjectRefInfo {
 // One argument of a call: a serialized value, or a reference whose value
 // the callee receives (resolved before the task runs).
 struct Arg {
-  static Arg Value(std::string data) { return Arg{std::move(data), std::nullopt}; }
-  static Arg Ref(ObjectRefInfo ref) { return Arg{{}, std::move(ref)}; }
+  static Arg Value(std::string data, std::vector<ObjectRefInfo> contained = {}) {
+    return Arg{std::move(data), std::nullopt, std::move(contained)};
+  }
+  static Arg Ref(ObjectRefInfo ref) { return Arg{{}, std::move(ref), {}}; }
   std::string data;
   std::optional<ObjectRefInfo> ref;
+  // The references serialized inside `data`: the submitted work keeps them
+  // alive until the callee, which deserializes them, holds its own.
+  std::vector<ObjectRefInfo> contained;
 };
 
 struct TaskOptions {
@@ -191,9 +196,15 @@ class CoreWorker {
                                  absl::Duration timeout) = 0;
 
   // Reference counting: the API's ObjectRef copies call these. A value is
-  // freed when its owner holds no reference and none is in flight.
+  // freed when its owner holds no reference, no submitted work holds one
+  // (as an argument, or inside an argument's value), and no borrower does.
   virtual void AddLocalReference(const ObjectId& id) = 0;
   virtual void RemoveLocalReference(const ObjectId& id) = 0;
+  // A reference that arrived inside a value (deserialized). When another
+  // process owns it and this is the first one here, this process registers
+  // with the owner as a borrower first (a blocking call), and unregisters
+  // when its last reference goes.
+  virtual void AddBorrowedReference(const ObjectRefInfo& info) { AddLocalReference(info.id); }
 
   // ---- Placement groups (blocking GCS calls; statuses carry the GCS's code
   // and message: InvalidArgument for a malformed spec, AlreadyExists for a

@@ -323,8 +323,6 @@ std::vector<bool> CoreWorkerImpl::Wait(const std::vector<ObjectRefInfo>& refs, i
   return store_.Wait(ids, num_returns, deadline);
 }
 
-void CoreWorkerImpl::AddLocalReference(const ObjectId& id) { store_.AddReference(id); }
-void CoreWorkerImpl::RemoveLocalReference(const ObjectId& id) { store_.RemoveReference(id); }
 
 absl::StatusOr<Value> CoreWorkerImpl::ResolveArg(const rpc::TaskArg& arg) {
   if (arg.object_id().empty()) return std::make_shared<const std::string>(arg.data());

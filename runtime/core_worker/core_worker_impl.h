@@ -117,6 +117,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;
   void AddLocalReference(const ObjectId& id) override;
   void RemoveLocalReference(const ObjectId& id) override;
+  void AddBorrowedReference(const ObjectRefInfo& info) override;
   // Placement groups and the node table (placement_groups.cc; any thread
   // but the io loop).
   absl::StatusOr<PlacementGroupData> CreatePlacementGroup(const PlacementGroupData& spec) override;
@@ -143,6 +144,12 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                       rpc::KillActorOnWorkerReply* reply) override;
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* ctx, const rpc::ExitRequest* req,
                                  rpc::ExitReply* reply) override;
+  grpc::ServerUnaryReactor* AddBorrower(grpc::CallbackServerContext* ctx, const rpc::AddBorrowerRequest* req,
+                                        rpc::AddBorrowerReply* reply) override;
+  grpc::ServerUnaryReactor* RemoveBorrower(grpc::CallbackServerContext* ctx, const rpc::RemoveBorrowerRequest* req,
+                                           rpc::RemoveBorrowerReply* reply) override;
+  grpc::ServerUnaryReactor* CheckWorker(grpc::CallbackServerContext* ctx, const rpc::CheckWorkerRequest* req,
+                                        rpc::CheckWorkerReply* reply) override;
 
   // Worker: runs tasks on the calling (main) thread until exit; never returns.
   [[noreturn]] void RunTaskLoop();
@@ -180,7 +187,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // One PushTask call; it owns the spec it carries while the call runs, so
   // a push copies nothing. Its completion runs on a gRPC thread, which
   // stores the returns, settles the call (under tasks_mu_ or actors_mu_),
-  // starts whatever that makes due and deletes it.
+  // starts whatever that makes due and deletes it (once stopping, Stop()
+  // deletes it).
   struct PushCall {
     grpc::ClientContext ctx;
     rpc::PushTaskRequest request;
@@ -194,7 +202,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     // key in ActorState::pending).
     ActorId actor;
     std::string address;
-    int64_t sequence = 0;
+    int64_t sequence = 0;       // -1: a skip
+    int64_t incarnation = 0;    // the actor's num_restarts when pushed
   };
   // Start calls made under tasks_mu_ or actors_mu_, once it is released.
   // Once stopping, calls are dropped instead.
@@ -250,7 +259,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // alive (a reference each, under `key`: a task id, or an actor id for a
   // constructor) until ReleaseArgs(key): when the task is done for good, or
   // the actor dead. Then the caller may drop its own refs at once.
-  void HoldArgs(const std::string& key, const rpc::TaskSpec& spec) ABSL_LOCKS_EXCLUDED(holds_mu_);
+  void HoldArgs(const std::string& key, const rpc::TaskSpec& spec, const std::vector<ObjectId>& contained)
+      ABSL_LOCKS_EXCLUDED(holds_mu_);
   void ReleaseArgs(const std::string& key) ABSL_LOCKS_EXCLUDED(holds_mu_);
   // Asks for leases the queue needs and makes the pushes it can; the caller
   // starts `to_start` once tasks_mu_ is released.
@@ -289,6 +299,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     // The incarnation (num_restarts) a failed push last used a retry in:
     // pushes that fail again before the GCS reports the restart are free.
     int64_t charged_incarnation = -1;
+    int free_resends = 0;
     const rpc::TaskSpec& Spec() const { return pushed != nullptr ? pushed->request.spec() : spec; }
   };
   struct ActorState {
@@ -305,6 +316,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     std::set<int64_t> resend;
     // A resend of a failed push is scheduled on the loop.
     bool resend_timer_armed = false;
+    // Skips to push again (their push failed), by wire number: task id.
+    std::map<int64_t, std::string> skips;
     std::string address;  // "ip:port" while ALIVE
     rpc::CoreWorkerService::Stub* stub = nullptr;  // to `address`
   };
@@ -336,7 +349,17 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void FlushTaskEvents();
   // A spec with what the worker running it needs (id, job, function,
   // caller, arguments).
-  rpc::TaskSpec BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name, std::vector<Arg> args);
+  // `contained`: the refs serialized inside the arguments' values.
+  rpc::TaskSpec BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name, std::vector<Arg> args,
+                         std::vector<ObjectId>* contained);
+
+  // ---- borrowing (references.cc) ----
+  // This process's last reference to a borrowed object went: unregister.
+  void EndBorrow(const ObjectId& id) ABSL_LOCKS_EXCLUDED(borrow_mu_);
+  // Owner: every few seconds while anyone borrows, drop the borrows of
+  // processes that are gone (io loop).
+  void CheckBorrowers();
+  void DropBorrower(const std::string& worker_id) ABSL_LOCKS_EXCLUDED(borrow_mu_);
   // Adds the caller's address and the program workers run, which lease
   // requests and actor registrations carry.
   void AddCallerAndProgram(rpc::TaskSpec* spec) const;
@@ -380,6 +403,24 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::Mutex holds_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);
   std::atomic<size_t> num_arg_holds_{0};  // arg_holds_.size(), read without the lock
+
+  absl::Mutex borrow_mu_;
+  // Borrower side: objects others own that this process holds refs to, with
+  // the owner's "ip:port" and how many registrations are live.
+  struct Borrowed {
+    std::string owner;
+    int registrations = 0;
+  };
+  absl::flat_hash_map<ObjectId, Borrowed> borrowed_ ABSL_GUARDED_BY(borrow_mu_);
+  std::atomic<size_t> num_borrowed_{0};  // borrowed_.size()
+  // Owner side: per borrowing worker, its address and the registrations it
+  // holds per object (each is one reference in the store).
+  struct Borrower {
+    rpc::Address address;
+    absl::flat_hash_map<ObjectId, int> objects;
+  };
+  absl::flat_hash_map<std::string, Borrower> borrowers_ ABSL_GUARDED_BY(borrow_mu_);
+  bool borrower_check_armed_ ABSL_GUARDED_BY(borrow_mu_) = false;
 
   // The normal-task scheduling queues, by SchedulingKey.
   absl::Mutex tasks_mu_;

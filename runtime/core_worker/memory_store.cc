@@ -6,7 +6,7 @@ namespace manta::core {
 
 void MemoryStore::Expect(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
-  entries_.try_emplace(id);
+  entries_[id].expected = true;
 }
 
 void MemoryStore::Put(const ObjectId& id, Value value) { MakeReady(id, std::move(value)); }
@@ -122,22 +122,34 @@ void MemoryStore::OnReady(const ObjectId& id, std::function<void(const absl::Sta
   cb(value);
 }
 
-void MemoryStore::AddReference(const ObjectId& id) {
+int64_t MemoryStore::AddReference(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
-  ++entries_[id].refs;
+  return ++entries_[id].refs;
 }
 
-void MemoryStore::RemoveReference(const ObjectId& id) {
+bool MemoryStore::TryAddReference(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
-  if (it == entries_.end()) return;
-  if (--it->second.refs > 0) return;
-  if (!it->second.ready || !it->second.callbacks.empty()) {
-    it->second.released = true;
-    return;
+  if (it == entries_.end()) return false;
+  ++it->second.refs;
+  return true;
+}
+
+int64_t MemoryStore::RemoveReference(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return -1;
+  Entry& e = it->second;
+  if (--e.refs > 0) return e.refs;
+  if (!e.callbacks.empty() || (!e.ready && e.expected)) {
+    // A value is coming, or someone waits for it: erase it once it is here.
+    e.released = true;
+    return 0;
   }
-  if (it->second.value.ok() && *it->second.value) bytes_ -= static_cast<int64_t>((*it->second.value)->size());
+  // Ready, or only ever referenced (a ref to a value elsewhere, not fetched).
+  if (e.ready && e.value.ok() && *e.value) bytes_ -= static_cast<int64_t>((*e.value)->size());
   entries_.erase(it);
+  return 0;
 }
 
 void MemoryStore::Erase(const ObjectId& id) {

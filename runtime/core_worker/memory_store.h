@@ -45,9 +45,14 @@ class MemoryStore {
   // Runs `cb` (outside the lock) once `id` is ready; at once if it is.
   void OnReady(const ObjectId& id, std::function<void(const absl::StatusOr<Value>&)> cb);
 
-  // Reference counting. An entry whose count drops to zero is erased.
-  void AddReference(const ObjectId& id);
-  void RemoveReference(const ObjectId& id);
+  // Reference counting. An entry whose count drops to zero is erased (a
+  // pending one once it is ready). Both return the new count; Remove
+  // returns -1 for an id this store does not have.
+  int64_t AddReference(const ObjectId& id);
+  int64_t RemoveReference(const ObjectId& id);
+  // A reference to an entry this store has (pending or ready); false, and
+  // nothing changes, when it has none.
+  bool TryAddReference(const ObjectId& id);
   void Erase(const ObjectId& id);
 
   size_t size();
@@ -56,6 +61,7 @@ class MemoryStore {
  private:
   struct Entry {
     bool ready = false;
+    bool expected = false;        // a value is coming (Expect)
     absl::StatusOr<Value> value;  // meaningful once ready
     int64_t refs = 0;
     // Every reference was dropped while the value was pending: erase it as

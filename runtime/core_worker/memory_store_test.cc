@@ -57,6 +57,27 @@ TEST(MemoryStoreTest, ReferencesFreeValuesIncludingOnesReleasedWhilePending) {
   EXPECT_EQ(store.size(), 0u);
 }
 
+TEST(MemoryStoreTest, CountsAreReturnedAndRefsToValuesElsewhereLeaveNothing) {
+  MemoryStore store;
+  ObjectId a = ObjectId::FromRandom();
+  EXPECT_FALSE(store.TryAddReference(a));  // unknown: nothing made
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_EQ(store.RemoveReference(a), -1);
+  // A ref to a value another process owns, never fetched: the entry goes
+  // with the last ref (nothing is expected here).
+  EXPECT_EQ(store.AddReference(a), 1);
+  EXPECT_EQ(store.AddReference(a), 2);
+  EXPECT_EQ(store.RemoveReference(a), 1);
+  EXPECT_EQ(store.RemoveReference(a), 0);
+  EXPECT_EQ(store.size(), 0u);
+
+  ObjectId b = ObjectId::FromRandom();
+  store.Put(b, std::make_shared<const std::string>("v"));
+  EXPECT_TRUE(store.TryAddReference(b));
+  EXPECT_EQ(store.RemoveReference(b), 0);
+  EXPECT_FALSE(store.Contains(b));
+}
+
 TEST(MemoryStoreTest, WaitReturnsOnceEnoughAreReadyAndOnReadyFires) {
   MemoryStore store;
   ObjectId a = ObjectId::FromRandom(), b = ObjectId::FromRandom();

@@ -52,7 +52,7 @@ TaskId CoreWorkerImpl::NextTaskId() {
 }
 
 rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name,
-                                       std::vector<Arg> args) {
+                                       std::vector<Arg> args, std::vector<ObjectId>* contained) {
   // Only what the worker running the task needs: the program to start and
   // the demand travel in lease requests (a queue's shape) and actor
   // registrations, not with every push.
@@ -63,17 +63,19 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
   spec.set_function_name(function_name);
   spec.set_caller_worker_id(address_proto_.worker_id());
   for (Arg& a : args) {
+    for (const ObjectRefInfo& r : a.contained) contained->push_back(r.id);
     rpc::TaskArg* out = spec.add_args();
     if (a.ref) {
       out->set_object_id(a.ref->id.Binary());
       rpc::Address owner;
       if (a.ref->owner_address.empty() || !owner.ParseFromString(a.ref->owner_address)) owner = address_proto_;
       *out->mutable_owner() = owner;
-    } else if (a.data.size() > kInlineLimit) {
+    } else if (a.data.size() > kInlineLimit && type != rpc::TaskSpec::ACTOR_CREATION_TASK) {
       // A large value travels as an object this process owns, fetched in
       // chunks by the worker, as a Put value would: no push carries it, so
       // none nears the message limit. The task's hold (HoldArgs) is its only
-      // reference.
+      // reference. (Not for constructors: a detached actor may restart after
+      // this process is gone.)
       ObjectId id = ObjectId::FromRandom();
       store_.Put(id, std::make_shared<const std::string>(std::move(a.data)));
       out->set_object_id(id.Binary());
@@ -138,7 +140,8 @@ void CoreWorkerImpl::InitQueue(SchedulingQueue& q, const TaskOptions& options) {
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                          const TaskOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
-  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args));
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args), &contained);
   spec.set_max_retries(options.max_retries);
   // The worker sets these while the task runs.
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
@@ -146,7 +149,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& func
   ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
   const bool resolve = HasOwnedRefArgs(spec);
-  if (resolve) HoldArgs(spec.task_id(), spec);
+  HoldArgs(spec.task_id(), spec, contained);
   SchedulingQueue* q;
   std::vector<PushCall*> to_start;
   {
@@ -188,16 +191,18 @@ bool CoreWorkerImpl::HasOwnedRefArgs(const rpc::TaskSpec& spec) const {
   return false;
 }
 
-void CoreWorkerImpl::HoldArgs(const std::string& key, const rpc::TaskSpec& spec) {
-  std::vector<ObjectId> ids;
+void CoreWorkerImpl::HoldArgs(const std::string& key, const rpc::TaskSpec& spec,
+                              const std::vector<ObjectId>& contained) {
+  // Every reference argument (owned here or borrowed) and every ref inside
+  // an argument's value: the caller holds them now, so none is gone yet.
+  std::vector<ObjectId> ids = contained;
   for (const auto& a : spec.args()) {
-    if (!IsOwnedRefArg(a)) continue;
+    if (a.object_id().empty()) continue;
     auto id = ObjectId::FromBinary(a.object_id());
-    if (!id.ok()) continue;
-    store_.AddReference(*id);
-    ids.push_back(*id);
+    if (id.ok()) ids.push_back(*id);
   }
   if (ids.empty()) return;
+  for (const ObjectId& id : ids) store_.AddReference(id);
   absl::MutexLock lock(&holds_mu_);
   auto& held = arg_holds_[key];
   held.insert(held.end(), ids.begin(), ids.end());
@@ -216,7 +221,7 @@ void CoreWorkerImpl::ReleaseArgs(const std::string& key) {
     arg_holds_.erase(it);
     num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
   }
-  for (const ObjectId& id : ids) store_.RemoveReference(id);
+  for (const ObjectId& id : ids) RemoveLocalReference(id);
 }
 
 void CoreWorkerImpl::ResolveDependencies(rpc::TaskSpec spec,

@@ -99,6 +99,46 @@ class Recorder {
 MANTA_REMOTE(Recorder::Create, &Recorder::Append, &Recorder::InOrder, &Recorder::Count, &Recorder::Pid,
              &Recorder::Tag, &Recorder::EchoBytes);
 
+// Keeps refs it was given inside a value, past the call that gave them.
+class Holder {
+ public:
+  using Refs = std::vector<manta::ObjectRef<std::vector<uint8_t>>>;
+  static Holder* Create() { return new Holder(); }
+  int Keep(Refs refs) {
+    kept_ = std::move(refs);
+    // The ref's wire form alone: it holds nothing.
+    wire_ = *manta::Serialize(kept_.at(0));
+    return static_cast<int>(kept_.size());
+  }
+  int64_t SumKept() {
+    int64_t sum = 0;
+    for (auto& r : kept_) {
+      auto v = manta::Get(r);
+      sum += std::accumulate(v->begin(), v->end(), int64_t{0});
+    }
+    return sum;
+  }
+  int Forget() {
+    kept_.clear();
+    return 0;
+  }
+  // Whether the first kept value is gone from its owner.
+  bool Freed() { return FreedWire(wire_); }
+  // Whether the value of the ref whose wire form is `wire` is gone.
+  static bool FreedWire(const std::string& wire) {
+    auto ref = manta::Deserialize<manta::ObjectRef<std::vector<uint8_t>>>(wire);
+    if (!ref.ok()) return false;
+    auto v = manta::TryGet(*ref, absl::Seconds(5));
+    return !v.ok() && v.status().message().find("freed") != std::string::npos;
+  }
+
+ private:
+  Refs kept_;
+  std::string wire_;
+};
+bool ValueFreed(std::string wire) { return Holder::FreedWire(wire); }
+MANTA_REMOTE(Holder::Create, &Holder::Keep, &Holder::SumKept, &Holder::Forget, &Holder::Freed, ValueFreed);
+
 // Calls meet inside the actor: each waits until `n` calls are in at once.
 // Only an actor that runs calls concurrently lets them all in.
 class Meeting {
@@ -209,6 +249,47 @@ int CallsWaitingOnArguments() {
   if (!v.ok()) return Fail("the call after a failed one: " + v.status().ToString());
   if (**v != 5) return Fail("the call after a failed one returned " + std::to_string(**v));
   std::cout << "OK calls kept their order around arguments; failed one: " << f.status().message() << std::endl;
+  return 0;
+}
+
+// A value whose ref went inside an argument to an actor that keeps it
+// lives while the actor does, after the caller dropped every ref of its
+// own, and goes once the actor lets go.
+int BorrowedRefs() {
+  auto h = manta::Actor(Holder::Create).Remote();
+  {
+    auto ref = manta::Put(std::vector<uint8_t>(1 << 20, 5));
+    if (*manta::Get(h.Task(&Holder::Keep).Remote(Holder::Refs{ref})) != 1) return Fail("Keep");
+  }
+  auto sum = manta::TryGet(h.Task(&Holder::SumKept).Remote(), absl::Seconds(30));
+  if (!sum.ok()) return Fail("the borrowed value was freed: " + sum.status().ToString());
+  if (**sum != int64_t{5} << 20) return Fail("the borrowed value changed");
+  if (*manta::Get(h.Task(&Holder::Freed).Remote())) return Fail("freed while borrowed");
+  manta::Get(h.Task(&Holder::Forget).Remote());
+  bool freed = false;
+  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
+    freed = *manta::Get(h.Task(&Holder::Freed).Remote());
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!freed) return Fail("the value outlived its last borrower");
+
+  // A borrower that dies lets go too (its owner checks on it).
+  auto h2 = manta::Actor(Holder::Create).Remote();
+  std::string wire;
+  {
+    auto ref = manta::Put(std::vector<uint8_t>(1 << 20, 6));
+    wire = *manta::Serialize(ref);
+    if (*manta::Get(h2.Task(&Holder::Keep).Remote(Holder::Refs{ref})) != 1) return Fail("Keep 2");
+  }
+  if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while borrowed by a live actor");
+  manta::Kill(h2);
+  freed = false;
+  for (auto deadline = absl::Now() + absl::Seconds(30); !freed && absl::Now() < deadline;) {
+    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!freed) return Fail("the value outlived its dead borrower");
+  std::cout << "OK borrowed value kept, then freed sum=" << **sum << std::endl;
   return 0;
 }
 
@@ -333,6 +414,8 @@ int main(int argc, char** argv) {
     rc = CallsWaitingOnArguments();
   } else if (scenario == "huge_by_value") {
     rc = HugeByValueArgument();
+  } else if (scenario == "borrowed_refs") {
+    rc = BorrowedRefs();
   } else if (scenario == "dropped_argument") {
     rc = DroppedArgument();
   } else if (scenario == "retry_after_worker_death") {

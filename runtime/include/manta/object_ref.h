@@ -20,6 +20,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -29,6 +30,9 @@
 namespace manta {
 namespace internal {
 
+// While set on this thread (packing an argument), every ref serialized is
+// also listed here.
+std::vector<core::ObjectRefInfo>*& ContainedRefs();
 
 // The type-independent part of ObjectRef<T>.
 class ObjectRefBase {
@@ -42,6 +46,7 @@ class ObjectRefBase {
     packer.pack_array(2);
     packer.pack(info_.id.Binary());
     packer.pack(OwnerAddressForWire());
+    if (auto* refs = ContainedRefs(); refs != nullptr && !info_.id.IsNil()) refs->push_back(info_);
   }
   // Throws msgpack::type_error when `o` is not a serialized ref (caught by
   // Deserialize).

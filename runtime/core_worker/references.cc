@@ -1,0 +1,205 @@
+// Reference counting across processes.
+//
+// Every process counts its references per object id in its MemoryStore. The
+// owner of a value keeps it while its own count is above zero: its
+// ObjectRefs, the submitted work that takes it (HoldArgs), and its borrowers.
+// A borrower is another process that holds refs to the value, which it got
+// inside a value (a task's argument, say): on its first such ref it
+// registers with the owner (AddBorrower, a blocking call, made while the
+// work that carried the ref still holds it), and when its last ref goes it
+// unregisters (RemoveBorrower). The owner asks its borrowers every few
+// seconds whether they still live (CheckWorker) and drops the borrows of
+// those that are gone.
+#include "common/logging.h"
+#include "common/rpc/client_call.h"
+#include "common/rpc/grpc_util.h"
+#include "runtime/core_worker/core_worker_impl.h"
+
+namespace manta::core {
+namespace {
+constexpr absl::Duration kBorrowRpcTimeout = absl::Seconds(10);
+constexpr absl::Duration kBorrowerCheckEvery = absl::Seconds(5);
+}  // namespace
+
+// ---------------------------------------------------------------- borrower side
+
+void CoreWorkerImpl::AddLocalReference(const ObjectId& id) { store_.AddReference(id); }
+
+void CoreWorkerImpl::RemoveLocalReference(const ObjectId& id) {
+  if (store_.RemoveReference(id) == 0 && num_borrowed_.load(std::memory_order_relaxed) > 0) EndBorrow(id);
+}
+
+void CoreWorkerImpl::AddBorrowedReference(const ObjectRefInfo& info) {
+  rpc::Address owner;
+  if (info.owner_address.empty() || !owner.ParseFromString(info.owner_address) ||
+      owner.worker_id() == address_proto_.worker_id()) {
+    store_.AddReference(info.id);  // owned here
+    return;
+  }
+  if (store_.AddReference(info.id) > 1 || stopping_) return;
+  // The first ref here: the value must stay at its owner until this one goes.
+  rpc::AddBorrowerRequest req;
+  req.set_object_id(info.id.Binary());
+  *req.mutable_borrower() = address_proto_;
+  const std::string owner_key = AddressKey(owner);
+  auto* stub = pool_.Worker(owner_key);
+  auto reply = SyncCall<rpc::AddBorrowerReply>(
+      options_.token, [&](auto* ctx, auto* r) { return stub->AddBorrower(ctx, req, r); }, kBorrowRpcTimeout);
+  if (!reply.ok() || !reply->found()) return;  // gone already: a Get says so
+  absl::MutexLock lock(&borrow_mu_);
+  Borrowed& b = borrowed_[info.id];
+  b.owner = owner_key;
+  ++b.registrations;
+  num_borrowed_.store(borrowed_.size(), std::memory_order_relaxed);
+}
+
+void CoreWorkerImpl::EndBorrow(const ObjectId& id) {
+  std::string owner;
+  {
+    absl::MutexLock lock(&borrow_mu_);
+    auto it = borrowed_.find(id);
+    if (it == borrowed_.end()) return;
+    owner = it->second.owner;
+    if (--it->second.registrations <= 0) borrowed_.erase(it);
+    num_borrowed_.store(borrowed_.size(), std::memory_order_relaxed);
+  }
+  rpc::RemoveBorrowerRequest req;
+  req.set_object_id(id.Binary());
+  req.set_borrower_worker_id(address_proto_.worker_id());
+  loop_.Post([this, owner, req = std::move(req)]() mutable {
+    rpc::UnaryCall<rpc::RemoveBorrowerReply>(
+        &loop_, options_.token, kBorrowRpcTimeout, std::move(req),
+        [stub = pool_.Worker(owner)](auto* ctx, auto* r, auto* reply, auto done) {
+          stub->async()->RemoveBorrower(ctx, r, reply, std::move(done));
+        },
+        [](const absl::Status&, rpc::RemoveBorrowerReply&&) {});  // a lost one: CheckWorker settles it
+  });
+}
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::CheckWorker(grpc::CallbackServerContext* ctx,
+                                                      const rpc::CheckWorkerRequest* req,
+                                                      rpc::CheckWorkerReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  if (auth.ok()) reply->set_same(req->worker_id() == address_proto_.worker_id());
+  reactor->Finish(auth);
+  return reactor;
+}
+
+// ---------------------------------------------------------------- owner side
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::AddBorrower(grpc::CallbackServerContext* ctx,
+                                                      const rpc::AddBorrowerRequest* req,
+                                                      rpc::AddBorrowerReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  auto id = ObjectId::FromBinary(req->object_id());
+  if (!id.ok() || req->borrower().worker_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id or borrower"));
+    return reactor;
+  }
+  bool arm = false;
+  {
+    // Under borrow_mu_, so a DropBorrower of the same worker cannot run
+    // between the reference and its record.
+    absl::MutexLock lock(&borrow_mu_);
+    if (store_.TryAddReference(*id)) {
+      reply->set_found(true);
+      Borrower& b = borrowers_[req->borrower().worker_id()];
+      b.address = req->borrower();
+      ++b.objects[*id];
+      arm = !borrower_check_armed_;
+      borrower_check_armed_ = true;
+    }
+  }
+  if (arm) {
+    loop_.Post([this] {
+      auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+      *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
+        timer->reset();
+        CheckBorrowers();
+      });
+    });
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerContext* ctx,
+                                                         const rpc::RemoveBorrowerRequest* req,
+                                                         rpc::RemoveBorrowerReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  auto id = ObjectId::FromBinary(req->object_id());
+  if (auth.ok() && id.ok()) {
+    bool owned = false;
+    {
+      absl::MutexLock lock(&borrow_mu_);
+      auto b = borrowers_.find(req->borrower_worker_id());
+      if (b != borrowers_.end()) {
+        auto o = b->second.objects.find(*id);
+        if (o != b->second.objects.end()) {
+          owned = true;
+          if (--o->second <= 0) b->second.objects.erase(o);
+          if (b->second.objects.empty()) borrowers_.erase(b);
+        }
+      }
+    }
+    // Only a registration this process recorded is matched.
+    if (owned) RemoveLocalReference(*id);
+  }
+  reactor->Finish(auth);
+  return reactor;
+}
+
+void CoreWorkerImpl::CheckBorrowers() {
+  if (stopping_) return;
+  std::vector<std::pair<std::string, rpc::Address>> workers;
+  {
+    absl::MutexLock lock(&borrow_mu_);
+    if (borrowers_.empty()) {
+      borrower_check_armed_ = false;
+      return;
+    }
+    for (const auto& [worker_id, b] : borrowers_) workers.emplace_back(worker_id, b.address);
+  }
+  for (auto& [worker_id, address] : workers) {
+    rpc::CheckWorkerRequest req;
+    req.set_worker_id(worker_id);
+    rpc::UnaryCall<rpc::CheckWorkerReply>(
+        &loop_, options_.token, kBorrowRpcTimeout, std::move(req),
+        [stub = pool_.Worker(AddressKey(address))](auto* ctx, auto* r, auto* reply, auto done) {
+          stub->async()->CheckWorker(ctx, r, reply, std::move(done));
+        },
+        [this, worker_id = worker_id](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
+          // Gone: nothing listens there, or another process does.
+          if ((s.ok() && !reply.same()) || absl::IsUnavailable(s)) DropBorrower(worker_id);
+        });
+  }
+  auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+  *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
+    timer->reset();
+    CheckBorrowers();
+  });
+}
+
+void CoreWorkerImpl::DropBorrower(const std::string& worker_id) {
+  std::vector<std::pair<ObjectId, int>> objects;
+  {
+    absl::MutexLock lock(&borrow_mu_);
+    auto it = borrowers_.find(worker_id);
+    if (it == borrowers_.end()) return;
+    objects.assign(it->second.objects.begin(), it->second.objects.end());
+    borrowers_.erase(it);
+  }
+  Logger("core_worker")->info("a borrower of {} objects is gone; releasing them", objects.size());
+  for (const auto& [id, n] : objects) {
+    for (int i = 0; i < n; ++i) RemoveLocalReference(id);
+  }
+}
+
+}  // namespace manta::core
