@@ -136,6 +136,13 @@ TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {
   ExpectClean(*cluster_);
 }
 
+TEST_F(RuntimeTest, RefsReturnedInsideAValueLiveAsLongAsItDoes) {
+  CommandResult r = cluster_->RunProgram("runtime_driver", {"returned_refs"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK returned refs kept, then freed"), std::string::npos) << r.out;
+  ExpectClean(*cluster_);
+}
+
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
   CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

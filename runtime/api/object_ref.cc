@@ -11,6 +11,15 @@
 #include "manta/internal/invoke.h"
 
 namespace manta {
+namespace core {
+
+RefCollector*& ContainedRefs() {
+  thread_local RefCollector* collector = nullptr;
+  return collector;
+}
+
+}  // namespace core
+
 namespace internal {
 
 core::CoreWorker& RequireCoreWorker() {
@@ -80,9 +89,11 @@ void ObjectRefBase::msgpack_unpack(const msgpack::object& o) {
   if (core::CoreWorker* core = core::CoreWorker::Current()) core->AddBorrowedReference(info_);
 }
 
-std::vector<core::ObjectRefInfo>*& ContainedRefs() {
-  thread_local std::vector<core::ObjectRefInfo>* refs = nullptr;
-  return refs;
+void NoteSerializedRef(const core::ObjectRefInfo& info) {
+  RefCollector* c = ContainedRefs();
+  if (c == nullptr) return;
+  c->refs.push_back(info);
+  if (c->hold) AddReference(info.id);
 }
 
 void UnpackActorHandle(const msgpack::object& o, ActorId* id, std::string* class_name) {

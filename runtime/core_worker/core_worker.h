@@ -68,6 +68,28 @@ struct Arg {
   std::vector<ObjectRefInfo> contained;
 };
 
+// While set on a thread (packing an argument or a return value), every ref
+// serialized there is also listed in it.
+struct RefCollector {
+  std::vector<ObjectRefInfo> refs;
+  // Each listed ref also takes a reference (AddLocalReference) that the
+  // collector's owner releases: a return value's refs die with the value
+  // before the core worker sees them.
+  bool hold = false;
+};
+RefCollector*& ContainedRefs();  // the thread's collector, or null
+// Sets the thread's collector for its lifetime (restoring the outer one).
+class CollectRefs {
+ public:
+  explicit CollectRefs(RefCollector* c) : outer_(ContainedRefs()) { ContainedRefs() = c; }
+  ~CollectRefs() { ContainedRefs() = outer_; }
+  CollectRefs(const CollectRefs&) = delete;
+  CollectRefs& operator=(const CollectRefs&) = delete;
+
+ private:
+  RefCollector* outer_;
+};
+
 struct TaskOptions {
   // Empty means {CPU: 1}, as in Ray.
   std::map<std::string, double> resources;

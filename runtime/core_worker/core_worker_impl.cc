@@ -115,6 +115,7 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
   // Debian's abseil checks every Mutex acquisition for lock-order cycles;
   // on the task path that costs more than the locking itself.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  store_.SetEraseListener([this](const ObjectId& id) { ReleaseNested(id); });
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
     if (auto id = JobId::FromHex(Env("MANTA_JOB_ID")); id.ok()) job_id_ = *id;

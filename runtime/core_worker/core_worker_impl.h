@@ -360,6 +360,21 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // processes that are gone (io loop).
   void CheckBorrowers();
   void DropBorrower(const std::string& worker_id) ABSL_LOCKS_EXCLUDED(borrow_mu_);
+  // Owner: `borrower` holds a ref to `id` (one registration); false when
+  // the value is gone.
+  bool RecordBorrower(const ObjectId& id, const rpc::Address& borrower) ABSL_LOCKS_EXCLUDED(borrow_mu_);
+
+ public:
+  // Worker: the refs inside a task's return value (`refs`, each holding a
+  // reference it takes over), listed in `ret`; the task's caller is
+  // registered as a borrower of each it does not own, before the reply goes.
+  void HandOverNested(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret);
+
+ private:
+  // Caller: keeps the refs inside a returned object while it holds that
+  // object (ReleaseNested when the store erases it).
+  void HoldNested(const ObjectId& outer, const rpc::ReturnObject& ret);
+  void ReleaseNested(const ObjectId& outer);
   // Adds the caller's address and the program workers run, which lease
   // requests and actor registrations carry.
   void AddCallerAndProgram(rpc::TaskSpec* spec) const;
@@ -403,6 +418,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::Mutex holds_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);
   std::atomic<size_t> num_arg_holds_{0};  // arg_holds_.size(), read without the lock
+  // Refs inside returned objects, by the object holding them (HoldNested).
+  absl::flat_hash_map<ObjectId, std::vector<ObjectId>> nested_ ABSL_GUARDED_BY(holds_mu_);
 
   absl::Mutex borrow_mu_;
   // Borrower side: objects others own that this process holds refs to, with

@@ -13,8 +13,25 @@ void MemoryStore::Put(const ObjectId& id, Value value) { MakeReady(id, std::move
 
 void MemoryStore::Fail(const ObjectId& id, const absl::Status& error) { MakeReady(id, error); }
 
+bool MemoryStore::EraseLocked(absl::flat_hash_map<ObjectId, Entry>::iterator it) {
+  Entry& e = it->second;
+  if (e.ready && e.value.ok() && *e.value) bytes_ -= static_cast<int64_t>((*e.value)->size());
+  const bool notify = e.notify_erase;
+  entries_.erase(it);
+  return notify;
+}
+
+bool MemoryStore::NotifyOnErase(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  it->second.notify_erase = true;
+  return true;
+}
+
 void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
   std::vector<std::function<void(const absl::StatusOr<Value>&)>> callbacks;
+  bool notify = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.try_emplace(id).first;
@@ -24,24 +41,26 @@ void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
     if (value.ok() && *value) bytes_ += static_cast<int64_t>((*value)->size());
     if (e.callbacks.empty()) {
       // Nothing to run outside the lock: settle the entry now.
-      if (e.released && e.refs <= 0) {
-        if (value.ok() && *value) bytes_ -= static_cast<int64_t>((*value)->size());
-        entries_.erase(it);
-      } else {
-        e.value = std::move(value);
-      }
-      return;
+      e.value = std::move(value);
+      if (e.released && e.refs <= 0) notify = EraseLocked(it);
+    } else {
+      e.value = value;
+      callbacks.swap(e.callbacks);
     }
-    e.value = value;
-    callbacks.swap(e.callbacks);
+  }
+  if (callbacks.empty()) {
+    if (notify) Notify(id);
+    return;
   }
   for (auto& cb : callbacks) cb(value);
-  absl::MutexLock lock(&mu_);
-  auto it = entries_.find(id);
-  if (it != entries_.end() && it->second.released && it->second.refs <= 0 && it->second.callbacks.empty()) {
-    if (it->second.value.ok() && *it->second.value) bytes_ -= static_cast<int64_t>((*it->second.value)->size());
-    entries_.erase(it);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end() && it->second.released && it->second.refs <= 0 && it->second.callbacks.empty()) {
+      notify = EraseLocked(it);
+    }
   }
+  if (notify) Notify(id);
 }
 
 std::vector<absl::StatusOr<Value>> MemoryStore::Get(const std::vector<ObjectId>& ids, absl::Time deadline) {
@@ -136,28 +155,34 @@ bool MemoryStore::TryAddReference(const ObjectId& id) {
 }
 
 int64_t MemoryStore::RemoveReference(const ObjectId& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = entries_.find(id);
-  if (it == entries_.end()) return -1;
-  Entry& e = it->second;
-  if (--e.refs > 0) return e.refs;
-  if (!e.callbacks.empty() || (!e.ready && e.expected)) {
-    // A value is coming, or someone waits for it: erase it once it is here.
-    e.released = true;
-    return 0;
+  bool notify = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return -1;
+    Entry& e = it->second;
+    if (--e.refs > 0) return e.refs;
+    if (!e.callbacks.empty() || (!e.ready && e.expected)) {
+      // A value is coming, or someone waits for it: erase it once it is here.
+      e.released = true;
+      return 0;
+    }
+    // Ready, or only ever referenced (a ref to a value elsewhere, not fetched).
+    notify = EraseLocked(it);
   }
-  // Ready, or only ever referenced (a ref to a value elsewhere, not fetched).
-  if (e.ready && e.value.ok() && *e.value) bytes_ -= static_cast<int64_t>((*e.value)->size());
-  entries_.erase(it);
+  if (notify) Notify(id);
   return 0;
 }
 
 void MemoryStore::Erase(const ObjectId& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = entries_.find(id);
-  if (it == entries_.end()) return;
-  if (it->second.value.ok() && *it->second.value) bytes_ -= static_cast<int64_t>((*it->second.value)->size());
-  entries_.erase(it);
+  bool notify = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    notify = EraseLocked(it);
+  }
+  if (notify) Notify(id);
 }
 
 size_t MemoryStore::size() {

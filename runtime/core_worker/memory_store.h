@@ -55,6 +55,12 @@ class MemoryStore {
   bool TryAddReference(const ObjectId& id);
   void Erase(const ObjectId& id);
 
+  // Called (outside the lock, on the erasing thread) when an entry marked
+  // with NotifyOnErase goes. Set once, before the store is shared.
+  void SetEraseListener(std::function<void(const ObjectId&)> listener) { erase_listener_ = std::move(listener); }
+  // Marks `id`; false (nothing marked) when the store no longer has it.
+  bool NotifyOnErase(const ObjectId& id);
+
   size_t size();
   int64_t bytes();
 
@@ -62,6 +68,7 @@ class MemoryStore {
   struct Entry {
     bool ready = false;
     bool expected = false;        // a value is coming (Expect)
+    bool notify_erase = false;    // tell erase_listener_ when it goes
     absl::StatusOr<Value> value;  // meaningful once ready
     int64_t refs = 0;
     // Every reference was dropped while the value was pending: erase it as
@@ -70,6 +77,13 @@ class MemoryStore {
     std::vector<std::function<void(const absl::StatusOr<Value>&)>> callbacks;
   };
   void MakeReady(const ObjectId& id, absl::StatusOr<Value> value);
+  // Erases `it`; true when the listener must be told (after unlocking).
+  bool EraseLocked(absl::flat_hash_map<ObjectId, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(const ObjectId& id) {
+    if (erase_listener_) erase_listener_(id);
+  }
+
+  std::function<void(const ObjectId&)> erase_listener_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);

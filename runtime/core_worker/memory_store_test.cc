@@ -78,6 +78,31 @@ TEST(MemoryStoreTest, CountsAreReturnedAndRefsToValuesElsewhereLeaveNothing) {
   EXPECT_FALSE(store.Contains(b));
 }
 
+TEST(MemoryStoreTest, MarkedEntriesAreReportedWhenErasedByAnyPath) {
+  MemoryStore store;
+  std::vector<ObjectId> erased;
+  store.SetEraseListener([&](const ObjectId& id) { erased.push_back(id); });
+  ObjectId a = ObjectId::FromRandom(), b = ObjectId::FromRandom(), c = ObjectId::FromRandom();
+  EXPECT_FALSE(store.NotifyOnErase(a));  // not here
+  // Released while pending, erased when it arrives.
+  store.Expect(a);
+  EXPECT_TRUE(store.NotifyOnErase(a));
+  store.AddReference(a);
+  store.RemoveReference(a);
+  EXPECT_TRUE(erased.empty());
+  store.Put(a, std::make_shared<const std::string>("a"));
+  // Its last reference dropped once ready.
+  store.Put(b, std::make_shared<const std::string>("b"));
+  store.AddReference(b);
+  EXPECT_TRUE(store.NotifyOnErase(b));
+  store.RemoveReference(b);
+  // Erased directly; an unmarked one says nothing.
+  store.Put(c, std::make_shared<const std::string>("c"));
+  store.Erase(c);
+  EXPECT_EQ(erased, (std::vector<ObjectId>{a, b}));
+  EXPECT_EQ(store.size(), 0u);
+}
+
 TEST(MemoryStoreTest, WaitReturnsOnceEnoughAreReadyAndOnReadyFires) {
   MemoryStore store;
   ObjectId a = ObjectId::FromRandom(), b = ObjectId::FromRandom();

@@ -19,6 +19,9 @@ namespace manta::core {
 namespace {
 constexpr absl::Duration kBorrowRpcTimeout = absl::Seconds(10);
 constexpr absl::Duration kBorrowerCheckEvery = absl::Seconds(5);
+// How long a worker keeps the refs its caller owns that it returned inside a
+// value, so the caller has the reply before this process lets go.
+constexpr absl::Duration kHandOverGrace = absl::Seconds(2);
 }  // namespace
 
 // ---------------------------------------------------------------- borrower side
@@ -102,31 +105,126 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::AddBorrower(grpc::CallbackServerContex
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id or borrower"));
     return reactor;
   }
-  bool arm = false;
+  reply->set_found(RecordBorrower(*id, req->borrower()));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+bool CoreWorkerImpl::RecordBorrower(const ObjectId& id, const rpc::Address& borrower) {
   {
     // Under borrow_mu_, so a DropBorrower of the same worker cannot run
     // between the reference and its record.
     absl::MutexLock lock(&borrow_mu_);
-    if (store_.TryAddReference(*id)) {
-      reply->set_found(true);
-      Borrower& b = borrowers_[req->borrower().worker_id()];
-      b.address = req->borrower();
-      ++b.objects[*id];
-      arm = !borrower_check_armed_;
-      borrower_check_armed_ = true;
+    if (!store_.TryAddReference(id)) return false;
+    Borrower& b = borrowers_[borrower.worker_id()];
+    b.address = borrower;
+    ++b.objects[id];
+    if (borrower_check_armed_) return true;
+    borrower_check_armed_ = true;
+  }
+  loop_.Post([this] {
+    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+    *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
+      timer->reset();
+      CheckBorrowers();
+    });
+  });
+  return true;
+}
+
+// ---------------------------------------------------------------- refs inside return values
+
+void CoreWorkerImpl::HandOverNested(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs,
+                                    rpc::ReturnObject* ret) {
+  const rpc::Address& caller = spec.caller_address();
+  std::vector<ObjectId> later;  // the caller's own: held a while longer
+  for (const ObjectRefInfo& ref : refs) {
+    rpc::Address owner;
+    const bool mine = ref.owner_address.empty() || !owner.ParseFromString(ref.owner_address) ||
+                      owner.worker_id() == address_proto_.worker_id();
+    if (mine) owner = address_proto_;
+    rpc::NestedRef* n = ret->add_nested();
+    n->set_object_id(ref.id.Binary());
+    n->set_owner(owner.SerializeAsString());
+    // The caller holds its own values once it has the reply (this hold
+    // stays a while, as the reply may reach it after a RemoveBorrower
+    // would); of the others it becomes a borrower now, while this process
+    // still holds the ref.
+    if (owner.worker_id() == spec.caller_worker_id() || caller.worker_id().empty()) {
+      later.push_back(ref.id);
+      continue;
+    }
+    if (mine) {
+      n->set_registered(RecordBorrower(ref.id, caller));
+      RemoveLocalReference(ref.id);
+      continue;
+    }
+    rpc::AddBorrowerRequest req;
+    req.set_object_id(ref.id.Binary());
+    *req.mutable_borrower() = caller;
+    auto* stub = pool_.Worker(AddressKey(owner));
+    auto reply = SyncCall<rpc::AddBorrowerReply>(
+        options_.token, [&](auto* ctx, auto* r) { return stub->AddBorrower(ctx, req, r); }, kBorrowRpcTimeout);
+    n->set_registered(reply.ok() && reply->found());
+    RemoveLocalReference(ref.id);
+  }
+  if (later.empty()) return;
+  loop_.Post([this, later = std::move(later)] {
+    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
+    *timer = loop_.RunAfter(kHandOverGrace, [this, timer, later]() mutable {
+      timer->reset();
+      for (const ObjectId& id : later) RemoveLocalReference(id);
+    });
+  });
+}
+
+void CoreWorkerImpl::HoldNested(const ObjectId& outer, const rpc::ReturnObject& ret) {
+  std::vector<ObjectId> held;
+  for (const rpc::NestedRef& n : ret.nested()) {
+    auto id = ObjectId::FromBinary(n.object_id());
+    rpc::Address owner;
+    if (!id.ok() || !owner.ParseFromString(n.owner())) continue;
+    if (owner.worker_id() == address_proto_.worker_id()) {
+      if (store_.TryAddReference(*id)) held.push_back(*id);  // else gone already
+    } else if (n.registered()) {
+      // Registered for this process by the worker: as if it had borrowed.
+      store_.AddReference(*id);
+      {
+        absl::MutexLock lock(&borrow_mu_);
+        Borrowed& b = borrowed_[*id];
+        b.owner = AddressKey(owner);
+        ++b.registrations;
+        num_borrowed_.store(borrowed_.size(), std::memory_order_relaxed);
+      }
+      held.push_back(*id);
     }
   }
-  if (arm) {
-    loop_.Post([this] {
-      auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-      *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
-        timer->reset();
-        CheckBorrowers();
-      });
-    });
+  bool keep = false;
+  {
+    absl::MutexLock lock(&holds_mu_);
+    // One reply per object counts (a call answered twice brings two).
+    keep = !held.empty() && nested_.emplace(outer, held).second;
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  // The outer object gone already (nobody wanted it): let them go too.
+  if (keep && !store_.NotifyOnErase(outer)) {
+    ReleaseNested(outer);
+    return;
+  }
+  if (!keep) {
+    for (const ObjectId& id : held) RemoveLocalReference(id);
+  }
+}
+
+void CoreWorkerImpl::ReleaseNested(const ObjectId& outer) {
+  std::vector<ObjectId> held;
+  {
+    absl::MutexLock lock(&holds_mu_);
+    auto it = nested_.find(outer);
+    if (it == nested_.end()) return;
+    held = std::move(it->second);
+    nested_.erase(it);
+  }
+  for (const ObjectId& id : held) RemoveLocalReference(id);
 }
 
 grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerContext* ctx,

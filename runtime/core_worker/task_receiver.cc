@@ -253,9 +253,13 @@ void TaskReceiver::Execute(const Work& w) {
 
   auto& registry = internal::FunctionRegistry::Instance();
   absl::StatusOr<std::string> result;
+  // The refs serialized into the result, each held until handed over.
+  RefCollector returned_refs;
+  returned_refs.hold = true;
   switch (spec.type()) {
     case rpc::TaskSpec::NORMAL_TASK: {
       const auto* f = registry.FindFunction(spec.function_name());
+      CollectRefs collect(&returned_refs);
       result =
           f ? (*f)(views) : absl::NotFoundError("no remote function '" + spec.function_name() + "' in this program");
       break;
@@ -289,6 +293,7 @@ void TaskReceiver::Execute(const Work& w) {
       } else if (f == nullptr) {
         result = absl::NotFoundError("no actor method '" + spec.function_name() + "' in this program");
       } else {
+        CollectRefs collect(&returned_refs);
         result = (*f)(actor_.get(), views);
       }
       break;
@@ -306,6 +311,8 @@ void TaskReceiver::Execute(const Work& w) {
     ObjectId id = ReturnObjectId(spec.task_id(), 1);
     rpc::ReturnObject* r = reply->add_returns();
     r->set_object_id(id.Binary());
+    if (!returned_refs.refs.empty()) cw_->HandOverNested(spec, std::move(returned_refs.refs), r);
+    returned_refs.refs.clear();
     r->set_size(static_cast<int64_t>(result->size()));
     if (result->size() <= kInlineLimit) {
       r->set_data(std::move(*result));
@@ -316,6 +323,8 @@ void TaskReceiver::Execute(const Work& w) {
       *r->mutable_location() = cw_->address_proto();
     }
   }
+  // The task failed: its result's refs go with it.
+  for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
   w.reactor->Finish(grpc::Status::OK);
 }
 

@@ -62,6 +62,9 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
   spec.set_job_id(job_id_.Binary());
   spec.set_function_name(function_name);
   spec.set_caller_worker_id(address_proto_.worker_id());
+  // Where the worker registers this process as a borrower of refs inside
+  // the return value.
+  *spec.mutable_caller_address() = address_proto_;
   for (Arg& a : args) {
     for (const ObjectRefInfo& r : a.contained) contained->push_back(r.id);
     rpc::TaskArg* out = spec.add_args();
@@ -509,6 +512,7 @@ void CoreWorkerImpl::HandleReturns(rpc::PushTaskReply& reply) {
   for (auto& r : *reply.mutable_returns()) {
     auto id = ObjectId::FromBinary(r.object_id());
     if (!id.ok()) continue;
+    if (r.nested_size() > 0) HoldNested(*id, r);
     if (r.error().type() != rpc::ErrorInfo::NONE) {
       store_.Fail(*id, MakeError(FromProtoErrorType(r.error().type()), r.error().message()));
     } else if (!r.stored_remotely()) {

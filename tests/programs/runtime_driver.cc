@@ -122,6 +122,12 @@ class Holder {
     kept_.clear();
     return 0;
   }
+  // Refs to `n` values this actor makes and owns, inside the return value.
+  Refs Make(int n) {
+    Refs out;
+    for (int i = 0; i < n; ++i) out.push_back(manta::Put(std::vector<uint8_t>(1 << 20, 7)));
+    return out;
+  }
   // Whether the first kept value is gone from its owner.
   bool Freed() { return FreedWire(wire_); }
   // Whether the value of the ref whose wire form is `wire` is gone.
@@ -137,7 +143,8 @@ class Holder {
   std::string wire_;
 };
 bool ValueFreed(std::string wire) { return Holder::FreedWire(wire); }
-MANTA_REMOTE(Holder::Create, &Holder::Keep, &Holder::SumKept, &Holder::Forget, &Holder::Freed, ValueFreed);
+MANTA_REMOTE(Holder::Create, &Holder::Keep, &Holder::SumKept, &Holder::Forget, &Holder::Freed, &Holder::Make,
+             ValueFreed);
 
 // Calls meet inside the actor: each waits until `n` calls are in at once.
 // Only an actor that runs calls concurrently lets them all in.
@@ -293,6 +300,35 @@ int BorrowedRefs() {
   return 0;
 }
 
+// Refs an actor returns inside a value, to values it owns, stay good while
+// the caller holds the returned object (or refs from it), and go after.
+int ReturnedRefs() {
+  auto h = manta::Actor(Holder::Create).Remote();
+  auto outer = h.Task(&Holder::Make).Remote(2);
+  std::string wire;
+  {
+    auto refs = manta::TryGet(outer, absl::Seconds(30));
+    if (!refs.ok() || (*refs)->size() != 2) return Fail("Make");
+    for (auto& r : **refs) {
+      auto v = manta::TryGet(r, absl::Seconds(30));
+      if (!v.ok()) return Fail("a returned ref: " + v.status().ToString());
+      if (std::accumulate((*v)->begin(), (*v)->end(), int64_t{0}) != int64_t{7} << 20) return Fail("bytes");
+    }
+    wire = *manta::Serialize((**refs)[0]);
+  }
+  // Only the returned object holds them now.
+  if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while the outer object lives");
+  outer = manta::ObjectRef<Holder::Refs>();
+  bool freed = false;
+  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
+    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!freed) return Fail("returned values outlived every ref");
+  std::cout << "OK returned refs kept, then freed" << std::endl;
+  return 0;
+}
+
 int RetryAfterWorkerDeath(const std::string& marker) {
   int v = *manta::Get(manta::Task(DieOnce).Remote(marker, 7));
   if (v != 70) return Fail("wrong value after retry: " + std::to_string(v));
@@ -416,6 +452,8 @@ int main(int argc, char** argv) {
     rc = HugeByValueArgument();
   } else if (scenario == "borrowed_refs") {
     rc = BorrowedRefs();
+  } else if (scenario == "returned_refs") {
+    rc = ReturnedRefs();
   } else if (scenario == "dropped_argument") {
     rc = DroppedArgument();
   } else if (scenario == "retry_after_worker_death") {

@@ -20,7 +20,6 @@
 
 #include <string>
 #include <utility>
-#include <vector>
 
 #include <msgpack.hpp>
 
@@ -30,9 +29,11 @@
 namespace manta {
 namespace internal {
 
-// While set on this thread (packing an argument), every ref serialized is
-// also listed here.
-std::vector<core::ObjectRefInfo>*& ContainedRefs();
+using core::CollectRefs;
+using core::ContainedRefs;
+using core::RefCollector;
+// Lists `info` in the thread's collector (core::ContainedRefs), if any.
+void NoteSerializedRef(const core::ObjectRefInfo& info);
 
 // The type-independent part of ObjectRef<T>.
 class ObjectRefBase {
@@ -46,7 +47,7 @@ class ObjectRefBase {
     packer.pack_array(2);
     packer.pack(info_.id.Binary());
     packer.pack(OwnerAddressForWire());
-    if (auto* refs = ContainedRefs(); refs != nullptr && !info_.id.IsNil()) refs->push_back(info_);
+    if (ContainedRefs() != nullptr && !info_.id.IsNil()) NoteSerializedRef(info_);
   }
   // Throws msgpack::type_error when `o` is not a serialized ref (caught by
   // Deserialize).

@@ -29,12 +29,8 @@ core::Arg PackArg(A&& arg) {
   } else {
     static_assert(std::is_convertible_v<A&&, D>, "Remote(): an argument does not convert to the parameter type");
     // Refs inside the value are listed, so the call keeps them alive.
-    std::vector<core::ObjectRefInfo> contained;
-    struct Collect {
-      explicit Collect(std::vector<core::ObjectRefInfo>* refs) : outer(ContainedRefs()) { ContainedRefs() = refs; }
-      ~Collect() { ContainedRefs() = outer; }
-      std::vector<core::ObjectRefInfo>* outer;
-    } collect(&contained);
+    RefCollector contained;
+    CollectRefs collect(&contained);
     absl::StatusOr<std::string> bytes;
     if constexpr (std::is_same_v<Given, D>) {
       bytes = Serialize<D>(arg);
@@ -42,7 +38,7 @@ core::Arg PackArg(A&& arg) {
       bytes = Serialize<D>(static_cast<D>(std::forward<A>(arg)));
     }
     ThrowIfError(bytes.status());
-    return core::Arg::Value(std::move(*bytes), std::move(contained));
+    return core::Arg::Value(std::move(*bytes), std::move(contained.refs));
   }
 }
 
