@@ -15,8 +15,9 @@
 //    use a pool of max_concurrency threads.
 //  * the MemoryStore and the TaskEventBuffer are shared, behind their own
 //    mutexes.
-// Lock order: tasks_mu_ or actors_mu_ (never both), then holds_mu_, the
-// store's, the task-event buffer's, live_mu_ and the loop's. No PushTask call is started with
+// Lock order: tasks_mu_ or actors_mu_ (never both), then holds_mu_,
+// borrow_mu_, the store's, the task-event buffer's, live_mu_ and the loop's.
+// Nothing holds a lock across a blocking call (borrower registration is one). No PushTask call is started with
 // tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
 // completion takes them.
 // Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
@@ -435,6 +436,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   struct Borrower {
     rpc::Address address;
     absl::flat_hash_map<ObjectId, int> objects;
+    int failed_checks = 0;  // CheckWorker calls it did not answer, in a row
   };
   absl::flat_hash_map<std::string, Borrower> borrowers_ ABSL_GUARDED_BY(borrow_mu_);
   bool borrower_check_armed_ ABSL_GUARDED_BY(borrow_mu_) = false;

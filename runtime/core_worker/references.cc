@@ -10,6 +10,8 @@
 // unregisters (RemoveBorrower). The owner asks its borrowers every few
 // seconds whether they still live (CheckWorker) and drops the borrows of
 // those that are gone.
+#include <algorithm>
+
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
 #include "common/rpc/grpc_util.h"
@@ -19,6 +21,7 @@ namespace manta::core {
 namespace {
 constexpr absl::Duration kBorrowRpcTimeout = absl::Seconds(10);
 constexpr absl::Duration kBorrowerCheckEvery = absl::Seconds(5);
+constexpr int kChecksBeforeGone = 3;
 // How long a worker keeps the refs its caller owns that it returned inside a
 // value, so the caller has the reply before this process lets go.
 constexpr absl::Duration kHandOverGrace = absl::Seconds(2);
@@ -57,25 +60,32 @@ void CoreWorkerImpl::AddBorrowedReference(const ObjectRefInfo& info) {
 }
 
 void CoreWorkerImpl::EndBorrow(const ObjectId& id) {
+  // Every registration ends with the last ref (a ref handed over in several
+  // results, or borrowed again while borrowed, registered more than once).
   std::string owner;
+  int registrations = 0;
   {
     absl::MutexLock lock(&borrow_mu_);
     auto it = borrowed_.find(id);
     if (it == borrowed_.end()) return;
     owner = it->second.owner;
-    if (--it->second.registrations <= 0) borrowed_.erase(it);
+    registrations = it->second.registrations;
+    borrowed_.erase(it);
     num_borrowed_.store(borrowed_.size(), std::memory_order_relaxed);
   }
+  if (registrations <= 0) return;
   rpc::RemoveBorrowerRequest req;
   req.set_object_id(id.Binary());
   req.set_borrower_worker_id(address_proto_.worker_id());
+  req.set_count(registrations);
   loop_.Post([this, owner, req = std::move(req)]() mutable {
     rpc::UnaryCall<rpc::RemoveBorrowerReply>(
         &loop_, options_.token, kBorrowRpcTimeout, std::move(req),
         [stub = pool_.Worker(owner)](auto* ctx, auto* r, auto* reply, auto done) {
           stub->async()->RemoveBorrower(ctx, r, reply, std::move(done));
         },
-        [](const absl::Status&, rpc::RemoveBorrowerReply&&) {});  // a lost one: CheckWorker settles it
+        // A lost one keeps the value until one of the two processes exits.
+        [](const absl::Status&, rpc::RemoveBorrowerReply&&) {});
   });
 }
 
@@ -234,21 +244,21 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerCon
   grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
   auto id = ObjectId::FromBinary(req->object_id());
   if (auth.ok() && id.ok()) {
-    bool owned = false;
+    int ended = 0;
     {
       absl::MutexLock lock(&borrow_mu_);
       auto b = borrowers_.find(req->borrower_worker_id());
       if (b != borrowers_.end()) {
         auto o = b->second.objects.find(*id);
         if (o != b->second.objects.end()) {
-          owned = true;
-          if (--o->second <= 0) b->second.objects.erase(o);
+          // Only registrations this process recorded are matched.
+          ended = std::min(o->second, std::max(1, req->count()));
+          if ((o->second -= ended) <= 0) b->second.objects.erase(o);
           if (b->second.objects.empty()) borrowers_.erase(b);
         }
       }
     }
-    // Only a registration this process recorded is matched.
-    if (owned) RemoveLocalReference(*id);
+    for (int i = 0; i < ended; ++i) RemoveLocalReference(*id);
   }
   reactor->Finish(auth);
   return reactor;
@@ -274,8 +284,18 @@ void CoreWorkerImpl::CheckBorrowers() {
           stub->async()->CheckWorker(ctx, r, reply, std::move(done));
         },
         [this, worker_id = worker_id](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
-          // Gone: nothing listens there, or another process does.
-          if ((s.ok() && !reply.same()) || absl::IsUnavailable(s)) DropBorrower(worker_id);
+          // Gone: another process listens there, or nothing has for three
+          // checks in a row (one failed connection is not a death).
+          bool gone = s.ok() && !reply.same();
+          {
+            absl::MutexLock lock(&borrow_mu_);
+            auto it = borrowers_.find(worker_id);
+            if (it == borrowers_.end()) return;
+            int& failed = it->second.failed_checks;
+            failed = absl::IsUnavailable(s) ? failed + 1 : 0;
+            gone |= failed >= kChecksBeforeGone;
+          }
+          if (gone) DropBorrower(worker_id);
         });
   }
   auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();

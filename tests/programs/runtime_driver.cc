@@ -128,6 +128,8 @@ class Holder {
     for (int i = 0; i < n; ++i) out.push_back(manta::Put(std::vector<uint8_t>(1 << 20, 7)));
     return out;
   }
+  // One ref to a value it makes, `n` times over.
+  Refs MakeSame(int n) { return Refs(static_cast<size_t>(n), manta::Put(std::vector<uint8_t>(1 << 20, 7))); }
   // Whether the first kept value is gone from its owner.
   bool Freed() { return FreedWire(wire_); }
   // Whether the value of the ref whose wire form is `wire` is gone.
@@ -144,7 +146,7 @@ class Holder {
 };
 bool ValueFreed(std::string wire) { return Holder::FreedWire(wire); }
 MANTA_REMOTE(Holder::Create, &Holder::Keep, &Holder::SumKept, &Holder::Forget, &Holder::Freed, &Holder::Make,
-             ValueFreed);
+             &Holder::MakeSame, ValueFreed);
 
 // Calls meet inside the actor: each waits until `n` calls are in at once.
 // Only an actor that runs calls concurrently lets them all in.
@@ -325,6 +327,21 @@ int ReturnedRefs() {
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!freed) return Fail("returned values outlived every ref");
+
+  // The same ref returned three times is held three times, and let go.
+  auto same = h.Task(&Holder::MakeSame).Remote(3);
+  {
+    auto refs = manta::TryGet(same, absl::Seconds(30));
+    if (!refs.ok() || (*refs)->size() != 3) return Fail("MakeSame");
+    wire = *manta::Serialize((**refs)[0]);
+  }
+  same = manta::ObjectRef<Holder::Refs>();
+  freed = false;
+  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
+    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!freed) return Fail("a ref returned several times outlived every ref");
   std::cout << "OK returned refs kept, then freed" << std::endl;
   return 0;
 }
