@@ -209,6 +209,11 @@ class CoreWorker {
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
 
   virtual absl::StatusOr<ObjectRefInfo> Put(std::string data) = 0;
+  // The same, for a value with refs inside (`contained`): the stored value
+  // holds them for as long as it lives.
+  virtual absl::StatusOr<ObjectRefInfo> PutWithRefs(std::string data, const std::vector<ObjectRefInfo>& contained) {
+    return Put(std::move(data));
+  }
   // Per id: the serialized value, or an error with an ErrorType. Blocks up
   // to `timeout` (absl::InfiniteDuration() for no limit).
   virtual std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(

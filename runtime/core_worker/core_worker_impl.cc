@@ -283,6 +283,25 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::Put(std::string data) {
   return ObjectRefInfo{id, std::string()};  // owned here
 }
 
+absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
+                                                           const std::vector<ObjectRefInfo>& contained) {
+  ObjectId id = ObjectId::FromRandom();
+  // The caller holds every contained ref now: a reference each keeps them
+  // (and any borrow of them) until the stored value is erased.
+  std::vector<ObjectId> held;
+  for (const ObjectRefInfo& r : contained) {
+    store_.AddReference(r.id);
+    held.push_back(r.id);
+  }
+  store_.Put(id, std::make_shared<const std::string>(std::move(data)));
+  {
+    absl::MutexLock lock(&holds_mu_);
+    nested_.emplace(id, std::move(held));
+  }
+  store_.NotifyOnErase(id);  // present: no ref to it has been handed out yet
+  return ObjectRefInfo{id, std::string()};
+}
+
 std::vector<absl::StatusOr<Value>> CoreWorkerImpl::Get(const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) {
   absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   // Values owned elsewhere are fetched into the local store first.

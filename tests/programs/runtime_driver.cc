@@ -342,6 +342,20 @@ int ReturnedRefs() {
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!freed) return Fail("a ref returned several times outlived every ref");
+
+  // A value stored with Put holds the refs inside it.
+  auto inner = manta::Put(std::vector<uint8_t>(1 << 20, 9));
+  wire = *manta::Serialize(inner);
+  auto outer_put = manta::Put(Holder::Refs{inner});
+  inner = manta::ObjectRef<std::vector<uint8_t>>();
+  if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while a put value holds it");
+  outer_put = manta::ObjectRef<Holder::Refs>();
+  freed = false;
+  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
+    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!freed) return Fail("a value inside a put value outlived it");
   std::cout << "OK returned refs kept, then freed" << std::endl;
   return 0;
 }

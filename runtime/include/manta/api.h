@@ -101,9 +101,17 @@ bool IsInitialized();
 // when it cannot be serialized or stored.
 template <typename T>
 ObjectRef<T> Put(const T& value) {
-  absl::StatusOr<std::string> bytes = Serialize(value);
+  // Refs inside the value live as long as the stored value.
+  core::RefCollector contained;
+  absl::StatusOr<std::string> bytes;
+  {
+    core::CollectRefs collect(&contained);
+    bytes = Serialize(value);
+  }
   internal::ThrowIfError(bytes.status());
-  absl::StatusOr<core::ObjectRefInfo> info = internal::RequireCoreWorker().Put(std::move(*bytes));
+  absl::StatusOr<core::ObjectRefInfo> info =
+      contained.refs.empty() ? internal::RequireCoreWorker().Put(std::move(*bytes))
+                             : internal::RequireCoreWorker().PutWithRefs(std::move(*bytes), contained.refs);
   internal::ThrowIfError(info.status());
   return ObjectRef<T>(std::move(*info));
 }
