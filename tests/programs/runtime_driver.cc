@@ -14,6 +14,7 @@
 #include <mutex>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <string>
@@ -261,6 +262,21 @@ int CallsWaitingOnArguments() {
   return 0;
 }
 
+// Whether `cond` holds before `timeout` passes (checked every 100 ms).
+bool Eventually(const std::function<bool()>& cond, absl::Duration timeout) {
+  for (auto deadline = absl::Now() + timeout;;) {
+    if (cond()) return true;
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Whether the value of the ref whose wire form is `wire` is freed at its
+// owner before `timeout` passes (asked from a task, which borrows it).
+bool FreedWithin(const std::string& wire, absl::Duration timeout) {
+  return Eventually([&] { return *manta::Get(manta::Task(ValueFreed).Remote(wire)); }, timeout);
+}
+
 // A value whose ref went inside an argument to an actor that keeps it
 // lives while the actor does, after the caller dropped every ref of its
 // own, and goes once the actor lets go.
@@ -275,12 +291,9 @@ int BorrowedRefs() {
   if (**sum != int64_t{5} << 20) return Fail("the borrowed value changed");
   if (*manta::Get(h.Task(&Holder::Freed).Remote())) return Fail("freed while borrowed");
   manta::Get(h.Task(&Holder::Forget).Remote());
-  bool freed = false;
-  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
-    freed = *manta::Get(h.Task(&Holder::Freed).Remote());
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!Eventually([&] { return *manta::Get(h.Task(&Holder::Freed).Remote()); }, absl::Seconds(20))) {
+    return Fail("the value outlived its last borrower");
   }
-  if (!freed) return Fail("the value outlived its last borrower");
 
   // A borrower that dies lets go too (its owner checks on it).
   auto h2 = manta::Actor(Holder::Create).Remote();
@@ -292,12 +305,7 @@ int BorrowedRefs() {
   }
   if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while borrowed by a live actor");
   manta::Kill(h2);
-  freed = false;
-  for (auto deadline = absl::Now() + absl::Seconds(30); !freed && absl::Now() < deadline;) {
-    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!freed) return Fail("the value outlived its dead borrower");
+  if (!FreedWithin(wire, absl::Seconds(30))) return Fail("the value outlived its dead borrower");
   std::cout << "OK borrowed value kept, then freed sum=" << **sum << std::endl;
   return 0;
 }
@@ -321,12 +329,7 @@ int ReturnedRefs() {
   // Only the returned object holds them now.
   if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while the outer object lives");
   outer = manta::ObjectRef<Holder::Refs>();
-  bool freed = false;
-  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
-    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (!freed) return Fail("returned values outlived every ref");
+  if (!FreedWithin(wire, absl::Seconds(20))) return Fail("returned values outlived every ref");
 
   // The same ref returned three times is held three times, and let go.
   auto same = h.Task(&Holder::MakeSame).Remote(3);
@@ -336,12 +339,7 @@ int ReturnedRefs() {
     wire = *manta::Serialize((**refs)[0]);
   }
   same = manta::ObjectRef<Holder::Refs>();
-  freed = false;
-  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
-    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (!freed) return Fail("a ref returned several times outlived every ref");
+  if (!FreedWithin(wire, absl::Seconds(20))) return Fail("a ref returned several times outlived every ref");
 
   // A value stored with Put holds the refs inside it.
   auto inner = manta::Put(std::vector<uint8_t>(1 << 20, 9));
@@ -350,12 +348,7 @@ int ReturnedRefs() {
   inner = manta::ObjectRef<std::vector<uint8_t>>();
   if (*manta::Get(manta::Task(ValueFreed).Remote(wire))) return Fail("freed while a put value holds it");
   outer_put = manta::ObjectRef<Holder::Refs>();
-  freed = false;
-  for (auto deadline = absl::Now() + absl::Seconds(20); !freed && absl::Now() < deadline;) {
-    freed = *manta::Get(manta::Task(ValueFreed).Remote(wire));
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (!freed) return Fail("a value inside a put value outlived it");
+  if (!FreedWithin(wire, absl::Seconds(20))) return Fail("a value inside a put value outlived it");
   std::cout << "OK returned refs kept, then freed" << std::endl;
   return 0;
 }
