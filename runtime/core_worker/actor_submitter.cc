@@ -125,7 +125,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
               }
               SubscribeActor(aid);
             } else {
-              ReleaseArgs(spec.actor_id());
+              ReleaseHeld(spec.actor_id());
             }
             registered->set_value(s);
           });
@@ -156,7 +156,7 @@ void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
       it->second->info.set_state(rpc::ActorInfo::DEAD);
       it->second->info.mutable_death_cause()->set_message("an argument of the actor's constructor failed");
       FailActorTasks(*it->second, it->second->info.death_cause().message());
-      ReleaseArgs(id.Binary());
+      ReleaseHeld(id.Binary());
       return;
     }
     rpc::RegisterActorRequest req;
@@ -173,7 +173,7 @@ void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
           if (it == actors_.end()) return;
           it->second->info.set_state(rpc::ActorInfo::DEAD);
           FailActorTasks(*it->second, "the actor could not be registered: " + std::string(s.message()));
-          ReleaseArgs(id.Binary());
+          ReleaseHeld(id.Binary());
         });
   });
   SubscribeActor(id);
@@ -290,7 +290,7 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
       case rpc::ActorInfo::DEAD:
         a.address.clear();
         FailActorTasks(a, DeathMessage(info));
-        ReleaseArgs(info.actor_id());
+        ReleaseHeld(info.actor_id());
         break;
       default:
         break;

@@ -115,7 +115,7 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
   // Debian's abseil checks every Mutex acquisition for lock-order cycles;
   // on the task path that costs more than the locking itself.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  store_.SetEraseListener([this](const ObjectId& id) { ReleaseNested(id); });
+  store_.SetEraseListener([this](const ObjectId& id) { ReleaseHeld(id.Binary()); });
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
     if (auto id = JobId::FromHex(Env("MANTA_JOB_ID")); id.ok()) job_id_ = *id;
@@ -294,10 +294,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
     held.push_back(r.id);
   }
   store_.Put(id, std::make_shared<const std::string>(std::move(data)));
-  {
-    absl::MutexLock lock(&holds_mu_);
-    nested_.emplace(id, std::move(held));
-  }
+  HoldRefs(id.Binary(), std::move(held));
   store_.NotifyOnErase(id);  // present: no ref to it has been handed out yet
   return ObjectRefInfo{id, std::string()};
 }

@@ -257,13 +257,18 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // are ready (inlining small ones); at once when there are none. When one
   // failed, fails the task with its error and calls `then` with nullopt.
   void ResolveDependencies(rpc::TaskSpec spec, std::function<void(std::optional<rpc::TaskSpec>)> then);
-  // Submitted work keeps the values of its arguments this process owns
-  // alive (a reference each, under `key`: a task id, or an actor id for a
-  // constructor) until ReleaseArgs(key): when the task is done for good, or
-  // the actor dead. Then the caller may drop its own refs at once.
+  // Refs held on behalf of something, a reference each, under its binary id
+  // (ids of different kinds differ in length): submitted work holds its
+  // arguments' refs until it is done for good (a task id; an actor id for a
+  // constructor, until the actor is dead), and a stored object the refs
+  // inside it until the store erases it (its object id). Then the caller
+  // may drop its own refs at once.
   void HoldArgs(const std::string& key, const rpc::TaskSpec& spec, const std::vector<ObjectId>& contained)
       ABSL_LOCKS_EXCLUDED(holds_mu_);
-  void ReleaseArgs(const std::string& key) ABSL_LOCKS_EXCLUDED(holds_mu_);
+  // Keeps `ids` (each already counted once for this) under `key`; false,
+  // keeping nothing, when `key` holds refs already.
+  bool HoldRefs(const std::string& key, std::vector<ObjectId> ids) ABSL_LOCKS_EXCLUDED(holds_mu_);
+  void ReleaseHeld(const std::string& key) ABSL_LOCKS_EXCLUDED(holds_mu_);
   // Asks for leases the queue needs and makes the pushes it can; the caller
   // starts `to_start` once tasks_mu_ is released.
   void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
@@ -374,9 +379,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
 
  private:
   // Caller: keeps the refs inside a returned object while it holds that
-  // object (ReleaseNested when the store erases it).
+  // object (released when the store erases it).
   void HoldNested(const ObjectId& outer, const rpc::ReturnObject& ret);
-  void ReleaseNested(const ObjectId& outer);
   // Adds the caller's address and the program workers run, which lease
   // requests and actor registrations carry.
   void AddCallerAndProgram(rpc::TaskSpec* spec) const;
@@ -420,8 +424,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::Mutex holds_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);
   std::atomic<size_t> num_arg_holds_{0};  // arg_holds_.size(), read without the lock
-  // Refs inside returned objects, by the object holding them (HoldNested).
-  absl::flat_hash_map<ObjectId, std::vector<ObjectId>> nested_ ABSL_GUARDED_BY(holds_mu_);
 
   absl::Mutex borrow_mu_;
   // Borrower side: objects others own that this process holds refs to, with

@@ -209,32 +209,14 @@ void CoreWorkerImpl::HoldNested(const ObjectId& outer, const rpc::ReturnObject& 
       held.push_back(*id);
     }
   }
-  bool keep = false;
-  {
-    absl::MutexLock lock(&holds_mu_);
-    // One reply per object counts (a call answered twice brings two).
-    keep = !held.empty() && nested_.emplace(outer, held).second;
-  }
-  // The outer object gone already (nobody wanted it): let them go too.
-  if (keep && !store_.NotifyOnErase(outer)) {
-    ReleaseNested(outer);
+  if (held.empty()) return;
+  // One reply per object counts (a call answered twice brings two).
+  if (!HoldRefs(outer.Binary(), held)) {
+    for (const ObjectId& id : held) RemoveLocalReference(id);
     return;
   }
-  if (!keep) {
-    for (const ObjectId& id : held) RemoveLocalReference(id);
-  }
-}
-
-void CoreWorkerImpl::ReleaseNested(const ObjectId& outer) {
-  std::vector<ObjectId> held;
-  {
-    absl::MutexLock lock(&holds_mu_);
-    auto it = nested_.find(outer);
-    if (it == nested_.end()) return;
-    held = std::move(it->second);
-    nested_.erase(it);
-  }
-  for (const ObjectId& id : held) RemoveLocalReference(id);
+  // The outer object gone already (nobody wanted it): let them go too.
+  if (!store_.NotifyOnErase(outer)) ReleaseHeld(outer.Binary());
 }
 
 grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerContext* ctx,

@@ -206,13 +206,17 @@ void CoreWorkerImpl::HoldArgs(const std::string& key, const rpc::TaskSpec& spec,
   }
   if (ids.empty()) return;
   for (const ObjectId& id : ids) store_.AddReference(id);
-  absl::MutexLock lock(&holds_mu_);
-  auto& held = arg_holds_[key];
-  held.insert(held.end(), ids.begin(), ids.end());
-  num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
+  HoldRefs(key, std::move(ids));
 }
 
-void CoreWorkerImpl::ReleaseArgs(const std::string& key) {
+bool CoreWorkerImpl::HoldRefs(const std::string& key, std::vector<ObjectId> ids) {
+  absl::MutexLock lock(&holds_mu_);
+  if (!arg_holds_.try_emplace(key, std::move(ids)).second) return false;
+  num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void CoreWorkerImpl::ReleaseHeld(const std::string& key) {
   // Most work holds nothing: no lock for it.
   if (num_arg_holds_.load(std::memory_order_relaxed) == 0) return;
   std::vector<ObjectId> ids;
@@ -420,7 +424,7 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
   call->status = rpc::ToAbslStatus(status);
   if (status.ok()) {
     HandleReturns(call->reply);
-    ReleaseArgs(call->request.spec().task_id());
+    ReleaseHeld(call->request.spec().task_id());
   }
   std::vector<PushCall*> to_start;
   if (call->queue == nullptr) {
@@ -550,7 +554,7 @@ void CoreWorkerImpl::FailTask(const rpc::TaskSpec& spec, ErrorType type, const s
   err.set_message(message);
   RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &err);
   store_.Fail(ReturnObjectId(spec.task_id(), 1), MakeError(type, message));
-  ReleaseArgs(spec.task_id());
+  ReleaseHeld(spec.task_id());
 }
 
 void CoreWorkerImpl::FailQueue(SchedulingQueue& q, ErrorType type, const std::string& message) {
