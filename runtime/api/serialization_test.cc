@@ -53,6 +53,17 @@ TEST(SerializationTest, StructWithMsgpackDefine) {
   EXPECT_EQ(RoundTrip(points), points);
 }
 
+TEST(SerializationTest, ValuesBiggerDecodedThanEncoded) {
+  // One byte each on the wire, a msgpack object each once decoded: the
+  // decoder's memory outgrows what the encoded size suggests.
+  std::vector<std::vector<int>> empties(100000);
+  empties[4321] = {7, 8};
+  EXPECT_EQ(RoundTrip(empties), empties);
+  std::map<int, std::vector<int>> sparse;
+  for (int i = 0; i < 5000; ++i) sparse[i] = {};
+  EXPECT_EQ(RoundTrip(sparse), sparse);
+}
+
 TEST(SerializationTest, FloatBlobIsRawBytes) {
   std::vector<float> values{1.0f, -2.5f, 3.25f};
   absl::StatusOr<std::string> bytes = Serialize(values);
