@@ -90,86 +90,72 @@ class RuntimeTest : public ::testing::Test {
     cluster_ = std::make_unique<Cluster>(options);
     MANTA_ASSERT_OK(cluster_->StartHead());
   }
+  // Runs a runtime_driver scenario: it exits 0 and prints `ok`.
+  CommandResult RunScenario(const std::vector<std::string>& args, const std::string& ok) {
+    CommandResult r = cluster_->RunProgram("runtime_driver", args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(ok), std::string::npos) << r.out;
+    return r;
+  }
   std::unique_ptr<Cluster> cluster_;
 };
 
 TEST_F(RuntimeTest, TenThousandActorCallsRunInOrder) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"ordered_calls"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK 10000 calls in order, count=10000"), std::string::npos) << r.out;
+  RunScenario({"ordered_calls"}, "OK 10000 calls in order, count=10000");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"big_object"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK 64 MiB round trip"), std::string::npos) << r.out;
+  RunScenario({"big_object"}, "OK 64 MiB round trip");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ArgumentOutlivesTheCallersLastReference) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"dropped_argument"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK dropped argument kept until used sum=3145728"), std::string::npos) << r.out;
+  RunScenario({"dropped_argument"}, "OK dropped argument kept until used sum=3145728");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ActorCallsKeepTheirOrderAroundArgumentsStillComputed) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"calls_waiting_on_arguments"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK calls kept their order around arguments; failed one:"), std::string::npos) << r.out;
+  CommandResult r =
+      RunScenario({"calls_waiting_on_arguments"}, "OK calls kept their order around arguments; failed one:");
   EXPECT_NE(r.out.find("x was 1"), std::string::npos) << r.out;  // the argument's own error
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ByValueArgumentLargerThanAMessageArrives) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"huge_by_value"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK 70 MiB by value sum=73400320"), std::string::npos) << r.out;
+  RunScenario({"huge_by_value"}, "OK 70 MiB by value sum=73400320");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"borrowed_refs"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK borrowed value kept, then freed sum=5242880"), std::string::npos) << r.out;
+  RunScenario({"borrowed_refs"}, "OK borrowed value kept, then freed sum=5242880");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, RefsReturnedInsideAValueLiveAsLongAsItDoes) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"returned_refs"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK returned refs kept, then freed"), std::string::npos) << r.out;
+  RunScenario({"returned_refs"}, "OK returned refs kept, then freed");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"typed_errors"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK application error"), std::string::npos) << r.out;
+  CommandResult r = RunScenario({"typed_errors"}, "OK application error");
   EXPECT_NE(r.out.find("Throws"), std::string::npos) << r.out;
 }
 
 TEST_F(RuntimeTest, WorkerKilledMidTaskIsRetriedWithTheRightAnswer) {
   std::string marker = cluster_->temp_dir() + "/die-once";
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"retry_after_worker_death", marker});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK retried after worker death value=70"), std::string::npos) << r.out;
+  RunScenario({"retry_after_worker_death", marker}, "OK retried after worker death value=70");
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ActorRestartsWithItsConstructorRerunThenDies) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"actor_restart"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK restarted"), std::string::npos) << r.out;
+  CommandResult r = RunScenario({"actor_restart"}, "OK restarted");
   EXPECT_NE(r.out.find("OK actor died after its restarts"), std::string::npos) << r.out;
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ThreadedActorRunsCallsConcurrently) {
-  CommandResult r = cluster_->RunProgram("runtime_driver", {"threaded_actor"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("OK 4 calls met inside a threaded actor"), std::string::npos) << r.out;
+  RunScenario({"threaded_actor"}, "OK 4 calls met inside a threaded actor");
 }
 
 TEST_F(RuntimeTest, DetachedActorOutlivesItsJobAndOwnedOneDoesNot) {

@@ -153,6 +153,11 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   grpc::ServerUnaryReactor* CheckWorker(grpc::CallbackServerContext* ctx, const rpc::CheckWorkerRequest* req,
                                         rpc::CheckWorkerReply* reply) override;
 
+  // The preamble of a request about one object: the caller's token, then a
+  // well-formed id (into *id). Not OK: finish the call with it.
+  grpc::Status CheckObjectRequest(const grpc::ServerContextBase& ctx, const std::string& object_id,
+                                  ObjectId* id) const;
+
   // Worker: runs tasks on the calling (main) thread until exit; never returns.
   [[noreturn]] void RunTaskLoop();
 

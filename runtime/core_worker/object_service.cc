@@ -160,32 +160,36 @@ struct Once {
 
 }  // namespace
 
+grpc::Status CoreWorkerImpl::CheckObjectRequest(const grpc::ServerContextBase& ctx, const std::string& object_id,
+                                                ObjectId* id) const {
+  grpc::Status auth = rpc::CheckAuth(ctx, options_.token);
+  if (!auth.ok()) return auth;
+  auto parsed = ObjectId::FromBinary(object_id);
+  if (!parsed.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id");
+  *id = *parsed;
+  return grpc::Status::OK;
+}
+
 grpc::ServerUnaryReactor* CoreWorkerImpl::GetObjectStatus(grpc::CallbackServerContext* ctx,
                                                           const rpc::GetObjectStatusRequest* req,
                                                           rpc::GetObjectStatusReply* reply) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
+  ObjectId id;
+  if (grpc::Status s = CheckObjectRequest(*ctx, req->object_id(), &id); !s.ok()) {
+    reactor->Finish(s);
     return reactor;
   }
-  auto id = ObjectId::FromBinary(req->object_id());
-  if (!id.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id"));
-    return reactor;
-  }
-  if (!store_.Contains(*id)) {
+  if (!store_.Contains(id)) {
     reply->set_status(rpc::GetObjectStatusReply::NOT_FOUND);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
   auto once = std::make_shared<Once>();
   rpc::Address self = address_proto_;
-  ObjectId oid = *id;
-  store_.OnReady(oid, [once, reactor, reply, oid, self](const absl::StatusOr<Value>& v) {
+  store_.OnReady(id, [once, reactor, reply, id, self](const absl::StatusOr<Value>& v) {
     if (!once->Claim()) return;
     reply->set_status(rpc::GetObjectStatusReply::READY);
-    FillObject(oid, v, self, reply->mutable_object());
+    FillObject(id, v, self, reply->mutable_object());
     reactor->Finish(grpc::Status::OK);
   });
   // A ready value has answered already: no timer to hold for wait_ms.

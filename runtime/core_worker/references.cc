@@ -105,17 +105,16 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::AddBorrower(grpc::CallbackServerContex
                                                       const rpc::AddBorrowerRequest* req,
                                                       rpc::AddBorrowerReply* reply) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
+  ObjectId id;
+  grpc::Status s = CheckObjectRequest(*ctx, req->object_id(), &id);
+  if (s.ok() && req->borrower().worker_id().empty()) {
+    s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed borrower");
+  }
+  if (!s.ok()) {
+    reactor->Finish(s);
     return reactor;
   }
-  auto id = ObjectId::FromBinary(req->object_id());
-  if (!id.ok() || req->borrower().worker_id().empty()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id or borrower"));
-    return reactor;
-  }
-  reply->set_found(RecordBorrower(*id, req->borrower()));
+  reply->set_found(RecordBorrower(id, req->borrower()));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -223,15 +222,15 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerCon
                                                          const rpc::RemoveBorrowerRequest* req,
                                                          rpc::RemoveBorrowerReply*) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  auto id = ObjectId::FromBinary(req->object_id());
-  if (auth.ok() && id.ok()) {
+  ObjectId id;
+  grpc::Status s = CheckObjectRequest(*ctx, req->object_id(), &id);
+  if (s.ok()) {
     int ended = 0;
     {
       absl::MutexLock lock(&borrow_mu_);
       auto b = borrowers_.find(req->borrower_worker_id());
       if (b != borrowers_.end()) {
-        auto o = b->second.objects.find(*id);
+        auto o = b->second.objects.find(id);
         if (o != b->second.objects.end()) {
           // Only registrations this process recorded are matched.
           ended = std::min(o->second, std::max(1, req->count()));
@@ -240,9 +239,9 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::RemoveBorrower(grpc::CallbackServerCon
         }
       }
     }
-    for (int i = 0; i < ended; ++i) RemoveLocalReference(*id);
+    for (int i = 0; i < ended; ++i) RemoveLocalReference(id);
   }
-  reactor->Finish(auth);
+  reactor->Finish(s);
   return reactor;
 }
 

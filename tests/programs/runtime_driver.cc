@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -465,43 +466,30 @@ int TypedErrors() {
 int main(int argc, char** argv) {
   manta::Init(argc, argv);
   std::string scenario = argc > 1 ? argv[1] : "";
-  int rc;
-  if (scenario == "ordered_calls") {
-    rc = OrderedCalls();
-  } else if (scenario == "big_object") {
-    rc = BigObject();
-  } else if (scenario == "calls_waiting_on_arguments") {
-    rc = CallsWaitingOnArguments();
-  } else if (scenario == "huge_by_value") {
-    rc = HugeByValueArgument();
-  } else if (scenario == "borrowed_refs") {
-    rc = BorrowedRefs();
-  } else if (scenario == "returned_refs") {
-    rc = ReturnedRefs();
-  } else if (scenario == "dropped_argument") {
-    rc = DroppedArgument();
-  } else if (scenario == "retry_after_worker_death") {
-    rc = RetryAfterWorkerDeath(argc > 2 ? argv[2] : "/tmp/manta-die-once");
-  } else if (scenario == "actor_restart") {
-    rc = ActorRestart();
-  } else if (scenario == "spillback") {
-    rc = Spillback();
-  } else if (scenario == "rerun_elsewhere") {
-    rc = RerunElsewhere(argc > 2 ? argv[2] : "/tmp");
-  } else if (scenario == "threaded_actor") {
-    rc = ThreadedActor();
-  } else if (scenario == "detached_create") {
-    rc = DetachedCreate();
-  } else if (scenario == "detached_use") {
-    rc = DetachedUse();
-  } else if (scenario == "infeasible") {
-    rc = Infeasible();
-  } else if (scenario == "typed_errors") {
-    rc = TypedErrors();
-  } else {
+  const std::map<std::string, std::function<int()>> scenarios = {
+      {"ordered_calls", OrderedCalls},
+      {"big_object", BigObject},
+      {"calls_waiting_on_arguments", CallsWaitingOnArguments},
+      {"huge_by_value", HugeByValueArgument},
+      {"borrowed_refs", BorrowedRefs},
+      {"returned_refs", ReturnedRefs},
+      {"dropped_argument", DroppedArgument},
+      {"retry_after_worker_death", [&] { return RetryAfterWorkerDeath(argc > 2 ? argv[2] : "/tmp/manta-die-once"); }},
+      {"actor_restart", ActorRestart},
+      {"spillback", Spillback},
+      {"rerun_elsewhere", [&] { return RerunElsewhere(argc > 2 ? argv[2] : "/tmp"); }},
+      {"threaded_actor", ThreadedActor},
+      {"detached_create", DetachedCreate},
+      {"detached_use", DetachedUse},
+      {"infeasible", Infeasible},
+      {"typed_errors", TypedErrors},
+  };
+  auto it = scenarios.find(scenario);
+  if (it == scenarios.end()) {
     std::cerr << "unknown scenario '" << scenario << "'" << std::endl;
-    rc = 2;
+    return 2;
   }
+  const int rc = it->second();
   if (rc == 0) manta::Shutdown();
   return rc;
 }
