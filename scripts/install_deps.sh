@@ -7,7 +7,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
-  libcpp-httplib-dev libmsgpack-cxx-dev curl
+  libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 curl
   procps
 )
 
