@@ -3,9 +3,11 @@
 // spillback, infeasible demands, typed errors; and nothing leaked after.
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "nlohmann/json.hpp"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "tests/cluster_fixture.h"
@@ -236,6 +238,87 @@ TEST_F(RuntimeTest, InfeasibleDemandIsShownInStatus) {
   EXPECT_TRUE(shown) << status << TailFile(opts.log_file, 20);
   EXPECT_NE(status.find("infeasible"), std::string::npos) << status;
   TerminateProcess(*pid, absl::Now() + absl::Seconds(5)).IgnoreError();
+  ExpectClean(*cluster_);
+}
+
+// `manta list tasks --format=json`, keyed by name: every attempt listed.
+std::multimap<std::string, nlohmann::json> ListTasks(Cluster& cluster) {
+  std::multimap<std::string, nlohmann::json> out;
+  CommandResult r = cluster.RunManta({"list", "tasks", "--format=json"}, cluster.MantaEnv());
+  if (r.exit_code != 0) return out;
+  auto tasks = nlohmann::json::parse(r.out, nullptr, false);
+  if (!tasks.is_array()) return out;
+  for (const auto& t : tasks) out.emplace(t.value("name", ""), t);
+  return out;
+}
+
+TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
+  const std::string marker = cluster_->temp_dir() + "/listed-tasks-marker";
+  SpawnOptions opts;
+  opts.executable = Cluster::BinDir() + "/runtime_driver";
+  opts.args = {"listed_tasks", marker};
+  opts.env = cluster_->MantaEnv();
+  opts.log_file = cluster_->temp_dir() + "/listed_tasks.out";
+  auto pid = SpawnDaemon(opts);
+  MANTA_ASSERT_OK(pid.status());
+  struct Reap {
+    int pid;
+    ~Reap() { TerminateProcess(pid, absl::Now() + absl::Seconds(5)).IgnoreError(); }
+  } reap{*pid};
+
+  // A task still running is listed as RUNNING, on a node, in a worker.
+  std::multimap<std::string, nlohmann::json> tasks;
+  auto state_of = [&](const std::string& name) {
+    auto it = tasks.find(name);
+    return it == tasks.end() ? std::string() : it->second.value("state", "");
+  };
+  bool running = Cluster::WaitFor(
+      [&] {
+        tasks = ListTasks(*cluster_);
+        return state_of("UntilFileExists") == "RUNNING";
+      },
+      absl::Seconds(30));
+  ASSERT_TRUE(running) << TailFile(opts.log_file, 20);
+  const nlohmann::json& waiting = tasks.find("UntilFileExists")->second;
+  EXPECT_EQ(waiting.value("node_id", "").size(), 56u) << waiting.dump();
+  EXPECT_GT(waiting.value("worker_pid", 0), 0) << waiting.dump();
+  { std::ofstream(marker) << "go"; }
+
+  // Once done, each attempt ends FINISHED or FAILED, with where it ran.
+  auto settled = [&] {
+    tasks = ListTasks(*cluster_);
+    int finished = 0;
+    for (const auto& [name, t] : tasks) {
+      if (t.value("state", "") == "FINISHED") ++finished;
+    }
+    // 3 squares, 3 actor calls and the waiter.
+    return finished >= 7 && state_of("Throws") == "FAILED";
+  };
+  bool done = Cluster::WaitFor(settled, absl::Seconds(30));
+  std::string listing;
+  for (const auto& [name, t] : tasks) listing += t.dump() + "\n";
+  ASSERT_TRUE(done) << listing << TailFile(opts.log_file, 20);
+  EXPECT_EQ(tasks.count("Square"), 3u) << listing;
+  for (auto [it, end] = tasks.equal_range("Square"); it != end; ++it) {
+    const nlohmann::json& t = it->second;
+    EXPECT_EQ(t.value("state", ""), "FINISHED") << t.dump();
+    EXPECT_EQ(t.value("node_id", "").size(), 56u) << t.dump();
+    EXPECT_GT(t.value("worker_pid", 0), 0) << t.dump();
+    EXPECT_EQ(t["required_resources"].value("CPU", 0.0), 1.0) << t.dump();
+  }
+  int calls = 0;
+  for (const auto& [name, t] : tasks) {
+    if (t.value("type", "") != "ACTOR_TASK") continue;
+    ++calls;
+    EXPECT_EQ(t.value("state", ""), "FINISHED") << t.dump();
+    EXPECT_FALSE(t.value("actor_id", "").empty()) << t.dump();
+    EXPECT_GT(t.value("worker_pid", 0), 0) << t.dump();
+  }
+  EXPECT_EQ(calls, 3) << listing;
+  const nlohmann::json& failed = tasks.find("Throws")->second;
+  EXPECT_EQ(failed.value("error_type", ""), "APPLICATION_ERROR") << failed.dump();
+  EXPECT_NE(failed.value("error_message", "").find("x was 1"), std::string::npos) << failed.dump();
+  EXPECT_EQ(state_of("UntilFileExists"), "FINISHED") << listing;
   ExpectClean(*cluster_);
 }
 

@@ -31,11 +31,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
 }
 
 void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Duration timeout) {
-  // An unbounded wait (InfiniteDuration, or one that would overflow the
-  // clock) waits a year: the deadline must stay in the future.
-  timeout = std::clamp(timeout, absl::ZeroDuration(), absl::Hours(24 * 365));
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
+  // InfiniteDuration: no deadline (no timer on either side, no grpc-timeout
+  // header). A finite wait too long for the clock waits a year.
+  if (timeout != absl::InfiniteDuration()) {
+    timeout = std::clamp(timeout, absl::ZeroDuration(), absl::Hours(24 * 365));
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
+  }
   if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
 }
 

@@ -22,7 +22,8 @@ absl::Status ToAbslStatus(const grpc::Status& s);
 // a short reconnect backoff, so a restarted peer is reached again quickly.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
 
-// Sets the deadline and the token header on a client call.
+// Sets the deadline (none for absl::InfiniteDuration()) and the token header
+// on a client call.
 void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Duration timeout);
 
 // Checks the "authorization" header against `token` (empty: auth is off).

@@ -357,7 +357,8 @@ absl::StatusOr<Value> CoreWorkerImpl::ResolveArg(const rpc::TaskArg& arg) {
 
 void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
                                      const rpc::ErrorInfo* error, const rpc::Address* worker, int pid,
-                                     std::shared_ptr<const TaskEventBuffer::Resources> resources) {
+                                     std::shared_ptr<const TaskEventBuffer::Resources> resources,
+                                     TaskEventBuffer::Ticket* ticket) {
   TaskEventBuffer::Location where;
   const TaskEventBuffer::Location* at = nullptr;
   if (worker != nullptr) {
@@ -374,7 +375,7 @@ void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::
     resources = TaskEventBuffer::ResourcesOf(spec);
   }
   // One flush a second while there are events; nothing armed when idle.
-  if (task_events_.Record(spec, state, error, at, std::move(resources))) {
+  if (task_events_.Record(spec, state, error, at, std::move(resources), ticket)) {
     loop_.Post([this] {
       if (!task_event_timer_) {
         task_event_timer_ = loop_.RunAfter(absl::Seconds(1), [this] {

@@ -171,9 +171,12 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // batches). `worker`/`pid`: where the task was pushed, when the caller
   // knows it; a worker's own events say where it is. `resources`: the
   // demand, said with SUBMITTED_TO_WORKER (taken from `spec` when null).
+  // `ticket`: names the record for WithdrawTaskEvent.
   void RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, const rpc::ErrorInfo* error,
                        const rpc::Address* worker = nullptr, int pid = 0,
-                       std::shared_ptr<const TaskEventBuffer::Resources> resources = nullptr);
+                       std::shared_ptr<const TaskEventBuffer::Resources> resources = nullptr,
+                       TaskEventBuffer::Ticket* ticket = nullptr);
+  void WithdrawTaskEvent(const TaskEventBuffer::Ticket& ticket) { task_events_.Withdraw(ticket); }
   // Resolves an argument's value for execution (local store, or the owner).
   absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg);
   // A large return kept here until its owner has pulled it (worker side).

@@ -34,7 +34,7 @@ std::shared_ptr<const TaskEventBuffer::Resources> TaskEventBuffer::ResourcesOf(c
 }
 
 bool TaskEventBuffer::Record(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, const rpc::ErrorInfo* error,
-                             const Location* where, std::shared_ptr<const Resources> resources) {
+                             const Location* where, std::shared_ptr<const Resources> resources, Ticket* ticket) {
   auto task_id = TaskId::FromBinary(spec.task_id());
   if (!task_id.ok()) return false;
   Entry e;
@@ -59,8 +59,15 @@ bool TaskEventBuffer::Record(const rpc::TaskSpec& spec, rpc::TaskEvent::State st
     }
   }
   absl::MutexLock lock(&mu_);
+  if (ticket != nullptr) *ticket = Ticket{takes_, entries_.size(), true};
   entries_.push_back(std::move(e));
   return entries_.size() == 1;
+}
+
+void TaskEventBuffer::Withdraw(const Ticket& ticket) {
+  if (!ticket.valid) return;
+  absl::MutexLock lock(&mu_);
+  if (ticket.take == takes_ && ticket.index < entries_.size()) entries_[ticket.index].withdrawn = true;
 }
 
 void TaskEventBuffer::Merge(Entry& held, Entry&& later) {
@@ -125,6 +132,7 @@ std::vector<rpc::AddTaskEventsRequest*> TaskEventBuffer::Take(google::protobuf::
     if (entries_.empty()) return {};
     taken.swap(entries_);
     entries_.swap(spare_);
+    ++takes_;
   }
   // First record of each attempt, in order; later ones fold into it.
   absl::flat_hash_map<std::pair<TaskId, int32_t>, size_t> first;
@@ -132,6 +140,7 @@ std::vector<rpc::AddTaskEventsRequest*> TaskEventBuffer::Take(google::protobuf::
   std::vector<size_t> order;
   order.reserve(taken.size());
   for (size_t i = 0; i < taken.size(); ++i) {
+    if (taken[i].withdrawn) continue;
     auto [it, inserted] = first.try_emplace(std::make_pair(taken[i].task_id, taken[i].attempt), i);
     if (inserted) {
       order.push_back(i);

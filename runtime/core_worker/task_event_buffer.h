@@ -15,7 +15,18 @@
 //   google::protobuf::Arena arena;
 //   for (rpc::AddTaskEventsRequest* request : events.Take(&arena)) Send(*request);
 //
-// Thread-safety: Record from any thread; Take from one thread at a time.
+// An executor's RUNNING record can be withdrawn once the task is done: the
+// owner reports that attempt's end itself, so a task that ran within one
+// flush window costs the executor nothing to report, while one still
+// running at a flush is reported RUNNING.
+//
+//   TaskEventBuffer::Ticket ticket;
+//   events.Record(spec, rpc::TaskEvent::RUNNING, nullptr, &where, nullptr, &ticket);
+//   ... run it ...
+//   events.Withdraw(ticket);  // a no-op once a Take has sent it
+//
+// Thread-safety: Record and Withdraw from any thread; Take from one thread
+// at a time.
 #pragma once
 
 #include <memory>
@@ -61,12 +72,23 @@ class TaskEventBuffer {
     int pid = 0;
   };
 
+  // Names one record until the next Take.
+  struct Ticket {
+    uint64_t take = 0;  // Takes before the record
+    size_t index = 0;   // in entries_
+    bool valid = false;
+  };
+
   // Records that `spec`'s current attempt reached `state` now. `error`:
   // why it failed, if it did. Returns true when the buffer was empty before,
   // so the caller arms a flush. A spec without a well-formed task id is not
-  // recorded (the GCS would refuse the request carrying it).
+  // recorded (the GCS would refuse the request carrying it). `ticket`, when
+  // given, names the record for Withdraw.
   bool Record(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, const rpc::ErrorInfo* error,
-              const Location* where, std::shared_ptr<const Resources> resources);
+              const Location* where, std::shared_ptr<const Resources> resources, Ticket* ticket = nullptr);
+
+  // Drops the record `ticket` names unless a Take has taken it already.
+  void Withdraw(const Ticket& ticket);
 
   // Everything recorded so far, merged per attempt, in the order attempts
   // were first recorded, as requests of at most kMaxEventsPerRequest events,
@@ -91,6 +113,7 @@ class TaskEventBuffer {
     std::string name;
     std::shared_ptr<const Resources> resources;
     std::unique_ptr<rpc::ErrorInfo> error;
+    bool withdrawn = false;
   };
   // Folds `later` into `held` as the GCS folds a later event into what it
   // holds.
@@ -99,6 +122,7 @@ class TaskEventBuffer {
 
   absl::Mutex mu_;
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t takes_ ABSL_GUARDED_BY(mu_) = 0;
   // Take's thread only: the previous batch's storage, reused so steady
   // recording does not reallocate.
   std::vector<Entry> spare_;

@@ -44,6 +44,55 @@ TEST(Utf8PrefixTest, NeverSplitsACharacter) {
   EXPECT_EQ(Utf8Prefix(s, 0), "");
 }
 
+TEST(TaskEventBufferTest, AWithdrawnRecordIsNotSent) {
+  google::protobuf::Arena arena;
+  TaskEventBuffer buffer;
+  TaskId done = TaskId::FromRandom(), still_running = TaskId::FromRandom();
+  TaskEventBuffer::Ticket done_ticket, running_ticket;
+  EXPECT_TRUE(buffer.Record(Spec(done), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr, &done_ticket));
+  EXPECT_FALSE(buffer.Record(Spec(still_running), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr, &running_ticket));
+  buffer.Withdraw(done_ticket);
+  auto requests = buffer.Take(&arena);
+  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_EQ(requests[0]->events_size(), 1);
+  EXPECT_EQ(requests[0]->events(0).task_id(), still_running.Binary());
+  EXPECT_EQ(requests[0]->events(0).state(), rpc::TaskEvent::RUNNING);
+
+  // Taken already: withdrawing it now drops nothing, not even the record
+  // that took its place in the buffer.
+  TaskId next = TaskId::FromRandom();
+  EXPECT_TRUE(buffer.Record(Spec(next), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr));
+  buffer.Withdraw(running_ticket);
+  requests = buffer.Take(&arena);
+  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_EQ(requests[0]->events_size(), 1);
+  EXPECT_EQ(requests[0]->events(0).task_id(), next.Binary());
+
+  // Only everything withdrawn: nothing to send.
+  TaskEventBuffer::Ticket last;
+  buffer.Record(Spec(TaskId::FromRandom()), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr, &last);
+  buffer.Withdraw(last);
+  EXPECT_TRUE(buffer.Take(&arena).empty());
+}
+
+TEST(TaskEventBufferTest, AWithdrawnRecordLeavesTheAttemptsOtherRecords) {
+  google::protobuf::Arena arena;
+  TaskEventBuffer buffer;
+  TaskId id = TaskId::FromRandom();
+  TaskEventBuffer::Ticket ticket;
+  buffer.Record(Spec(id), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr, &ticket);
+  rpc::ErrorInfo error;
+  error.set_type(rpc::ErrorInfo::APPLICATION_ERROR);
+  error.set_message("boom");
+  buffer.Record(Spec(id), rpc::TaskEvent::FAILED, &error, nullptr, nullptr);
+  buffer.Withdraw(ticket);
+  auto requests = buffer.Take(&arena);
+  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_EQ(requests[0]->events_size(), 1);
+  EXPECT_EQ(requests[0]->events(0).state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(requests[0]->events(0).error().message(), "boom");
+}
+
 TEST(TaskEventBufferTest, RecordsOfOneAttemptMergeIntoOneEvent) {
   google::protobuf::Arena arena;
   TaskEventBuffer buffer;

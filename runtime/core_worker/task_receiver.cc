@@ -216,7 +216,12 @@ void TaskReceiver::StartPool(int threads) {
 void TaskReceiver::Execute(const Work& w) {
   const rpc::TaskSpec& spec = w.req->spec();
   rpc::PushTaskReply* reply = w.reply;
-  cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr);
+  // The caller that pushed a task or an actor call reports how it ended: a
+  // call done before the next flush needs no report from here. (An actor's
+  // creation is pushed by the GCS, which reports nothing.)
+  TaskEventBuffer::Ticket running;
+  cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr,
+                       spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK ? nullptr : &running);
   if (spec.type() != rpc::TaskSpec::ACTOR_TASK) SetChipEnv(*w.req);
   // A normal task's variables last while it runs (the worker is reused); an
   // actor's, for the life of its process.
@@ -325,6 +330,7 @@ void TaskReceiver::Execute(const Work& w) {
   }
   // The task failed: its result's refs go with it.
   for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
+  cw_->WithdrawTaskEvent(running);
   w.reactor->Finish(grpc::Status::OK);
 }
 

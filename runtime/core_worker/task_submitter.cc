@@ -30,7 +30,7 @@ constexpr int kMaxLeaseRequests = 4;
 // A lease with nothing to run is returned after this long.
 constexpr absl::Duration kLeaseIdle = absl::Milliseconds(500);
 constexpr int kMaxSpillbacks = 8;
-constexpr absl::Duration kPushTimeout = absl::Hours(24 * 365);
+constexpr absl::Duration kPushTimeout = absl::InfiniteDuration();
 
 void AppendDouble(std::string* out, double v) {
   char bytes[sizeof(v)];

@@ -3,7 +3,8 @@
 // ("OK ..." lines or values) and exits 0, or prints "FAIL ..." and exits 1.
 //
 //   runtime_driver ordered_calls | big_object | retry_after_worker_death |
-//                  actor_restart | spillback | infeasible | typed_errors
+//                  actor_restart | spillback | infeasible | typed_errors |
+//                  listed_tasks MARKER | ...
 #include <manta/api.h>
 
 #include <signal.h>
@@ -76,7 +77,17 @@ int Later(int v, int ms) {
   return v;
 }
 
-MANTA_REMOTE(Square, Echo, SumBytes, Pid, DieOnce, NodeName, SlowNodeName, Throws, Later);
+// Runs until `path` exists (a minute at most: then -1).
+int UntilFileExists(std::string path) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 1;
+}
+
+MANTA_REMOTE(Square, Echo, SumBytes, Pid, DieOnce, NodeName, SlowNodeName, Throws, Later, UntilFileExists);
 
 class Recorder {
  public:
@@ -461,6 +472,24 @@ int TypedErrors() {
   return 0;
 }
 
+// What `manta list tasks` shows: tasks and actor calls that finished, one
+// that failed, and one still running until the test creates `marker`.
+int ListedTasks(const std::string& marker) {
+  for (int i = 1; i <= 3; ++i) {
+    if (*manta::Get(manta::Task(Square).Remote(i)) != i * i) return Fail("wrong square");
+  }
+  auto recorder = manta::Actor(Recorder::Create).Remote(7);
+  for (int i = 0; i < 3; ++i) manta::Get(recorder.Task(&Recorder::Append).Remote(i));
+  try {
+    manta::Get(manta::Task(Throws).Remote(1));
+    return Fail("no error raised");
+  } catch (const manta::ApplicationError&) {
+  }
+  if (*manta::Get(manta::Task(UntilFileExists).Remote(marker)) != 1) return Fail("the marker never came");
+  std::cout << "OK listed tasks ran" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -483,6 +512,7 @@ int main(int argc, char** argv) {
       {"detached_use", DetachedUse},
       {"infeasible", Infeasible},
       {"typed_errors", TypedErrors},
+      {"listed_tasks", [&] { return ListedTasks(argc > 2 ? argv[2] : "/tmp/manta-listed-tasks"); }},
   };
   auto it = scenarios.find(scenario);
   if (it == scenarios.end()) {
