@@ -129,6 +129,16 @@ TEST_F(RuntimeTest, ByValueArgumentLargerThanAMessageArrives) {
   ExpectClean(*cluster_);
 }
 
+TEST_F(RuntimeTest, CallsInFlightWhenTheActorDiesRunOnItsNextIncarnationInOrder) {
+  RunScenario({"calls_across_restart"}, "OK 2000 calls across a restart, in order");
+  ExpectClean(*cluster_);
+}
+
+TEST_F(RuntimeTest, MoreCallsInFlightThanOneMessageHolds) {
+  RunScenario({"many_inline_calls"}, "OK 1600 calls of 96 KiB each way");
+  ExpectClean(*cluster_);
+}
+
 TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {
   RunScenario({"borrowed_refs"}, "OK borrowed value kept, then freed sum=5242880");
   ExpectClean(*cluster_);

@@ -16,7 +16,8 @@
 //  * the MemoryStore and the TaskEventBuffer are shared, behind their own
 //    mutexes.
 // Lock order: tasks_mu_ or actors_mu_ (never both), then holds_mu_,
-// borrow_mu_, the store's, the task-event buffer's, live_mu_ and the loop's.
+// borrow_mu_, the store's, the task-event buffer's, streams_mu_, live_mu_
+// and the loop's.
 // Nothing holds a lock across a blocking call (borrower registration is one). No PushTask call is started with
 // tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
 // completion takes them.
@@ -91,6 +92,7 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
                                   const ObjectId& id, absl::Duration wait);
 
 class TaskReceiver;
+class ActorPushStream;
 
 class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::CallbackService {
  public:
@@ -138,6 +140,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // --- CoreWorkerService (gRPC threads) ---
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* ctx, const rpc::PushTaskRequest* req,
                                      rpc::PushTaskReply* reply) override;
+  grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* PushTasks(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* ctx, const rpc::GetObjectStatusRequest* req,
                                             rpc::GetObjectStatusReply* reply) override;
   grpc::ServerWriteReactor<rpc::ObjectChunk>* GetObject(grpc::CallbackServerContext* ctx,
@@ -152,6 +156,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                            rpc::RemoveBorrowerReply* reply) override;
   grpc::ServerUnaryReactor* CheckWorker(grpc::CallbackServerContext* ctx, const rpc::CheckWorkerRequest* req,
                                         rpc::CheckWorkerReply* reply) override;
+
+  // A push this worker may take (it is the worker meant, the task id is
+  // well formed); the caller's token is checked before.
+  grpc::Status CheckPush(const rpc::PushTaskRequest& req) const;
 
   // The preamble of a request about one object: the caller's token, then a
   // well-formed id (into *id). Not OK: finish the call with it.
@@ -194,13 +202,14 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   struct Lease;
   struct SchedulingQueue;
   struct ActorState;
-  // One PushTask call; it owns the spec it carries while the call runs, so
-  // a push copies nothing. Its completion runs on a gRPC thread, which
+  // One push: a PushTask call (a normal task), or a call on the actor's
+  // worker's stream (push_stream.h). It owns the spec it carries while the
+  // push runs, so a push copies nothing. Its completion runs on a gRPC thread, which
   // stores the returns, settles the call (under tasks_mu_ or actors_mu_),
   // starts whatever that makes due and deletes it (once stopping, Stop()
   // deletes it).
   struct PushCall {
-    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientContext> ctx;  // a PushTask call; null on a stream
     rpc::PushTaskRequest request;
     rpc::PushTaskReply reply;
     absl::Status status;
@@ -220,9 +229,18 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
   void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
   void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
-  // Stopping: cancels the pushes in flight and waits for their completions;
-  // false if some did not end (this object must then not be freed).
-  bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
+  // Stopping: cancels the pushes in flight and the call streams, and waits
+  // for their completions; false if some did not end (this object must then
+  // not be freed).
+  bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
+  // Actor calls go over one stream per worker (push_stream.h): the open one
+  // to `address`, or a new one; null once stopping.
+  std::shared_ptr<ActorPushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub)
+      ABSL_LOCKS_EXCLUDED(streams_mu_);
+  // A stream that ended: no longer the one to `address` (if it was), and,
+  // last, no longer live.
+  void ForgetStream(const std::string& address, const ActorPushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void StreamEnded() ABSL_LOCKS_EXCLUDED(live_mu_);
   // Stopped, loop and server gone: frees the calls that ended meanwhile.
   void DeleteEndedPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
 
@@ -427,6 +445,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // until their completions, which touch this object, have all run.
   absl::Mutex live_mu_;
   absl::flat_hash_set<PushCall*> live_pushes_ ABSL_GUARDED_BY(live_mu_);
+  int live_streams_ ABSL_GUARDED_BY(live_mu_) = 0;  // started, OnDone not yet over
+  // The call stream to each worker ("ip:port") this process calls actors on.
+  absl::Mutex streams_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ActorPushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
   // Argument references held for submitted work (HoldArgs).
   absl::Mutex holds_mu_;
@@ -472,6 +494,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::atomic<bool> stopping_{false};
 
   friend class TaskReceiver;
+  friend class ActorPushStream;
+  friend class PushTasksReactor;
 };
 
 }  // namespace manta::core

@@ -75,19 +75,30 @@ void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, ErrorType ty
 grpc::ServerUnaryReactor* CoreWorkerImpl::PushTask(grpc::CallbackServerContext* ctx, const rpc::PushTaskRequest* req,
                                                    rpc::PushTaskReply* reply) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-  } else if (!receiver_) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks"));
-  } else if (req->intended_worker_id() != worker_id_.Binary()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker"));
-  } else if (!TaskId::FromBinary(req->spec().task_id()).ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id"));
+  grpc::Status refused = rpc::CheckAuth(*ctx, options_.token);
+  if (refused.ok()) refused = CheckPush(*req);
+  if (!refused.ok()) {
+    reactor->Finish(refused);
   } else {
     receiver_->Enqueue(req, reply, reactor);
   }
   return reactor;
+}
+
+grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* CoreWorkerImpl::PushTasks(
+    grpc::CallbackServerContext* ctx) {
+  return new PushTasksReactor(this, ctx);
+}
+
+grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
+  if (!receiver_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
+  if (req.intended_worker_id() != worker_id_.Binary()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
+  }
+  if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
+  }
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* CoreWorkerImpl::KillActor(grpc::CallbackServerContext* ctx,
@@ -112,8 +123,8 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::Exit(grpc::CallbackServerContext* ctx,
 void CoreWorkerImpl::RunTaskLoop() { receiver_->RunMainLoop(); }
 
 void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply,
-                           grpc::ServerUnaryReactor* reactor) {
-  Work w{req, reply, reactor};
+                           grpc::ServerUnaryReactor* reactor, PushTasksReactor::Push* streamed) {
+  Work w{req, reply, reactor, streamed};
   Wake wake;
   std::vector<Work> stale, skipped;
   {
@@ -162,9 +173,9 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
       }
     }
   }
-  for (const Work& s : skipped) s.reactor->Finish(grpc::Status::OK);
+  for (const Work& s : skipped) s.Finish(grpc::Status::OK);
   for (const Work& old : stale) {
-    old.reactor->Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
+    old.Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }
   // Woken after the lock is released, so the woken thread does not block on it.
   if (wake.main) main_cv_.notify_one();
@@ -249,7 +260,7 @@ void TaskReceiver::Execute(const Work& w) {
     if (!v.ok()) {
       SetError(reply, spec, GetErrorType(v.status()), std::string(v.status().message()));
       cw_->RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &reply->error());
-      w.reactor->Finish(grpc::Status::OK);
+      w.Finish(grpc::Status::OK);
       return;
     }
     held.push_back(*v);
@@ -331,7 +342,7 @@ void TaskReceiver::Execute(const Work& w) {
   // The task failed: its result's refs go with it.
   for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
   cw_->WithdrawTaskEvent(running);
-  w.reactor->Finish(grpc::Status::OK);
+  w.Finish(grpc::Status::OK);
 }
 
 void TaskReceiver::ExitSoon(int code) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "proto/core_worker.grpc.pb.h"
+#include "runtime/core_worker/push_stream.h"
 
 namespace manta::core {
 
@@ -25,8 +26,10 @@ class TaskReceiver {
  public:
   explicit TaskReceiver(CoreWorkerImpl* cw) : cw_(cw) {}
 
-  // Takes a pushed task; `reactor` is finished when it has run.
-  void Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply, grpc::ServerUnaryReactor* reactor);
+  // Takes a pushed task, from a PushTask call (`reactor`) or a PushTasks
+  // stream (`streamed`), which is finished when it has run.
+  void Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply, grpc::ServerUnaryReactor* reactor,
+               PushTasksReactor::Push* streamed = nullptr);
   [[noreturn]] void RunMainLoop();
   // Replies are already sent: exit the process shortly.
   void ExitSoon(int code);
@@ -35,7 +38,16 @@ class TaskReceiver {
   struct Work {
     const rpc::PushTaskRequest* req;
     rpc::PushTaskReply* reply;
-    grpc::ServerUnaryReactor* reactor;
+    grpc::ServerUnaryReactor* reactor;  // or
+    PushTasksReactor::Push* streamed;
+    // Tells the caller the push is over (`reply` goes with status OK).
+    void Finish(const grpc::Status& status) const {
+      if (streamed != nullptr) {
+        streamed->Finish(status);
+      } else {
+        reactor->Finish(status);
+      }
+    }
   };
   struct CallerState {
     int64_t next = 0;

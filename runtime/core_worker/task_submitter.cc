@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
 #include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/push_stream.h"
 
 namespace manta::core {
 namespace {
@@ -386,7 +387,12 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
 // ---------------------------------------------------------------- pushes
 
 void CoreWorkerImpl::StartPush(PushCall* call) {
-  rpc::PrepareContext(&call->ctx, options_.token, kPushTimeout);
+  // Actor calls go over the worker's stream; normal tasks one call each.
+  const bool streamed = call->queue == nullptr;
+  if (!streamed) {
+    call->ctx = std::make_unique<grpc::ClientContext>();
+    rpc::PrepareContext(call->ctx.get(), options_.token, kPushTimeout);
+  }
   {
     absl::MutexLock lock(&live_mu_);
     if (stopping_) {
@@ -397,8 +403,46 @@ void CoreWorkerImpl::StartPush(PushCall* call) {
     }
     live_pushes_.insert(call);
   }
-  call->stub->async()->PushTask(&call->ctx, &call->request, &call->reply,
+  if (streamed) {
+    while (true) {
+      std::shared_ptr<ActorPushStream> stream = StreamTo(call->address, call->stub);
+      if (stream == nullptr) {
+        return OnPushDone(call, grpc::Status(grpc::StatusCode::CANCELLED, "this process is stopping"));
+      }
+      if (stream->Send(call)) return;
+    }
+  }
+  call->stub->async()->PushTask(call->ctx.get(), &call->request, &call->reply,
                                 [this, call](grpc::Status status) { OnPushDone(call, status); });
+}
+
+std::shared_ptr<ActorPushStream> CoreWorkerImpl::StreamTo(const std::string& address,
+                                                          rpc::CoreWorkerService::Stub* stub) {
+  std::shared_ptr<ActorPushStream> stream;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    if (stopping_) return nullptr;  // CancelPushes has cancelled, or will see it
+    auto it = streams_.find(address);
+    if (it != streams_.end() && it->second->Usable()) return it->second;
+    stream = std::make_shared<ActorPushStream>(this, address);
+    stream->Bind(stream, stub, options_.token);
+    streams_[address] = stream;
+    absl::MutexLock live(&live_mu_);
+    ++live_streams_;
+  }
+  stream->Start();
+  return stream;
+}
+
+void CoreWorkerImpl::ForgetStream(const std::string& address, const ActorPushStream* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  auto it = streams_.find(address);
+  if (it != streams_.end() && it->second.get() == stream) streams_.erase(it);
+}
+
+void CoreWorkerImpl::StreamEnded() {
+  absl::MutexLock lock(&live_mu_);
+  --live_streams_;
 }
 
 void CoreWorkerImpl::StartPushes(const std::vector<PushCall*>& calls) {
@@ -448,14 +492,25 @@ bool CoreWorkerImpl::CancelPushes() {
     absl::MutexLock lock(&live_mu_);
     live.assign(live_pushes_.begin(), live_pushes_.end());
   }
-  for (PushCall* call : live) call->ctx.TryCancel();
+  for (PushCall* call : live) {
+    if (call->ctx) call->ctx->TryCancel();
+  }
+  // A stream's end fails the calls on it (StreamTo opens no new one now).
+  std::vector<std::shared_ptr<ActorPushStream>> streams;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (auto& [address, stream] : streams_) streams.push_back(stream);
+  }
+  for (auto& stream : streams) stream->Cancel();
+  streams.clear();
   absl::MutexLock lock(&live_mu_);
-  if (!live_mu_.AwaitWithTimeout(absl::Condition(
-                                     +[](absl::flat_hash_set<PushCall*>* live) { return live->empty(); },
-                                     &live_pushes_),
-                                 absl::Seconds(10))) {
+  auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_mu_) {
+    return live_pushes_.empty() && live_streams_ == 0;
+  };
+  if (!live_mu_.AwaitWithTimeout(absl::Condition(&all_ended), absl::Seconds(10))) {
     // Their completions would touch a freed object: keep them, and it.
-    Logger("core_worker")->error("{} task pushes did not end after being cancelled", live_pushes_.size());
+    Logger("core_worker")->error("{} task pushes and {} call streams did not end after being cancelled",
+                                 live_pushes_.size(), live_streams_);
     return false;
   }
   return true;

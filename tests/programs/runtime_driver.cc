@@ -248,6 +248,63 @@ int HugeByValueArgument() {
   return 0;
 }
 
+// Calls in flight when the actor's process dies are pushed again to its next
+// incarnation, in order, and every call returns its own answer.
+int CallsAcrossRestart() {
+  auto r = manta::Actor(Recorder::Create).SetMaxRestarts(1).SetMaxTaskRetries(-1).Remote(5);
+  const int pid = *manta::Get(r.Task(&Recorder::Pid).Remote());
+  const int kCalls = 2000;
+  std::vector<manta::ObjectRef<int>> refs;
+  for (int i = 0; i < kCalls; ++i) {
+    refs.push_back(r.Task(&Recorder::Append).Remote(i));
+    if (i == kCalls / 2) kill(pid, SIGKILL);
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    auto v = manta::TryGet(refs[i], absl::Seconds(60));
+    if (!v.ok()) return Fail("call " + std::to_string(i) + ": " + v.status().ToString());
+    if (**v != i) return Fail("call " + std::to_string(i) + " answered " + std::to_string(**v));
+  }
+  if (*manta::Get(r.Task(&Recorder::Pid).Remote()) == pid) return Fail("the actor did not restart");
+  if (!*manta::Get(r.Task(&Recorder::InOrder).Remote())) return Fail("the new incarnation ran calls out of order");
+  const int rerun = *manta::Get(r.Task(&Recorder::Count).Remote());
+  std::cout << "OK " << kCalls << " calls across a restart, in order; the new incarnation ran " << rerun << std::endl;
+  return 0;
+}
+
+// An actor that takes a while to start: calls made meanwhile wait in the
+// caller and go out together once it is alive.
+class SlowStarter {
+ public:
+  static SlowStarter* Create(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return new SlowStarter();
+  }
+  std::vector<uint8_t> Echo(std::vector<uint8_t> data) { return data; }
+};
+MANTA_REMOTE(SlowStarter::Create, &SlowStarter::Echo);
+
+// More actor calls waiting at once than one gRPC message can carry (each
+// with an inline argument and result just under the inline limit): all come
+// back, each with its own bytes.
+int ManyInlineCalls() {
+  auto a = manta::Actor(SlowStarter::Create).Remote(2000);
+  const int kCalls = 1600;
+  const size_t kBytes = 96 << 10;  // 150 MiB each way
+  std::vector<manta::ObjectRef<std::vector<uint8_t>>> refs;
+  for (int i = 0; i < kCalls; ++i) {
+    refs.push_back(a.Task(&SlowStarter::Echo).Remote(std::vector<uint8_t>(kBytes, static_cast<uint8_t>(i))));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    auto back = manta::TryGet(refs[i], absl::Seconds(60));
+    if (!back.ok()) return Fail("call " + std::to_string(i) + ": " + back.status().ToString());
+    if ((*back)->size() != kBytes || (**back)[kBytes - 1] != static_cast<uint8_t>(i)) {
+      return Fail("call " + std::to_string(i) + " came back with other bytes");
+    }
+  }
+  std::cout << "OK " << kCalls << " calls of 96 KiB each way" << std::endl;
+  return 0;
+}
+
 // Actor calls whose arguments are still being computed keep their place:
 // the first call to a fresh actor waits on a slow task, and the calls made
 // after it run after it. A call whose argument failed fails alone, and the
@@ -500,6 +557,8 @@ int main(int argc, char** argv) {
       {"big_object", BigObject},
       {"calls_waiting_on_arguments", CallsWaitingOnArguments},
       {"huge_by_value", HugeByValueArgument},
+      {"many_inline_calls", ManyInlineCalls},
+      {"calls_across_restart", CallsAcrossRestart},
       {"borrowed_refs", BorrowedRefs},
       {"returned_refs", ReturnedRefs},
       {"dropped_argument", DroppedArgument},

@@ -1,0 +1,261 @@
+#include "runtime/core_worker/push_stream.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "runtime/core_worker/task_receiver.h"
+
+namespace manta::core {
+
+// ---------------------------------------------------------------- caller side
+
+ActorPushStream::ActorPushStream(CoreWorkerImpl* cw, std::string address) : cw_(cw), address_(std::move(address)) {}
+
+void ActorPushStream::Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub,
+                           const std::string& token) {
+  self_ = std::move(self);
+  rpc::PrepareContext(&ctx_, token, absl::InfiniteDuration());
+  stub->async()->PushTasks(&ctx_, this);
+}
+
+void ActorPushStream::Start() {
+  StartRead(&in_);
+  StartCall();
+}
+
+bool ActorPushStream::Usable() {
+  absl::MutexLock lock(&mu_);
+  return !broken_;
+}
+
+bool ActorPushStream::Send(PushCall* call) {
+  std::string wire;
+  call->request.SerializeToString(&wire);
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_) return false;
+    const int64_t tag = next_tag_++;
+    sent_.emplace(tag, call);
+    if (queued_.empty() || queued_back_bytes_ + wire.size() > kMaxPushBatchBytes) {
+      queued_.emplace_back();
+      queued_back_bytes_ = 0;
+    }
+    queued_back_bytes_ += wire.size();
+    queued_.back().add_tags(tag);
+    queued_.back().add_pushes(std::move(wire));
+    if (writing_) return true;  // goes with a later write
+    writing_ = true;
+    out_.Swap(&queued_.front());
+    queued_.pop_front();
+  }
+  StartWrite(&out_);
+  return true;
+}
+
+void ActorPushStream::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    out_.Clear();
+    if (!ok) broken_ = true;  // OnDone follows and fails what is on it
+    if (!ok || queued_.empty()) {
+      writing_ = false;
+      return;
+    }
+    out_.Swap(&queued_.front());
+    queued_.pop_front();
+  }
+  StartWrite(&out_);
+}
+
+void ActorPushStream::OnReadDone(bool ok) {
+  if (!ok) return;  // OnDone follows
+  for (rpc::PushResult& r : *in_.mutable_results()) {
+    PushCall* call = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = sent_.find(r.tag());
+      if (it == sent_.end()) continue;  // not a tag of ours
+      call = it->second;
+      sent_.erase(it);
+    }
+    grpc::Status status;
+    if (r.code() != 0) {
+      const int code = r.code() > 0 && r.code() <= grpc::StatusCode::UNAUTHENTICATED ? r.code() : grpc::UNKNOWN;
+      status = grpc::Status(static_cast<grpc::StatusCode>(code), r.message());
+    } else if (!call->reply.ParseFromString(r.reply())) {
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "malformed reply from the worker");
+    }
+    cw_->OnPushDone(call, status);
+  }
+  in_.Clear();
+  StartRead(&in_);
+}
+
+void ActorPushStream::OnDone(const grpc::Status& status) {
+  std::vector<std::pair<int64_t, PushCall*>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    left.assign(sent_.begin(), sent_.end());
+    sent_.clear();
+  }
+  cw_->ForgetStream(address_, this);
+  // In the order they were sent. The worker ends a stream only with an
+  // error (the caller never closes its side).
+  std::sort(left.begin(), left.end());
+  const grpc::Status why =
+      status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker ended the call stream") : status;
+  for (auto& [tag, call] : left) cw_->OnPushDone(call, why);
+  cw_->StreamEnded();  // after this, `cw_` may be gone
+  auto self = std::move(self_);  // may free this, last
+}
+
+// ---------------------------------------------------------------- worker side
+
+PushTasksReactor::PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerContext* ctx) : cw_(cw) {
+  grpc::Status refused = rpc::CheckAuth(*ctx, cw->options().token);
+  if (refused.ok() && !cw->receiver_) {
+    refused = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
+  }
+  if (!refused.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+      reading_done_ = true;
+    }
+    Finish(refused);
+    return;
+  }
+  StartRead(&in_);
+}
+
+void PushTasksReactor::Push::Finish(const grpc::Status& status) {
+  stream->Answer(tag, status, reply);
+  delete this;
+}
+
+void PushTasksReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_done_ = true;
+      next = Step();
+    }
+    return Act(next);
+  }
+  if (in_.tags_size() != in_.pushes_size()) {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_done_ = true;  // no more reads: the stream ends with this
+      final_status_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PushTasks: one tag per push");
+      next = Step();
+    }
+    return Act(next);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    outstanding_ += in_.pushes_size();
+  }
+  for (int i = 0; i < in_.pushes_size(); ++i) {
+    auto* push = new Push{this, in_.tags(i), {}, {}};
+    grpc::Status refused;
+    if (!push->request.ParseFromString(in_.pushes(i))) {
+      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed push");
+    } else if (push->request.spec().type() != rpc::TaskSpec::ACTOR_TASK) {
+      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "only actor calls go over PushTasks");
+    } else {
+      refused = cw_->CheckPush(push->request);
+    }
+    if (!refused.ok()) {
+      push->Finish(refused);
+    } else {
+      cw_->receiver_->Enqueue(&push->request, &push->reply, nullptr, push);
+    }
+  }
+  in_.Clear();
+  StartRead(&in_);
+}
+
+void PushTasksReactor::Answer(int64_t tag, const grpc::Status& status, const rpc::PushTaskReply& reply) {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    --outstanding_;
+    if (!broken_ && !finished_) {
+      const size_t bytes = status.ok() ? reply.ByteSizeLong() : status.error_message().size();
+      if (pending_.empty() || pending_back_bytes_ + bytes > kMaxPushBatchBytes) {
+        pending_.emplace_back();
+        pending_back_bytes_ = 0;
+      }
+      pending_back_bytes_ += bytes;
+      rpc::PushResult* r = pending_.back().add_results();
+      r->set_tag(tag);
+      if (status.ok()) {
+        reply.SerializeToString(r->mutable_reply());
+      } else {
+        r->set_code(status.error_code());
+        r->set_message(status.error_message());
+      }
+    }
+    next = Step();
+  }
+  Act(next);
+}
+
+PushTasksReactor::Next PushTasksReactor::Step() {
+  Next next;
+  if (!writing_ && !finished_ && !broken_ && !pending_.empty()) {
+    writing_ = true;
+    out_.Swap(&pending_.front());
+    pending_.pop_front();
+    next.write = true;
+  } else if (!writing_ && !finished_ && reading_done_ && outstanding_ == 0) {
+    finished_ = true;
+    next.finish = true;
+  }
+  next.destroy = done_ && outstanding_ == 0;
+  return next;
+}
+
+void PushTasksReactor::Act(const Next& next) {
+  if (next.write) StartWrite(&out_);
+  if (next.finish) {
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      status = final_status_;
+    }
+    Finish(status);
+  }
+  if (next.destroy) delete this;
+}
+
+void PushTasksReactor::OnWriteDone(bool ok) {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    out_.Clear();
+    if (!ok) {
+      broken_ = true;
+      pending_.clear();
+    }
+    next = Step();
+  }
+  Act(next);
+}
+
+void PushTasksReactor::OnDone() {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    next.destroy = outstanding_ == 0;
+  }
+  Act(next);
+}
+
+}  // namespace manta::core

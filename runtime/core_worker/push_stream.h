@@ -1,0 +1,114 @@
+// Actor calls over one PushTasks stream per caller and worker, instead of a
+// PushTask call each: a call costs one message, not a new HTTP/2 stream with
+// its headers, token and deadline, and calls that queue behind a write (a
+// burst of calls, or replies ending while the last ones are sent) travel
+// together in one message. Nothing waits to be batched: a write starts as
+// soon as the previous one is done.
+//
+//   ActorPushStream (caller): Send(call) queues the call's request and
+//   writes it; each result settles its call through OnPushDone, as a
+//   PushTask reply would. When the stream ends, every call still on it
+//   fails with the stream's status (and is retried as a failed push is).
+//
+//   PushTasksReactor (worker): each push read is queued to the TaskReceiver
+//   like a PushTask; Push::Finish writes its result back.
+//
+// Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/core_worker/core_worker_impl.h"
+
+namespace manta::core {
+
+// A message gathers pushes (or results) up to about this many bytes; more
+// wait for the next write.
+constexpr size_t kMaxPushBatchBytes = 1 << 20;
+
+class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
+ public:
+  using PushCall = CoreWorkerImpl::PushCall;
+
+  ActorPushStream(CoreWorkerImpl* cw, std::string address);
+  // Binds the call (`self` keeps this alive until OnDone); Send may be
+  // called from then on. Start starts it: never under a lock OnDone takes
+  // (a failing call may end inline).
+  void Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
+  void Start();
+  // Sends `call`, whose result then reaches cw->OnPushDone. False when the
+  // stream is broken or over: send it on a new one.
+  bool Send(PushCall* call);
+  bool Usable();
+  void Cancel() { ctx_.TryCancel(); }
+
+  void OnWriteDone(bool ok) override;
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  CoreWorkerImpl* const cw_;
+  const std::string address_;
+  grpc::ClientContext ctx_;
+  std::shared_ptr<ActorPushStream> self_;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed, or the stream ended
+  int64_t next_tag_ ABSL_GUARDED_BY(mu_) = 0;
+  rpc::PushTasksRequest out_;                     // being written (by the writer only)
+  std::deque<rpc::PushTasksRequest> queued_ ABSL_GUARDED_BY(mu_);  // for the next writes
+  size_t queued_back_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<int64_t, PushCall*> sent_ ABSL_GUARDED_BY(mu_);  // awaiting results
+  rpc::PushTasksReply in_;                        // being read (by the reader only)
+};
+
+class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
+ public:
+  // One push read from the stream; lives until Finish.
+  struct Push {
+    PushTasksReactor* stream;
+    int64_t tag;
+    rpc::PushTaskRequest request;
+    rpc::PushTaskReply reply;
+    // Sends `reply` (status OK) or the refusal back; deletes this.
+    void Finish(const grpc::Status& status);
+  };
+
+  PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerContext* ctx);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone() override;
+
+ private:
+  // What to do once mu_ is released.
+  struct Next {
+    bool write = false;
+    bool finish = false;
+    bool destroy = false;
+  };
+  void Answer(int64_t tag, const grpc::Status& status, const rpc::PushTaskReply& reply);
+  Next Step() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act(const Next& next);
+
+  CoreWorkerImpl* const cw_;
+  rpc::PushTasksRequest in_;  // being read (by the reader only)
+  rpc::PushTasksReply out_;   // being written (by the writer only)
+  absl::Mutex mu_;
+  std::deque<rpc::PushTasksReply> pending_ ABSL_GUARDED_BY(mu_);  // for the next writes
+  size_t pending_back_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;           // pushes not yet finished
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: drop results
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace manta::core
