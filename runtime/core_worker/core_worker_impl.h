@@ -234,9 +234,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // not be freed).
   bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
   // Actor calls go over one stream per worker (push_stream.h): the open one
-  // to `address`, or a new one; null once stopping.
-  std::shared_ptr<ActorPushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub)
-      ABSL_LOCKS_EXCLUDED(streams_mu_);
+  // to `address`, or a new one, bound but not started (*fresh; the caller
+  // starts it once it has sent on it); null once stopping.
+  std::shared_ptr<ActorPushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub,
+                                            bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
   // A stream that ended: no longer the one to `address` (if it was), and,
   // last, no longer live.
   void ForgetStream(const std::string& address, const ActorPushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);

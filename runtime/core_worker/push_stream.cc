@@ -20,6 +20,7 @@ void ActorPushStream::Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorke
 }
 
 void ActorPushStream::Start() {
+  AddHold();
   StartRead(&in_);
   StartCall();
 }
@@ -29,12 +30,20 @@ bool ActorPushStream::Usable() {
   return !broken_;
 }
 
-bool ActorPushStream::Send(PushCall* call) {
+bool ActorPushStream::ReleaseHoldLocked() {
+  if (!broken_ || writing_ || hold_released_) return false;
+  hold_released_ = true;
+  return true;
+}
+
+ActorPushStream::Sent ActorPushStream::Send(PushCall* call) {
   std::string wire;
   call->request.SerializeToString(&wire);
+  // Over the limit, it would end the stream, and every call on it.
+  if (wire.size() + 64 > static_cast<size_t>(rpc::kMaxMessageBytes)) return Sent::kTooLarge;
   {
     absl::MutexLock lock(&mu_);
-    if (broken_) return false;
+    if (broken_) return Sent::kBroken;
     const int64_t tag = next_tag_++;
     sent_.emplace(tag, call);
     if (queued_.empty() || queued_back_bytes_ + wire.size() > kMaxPushBatchBytes) {
@@ -44,32 +53,47 @@ bool ActorPushStream::Send(PushCall* call) {
     queued_back_bytes_ += wire.size();
     queued_.back().add_tags(tag);
     queued_.back().add_pushes(std::move(wire));
-    if (writing_) return true;  // goes with a later write
+    if (writing_) return Sent::kSent;  // goes with a later write
     writing_ = true;
     out_.Swap(&queued_.front());
     queued_.pop_front();
   }
   StartWrite(&out_);
-  return true;
+  return Sent::kSent;
 }
 
 void ActorPushStream::OnWriteDone(bool ok) {
+  bool release = false, write = false;
   {
     absl::MutexLock lock(&mu_);
     out_.Clear();
     if (!ok) broken_ = true;  // OnDone follows and fails what is on it
-    if (!ok || queued_.empty()) {
+    if (broken_ || queued_.empty()) {
       writing_ = false;
-      return;
+      release = ReleaseHoldLocked();
+    } else {
+      out_.Swap(&queued_.front());
+      queued_.pop_front();
+      write = true;
     }
-    out_.Swap(&queued_.front());
-    queued_.pop_front();
   }
-  StartWrite(&out_);
+  if (write) StartWrite(&out_);
+  if (release) RemoveHold();
 }
 
 void ActorPushStream::OnReadDone(bool ok) {
-  if (!ok) return;  // OnDone follows
+  if (!ok) {
+    // The stream is over: no write starts from now, and once none is out
+    // the hold goes, so OnDone can follow.
+    bool release;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      release = ReleaseHoldLocked();
+    }
+    if (release) RemoveHold();
+    return;
+  }
   for (rpc::PushResult& r : *in_.mutable_results()) {
     PushCall* call = nullptr;
     {
@@ -102,10 +126,23 @@ void ActorPushStream::OnDone(const grpc::Status& status) {
   }
   cw_->ForgetStream(address_, this);
   // In the order they were sent. The worker ends a stream only with an
-  // error (the caller never closes its side).
+  // error (the caller never closes its side). What ended it is no refusal
+  // of the calls on it, unless every call would meet it (token, a worker
+  // without the method) or this process is stopping: they may be pushed
+  // again.
   std::sort(left.begin(), left.end());
-  const grpc::Status why =
-      status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker ended the call stream") : status;
+  grpc::Status why = status;
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::CANCELLED:
+      break;
+    default:
+      why = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         "the call stream to the actor's worker ended: " +
+                             (status.ok() ? std::string("by the worker") : status.error_message()));
+  }
   for (auto& [tag, call] : left) cw_->OnPushDone(call, why);
   cw_->StreamEnded();  // after this, `cw_` may be gone
   auto self = std::move(self_);  // may free this, last

@@ -37,13 +37,16 @@ class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rp
 
   ActorPushStream(CoreWorkerImpl* cw, std::string address);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
-  // called from then on. Start starts it: never under a lock OnDone takes
-  // (a failing call may end inline).
+  // called from then on, and never fails before Start. Start starts it.
+  // Writes start outside reactions, so the stream holds the call open (a
+  // gRPC hold) until it is broken and no write is out.
   void Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
   void Start();
-  // Sends `call`, whose result then reaches cw->OnPushDone. False when the
-  // stream is broken or over: send it on a new one.
-  bool Send(PushCall* call);
+  enum class Sent { kSent, kBroken, kTooLarge };
+  // Sends `call`, whose result then reaches cw->OnPushDone. kBroken: the
+  // stream is broken or over, send it on a new one. kTooLarge: no message
+  // could carry it.
+  Sent Send(PushCall* call);
   bool Usable();
   void Cancel() { ctx_.TryCancel(); }
 
@@ -58,13 +61,17 @@ class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rp
   std::shared_ptr<ActorPushStream> self_;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed, or the stream ended
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a read or write failed, or the stream ended
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_tag_ ABSL_GUARDED_BY(mu_) = 0;
   rpc::PushTasksRequest out_;                     // being written (by the writer only)
   std::deque<rpc::PushTasksRequest> queued_ ABSL_GUARDED_BY(mu_);  // for the next writes
   size_t queued_back_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<int64_t, PushCall*> sent_ ABSL_GUARDED_BY(mu_);  // awaiting results
   rpc::PushTasksReply in_;                        // being read (by the reader only)
+
+  // True (once) when the hold is to be released: broken, no write out.
+  bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {

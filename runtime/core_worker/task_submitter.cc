@@ -405,11 +405,21 @@ void CoreWorkerImpl::StartPush(PushCall* call) {
   }
   if (streamed) {
     while (true) {
-      std::shared_ptr<ActorPushStream> stream = StreamTo(call->address, call->stub);
+      bool fresh = false;
+      std::shared_ptr<ActorPushStream> stream = StreamTo(call->address, call->stub, &fresh);
       if (stream == nullptr) {
         return OnPushDone(call, grpc::Status(grpc::StatusCode::CANCELLED, "this process is stopping"));
       }
-      if (stream->Send(call)) return;
+      // A fresh stream takes the call before it starts, so it cannot refuse
+      // it as broken: a worker that cannot be reached fails the call through
+      // the stream's end, and its resend waits.
+      const ActorPushStream::Sent sent = stream->Send(call);
+      if (fresh) stream->Start();
+      if (sent == ActorPushStream::Sent::kSent) return;
+      if (sent == ActorPushStream::Sent::kTooLarge) {
+        return OnPushDone(call, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                             "the call is larger than a message may be"));
+      }
     }
   }
   call->stub->async()->PushTask(call->ctx.get(), &call->request, &call->reply,
@@ -417,20 +427,17 @@ void CoreWorkerImpl::StartPush(PushCall* call) {
 }
 
 std::shared_ptr<ActorPushStream> CoreWorkerImpl::StreamTo(const std::string& address,
-                                                          rpc::CoreWorkerService::Stub* stub) {
-  std::shared_ptr<ActorPushStream> stream;
-  {
-    absl::MutexLock lock(&streams_mu_);
-    if (stopping_) return nullptr;  // CancelPushes has cancelled, or will see it
-    auto it = streams_.find(address);
-    if (it != streams_.end() && it->second->Usable()) return it->second;
-    stream = std::make_shared<ActorPushStream>(this, address);
-    stream->Bind(stream, stub, options_.token);
-    streams_[address] = stream;
-    absl::MutexLock live(&live_mu_);
-    ++live_streams_;
-  }
-  stream->Start();
+                                                          rpc::CoreWorkerService::Stub* stub, bool* fresh) {
+  absl::MutexLock lock(&streams_mu_);
+  if (stopping_) return nullptr;  // CancelPushes has cancelled, or will see it
+  auto it = streams_.find(address);
+  if (it != streams_.end() && it->second->Usable()) return it->second;
+  auto stream = std::make_shared<ActorPushStream>(this, address);
+  stream->Bind(stream, stub, options_.token);
+  streams_[address] = stream;
+  *fresh = true;
+  absl::MutexLock live(&live_mu_);
+  ++live_streams_;
   return stream;
 }
 
