@@ -99,6 +99,35 @@ class RuntimeTest : public ::testing::Test {
     EXPECT_NE(r.out.find(ok), std::string::npos) << r.out;
     return r;
   }
+  // A runtime_driver scenario left running while the test watches the
+  // cluster; stopped when this goes, however the test ends.
+  struct Background {
+    int pid = 0;
+    std::string log;  // its output
+    // Waits for its own exit; its exit code, or -1.
+    int Wait(absl::Duration timeout) {
+      if (!WaitForExit(pid, absl::Now() + timeout).ok()) return -1;
+      int code = ExitStatusOf(pid).value_or(-1);
+      pid = 0;  // reaped: nothing to stop
+      return code;
+    }
+    ~Background() {
+      if (pid > 0) TerminateProcess(pid, absl::Now() + absl::Seconds(5)).IgnoreError();
+    }
+  };
+  std::unique_ptr<Background> StartScenario(const std::vector<std::string>& args) {
+    SpawnOptions opts;
+    opts.executable = Cluster::BinDir() + "/runtime_driver";
+    opts.args = args;
+    opts.env = cluster_->MantaEnv();
+    opts.log_file = cluster_->temp_dir() + "/" + args.at(0) + ".out";
+    auto pid = SpawnDaemon(opts);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    auto spawned = std::make_unique<Background>();
+    spawned->pid = pid.ok() ? *pid : 0;
+    spawned->log = opts.log_file;
+    return spawned;
+  }
   std::unique_ptr<Cluster> cluster_;
 };
 
@@ -204,13 +233,8 @@ TEST_F(RuntimeTest, RayletKilledAndItsTasksRerunElsewhere) {
   b.env = {{"MANTA_TEST_NODE", "b"}};
   auto ids = cluster_->AddRaylets({a, b});
   MANTA_ASSERT_OK(ids.status());
-  SpawnOptions opts;
-  opts.executable = Cluster::BinDir() + "/runtime_driver";
-  opts.args = {"rerun_elsewhere", cluster_->temp_dir()};
-  opts.env = cluster_->MantaEnv();
-  opts.log_file = cluster_->temp_dir() + "/rerun.out";
-  auto pid = SpawnDaemon(opts);
-  MANTA_ASSERT_OK(pid.status());
+  auto driver = StartScenario({"rerun_elsewhere", cluster_->temp_dir()});
+  ASSERT_GT(driver->pid, 0);
   // Kill the raylet of whichever node the task started on.
   std::string first;
   ASSERT_TRUE(Cluster::WaitFor(
@@ -221,22 +245,17 @@ TEST_F(RuntimeTest, RayletKilledAndItsTasksRerunElsewhere) {
       },
       absl::Seconds(20)));
   MANTA_ASSERT_OK(cluster_->KillRaylet(first == "a" ? (*ids)[0] : (*ids)[1], SIGKILL));
-  MANTA_ASSERT_OK(WaitForExit(*pid, absl::Now() + absl::Seconds(60)));
-  std::string out = TailFile(opts.log_file, 50);
+  const int code = driver->Wait(absl::Seconds(60));
+  std::string out = TailFile(driver->log, 50);
   std::string other = first == "a" ? "b" : "a";
   EXPECT_NE(out.find("RAN " + other), std::string::npos) << out;
-  EXPECT_EQ(ExitStatusOf(*pid).value_or(-1), 0) << out;
+  EXPECT_EQ(code, 0) << out;
   ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, InfeasibleDemandIsShownInStatus) {
-  SpawnOptions opts;
-  opts.executable = Cluster::BinDir() + "/runtime_driver";
-  opts.args = {"infeasible"};
-  opts.env = cluster_->MantaEnv();
-  opts.log_file = cluster_->temp_dir() + "/infeasible.out";
-  auto pid = SpawnDaemon(opts);
-  MANTA_ASSERT_OK(pid.status());
+  auto driver = StartScenario({"infeasible"});
+  ASSERT_GT(driver->pid, 0);
   std::string status;
   bool shown = Cluster::WaitFor(
       [&] {
@@ -245,9 +264,9 @@ TEST_F(RuntimeTest, InfeasibleDemandIsShownInStatus) {
                status.find("CPU: 1000") != std::string::npos;
       },
       absl::Seconds(15));
-  EXPECT_TRUE(shown) << status << TailFile(opts.log_file, 20);
+  EXPECT_TRUE(shown) << status << TailFile(driver->log, 20);
   EXPECT_NE(status.find("infeasible"), std::string::npos) << status;
-  TerminateProcess(*pid, absl::Now() + absl::Seconds(5)).IgnoreError();
+  driver.reset();  // stopped: its demand goes with it
   ExpectClean(*cluster_);
 }
 
@@ -264,17 +283,8 @@ std::multimap<std::string, nlohmann::json> ListTasks(Cluster& cluster) {
 
 TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
   const std::string marker = cluster_->temp_dir() + "/listed-tasks-marker";
-  SpawnOptions opts;
-  opts.executable = Cluster::BinDir() + "/runtime_driver";
-  opts.args = {"listed_tasks", marker};
-  opts.env = cluster_->MantaEnv();
-  opts.log_file = cluster_->temp_dir() + "/listed_tasks.out";
-  auto pid = SpawnDaemon(opts);
-  MANTA_ASSERT_OK(pid.status());
-  struct Reap {
-    int pid;
-    ~Reap() { TerminateProcess(pid, absl::Now() + absl::Seconds(5)).IgnoreError(); }
-  } reap{*pid};
+  auto driver = StartScenario({"listed_tasks", marker});
+  ASSERT_GT(driver->pid, 0);
 
   // A task still running is listed as RUNNING, on a node, in a worker.
   std::multimap<std::string, nlohmann::json> tasks;
@@ -288,7 +298,7 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
         return state_of("UntilFileExists") == "RUNNING";
       },
       absl::Seconds(30));
-  ASSERT_TRUE(running) << TailFile(opts.log_file, 20);
+  ASSERT_TRUE(running) << TailFile(driver->log, 20);
   const nlohmann::json& waiting = tasks.find("UntilFileExists")->second;
   EXPECT_EQ(waiting.value("node_id", "").size(), 56u) << waiting.dump();
   EXPECT_GT(waiting.value("worker_pid", 0), 0) << waiting.dump();
@@ -307,7 +317,7 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
   bool done = Cluster::WaitFor(settled, absl::Seconds(30));
   std::string listing;
   for (const auto& [name, t] : tasks) listing += t.dump() + "\n";
-  ASSERT_TRUE(done) << listing << TailFile(opts.log_file, 20);
+  ASSERT_TRUE(done) << listing << TailFile(driver->log, 20);
   EXPECT_EQ(tasks.count("Square"), 3u) << listing;
   for (auto [it, end] = tasks.equal_range("Square"); it != end; ++it) {
     const nlohmann::json& t = it->second;

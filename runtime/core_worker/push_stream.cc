@@ -7,6 +7,21 @@
 #include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
+namespace {
+
+// The message of `queue` that takes `bytes` more: the last one, or a new one
+// when the last would pass kMaxPushBatchBytes. `back_bytes`: the last one's.
+template <typename Message>
+Message& BatchFor(std::deque<Message>& queue, size_t& back_bytes, size_t bytes) {
+  if (queue.empty() || back_bytes + bytes > kMaxPushBatchBytes) {
+    queue.emplace_back();
+    back_bytes = 0;
+  }
+  back_bytes += bytes;
+  return queue.back();
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- caller side
 
@@ -46,13 +61,9 @@ ActorPushStream::Sent ActorPushStream::Send(PushCall* call) {
     if (broken_) return Sent::kBroken;
     const int64_t tag = next_tag_++;
     sent_.emplace(tag, call);
-    if (queued_.empty() || queued_back_bytes_ + wire.size() > kMaxPushBatchBytes) {
-      queued_.emplace_back();
-      queued_back_bytes_ = 0;
-    }
-    queued_back_bytes_ += wire.size();
-    queued_.back().add_tags(tag);
-    queued_.back().add_pushes(std::move(wire));
+    rpc::PushTasksRequest& batch = BatchFor(queued_, queued_back_bytes_, wire.size());
+    batch.add_tags(tag);
+    batch.add_pushes(std::move(wire));
     if (writing_) return Sent::kSent;  // goes with a later write
     writing_ = true;
     out_.Swap(&queued_.front());
@@ -67,7 +78,12 @@ void ActorPushStream::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     out_.Clear();
-    if (!ok) broken_ = true;  // OnDone follows and fails what is on it
+    if (!ok && !broken_) {
+      // The call is ending; make sure of it (it may be out of streams_
+      // already, where CancelPushes would not find it).
+      broken_ = true;
+      ctx_.TryCancel();
+    }
     if (broken_ || queued_.empty()) {
       writing_ = false;
       release = ReleaseHoldLocked();
@@ -127,16 +143,16 @@ void ActorPushStream::OnDone(const grpc::Status& status) {
   cw_->ForgetStream(address_, this);
   // In the order they were sent. The worker ends a stream only with an
   // error (the caller never closes its side). What ended it is no refusal
-  // of the calls on it, unless every call would meet it (token, a worker
-  // without the method) or this process is stopping: they may be pushed
-  // again.
+  // of the calls on it, unless every call would meet it (token, a process
+  // that takes no calls): they may be pushed again. (Once this process is
+  // stopping, OnPushDone only lets them go.)
   std::sort(left.begin(), left.end());
   grpc::Status why = status;
   switch (status.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNIMPLEMENTED:
-    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::FAILED_PRECONDITION:  // not a worker
       break;
     default:
       why = grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -172,25 +188,22 @@ void PushTasksReactor::Push::Finish(const grpc::Status& status) {
   delete this;
 }
 
-void PushTasksReactor::OnReadDone(bool ok) {
-  if (!ok) {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      reading_done_ = true;
-      next = Step();
-    }
-    return Act(next);
+void PushTasksReactor::EndReading(const grpc::Status& status) {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    reading_done_ = true;
+    final_status_ = status;
+    next = Step();
   }
+  Act(next);
+}
+
+void PushTasksReactor::OnReadDone(bool ok) {
+  if (!ok) return EndReading(grpc::Status::OK);
   if (in_.tags_size() != in_.pushes_size()) {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      reading_done_ = true;  // no more reads: the stream ends with this
-      final_status_ = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PushTasks: one tag per push");
-      next = Step();
-    }
-    return Act(next);
+    // No more reads: the stream ends with this once its pushes are answered.
+    return EndReading(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PushTasks: one tag per push"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -223,12 +236,7 @@ void PushTasksReactor::Answer(int64_t tag, const grpc::Status& status, const rpc
     --outstanding_;
     if (!broken_ && !finished_) {
       const size_t bytes = status.ok() ? reply.ByteSizeLong() : status.error_message().size();
-      if (pending_.empty() || pending_back_bytes_ + bytes > kMaxPushBatchBytes) {
-        pending_.emplace_back();
-        pending_back_bytes_ = 0;
-      }
-      pending_back_bytes_ += bytes;
-      rpc::PushResult* r = pending_.back().add_results();
+      rpc::PushResult* r = BatchFor(pending_, pending_back_bytes_, bytes).add_results();
       r->set_tag(tag);
       if (status.ok()) {
         reply.SerializeToString(r->mutable_reply());

@@ -37,7 +37,8 @@ class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rp
 
   ActorPushStream(CoreWorkerImpl* cw, std::string address);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
-  // called from then on, and never fails before Start. Start starts it.
+  // called from then on, and never finds it broken before Start. Start
+  // starts it.
   // Writes start outside reactions, so the stream holds the call open (a
   // gRPC hold) until it is broken and no write is out.
   void Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
@@ -100,6 +101,9 @@ class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, r
     bool destroy = false;
   };
   void Answer(int64_t tag, const grpc::Status& status, const rpc::PushTaskReply& reply);
+  // No more reads; the stream ends with `status` once every push read is
+  // answered.
+  void EndReading(const grpc::Status& status);
   Next Step() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Act(const Next& next);
 
