@@ -58,7 +58,7 @@ struct Walker {
   std::string root;
   uint64_t max_bytes;
   uint64_t total = 0;
-  std::string out;
+  std::string out{};
 
   absl::Status Walk(const std::string& rel) {
     std::string dir = rel.empty() ? root : root + "/" + rel;
@@ -140,7 +140,7 @@ absl::StatusOr<std::string> Gzip(std::string_view data) {
   if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     return absl::InternalError("deflateInit2 failed");
   }
-  std::string out;
+  std::string out{};
   out.resize(deflateBound(&zs, data.size()) + 64);
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
   zs.avail_in = static_cast<uInt>(data.size());

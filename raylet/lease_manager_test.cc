@@ -17,13 +17,13 @@ struct Call {
 };
 
 struct LeaseOptions {
-  std::map<std::string, std::string> selector;
+  std::map<std::string, std::string> selector{};
   bool grant_or_reject = false;
   bool fail_if_infeasible = false;
   std::string job = std::string("\0\0\0\1", 4);
   rpc::TaskSpec::Type type = rpc::TaskSpec::NORMAL_TASK;
   bool detached = false;
-  std::string placement_group;  // binary; empty: none
+  std::string placement_group{};  // binary; empty: none
   int bundle_index = 0;
 };
 
