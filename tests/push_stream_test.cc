@@ -55,24 +55,24 @@ class PushStreamTest : public ::testing::Test {
     return push;
   }
 
-  // Opens a stream, writes `request` and returns the first results (or the
-  // stream's end status when there are none).
-  grpc::Status Exchange(const std::string& token, const rpc::PushTasksRequest& request,
-                        rpc::PushTasksReply* reply) {
+  // Opens a stream with `token`, writes `request`, reads results (by tag)
+  // until `want` came or the stream ended, then closes its side. Returns
+  // how the stream ended.
+  grpc::Status Exchange(const std::string& token, const rpc::PushTasksRequest& request, size_t want,
+                        std::map<int64_t, rpc::PushResult>* results) {
     grpc::ClientContext ctx;
     rpc::PrepareContext(&ctx, token, absl::InfiniteDuration());
     ctx.set_deadline(std::chrono::system_clock::now() + kWait);
     auto stream = worker_->PushTasks(&ctx);
-    stream->Write(request);
-    const bool got = stream->Read(reply);
-    stream->WritesDone();
-    if (got) {
-      rpc::PushTasksReply ignored;
-      while (stream->Read(&ignored)) {
-      }
+    stream->Write(request);  // may fail: the stream's end says why
+    rpc::PushTasksReply reply;
+    while (results->size() < want && stream->Read(&reply)) {
+      for (const auto& r : reply.results()) (*results)[r.tag()] = r;
     }
-    grpc::Status end = stream->Finish();
-    return got ? grpc::Status::OK : end;
+    stream->WritesDone();
+    while (stream->Read(&reply)) {
+    }
+    return stream->Finish();
   }
 
   void ExpectActorStillAnswers() {
@@ -90,18 +90,21 @@ TEST_F(PushStreamTest, StreamWithoutTheTokenIsRefused) {
   rpc::PushTasksRequest request;
   request.add_tags(1);
   request.add_pushes(Call().SerializeAsString());
-  rpc::PushTasksReply reply;
-  EXPECT_EQ(Exchange("", request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(Exchange("wrong-token", request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  for (const std::string token : {"", "wrong-token"}) {
+    std::map<int64_t, rpc::PushResult> results;
+    EXPECT_EQ(Exchange(token, request, 1, &results).error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+    EXPECT_TRUE(results.empty()) << token;
+  }
   ExpectActorStillAnswers();
 }
 
 TEST_F(PushStreamTest, PushesWithoutTagsEndTheStream) {
   rpc::PushTasksRequest request;
   request.add_pushes(Call().SerializeAsString());
-  rpc::PushTasksReply reply;
-  grpc::Status s = Exchange(cluster_->token(), request, &reply);
+  std::map<int64_t, rpc::PushResult> results;
+  grpc::Status s = Exchange(cluster_->token(), request, 1, &results);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_TRUE(results.empty());
   ExpectActorStillAnswers();
 }
 
@@ -124,20 +127,8 @@ TEST_F(PushStreamTest, EachBadPushIsRefusedAloneAndAGoodOneRuns) {
   request.add_tags(14);
   request.add_pushes(Call().SerializeAsString());
 
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, cluster_->token(), absl::InfiniteDuration());
-  ctx.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = worker_->PushTasks(&ctx);
-  ASSERT_TRUE(stream->Write(request));
   std::map<int64_t, rpc::PushResult> results;
-  rpc::PushTasksReply reply;
-  while (results.size() < 5 && stream->Read(&reply)) {
-    for (const auto& r : reply.results()) results[r.tag()] = r;
-  }
-  stream->WritesDone();
-  while (stream->Read(&reply)) {
-  }
-  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(Exchange(cluster_->token(), request, 5, &results).ok());
   ASSERT_EQ(results.size(), 5u);
   EXPECT_EQ(results[10].code(), grpc::StatusCode::INVALID_ARGUMENT) << results[10].message();
   EXPECT_EQ(results[11].code(), grpc::StatusCode::FAILED_PRECONDITION) << results[11].message();

@@ -92,11 +92,13 @@ class RuntimeTest : public ::testing::Test {
     cluster_ = std::make_unique<Cluster>(options);
     MANTA_ASSERT_OK(cluster_->StartHead());
   }
-  // Runs a runtime_driver scenario: it exits 0 and prints `ok`.
+  // Runs a runtime_driver scenario: it exits 0 and prints `ok`, and every
+  // lease and resource it used is returned after.
   CommandResult RunScenario(const std::vector<std::string>& args, const std::string& ok) {
     CommandResult r = cluster_->RunProgram("runtime_driver", args);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find(ok), std::string::npos) << r.out;
+    ExpectClean(*cluster_);
     return r;
   }
   // A runtime_driver scenario left running while the test watches the
@@ -133,49 +135,40 @@ class RuntimeTest : public ::testing::Test {
 
 TEST_F(RuntimeTest, TenThousandActorCallsRunInOrder) {
   RunScenario({"ordered_calls"}, "OK 10000 calls in order, count=10000");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) {
   RunScenario({"big_object"}, "OK 64 MiB round trip");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ArgumentOutlivesTheCallersLastReference) {
   RunScenario({"dropped_argument"}, "OK dropped argument kept until used sum=3145728");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ActorCallsKeepTheirOrderAroundArgumentsStillComputed) {
   CommandResult r =
       RunScenario({"calls_waiting_on_arguments"}, "OK calls kept their order around arguments; failed one:");
   EXPECT_NE(r.out.find("x was 1"), std::string::npos) << r.out;  // the argument's own error
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ByValueArgumentLargerThanAMessageArrives) {
   RunScenario({"huge_by_value"}, "OK 70 MiB by value sum=73400320");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, CallsInFlightWhenTheActorDiesRunOnItsNextIncarnationInOrder) {
   RunScenario({"calls_across_restart"}, "OK 2000 calls across a restart, in order");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, MoreCallsInFlightThanOneMessageHolds) {
   RunScenario({"many_inline_calls"}, "OK 1600 calls of 96 KiB each way");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {
   RunScenario({"borrowed_refs"}, "OK borrowed value kept, then freed sum=5242880");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, RefsReturnedInsideAValueLiveAsLongAsItDoes) {
   RunScenario({"returned_refs"}, "OK returned refs kept, then freed");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
@@ -186,13 +179,11 @@ TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
 TEST_F(RuntimeTest, WorkerKilledMidTaskIsRetriedWithTheRightAnswer) {
   std::string marker = cluster_->temp_dir() + "/die-once";
   RunScenario({"retry_after_worker_death", marker}, "OK retried after worker death value=70");
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ActorRestartsWithItsConstructorRerunThenDies) {
   CommandResult r = RunScenario({"actor_restart"}, "OK restarted");
   EXPECT_NE(r.out.find("OK actor died after its restarts"), std::string::npos) << r.out;
-  ExpectClean(*cluster_);
 }
 
 TEST_F(RuntimeTest, ThreadedActorRunsCallsConcurrently) {

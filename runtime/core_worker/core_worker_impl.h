@@ -157,9 +157,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   grpc::ServerUnaryReactor* CheckWorker(grpc::CallbackServerContext* ctx, const rpc::CheckWorkerRequest* req,
                                         rpc::CheckWorkerReply* reply) override;
 
-  // A push this worker may take (it is the worker meant, the task id is
-  // well formed); the caller's token is checked before.
+  // A push this worker may take (it runs tasks, it is the worker meant, the
+  // task id is well formed); the caller's token is checked before.
   grpc::Status CheckPush(const rpc::PushTaskRequest& req) const;
+  grpc::Status CheckRunsTasks() const;  // a worker, not a driver
 
   // The preamble of a request about one object: the caller's token, then a
   // well-formed id (into *id). Not OK: finish the call with it.

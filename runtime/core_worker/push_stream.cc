@@ -110,15 +110,22 @@ void ActorPushStream::OnReadDone(bool ok) {
     if (release) RemoveHold();
     return;
   }
-  for (rpc::PushResult& r : *in_.mutable_results()) {
-    PushCall* call = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = sent_.find(r.tag());
-      if (it == sent_.end()) continue;  // not a tag of ours
-      call = it->second;
+  // The calls these results settle, taken off the stream at once (a tag
+  // not of ours settles nothing).
+  std::vector<PushCall*> calls(in_.results_size(), nullptr);
+  {
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < in_.results_size(); ++i) {
+      auto it = sent_.find(in_.results(i).tag());
+      if (it == sent_.end()) continue;
+      calls[i] = it->second;
       sent_.erase(it);
     }
+  }
+  for (int i = 0; i < in_.results_size(); ++i) {
+    PushCall* call = calls[i];
+    if (call == nullptr) continue;
+    const rpc::PushResult& r = in_.results(i);
     grpc::Status status;
     if (r.code() != 0) {
       const int code = r.code() > 0 && r.code() <= grpc::StatusCode::UNAUTHENTICATED ? r.code() : grpc::UNKNOWN;
@@ -168,9 +175,7 @@ void ActorPushStream::OnDone(const grpc::Status& status) {
 
 PushTasksReactor::PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerContext* ctx) : cw_(cw) {
   grpc::Status refused = rpc::CheckAuth(*ctx, cw->options().token);
-  if (refused.ok() && !cw->receiver_) {
-    refused = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
-  }
+  if (refused.ok()) refused = cw->CheckRunsTasks();
   if (!refused.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -260,22 +265,15 @@ PushTasksReactor::Next PushTasksReactor::Step() {
   } else if (!writing_ && !finished_ && reading_done_ && outstanding_ == 0) {
     finished_ = true;
     next.finish = true;
+    next.status = final_status_;
   }
-  next.destroy = done_ && outstanding_ == 0;
   return next;
 }
 
 void PushTasksReactor::Act(const Next& next) {
   if (next.write) StartWrite(&out_);
-  if (next.finish) {
-    grpc::Status status;
-    {
-      absl::MutexLock lock(&mu_);
-      status = final_status_;
-    }
-    Finish(status);
-  }
-  if (next.destroy) delete this;
+  // Nothing here touches this after Finish: OnDone may free it at once.
+  if (next.finish) Finish(next.status);
 }
 
 void PushTasksReactor::OnWriteDone(bool ok) {
@@ -293,14 +291,8 @@ void PushTasksReactor::OnWriteDone(bool ok) {
   Act(next);
 }
 
-void PushTasksReactor::OnDone() {
-  Next next;
-  {
-    absl::MutexLock lock(&mu_);
-    done_ = true;
-    next.destroy = outstanding_ == 0;
-  }
-  Act(next);
-}
+// After Finish, which waits for every push read to be answered: nothing
+// refers to this any more.
+void PushTasksReactor::OnDone() { delete this; }
 
 }  // namespace manta::core

@@ -98,7 +98,7 @@ class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, r
   struct Next {
     bool write = false;
     bool finish = false;
-    bool destroy = false;
+    grpc::Status status;  // to finish with
   };
   void Answer(int64_t tag, const grpc::Status& status, const rpc::PushTaskReply& reply);
   // No more reads; the stream ends with `status` once every push read is
@@ -118,7 +118,6 @@ class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, r
   bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: drop results
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -90,8 +90,13 @@ grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* CoreWorkerI
   return new PushTasksReactor(this, ctx);
 }
 
-grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
+grpc::Status CoreWorkerImpl::CheckRunsTasks() const {
   if (!receiver_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
+  return grpc::Status::OK;
+}
+
+grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
+  if (grpc::Status s = CheckRunsTasks(); !s.ok()) return s;
   if (req.intended_worker_id() != worker_id_.Binary()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
   }
