@@ -30,6 +30,7 @@ struct LogForwarder::Tail {
   std::string path;
   int fd = -1;
   int64_t offset = 0;
+  uint64_t reads = 0;  // reads started
   std::string partial;  // bytes after the last newline
   uv_fs_event_t* watch = nullptr;
   uv_fs_t req;
@@ -44,7 +45,9 @@ LogForwarder::LogForwarder(LogForwarderOptions options, EventLoop* loop, Publish
 
 LogForwarder::~LogForwarder() {
   flush_timer_.reset();
+  auto flushes = std::exchange(job_flushes_, {});
   while (!tails_.empty()) Close(tails_.begin()->second.get());
+  for (auto& f : flushes) f.done();
 }
 
 void LogForwarder::AddWorker(const WorkerLogFiles& files) {
@@ -96,6 +99,7 @@ void LogForwarder::Read(Tail* tail) {
   }
   tail->reading = true;
   tail->dirty = false;
+  ++tail->reads;
   uv_buf_t b = uv_buf_init(tail->buf, sizeof(tail->buf));
   int r = uv_fs_read(loop_->uv_loop(), &tail->req, tail->fd, &b, 1, tail->offset, [](uv_fs_t* req) {
     auto* t = static_cast<Tail*>(req->data);
@@ -112,6 +116,7 @@ void LogForwarder::Read(Tail* tail) {
   if (r != 0) {
     tail->reading = false;
     Log()->warn("cannot read worker log {}: {}", tail->path, uv_strerror(r));
+    ReachedEnd(tail, /*stuck=*/true);
     if (tail->closing) Close(tail);
   }
 }
@@ -119,6 +124,7 @@ void LogForwarder::Read(Tail* tail) {
 void LogForwarder::OnRead(Tail* tail, ssize_t result) {
   if (result < 0) {
     Log()->warn("cannot read worker log {}: {}", tail->path, uv_strerror(static_cast<int>(result)));
+    ReachedEnd(tail, /*stuck=*/true);
     if (tail->closing) Close(tail);
     return;
   }
@@ -132,8 +138,71 @@ void LogForwarder::OnRead(Tail* tail, ssize_t result) {
   if (tail->dirty) return Read(tail);
   if (tail->closing) {
     TakeLines(tail, true);
-    Close(tail);
+    Close(tail);  // which counts as reaching the end
+    return;
   }
+  ReachedEnd(tail, /*stuck=*/false);
+}
+
+void LogForwarder::FlushJob(const JobId& job, std::function<void()> done) {
+  JobFlush& f = job_flushes_.emplace_back();
+  f.done = std::move(done);
+  std::vector<Tail*> tails;
+  for (auto& [key, tail] : tails_) {
+    if (tail->job != job) continue;
+    f.unread[key] = tail->reads + 1;  // the next read, or the one a busy tail starts after
+    tails.push_back(tail.get());
+  }
+  for (Tail* tail : tails) Read(tail);
+  CheckJobFlushes();
+}
+
+void LogForwarder::ReachedEnd(Tail* tail, bool stuck) {
+  bool any = false;
+  for (auto& f : job_flushes_) {
+    auto it = f.unread.find(tail->key);
+    if (it == f.unread.end()) continue;
+    // The read that just ended began after the flush was asked for, or no
+    // read will follow.
+    if (!stuck && tail->reads < it->second) continue;
+    f.unread.erase(it);
+    any = true;
+  }
+  if (any) CheckJobFlushes();
+}
+
+void LogForwarder::CheckJobFlushes() {
+  // An answer may come while batches are being sent (from within Flush):
+  // then this pass looks again instead of nesting.
+  if (checking_) {
+    recheck_ = true;
+    return;
+  }
+  checking_ = true;
+  std::vector<std::function<void()>> done;
+  do {
+    recheck_ = false;
+    std::vector<JobFlush*> read;
+    for (auto& f : job_flushes_) {
+      if (!f.forwarded && f.unread.empty()) read.push_back(&f);
+    }
+    if (read.empty() || !Flush()) read.clear();  // a busy Flush: again when answered
+    for (JobFlush* f : read) {
+      f->forwarded = true;
+      f->last_batch = batches_sent_;
+    }
+    for (auto it = job_flushes_.begin(); it != job_flushes_.end();) {
+      bool answered = it->forwarded && (unanswered_.empty() || *unanswered_.begin() > it->last_batch);
+      if (!answered) {
+        ++it;
+        continue;
+      }
+      done.push_back(std::move(it->done));
+      it = job_flushes_.erase(it);
+    }
+  } while (recheck_);
+  checking_ = false;
+  for (auto& d : done) d();
 }
 
 void LogForwarder::TakeLines(Tail* tail, bool final) {
@@ -170,6 +239,7 @@ void LogForwarder::TakeLines(Tail* tail, bool final) {
 void LogForwarder::Close(Tail* tail) {
   auto it = tails_.find(tail->key);
   if (it == tails_.end()) return;
+  ReachedEnd(tail, /*stuck=*/true);
   std::unique_ptr<Tail> owned = std::move(it->second);
   tails_.erase(it);
   if (tail->watch != nullptr) {
@@ -193,8 +263,41 @@ void LogForwarder::ScheduleFlush() {
   flush_timer_ = loop_->RunAfter(wait, [this] { Flush(); });
 }
 
-void LogForwarder::Flush() {
+void LogForwarder::Send(rpc::LogBatch batch) {
+  const uint64_t n = ++batches_sent_;
+  unanswered_.insert(n);
+  outbox_.emplace_back(n, std::move(batch));
+}
+
+void LogForwarder::SendNext() {
+  if (in_send_next_) return;  // an answer given at once: the loop below goes on
+  in_send_next_ = true;
+  while (!sending_ && !outbox_.empty()) {
+    auto [n, batch] = std::move(outbox_.front());
+    outbox_.pop_front();
+    sending_ = true;
+    publish_(std::move(batch), [self = std::weak_ptr<LogForwarder*>(self_), n = n] {
+      if (auto alive = self.lock()) (*alive)->OnAnswer(n);
+    });
+  }
+  in_send_next_ = false;
+}
+
+void LogForwarder::OnAnswer(uint64_t batch) {
+  unanswered_.erase(batch);
+  sending_ = false;
+  SendNext();
+  // Lines that came while the last flush was on the wire.
+  if (!sending_ && outbox_.empty() && !pending_.empty()) ScheduleFlush();
+  CheckJobFlushes();
+}
+
+bool LogForwarder::Flush() {
   flush_timer_.reset();
+  // One flush on the wire at a time, its batches one by one: the GCS takes
+  // them in order, and while it is slow, lines wait in pending_ (where
+  // max_pending_bytes bounds them).
+  if (sending_ || !outbox_.empty()) return false;
   last_flush_ = absl::Now();
   auto pending = std::move(pending_);
   pending_.clear();
@@ -217,18 +320,20 @@ void LogForwarder::Flush() {
     start();
     for (std::string& line : p.lines) {
       if (bytes > 0 && bytes + line.size() > options_.max_batch_bytes) {
-        publish_(std::move(batch));
+        Send(std::move(batch));
         start();
       }
       bytes += line.size() + 1;
       batch.add_lines(std::move(line));
     }
-    if (batch.lines_size() > 0) publish_(std::move(batch));
+    if (batch.lines_size() > 0) Send(std::move(batch));
   }
   for (auto it = names_.begin(); it != names_.end();) {
     bool live = tails_.count({it->first, false}) || tails_.count({it->first, true});
     it = live ? std::next(it) : names_.erase(it);
   }
+  SendNext();
+  return true;
 }
 
 }  // namespace manta::raylet

@@ -8,17 +8,25 @@
 // unterminated line, is sent and the tails are closed. An idle forwarder
 // arms no timer and reads nothing. Output beyond max_pending_bytes per
 // stream between two flushes is dropped and counted in a note line.
+// FlushJob is the barrier a driver needs before it exits: every file of the
+// job is read to its end and forwarded at once, and the answer comes when
+// the GCS has taken all of it.
 // Thread: the raylet's loop thread.
 //
-//   LogForwarder logs({.node_ip = ip}, &loop, [&](rpc::LogBatch b) { gcs.PublishLogs(...); });
+//   LogForwarder logs({.node_ip = ip}, &loop,
+//                     [&](rpc::LogBatch b, std::function<void()> answered) { gcs.PublishLogs(...); });
 //   logs.AddWorker(files);          // when the pool spawns a worker
 //   logs.SetName(worker, "Counter"); // when it becomes an actor
 //   logs.RemoveWorker(worker);      // when it exits
+//   logs.FlushJob(job, [] { ... }); // a driver is about to exit
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +49,8 @@ struct LogForwarderOptions {
 
 class LogForwarder {
  public:
-  using Publish = std::function<void(rpc::LogBatch)>;
+  // Sends a batch on; `answered` runs once the send has succeeded or failed.
+  using Publish = std::function<void(rpc::LogBatch, std::function<void()> answered)>;
 
   LogForwarder(LogForwarderOptions options, EventLoop* loop, Publish publish);
   ~LogForwarder();
@@ -53,9 +62,15 @@ class LogForwarder {
   void SetName(const WorkerId& worker, const std::string& name);
   // The worker exited: sends what is left and closes its tails.
   void RemoveWorker(const WorkerId& worker);
+  // Reads the files of `job`'s workers to their current end, forwards every
+  // line held, and calls `done` once each batch forwarded so far has been
+  // answered. Calls still waiting when the forwarder is destroyed are done
+  // then.
+  void FlushJob(const JobId& job, std::function<void()> done);
 
   size_t num_tails() const { return tails_.size(); }
   bool flush_armed() const { return flush_timer_ != nullptr; }
+  size_t num_job_flushes() const { return job_flushes_.size(); }
 
  private:
   struct Tail;
@@ -68,13 +83,30 @@ class LogForwarder {
     int64_t dropped = 0;
   };
   using StreamKey = std::pair<WorkerId, bool>;  // worker, is_error
+  struct JobFlush {
+    // Tails still to read to their end, each with the first read that
+    // counts: one started after the flush was asked for.
+    std::map<StreamKey, uint64_t> unread;
+    bool forwarded = false;
+    uint64_t last_batch = 0;  // once forwarded: the batches to wait for
+    std::function<void()> done;
+  };
 
   void Read(Tail* tail);
   void OnRead(Tail* tail, ssize_t result);
   void TakeLines(Tail* tail, bool final);
   void Close(Tail* tail);
+  // A read of `tail` found its end; `stuck`: no read will follow (closed,
+  // or the file cannot be read).
+  void ReachedEnd(Tail* tail, bool stuck);
   void ScheduleFlush();
-  void Flush();
+  // Turns the pending lines into batches and starts sending them; false
+  // (and nothing done) while the previous flush is still being sent.
+  bool Flush();
+  void Send(rpc::LogBatch batch);
+  void SendNext();
+  void OnAnswer(uint64_t batch);
+  void CheckJobFlushes();
 
   const LogForwarderOptions options_;
   EventLoop* const loop_;
@@ -84,6 +116,16 @@ class LogForwarder {
   std::map<WorkerId, std::string> names_;
   std::unique_ptr<EventLoop::Timer> flush_timer_;
   absl::Time last_flush_ = absl::InfinitePast();
+  std::list<JobFlush> job_flushes_;
+  uint64_t batches_sent_ = 0;
+  std::set<uint64_t> unanswered_;  // batches made and not yet answered
+  std::deque<std::pair<uint64_t, rpc::LogBatch>> outbox_;  // made, not yet sent
+  bool sending_ = false;
+  bool in_send_next_ = false;
+  bool checking_ = false;
+  bool recheck_ = false;
+  // Answers that come after the forwarder is gone find this expired.
+  std::shared_ptr<LogForwarder*> self_ = std::make_shared<LogForwarder*>(this);
 };
 
 }  // namespace manta::raylet

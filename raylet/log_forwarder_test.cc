@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -22,10 +24,20 @@ class LogForwarderTest : public ::testing::Test {
     files_.err_path = dir_ + "/w.err";
     Append(files_.out_path, "");
     Append(files_.err_path, "");
+    Start(absl::Milliseconds(20));
+  }
+  void Start(absl::Duration flush_interval) {
     LogForwarderOptions o;
     o.node_ip = "10.1.2.3";
-    o.flush_interval = absl::Milliseconds(20);
-    forwarder_ = std::make_unique<LogForwarder>(o, &loop_, [this](rpc::LogBatch b) { batches_.push_back(b); });
+    o.flush_interval = flush_interval;
+    forwarder_ = std::make_unique<LogForwarder>(o, &loop_, [this](rpc::LogBatch b, std::function<void()> answered) {
+      batches_.push_back(b);
+      if (answer_at_once_) return answered();
+      unanswered_.push_back(std::move(answered));
+    });
+  }
+  void AnswerAll() {
+    for (auto& a : std::exchange(unanswered_, {})) a();
   }
   void TearDown() override {
     forwarder_.reset();
@@ -60,6 +72,9 @@ class LogForwarderTest : public ::testing::Test {
   std::string dir_;
   WorkerLogFiles files_;
   std::vector<rpc::LogBatch> batches_;
+  bool answer_at_once_ = true;
+  int flushes_done_ = 0;  // FlushJob's callbacks: members, as they may run in TearDown
+  std::vector<std::function<void()>> unanswered_;
   std::unique_ptr<LogForwarder> forwarder_;
 };
 
@@ -92,6 +107,85 @@ TEST_F(LogForwarderTest, ManyWritesBecomeFewBatches) {
   ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 1000; }));
   EXPECT_LE(batches_.size(), 3u);
   EXPECT_EQ(Lines(false)[999], "line 999");
+}
+
+TEST_F(LogForwarderTest, BatchesGoOneAtATimeAndInOrder) {
+  answer_at_once_ = false;
+  forwarder_->AddWorker(files_);
+  std::string text;
+  const std::string pad(1000, '.');
+  for (int i = 0; i < 2000; ++i) text += std::to_string(i) + pad + "\n";  // 2 MB: several batches
+  Append(files_.out_path, text);
+  size_t most_unanswered = 0;
+  ASSERT_TRUE(RunUntil([&] {
+    most_unanswered = std::max(most_unanswered, unanswered_.size());
+    AnswerAll();
+    return Lines(false).size() == 2000;
+  }));
+  EXPECT_EQ(most_unanswered, 1u);
+  EXPECT_GE(batches_.size(), 8u);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(Lines(false)[i], std::to_string(i) + pad);
+}
+
+TEST_F(LogForwarderTest, FlushJobForwardsWhatWasWrittenAndAnswersOnceTheGcsHasIt) {
+  Start(absl::Hours(1));  // after the first batch, only a flush sends more
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "first\n");
+  ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 1; }));
+  answer_at_once_ = false;
+  Append(files_.out_path, "second\nthird\n");
+  Append(files_.err_path, "warning\n");
+  forwarder_->FlushJob(files_.job_id, [&] { ++flushes_done_; });
+  ASSERT_TRUE(RunUntil([&] {
+    if (Lines(false).size() == 3 && Lines(true).size() == 1) return true;
+    AnswerAll();  // all but the last batch
+    return false;
+  }));
+  EXPECT_EQ(Lines(false), std::vector<std::string>({"first", "second", "third"}));
+  EXPECT_EQ(flushes_done_, 0) << "answered before the GCS took the last lines";
+  EXPECT_FALSE(forwarder_->flush_armed());
+  AnswerAll();
+  EXPECT_EQ(flushes_done_, 1);
+  EXPECT_EQ(forwarder_->num_job_flushes(), 0u);
+}
+
+TEST_F(LogForwarderTest, FlushJobWaitsForBatchesSentBeforeIt) {
+  Start(absl::Hours(1));
+  answer_at_once_ = false;
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "on its way\n");
+  ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 1; }));
+  // Another job's flush has nothing of its own to read or send, but the
+  // batch already sent may hold its lines: it waits for that answer too.
+  forwarder_->FlushJob(*JobId::FromBinary(std::string("\0\0\0\6", 4)), [&] { ++flushes_done_; });
+  EXPECT_EQ(forwarder_->num_job_flushes(), 1u);
+  EXPECT_EQ(flushes_done_, 0);
+  EXPECT_EQ(batches_.size(), 1u);
+  AnswerAll();
+  EXPECT_EQ(flushes_done_, 1);
+}
+
+TEST_F(LogForwarderTest, FlushJobCountsAnExitedWorkersLastLine) {
+  Start(absl::Hours(1));
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "no newline at exit");
+  forwarder_->RemoveWorker(files_.worker_id);
+  forwarder_->FlushJob(files_.job_id, [&] { ++flushes_done_; });
+  ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
+  EXPECT_EQ(Lines(false), std::vector<std::string>({"no newline at exit"}));
+  EXPECT_EQ(forwarder_->num_tails(), 0u);
+}
+
+TEST_F(LogForwarderTest, FlushesStillWaitingAreAnsweredWhenTheForwarderGoes) {
+  answer_at_once_ = false;
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "unanswered\n");
+  forwarder_->FlushJob(files_.job_id, [&] { ++flushes_done_; });
+  ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 1; }));
+  EXPECT_EQ(flushes_done_, 0);
+  forwarder_.reset();
+  EXPECT_EQ(flushes_done_, 1);
+  AnswerAll();  // answers after the forwarder is gone change nothing
 }
 
 }  // namespace

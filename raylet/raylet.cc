@@ -134,6 +134,15 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     });
   }
 
+  grpc::ServerUnaryReactor* FlushJobLogs(grpc::CallbackServerContext* ctx, const rpc::FlushJobLogsRequest* req,
+                                         rpc::FlushJobLogsReply*) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req](rpc::Done done) {
+      auto job = JobId::FromBinary(req->job_id());
+      if (!job.ok()) return done(absl::InvalidArgumentError("job_id: " + std::string(job.status().message())));
+      logs_->FlushJob(*job, [done = std::move(done)] { done(absl::OkStatus()); });
+    });
+  }
+
   // Placement-group bundles. Each reply carries this node's resources after
   // the call, under a fresh version, so the GCS can apply them at once.
   grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* req,
@@ -198,7 +207,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     bundles_ = std::make_unique<BundleManager>(BundleManagerOptions{node_id_, options_.resources.labels}, &local_,
                                                leases_.get());
     logs_ = std::make_unique<LogForwarder>(LogForwarderOptions{.node_ip = options_.node_ip}, loop_,
-                                           [this](rpc::LogBatch batch) { PublishLogs(std::move(batch)); });
+                                           [this](rpc::LogBatch batch, std::function<void()> answered) {
+                                             PublishLogs(std::move(batch), std::move(answered));
+                                           });
     reports_ = std::make_unique<ReportThrottle>(loop_, kReportInterval,
                                                 [this](std::function<void()> done) { SendReport(std::move(done)); });
     local_.SetChangeListener([this] { reports_->Request(); });
@@ -238,11 +249,12 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     });
   }
 
-  void PublishLogs(rpc::LogBatch batch) {
-    if (shutting_down_) return;
+  void PublishLogs(rpc::LogBatch batch, std::function<void()> answered) {
+    if (shutting_down_) return answered();
     rpc::PublishLogsRequest req;
     *req.mutable_batch() = std::move(batch);
-    gcs_->PublishLogs(req, [this](const absl::Status& s, rpc::PublishLogsReply&&) {
+    gcs_->PublishLogs(req, [this, answered = std::move(answered)](const absl::Status& s, rpc::PublishLogsReply&&) {
+      answered();
       if (s.ok()) {
         logs_failing_ = false;
       } else if (!logs_failing_) {

@@ -176,6 +176,21 @@ TEST_F(RuntimeTest, ApplicationErrorsAreTypedAndCarryTheRemoteMessage) {
   EXPECT_NE(r.out.find("Throws"), std::string::npos) << r.out;
 }
 
+TEST_F(RuntimeTest, OutputWrittenBeforeTheLastResultIsAllPrintedBeforeTheDriverExits) {
+  // 2 MB of lines, written just before the result: the raylet forwards them
+  // in many batches, the last ones after the driver has begun to exit.
+  CommandResult r = RunScenario({"late_output"}, "OK chatty returned 20000");
+  int next = 0;
+  for (const auto& line : Lines(r.out)) {
+    auto at = line.find("chatty line ");
+    if (at == std::string::npos) continue;
+    ASSERT_EQ(line.rfind("(worker pid=", 0), 0u) << line;
+    ASSERT_EQ(std::stoi(line.substr(at + 12)), next) << "lines missing or out of order";
+    ++next;
+  }
+  EXPECT_EQ(next, 20000) << "lines printed: " << next;
+}
+
 TEST_F(RuntimeTest, WorkerKilledMidTaskIsRetriedWithTheRightAnswer) {
   std::string marker = cluster_->temp_dir() + "/die-once";
   RunScenario({"retry_after_worker_death", marker}, "OK retried after worker death value=70");

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/logging.h"
@@ -194,7 +195,7 @@ bool CoreWorkerImpl::Stop() {
       returned->set_value();
     });
     returned->get_future().wait_for(std::chrono::seconds(2));
-    DrainLogs(absl::Milliseconds(300));
+    DrainLogs();
     FlushTaskEvents();
     rpc::MarkJobFinishedRequest req;
     req.set_job_id(job_id_.Binary());
@@ -427,20 +428,44 @@ void CoreWorkerImpl::PrintLogs(const rpc::PollReply& reply) {
   Printer().Tick(now);
 }
 
-void CoreWorkerImpl::DrainLogs(absl::Duration wait) {
-  // Output the workers wrote just before the driver finished is still on its
-  // way (the raylet forwards it in batches): wait for it briefly.
+void CoreWorkerImpl::DrainLogs() {
+  // Output the job's workers wrote before now may still be in their files or
+  // on its way to the GCS (raylets forward it in batches). Each raylet reads
+  // the files to their end and answers once the GCS has every line; then one
+  // poll collects them.
   std::promise<std::pair<int64_t, std::string>> position;
   loop_.Post([&] { position.set_value({log_poll_sequence_, log_poll_incarnation_}); });
   auto pos = position.get_future().get();
+  rpc::GetAllNodeInfoRequest nodes_req;
+  nodes_req.set_filter_alive(true);
+  auto nodes = SyncCall<rpc::GetAllNodeInfoReply>(
+      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, nodes_req, r); },
+      absl::Seconds(2));
+  if (nodes.ok()) {
+    struct Flush {
+      grpc::ClientContext ctx;
+      rpc::FlushJobLogsReply reply;
+    };
+    rpc::FlushJobLogsRequest req;
+    req.set_job_id(job_id_.Binary());
+    std::vector<std::unique_ptr<Flush>> flushes;
+    absl::BlockingCounter left(nodes->nodes_size());
+    for (const auto& n : nodes->nodes()) {
+      auto& f = flushes.emplace_back(std::make_unique<Flush>());
+      rpc::PrepareContext(&f->ctx, options_.token, absl::Seconds(3));
+      pool_.Raylet(n.node_ip() + ":" + std::to_string(n.node_manager_port()))
+          ->async()
+          ->FlushJobLogs(&f->ctx, &req, &f->reply, [&left](const grpc::Status&) { left.DecrementCount(); });
+    }
+    left.Wait();
+  }
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::LOGS);
   req.add_keys(job_id_.Binary());
   req.set_after_sequence(pos.first);
   req.set_gcs_incarnation(pos.second);
-  req.set_max_wait_ms(static_cast<int>(absl::ToInt64Milliseconds(wait)));
   grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, options_.token, wait + absl::Seconds(2));
+  rpc::PrepareContext(&ctx, options_.token, absl::Seconds(2));
   rpc::PollReply reply;
   if (gcs_pubsub_->Poll(&ctx, req, &reply).ok()) PrintLogs(reply);
 }

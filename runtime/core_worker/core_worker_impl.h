@@ -380,7 +380,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::StatusOr<std::string> FindLocalRaylet();
   void PollLogs();
   void PrintLogs(const rpc::PollReply& reply);
-  void DrainLogs(absl::Duration wait);
+  // Prints every line the job's workers wrote before this call.
+  void DrainLogs();
   void FlushTaskEvents();
   // A spec with what the worker running it needs (id, job, function,
   // caller, arguments).

@@ -4,7 +4,7 @@
 //
 //   runtime_driver ordered_calls | big_object | retry_after_worker_death |
 //                  actor_restart | spillback | infeasible | typed_errors |
-//                  listed_tasks MARKER | ...
+//                  listed_tasks MARKER | late_output | ...
 #include <manta/api.h>
 
 #include <signal.h>
@@ -87,7 +87,15 @@ int UntilFileExists(std::string path) {
   return 1;
 }
 
-MANTA_REMOTE(Square, Echo, SumBytes, Pid, DieOnce, NodeName, SlowNodeName, Throws, Later, UntilFileExists);
+// Writes `n` numbered lines of about 100 bytes as fast as it can.
+int Chatty(int n) {
+  const std::string pad(80, '.');
+  for (int i = 0; i < n; ++i) std::cout << "chatty line " << i << ' ' << pad << '\n';
+  std::cout.flush();
+  return n;
+}
+
+MANTA_REMOTE(Square, Echo, SumBytes, Pid, DieOnce, NodeName, SlowNodeName, Throws, Later, UntilFileExists, Chatty);
 
 class Recorder {
  public:
@@ -547,6 +555,14 @@ int ListedTasks(const std::string& marker) {
   return 0;
 }
 
+// A task's output, written just before its result, is all printed by the
+// driver even though the driver exits as soon as it has the result.
+int LateOutput() {
+  const int n = *manta::Get(manta::Task(Chatty).Remote(20000));
+  std::cout << "OK chatty returned " << n << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -571,6 +587,7 @@ int main(int argc, char** argv) {
       {"detached_use", DetachedUse},
       {"infeasible", Infeasible},
       {"typed_errors", TypedErrors},
+      {"late_output", LateOutput},
       {"listed_tasks", [&] { return ListedTasks(argc > 2 ? argv[2] : "/tmp/manta-listed-tasks"); }},
   };
   auto it = scenarios.find(scenario);
