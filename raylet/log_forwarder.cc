@@ -116,7 +116,7 @@ void LogForwarder::Read(Tail* tail) {
   if (r != 0) {
     tail->reading = false;
     Log()->warn("cannot read worker log {}: {}", tail->path, uv_strerror(r));
-    ReachedEnd(tail, /*stuck=*/true);
+    if (MeetFlushes(tail->key, tail->reads, /*stuck=*/true)) CheckJobFlushes();
     if (tail->closing) Close(tail);
   }
 }
@@ -124,24 +124,24 @@ void LogForwarder::Read(Tail* tail) {
 void LogForwarder::OnRead(Tail* tail, ssize_t result) {
   if (result < 0) {
     Log()->warn("cannot read worker log {}: {}", tail->path, uv_strerror(static_cast<int>(result)));
-    ReachedEnd(tail, /*stuck=*/true);
+    if (MeetFlushes(tail->key, tail->reads, /*stuck=*/true)) CheckJobFlushes();
     if (tail->closing) Close(tail);
     return;
   }
-  if (result > 0) {
-    tail->offset += result;
-    tail->partial.append(tail->buf, static_cast<size_t>(result));
-    TakeLines(tail, false);
-    Read(tail);  // until the end of the file
-    return;
+  tail->offset += result;
+  tail->partial.append(tail->buf, static_cast<size_t>(result));
+  TakeLines(tail, false);
+  // A short read found the end of the file as it was then.
+  const bool at_end = static_cast<size_t>(result) < sizeof(tail->buf);
+  if (at_end && !tail->closing && MeetFlushes(tail->key, tail->reads, /*stuck=*/false)) {
+    TakeLines(tail, /*final=*/true);  // a driver is exiting: its unterminated last line too
+    CheckJobFlushes();
   }
-  if (tail->dirty) return Read(tail);
+  if (!at_end || tail->dirty) return Read(tail);
   if (tail->closing) {
     TakeLines(tail, true);
-    Close(tail);  // which counts as reaching the end
-    return;
+    Close(tail);  // which meets the flushes waiting for it
   }
-  ReachedEnd(tail, /*stuck=*/false);
 }
 
 void LogForwarder::FlushJob(const JobId& job, std::function<void()> done) {
@@ -157,18 +157,18 @@ void LogForwarder::FlushJob(const JobId& job, std::function<void()> done) {
   CheckJobFlushes();
 }
 
-void LogForwarder::ReachedEnd(Tail* tail, bool stuck) {
+bool LogForwarder::MeetFlushes(const StreamKey& key, uint64_t reads, bool stuck) {
   bool any = false;
   for (auto& f : job_flushes_) {
-    auto it = f.unread.find(tail->key);
+    auto it = f.unread.find(key);
     if (it == f.unread.end()) continue;
-    // The read that just ended began after the flush was asked for, or no
-    // read will follow.
-    if (!stuck && tail->reads < it->second) continue;
+    // The read that found the end began after the flush was asked for, or
+    // no read will follow.
+    if (!stuck && reads < it->second) continue;
     f.unread.erase(it);
     any = true;
   }
-  if (any) CheckJobFlushes();
+  return any;
 }
 
 void LogForwarder::CheckJobFlushes() {
@@ -239,7 +239,7 @@ void LogForwarder::TakeLines(Tail* tail, bool final) {
 void LogForwarder::Close(Tail* tail) {
   auto it = tails_.find(tail->key);
   if (it == tails_.end()) return;
-  ReachedEnd(tail, /*stuck=*/true);
+  const StreamKey key = tail->key;
   std::unique_ptr<Tail> owned = std::move(it->second);
   tails_.erase(it);
   if (tail->watch != nullptr) {
@@ -252,9 +252,12 @@ void LogForwarder::Close(Tail* tail) {
   if (tail->reading) {
     tail->owner = nullptr;
     owned.release();  // freed by the read's callback
-    return;
+  } else {
+    ::close(tail->fd);
+    owned.reset();
   }
-  ::close(tail->fd);
+  // Last, with the tail gone: the flushes this meets may finish.
+  if (MeetFlushes(key, 0, /*stuck=*/true)) CheckJobFlushes();
 }
 
 void LogForwarder::ScheduleFlush() {

@@ -64,8 +64,10 @@ class LogForwarder {
   void RemoveWorker(const WorkerId& worker);
   // Reads the files of `job`'s workers to their current end, forwards every
   // line held, and calls `done` once each batch forwarded so far has been
-  // answered. Calls still waiting when the forwarder is destroyed are done
-  // then.
+  // answered. A line the file ends with unterminated is forwarded too.
+  // Calls still waiting when the forwarder is destroyed are done then.
+  // `done` may run from within any call of the forwarder and must not call
+  // into it.
   void FlushJob(const JobId& job, std::function<void()> done);
 
   size_t num_tails() const { return tails_.size(); }
@@ -96,9 +98,10 @@ class LogForwarder {
   void OnRead(Tail* tail, ssize_t result);
   void TakeLines(Tail* tail, bool final);
   void Close(Tail* tail);
-  // A read of `tail` found its end; `stuck`: no read will follow (closed,
-  // or the file cannot be read).
-  void ReachedEnd(Tail* tail, bool stuck);
+  // A read of a tail (`reads`: its number) found the end of the file, or
+  // (`stuck`) no read will follow: closed, or the file cannot be read.
+  // Takes the tail off the flushes this meets; true if there were any.
+  bool MeetFlushes(const StreamKey& key, uint64_t reads, bool stuck);
   void ScheduleFlush();
   // Turns the pending lines into batches and starts sending them; false
   // (and nothing done) while the previous flush is still being sent.

@@ -176,6 +176,17 @@ TEST_F(LogForwarderTest, FlushJobCountsAnExitedWorkersLastLine) {
   EXPECT_EQ(forwarder_->num_tails(), 0u);
 }
 
+TEST_F(LogForwarderTest, FlushJobForwardsALastLineWithoutItsNewline) {
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "done\nprogress 99%");
+  forwarder_->FlushJob(files_.job_id, [&] { ++flushes_done_; });
+  ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
+  EXPECT_EQ(Lines(false), std::vector<std::string>({"done", "progress 99%"}));
+  Append(files_.out_path, ", 100%\n");
+  ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 3; }));
+  EXPECT_EQ(Lines(false).back(), ", 100%");
+}
+
 TEST_F(LogForwarderTest, FlushesStillWaitingAreAnsweredWhenTheForwarderGoes) {
   answer_at_once_ = false;
   forwarder_->AddWorker(files_);
