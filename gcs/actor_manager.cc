@@ -341,8 +341,36 @@ const rpc::ActorInfo* ActorManager::Get(const ActorId& actor) const {
 }
 
 void ActorManager::Schedule(const ActorId& id) {
-  scheduler_->Schedule(id, actors_.at(id).spec,
-                       [this, id](ActorCreationResult result) { OnCreation(id, std::move(result)); });
+  Actor& a = actors_.at(id);
+  rpc::TaskSpec spec = a.spec;
+  spec.set_attempt(a.info.num_restarts());
+  ReportCreation(a, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  scheduler_->Schedule(id, spec, [this, id](ActorCreationResult result) { OnCreation(id, std::move(result)); });
+}
+
+void ActorManager::ReportCreation(Actor& a, rpc::TaskEvent::State state, const ActorCreationResult* r,
+                                  const rpc::ErrorInfo* error) {
+  const bool ends = state == rpc::TaskEvent::FINISHED || state == rpc::TaskEvent::FAILED;
+  if (ends && !a.creating) return;  // this attempt was already reported ended
+  a.creating = !ends;
+  if (!task_events_) return;
+  rpc::TaskEvent e;
+  e.set_task_id(a.spec.task_id());
+  e.set_job_id(a.spec.job_id());
+  e.set_actor_id(a.spec.actor_id());
+  e.set_name(a.spec.function_name());
+  e.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  e.set_attempt(a.info.num_restarts());
+  e.set_state(state);
+  e.set_timestamp_ms(NowMs());
+  *e.mutable_resources() = a.spec.resources();
+  if (r != nullptr && r->outcome != ActorCreationResult::kInvalid) {
+    e.set_node_id(r->node.Binary());
+    e.set_worker_id(r->worker_address.worker_id());
+    e.set_worker_pid(r->pid);
+  }
+  if (error != nullptr) *e.mutable_error() = *error;
+  task_events_(e);
 }
 
 void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
@@ -364,16 +392,27 @@ void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
       by_worker_[r.worker_address.worker_id()] = id;
       Logger("gcs")->info("actor alive actor_id={} node_id={} pid={} restarts={}", id.Hex(), r.node.Hex(), r.pid,
                           info.num_restarts());
+      ReportCreation(a, rpc::TaskEvent::FINISHED, &r);
       PersistAndPublish(a, nullptr);
       return;
     }
-    case ActorCreationResult::kWorkerDied:
+    case ActorCreationResult::kWorkerDied: {
+      rpc::ErrorInfo error;
+      error.set_type(rpc::ErrorInfo::WORKER_DIED);
+      error.set_message(r.message);
+      ReportCreation(a, rpc::TaskEvent::FAILED, &r, &error);
       RestartOrDie(id, r.message);
       return;
+    }
     case ActorCreationResult::kConstructorFailed:
-    case ActorCreationResult::kInvalid:
+    case ActorCreationResult::kInvalid: {
+      rpc::ErrorInfo error = r.error;
+      if (r.outcome == ActorCreationResult::kInvalid) error.set_type(rpc::ErrorInfo::INVALID_ARGUMENT);
+      if (error.message().empty()) error.set_message(r.message);
+      ReportCreation(a, rpc::TaskEvent::FAILED, &r, &error);
       Die(id, r.message);
       return;
+    }
   }
 }
 
@@ -413,6 +452,7 @@ void ActorManager::Die(const ActorId& id, const std::string& why) {
   a.info.clear_lease_id();
   a.info.mutable_death_cause()->set_type(rpc::ErrorInfo::ACTOR_DIED);
   a.info.mutable_death_cause()->set_message(why);
+  ReportCreation(a, rpc::TaskEvent::FAILED, nullptr, &a.info.death_cause());  // died before it was created
   Logger("gcs")->info("actor dead actor_id={}: {}", id.Hex(), why);
   PersistAndPublish(a, nullptr);
   dead_order_.push_back(id);

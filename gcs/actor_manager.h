@@ -15,10 +15,17 @@
 // actors are kept, oldest dropped first. Non-detached actors die with their
 // job.
 //
+// Each creation attempt (the first, then one per restart, numbered by
+// num_restarts) is reported to the task event sink as the worker would
+// report a task: PENDING_NODE_ASSIGNMENT when scheduled, then FINISHED where
+// the constructor ran, or FAILED with why. The creation spec is pushed with
+// that attempt number, so the worker's own RUNNING record merges with them.
+//
 // Thread: the GCS loop thread.
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -79,6 +86,10 @@ class ActorManager {
   // The group was removed: its actors die (no restart).
   void OnPlacementGroupRemoved(const std::string& placement_group_id);
 
+  // Where creation attempts are reported (`manta list tasks`).
+  using TaskEventSink = std::function<void(const rpc::TaskEvent&)>;
+  void SetTaskEventSink(TaskEventSink sink) { task_events_ = std::move(sink); }
+
   // Null for an unknown actor.
   const rpc::ActorInfo* Get(const ActorId& actor) const;
   size_t num_actors() const { return actors_.size(); }
@@ -88,6 +99,7 @@ class ActorManager {
     rpc::ActorInfo info;
     rpc::TaskSpec spec;
     uint64_t order = 0;  // registration order, for listing
+    bool creating = false;  // an attempt was reported pending and has not ended
   };
   using NameKey = std::pair<std::string, std::string>;  // namespace, name
 
@@ -101,6 +113,10 @@ class ActorManager {
   // Forgets which worker runs the actor.
   void Detach(Actor& actor);
   void PersistAndPublish(const Actor& actor, rpc::Done done);
+  // Reports the current creation attempt in `state`; `r` says where it ran
+  // (FINISHED) and `error` why it did not (FAILED).
+  void ReportCreation(Actor& actor, rpc::TaskEvent::State state, const ActorCreationResult* r = nullptr,
+                      const rpc::ErrorInfo* error = nullptr);
   void TrimDead();
 
   Store* const store_;
@@ -116,6 +132,7 @@ class ActorManager {
   absl::flat_hash_map<NameKey, ActorId> names_;         // actors not DEAD
   std::deque<ActorId> dead_order_;                      // DEAD actors, oldest first
   uint64_t next_order_ = 0;
+  TaskEventSink task_events_;
 };
 
 // Checks an actor creation task from outside; the error names the field.

@@ -29,6 +29,7 @@ class ActorManagerTest : public ::testing::Test {
         &raylets_, &workers_, timers_.RunAfter());
     for (const auto& n : nodes_) scheduler_->OnNodeAdded(n);
     actors_ = std::make_unique<ActorManager>(&store_, &pub_, scheduler_.get(), &raylets_, &workers_, &jobs_);
+    actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { events_.push_back(e); });
     ASSERT_TRUE(actors_->Initialize().ok());
   }
 
@@ -169,6 +170,7 @@ class ActorManagerTest : public ::testing::Test {
   JobId job_ = JobIdFromInt(1);
   std::unique_ptr<ActorScheduler> scheduler_;
   std::unique_ptr<ActorManager> actors_;
+  std::vector<rpc::TaskEvent> events_;  // creation attempts reported
 };
 
 TEST_F(ActorManagerTest, RegisterLeaseCreateAlive) {
@@ -223,6 +225,56 @@ TEST_F(ActorManagerTest, ConstructorErrorKillsTheActor) {
   ASSERT_EQ(workers_.exits.size(), 1u);
   EXPECT_EQ(workers_.exits[0], push.worker.worker_id());
   EXPECT_EQ(raylets_.leases.size(), 0u);
+}
+
+TEST_F(ActorManagerTest, CreationAttemptsAreReportedAsTasks) {
+  NodeId node = AddNode({{"CPU", 4}});
+  rpc::TaskSpec spec = Spec({{"CPU", 1}}, /*max_restarts=*/1);
+  spec.set_task_id(std::string(24, 'c'));
+  ASSERT_TRUE(Register(spec).ok());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].state(), rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(events_[0].type(), rpc::TaskSpec::ACTOR_CREATION_TASK);
+  EXPECT_EQ(events_[0].task_id(), spec.task_id());
+  EXPECT_EQ(events_[0].actor_id(), spec.actor_id());
+  EXPECT_EQ(events_[0].name(), "Counter::Create");
+  Grant(/*pid=*/4321);
+  auto first = Push();
+  EXPECT_EQ(first.request.spec().attempt(), 0);
+  ASSERT_EQ(events_.size(), 2u);
+  const rpc::TaskEvent& created = events_[1];
+  EXPECT_EQ(created.state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(created.attempt(), 0);
+  EXPECT_EQ(created.node_id(), node.Binary());
+  EXPECT_EQ(created.worker_id(), first.worker.worker_id());
+  EXPECT_EQ(created.worker_pid(), 4321);
+  EXPECT_EQ(created.resources().at("CPU"), 1.0);
+
+  // A restart is the next attempt, pushed with its number so the worker's
+  // own record of it merges with these.
+  ASSERT_TRUE(ReportFailure(first.worker.worker_id(), "killed by signal 9").ok());
+  ASSERT_EQ(events_.size(), 3u);
+  EXPECT_EQ(events_[2].state(), rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(events_[2].attempt(), 1);
+  Grant();
+  auto second = Push("ValueError: boom");
+  EXPECT_EQ(second.request.spec().attempt(), 1);
+  ASSERT_EQ(events_.size(), 4u) << "one FAILED for the attempt, none more for the death it causes";
+  EXPECT_EQ(events_[3].state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(events_[3].attempt(), 1);
+  EXPECT_EQ(events_[3].error().type(), rpc::ErrorInfo::APPLICATION_ERROR);
+  EXPECT_NE(events_[3].error().message().find("ValueError: boom"), std::string::npos);
+  EXPECT_EQ(events_[3].worker_id(), second.worker.worker_id());
+
+  // An actor killed before any node could take it: its attempt failed.
+  events_.clear();
+  rpc::TaskSpec never = Spec({{"GPU", 1}});
+  ASSERT_TRUE(Register(never).ok());
+  ASSERT_TRUE(Kill(never, /*no_restart=*/true).ok());
+  ASSERT_EQ(events_.size(), 2u);
+  EXPECT_EQ(events_[1].state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(events_[1].error().type(), rpc::ErrorInfo::ACTOR_DIED);
+  EXPECT_TRUE(events_[1].node_id().empty());
 }
 
 TEST_F(ActorManagerTest, WorkerFailureRestartsUntilOutOfRestarts) {

@@ -283,6 +283,7 @@ class GcsServer::Impl {
         run_after);
     actors_ = std::make_unique<ActorManager>(store_.get(), publisher_.get(), actor_scheduler_.get(),
                                              raylet_clients_.get(), worker_clients_.get(), jobs_.get());
+    actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { task_events_->Record(e); });
     pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); },
         [this](const rpc::NodeResources& r) {

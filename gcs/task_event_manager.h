@@ -40,6 +40,9 @@ class TaskEventManager {
   // InvalidArgument for a bad job id or a batch over kMaxLogBatchBytes.
   void HandlePublishLogs(const rpc::PublishLogsRequest& request, rpc::PublishLogsReply* reply, rpc::Done done);
 
+  // An event the GCS itself saw (an actor's creation), merged like the rest.
+  void Record(const rpc::TaskEvent& event) { Add(event); }
+
   size_t num_tasks() const { return tasks_.size(); }
   int64_t num_dropped() const { return num_dropped_; }
 

@@ -317,8 +317,8 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
     for (const auto& [name, t] : tasks) {
       if (t.value("state", "") == "FINISHED") ++finished;
     }
-    // 3 squares, 3 actor calls and the waiter.
-    return finished >= 7 && state_of("Throws") == "FAILED";
+    // 3 squares, the actor's creation, 3 actor calls and the waiter.
+    return finished >= 8 && state_of("Throws") == "FAILED";
   };
   bool done = Cluster::WaitFor(settled, absl::Seconds(30));
   std::string listing;
@@ -341,6 +341,15 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
     EXPECT_GT(t.value("worker_pid", 0), 0) << t.dump();
   }
   EXPECT_EQ(calls, 3) << listing;
+  // The actor's creation, which the GCS pushed, ran in the same worker.
+  ASSERT_EQ(tasks.count("Recorder::Create"), 1u) << listing;
+  const nlohmann::json& created = tasks.find("Recorder::Create")->second;
+  const nlohmann::json& call = tasks.find("Recorder::Append")->second;
+  EXPECT_EQ(created.value("type", ""), "ACTOR_CREATION_TASK") << created.dump();
+  EXPECT_EQ(created.value("state", ""), "FINISHED") << created.dump();
+  EXPECT_EQ(created.value("node_id", "").size(), 56u) << created.dump();
+  EXPECT_EQ(created.value("actor_id", ""), call.value("actor_id", "x")) << created.dump();
+  EXPECT_EQ(created.value("worker_pid", 0), call.value("worker_pid", -1)) << created.dump();
   const nlohmann::json& failed = tasks.find("Throws")->second;
   EXPECT_EQ(failed.value("error_type", ""), "APPLICATION_ERROR") << failed.dump();
   EXPECT_NE(failed.value("error_message", "").find("x was 1"), std::string::npos) << failed.dump();

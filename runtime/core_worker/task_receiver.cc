@@ -232,12 +232,11 @@ void TaskReceiver::StartPool(int threads) {
 void TaskReceiver::Execute(const Work& w) {
   const rpc::TaskSpec& spec = w.req->spec();
   rpc::PushTaskReply* reply = w.reply;
-  // The caller that pushed a task or an actor call reports how it ended: a
-  // call done before the next flush needs no report from here. (An actor's
-  // creation is pushed by the GCS, which reports nothing.)
+  // Whoever pushed the task (its caller, or the GCS for an actor's
+  // creation) reports how it ended: a task done before the next flush needs
+  // no report from here.
   TaskEventBuffer::Ticket running;
-  cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr,
-                       spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK ? nullptr : &running);
+  cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr, &running);
   if (spec.type() != rpc::TaskSpec::ACTOR_TASK) SetChipEnv(*w.req);
   // A normal task's variables last while it runs (the worker is reused); an
   // actor's, for the life of its process.
