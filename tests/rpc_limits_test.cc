@@ -106,6 +106,26 @@ TEST_F(RpcLimitsTest, InvalidResourceReportIsInvalidArgument) {
   ExpectStillServing();
 }
 
+TEST_F(RpcLimitsTest, LogFlushForAMalformedJobIsInvalidArgument) {
+  auto raylet = rpc::NodeManagerService::NewStub(
+      UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
+  auto flush = [&](const std::string& job_id) {
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+    rpc::FlushJobLogsRequest req;
+    req.set_job_id(job_id);
+    rpc::FlushJobLogsReply reply;
+    return raylet->FlushJobLogs(&ctx, req, &reply);
+  };
+  grpc::Status s = flush("abc");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("job_id"), std::string::npos) << s.error_message();
+  // A job with no workers here has nothing to wait for.
+  s = flush(std::string(JobId::kSize, '\x7f'));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  ExpectStillServing();
+}
+
 TEST_F(RpcLimitsTest, OversizedRequestsAreResourceExhausted) {
   auto kv = rpc::InternalKvGcsService::NewStub(channel_);
   grpc::ClientContext ctx;
