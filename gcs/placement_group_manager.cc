@@ -190,7 +190,7 @@ void PlacementGroupManager::HandleWaitPlacementGroupReady(const rpc::WaitPlaceme
   auto it = groups_.find(*id);
   if (it == groups_.end()) return done(absl::NotFoundError("no placement group " + id->Hex()));
   Group& g = *it->second;
-  if (!Waiting(g.info) || request.timeout_ms() == 0) {
+  if (!Waiting(g.info) || request.timeout_ms() == 0 || shut_down_) {
     reply->set_ready(g.info.state() == rpc::PlacementGroupInfo::CREATED);
     *reply->mutable_placement_group() = g.info;
     return done(absl::OkStatus());
@@ -221,7 +221,10 @@ void PlacementGroupManager::AnswerWaiters(Group& g) {
 }
 
 void PlacementGroupManager::Shutdown() {
-  // Only groups not yet CREATED have waiters: each is answered not ready.
+  // Only groups not yet CREATED have waiters: each is answered not ready,
+  // and so is every wait that comes later (the server's shutdown waits for
+  // each call it has taken).
+  shut_down_ = true;
   for (auto& [id, g] : groups_) AnswerWaiters(*g);
 }
 

@@ -69,8 +69,8 @@ class PlacementGroupManager {
   // Called with the id of every group that is removed.
   void SetRemovedListener(std::function<void(const std::string&)> fn) { on_removed_ = std::move(fn); }
 
-  // Answers every held WaitPlacementGroupReady call (not ready), so that the
-  // server can shut down.
+  // Answers every held WaitPlacementGroupReady call (not ready), and every
+  // later one at once, so that the server can shut down.
   void Shutdown();
 
   // Adds the groups waiting for nodes to `reply`.
@@ -111,6 +111,7 @@ class PlacementGroupManager {
   PlacementGroupScheduler* const scheduler_;
   RayletClientPool* const raylets_;
   const RunAfter run_after_;
+  bool shut_down_ = false;  // waits are answered at once: the server is draining
 
   absl::flat_hash_map<PlacementGroupId, std::unique_ptr<Group>> groups_;
   std::map<NameKey, PlacementGroupId> names_;  // live groups only

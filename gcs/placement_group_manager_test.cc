@@ -213,6 +213,28 @@ TEST_F(PlacementGroupManagerTest, InfeasibleGroupWaitsForANode) {
   EXPECT_FALSE(Get(spec).infeasible());
 }
 
+TEST_F(PlacementGroupManagerTest, ShutdownAnswersHeldWaitsAndEveryLaterOne) {
+  AddNode({{"CPU", 2}});
+  Info spec = Spec(Info::PACK, {{{"TPU", 4}}});  // waits for a node
+  ASSERT_TRUE(Create(spec).ok());
+  rpc::WaitPlacementGroupReadyRequest wait;
+  wait.set_placement_group_id(spec.placement_group_id());
+  wait.set_timeout_ms(60000);
+  rpc::WaitPlacementGroupReadyReply held_reply, late_reply;
+  int answered = 0;
+  manager_->HandleWaitPlacementGroupReady(wait, &held_reply, [&](const absl::Status& s) { answered += s.ok(); });
+  EXPECT_EQ(answered, 0);
+  manager_->Shutdown();
+  EXPECT_EQ(answered, 1);
+  EXPECT_FALSE(held_reply.ready());
+  // A wait taken by the server before it stopped, handled after: answered
+  // at once, or the server's shutdown would wait for its timeout.
+  manager_->HandleWaitPlacementGroupReady(wait, &late_reply, [&](const absl::Status& s) { answered += s.ok(); });
+  EXPECT_EQ(answered, 2);
+  EXPECT_FALSE(late_reply.ready());
+  EXPECT_EQ(late_reply.placement_group().state(), Info::PENDING);
+}
+
 TEST_F(PlacementGroupManagerTest, ANodeDeathReschedulesItsBundles) {
   NodeId a = AddNode({{"CPU", 4}});
   NodeId b = AddNode({{"CPU", 4}});

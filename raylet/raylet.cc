@@ -139,6 +139,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req](rpc::Done done) {
       auto job = JobId::FromBinary(req->job_id());
       if (!job.ok()) return done(absl::InvalidArgumentError("job_id: " + std::string(job.status().message())));
+      if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
       logs_->FlushJob(*job, [done = std::move(done)] { done(absl::OkStatus()); });
     });
   }

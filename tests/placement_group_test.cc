@@ -339,9 +339,12 @@ TEST_F(SlotGroupsTest, AWaitingGroupSurvivesACleanGcsRestart) {
   auto g = groups.Create(Spec(Info::STRICT_SPREAD, 3, {{"slot", 1}}));  // two slots only: waits
   ASSERT_TRUE(g.ok());
   std::thread waiter([&] { EXPECT_FALSE(groups.WaitReady(g->placement_group_id(), absl::Seconds(30))); });
-  ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(g->placement_group_id())->infeasible(); }, absl::Seconds(5)));
-  MANTA_ASSERT_OK(cluster_.StopGcs());
+  const bool infeasible =
+      Cluster::WaitFor([&] { return groups.Get(g->placement_group_id())->infeasible(); }, absl::Seconds(10));
+  absl::Status stopped = cluster_.StopGcs();
   waiter.join();
+  ASSERT_TRUE(infeasible);
+  MANTA_ASSERT_OK(stopped);
   MANTA_ASSERT_OK(cluster_.RestartGcs());
   ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(g->placement_group_id()).ok(); }, absl::Seconds(10)));
   EXPECT_EQ(groups.Get(g->placement_group_id())->state(), Info::PENDING);  // persisted, still waiting
