@@ -353,7 +353,8 @@ void ActorManager::ReportCreation(Actor& a, rpc::TaskEvent::State state, const A
   const bool ends = state == rpc::TaskEvent::FINISHED || state == rpc::TaskEvent::FAILED;
   if (ends && !a.creating) return;  // this attempt was already reported ended
   a.creating = !ends;
-  if (!task_events_) return;
+  // Only specs from a core worker carry a task id; events are keyed by it.
+  if (!task_events_ || a.spec.task_id().size() != TaskId::kSize) return;
   rpc::TaskEvent e;
   e.set_task_id(a.spec.task_id());
   e.set_job_id(a.spec.job_id());
@@ -424,6 +425,12 @@ void ActorManager::RestartOrDie(const ActorId& id, const std::string& why) {
     Die(id, absl::StrCat(why, "; the actor has no restarts left (max_restarts=", max, ")"));
     return;
   }
+  // An attempt still under way (a kill with restart while it was placed or
+  // constructing) ends here; the restart is the next one.
+  rpc::ErrorInfo stopped;
+  stopped.set_type(rpc::ErrorInfo::TASK_CANCELLED);
+  stopped.set_message(why);
+  ReportCreation(a, rpc::TaskEvent::FAILED, nullptr, &stopped);
   Detach(a);
   a.info.set_num_restarts(a.info.num_restarts() + 1);
   a.info.set_state(rpc::ActorInfo::RESTARTING);

@@ -266,15 +266,35 @@ TEST_F(ActorManagerTest, CreationAttemptsAreReportedAsTasks) {
   EXPECT_NE(events_[3].error().message().find("ValueError: boom"), std::string::npos);
   EXPECT_EQ(events_[3].worker_id(), second.worker.worker_id());
 
+  // An actor killed with a restart while it waits for a node: that attempt
+  // ends, and the restart is the next one.
+  events_.clear();
+  rpc::TaskSpec waiting = Spec({{"GPU", 1}}, /*max_restarts=*/1);
+  waiting.set_task_id(std::string(24, 'w'));
+  ASSERT_TRUE(Register(waiting).ok());
+  ASSERT_TRUE(Kill(waiting, /*no_restart=*/false).ok());
+  ASSERT_EQ(events_.size(), 3u);
+  EXPECT_EQ(events_[1].state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(events_[1].attempt(), 0);
+  EXPECT_EQ(events_[1].error().type(), rpc::ErrorInfo::TASK_CANCELLED);
+  EXPECT_EQ(events_[2].state(), rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(events_[2].attempt(), 1);
+
   // An actor killed before any node could take it: its attempt failed.
   events_.clear();
   rpc::TaskSpec never = Spec({{"GPU", 1}});
+  never.set_task_id(std::string(24, 'n'));
   ASSERT_TRUE(Register(never).ok());
   ASSERT_TRUE(Kill(never, /*no_restart=*/true).ok());
   ASSERT_EQ(events_.size(), 2u);
   EXPECT_EQ(events_[1].state(), rpc::TaskEvent::FAILED);
   EXPECT_EQ(events_[1].error().type(), rpc::ErrorInfo::ACTOR_DIED);
   EXPECT_TRUE(events_[1].node_id().empty());
+
+  // A spec without a task id (not from a core worker) is not listed.
+  events_.clear();
+  ASSERT_TRUE(Register(Spec()).ok());
+  EXPECT_TRUE(events_.empty());
 }
 
 TEST_F(ActorManagerTest, WorkerFailureRestartsUntilOutOfRestarts) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/placement_group_resources.h"
+#include "common/utf8.h"
 
 namespace manta::gcs {
 namespace {
@@ -278,7 +279,7 @@ void ActorScheduler::OnPushReply(const ActorId& actor, uint64_t generation, int3
   } else if (reply.error().type() != rpc::ErrorInfo::NONE) {
     r.outcome = ActorCreationResult::kConstructorFailed;
     r.error = reply.error();
-    r.error.set_message(r.error.message().substr(0, 64 * 1024));
+    r.error.set_message(std::string(Utf8Prefix(r.error.message(), 64 * 1024)));
     r.message = "the actor's constructor failed: " + r.error.message();
     StopWorker(a.worker);
     ReturnLease(a.node, a.lease, a.worker.worker_id(), /*disconnect=*/true);

@@ -74,11 +74,13 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
   // A late event of an earlier state must not undo a terminal one.
   bool advance = !Terminal(state) || Terminal(event.state());
   if (!advance) {
-    rpc::TaskEvent extra = event;
-    extra.clear_state();
-    extra.clear_timestamp_ms();
-    held.MergeFrom(extra);
-    held.set_state(state);
+    // A late event of an ended attempt only fills what its record lacks
+    // (where it ran, say): it does not overwrite what the end reported.
+    rpc::TaskEvent merged = event;
+    merged.clear_state();
+    merged.clear_timestamp_ms();
+    merged.MergeFrom(held);
+    held = std::move(merged);
     return;
   }
   held.MergeFrom(event);

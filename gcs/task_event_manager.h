@@ -5,7 +5,9 @@
 // memory only, at most `max_tasks` of them: when full, the attempt first
 // seen longest ago is evicted and counted in num_dropped. Events of one
 // attempt merge: later fields overwrite earlier ones, and a finished or
-// failed attempt does not go back to an earlier state.
+// failed attempt does not go back to an earlier state (a late event only
+// fills the fields its record lacks). The GCS's own events (Record) are
+// those of actors' creation tasks.
 //
 // PublishLogs validates a LogBatch and publishes it on the LOGS channel with
 // the job id as key, so a driver subscribes to its own job's output.

@@ -63,6 +63,29 @@ TEST_F(TaskEventManagerTest, KeepsTheLatestStateAndMergesFields) {
   EXPECT_EQ(List(m).tasks_size(), 2);
 }
 
+TEST_F(TaskEventManagerTest, ALateEventOnlyFillsWhatAnEndedRecordLacks) {
+  TaskEventManager m(&pub_);
+  std::string t = TaskId::FromRandom().Binary();
+  auto finished = Event(t, rpc::TaskEvent::FINISHED, 5);
+  finished.set_worker_pid(42);
+  finished.set_node_id(std::string(NodeId::kSize, 'a'));
+  m.Record(finished);
+  // A stale worker's record of the same attempt (one a restarted GCS had
+  // pushed to before): it names where it ran, and has the name.
+  auto stale = Event(t, rpc::TaskEvent::RUNNING, 3);
+  stale.set_worker_pid(7);
+  stale.set_node_id(std::string(NodeId::kSize, 'b'));
+  stale.set_name("Counter::Create");
+  ASSERT_TRUE(AddEvents(m, {stale}).ok());
+  auto reply = List(m);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(reply.tasks(0).worker_pid(), 42);
+  EXPECT_EQ(reply.tasks(0).node_id(), std::string(NodeId::kSize, 'a'));
+  EXPECT_EQ(reply.tasks(0).timestamp_ms(), 5);
+  EXPECT_EQ(reply.tasks(0).name(), "Counter::Create");
+}
+
 TEST_F(TaskEventManagerTest, EvictsOldestFirstAndCountsDrops) {
   TaskEventManager m(&pub_, /*max_tasks=*/3);
   std::vector<std::string> ids;

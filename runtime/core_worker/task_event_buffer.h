@@ -44,11 +44,6 @@
 
 namespace manta::core {
 
-// The longest prefix of `s` of at most `max` bytes that does not split a
-// UTF-8 character (protobuf strings must be valid UTF-8, or the GCS would
-// refuse the whole batch).
-std::string_view Utf8Prefix(std::string_view s, size_t max);
-
 class TaskEventBuffer {
  public:
   // The GCS refuses a request holding more events than this
