@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace manta {
@@ -10,5 +11,10 @@ namespace manta {
 // The longest prefix of `s` of at most `max` bytes that does not split a
 // UTF-8 character.
 std::string_view Utf8Prefix(std::string_view s, size_t max);
+
+// `s` with every byte that does not belong to a well-formed UTF-8 sequence
+// (stray or missing continuation bytes, overlong forms, surrogates, values
+// past U+10FFFF) replaced by U+FFFD. Valid text comes back unchanged.
+std::string ValidUtf8(std::string_view s);
 
 }  // namespace manta

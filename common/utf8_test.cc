@@ -18,5 +18,17 @@ TEST(Utf8PrefixTest, NeverSplitsACharacter) {
   EXPECT_EQ(Utf8Prefix(s, 0), "");
 }
 
+TEST(ValidUtf8Test, KeepsValidTextAndReplacesEachBadByte) {
+  const std::string valid = "plain, \xC3\xA9, \xE2\x82\xAC, \xF0\x9F\x98\x80";  // é € 😀
+  EXPECT_EQ(ValidUtf8(valid), valid);
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a" + bad + "b");         // never a lead byte
+  EXPECT_EQ(ValidUtf8("\x80"), bad);                          // a stray continuation
+  EXPECT_EQ(ValidUtf8("ab\xE2\x82"), "ab" + bad + bad);       // cut short
+  EXPECT_EQ(ValidUtf8("\xC0\xAF"), bad + bad);                // overlong '/'
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80"), bad + bad + bad);     // a surrogate
+  EXPECT_EQ(ValidUtf8("\xF4\x90\x80\x80"), bad + bad + bad + bad);  // past U+10FFFF
+}
+
 }  // namespace
 }  // namespace manta

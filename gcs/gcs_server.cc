@@ -308,7 +308,7 @@ class GcsServer::Impl {
       actor_scheduler_->OnNodeAdded(info);
       pgs_->OnNodeAdded(info);
       health_->AddNode(*NodeId::FromBinary(info.node_id()),
-                       info.node_ip() + ":" + std::to_string(info.node_manager_port()));
+                       RayletAddress(info));
     });
     nodes_->AddNodeDeadListener([this](const rpc::NodeInfo& info) {
       resources_->OnNodeDead(info);

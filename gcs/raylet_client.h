@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "common/event_loop.h"
 #include "common/id.h"
+#include "common/rpc/grpc_util.h"
 #include "proto/node_manager.pb.h"
 
 namespace manta::gcs {
@@ -55,9 +56,6 @@ class RayletClientPool {
 // Over gRPC, with `token` on every call; callbacks are posted to `loop`.
 std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token);
 
-// "ip:port" of a node's raylet.
-inline std::string RayletAddress(const rpc::NodeInfo& node) {
-  return node.node_ip() + ":" + std::to_string(node.node_manager_port());
-}
+using rpc::RayletAddress;
 
 }  // namespace manta::gcs

@@ -4,11 +4,13 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/utf8.h"
 
 namespace manta::raylet {
 namespace {
@@ -172,36 +174,26 @@ bool LogForwarder::MeetFlushes(const StreamKey& key, uint64_t reads, bool stuck)
 }
 
 void LogForwarder::CheckJobFlushes() {
-  // An answer may come while batches are being sent (from within Flush):
-  // then this pass looks again instead of nesting.
-  if (checking_) {
-    recheck_ = true;
-    return;
-  }
-  checking_ = true;
   std::vector<std::function<void()>> done;
-  do {
-    recheck_ = false;
-    std::vector<JobFlush*> read;
-    for (auto& f : job_flushes_) {
-      if (!f.forwarded && f.unread.empty()) read.push_back(&f);
-    }
-    if (read.empty() || !Flush()) read.clear();  // a busy Flush: again when answered
-    for (JobFlush* f : read) {
-      f->forwarded = true;
-      f->last_batch = batches_sent_;
-    }
+  // No flush starts before the last one is answered: with nothing on the
+  // wire, every batch of a forwarded flush has been answered.
+  auto answer_forwarded = [&] {
+    if (!outbox_.empty()) return;
     for (auto it = job_flushes_.begin(); it != job_flushes_.end();) {
-      bool answered = it->forwarded && (unanswered_.empty() || *unanswered_.begin() > it->last_batch);
-      if (!answered) {
+      if (!it->forwarded) {
         ++it;
         continue;
       }
       done.push_back(std::move(it->done));
       it = job_flushes_.erase(it);
     }
-  } while (recheck_);
-  checking_ = false;
+  };
+  answer_forwarded();
+  auto read = [](const JobFlush& f) { return !f.forwarded && f.unread.empty(); };
+  if (std::any_of(job_flushes_.begin(), job_flushes_.end(), read) && Flush()) {
+    for (auto& f : job_flushes_) f.forwarded |= read(f);
+    answer_forwarded();  // nothing was held
+  }
   for (auto& d : done) d();
 }
 
@@ -211,7 +203,10 @@ void LogForwarder::TakeLines(Tail* tail, bool final) {
   p.pid = tail->pid;
   p.is_error = tail->key.second;
   size_t before = p.lines.size() + static_cast<size_t>(p.dropped);
-  auto add = [&](std::string line) {
+  // Workers print any bytes; lines travel as protobuf strings, which must
+  // be UTF-8 or the GCS refuses the whole batch.
+  auto add = [&](std::string_view raw) {
+    std::string line = ValidUtf8(raw);
     if (p.bytes + line.size() > options_.max_pending_bytes) {
       ++p.dropped;
       return;
@@ -219,14 +214,18 @@ void LogForwarder::TakeLines(Tail* tail, bool final) {
     p.bytes += line.size();
     p.lines.push_back(std::move(line));
   };
+  const std::string_view text = tail->partial;
   size_t start = 0;
-  for (size_t nl; (nl = tail->partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    add(tail->partial.substr(start, nl - start));
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    add(text.substr(start, nl - start));
   }
   tail->partial.erase(0, start);
   while (tail->partial.size() > options_.max_line_bytes) {
-    add(tail->partial.substr(0, options_.max_line_bytes));
-    tail->partial.erase(0, options_.max_line_bytes);
+    // Split between characters where there is a boundary to split at.
+    size_t cut = Utf8Prefix(tail->partial, options_.max_line_bytes).size();
+    if (cut == 0) cut = options_.max_line_bytes;
+    add(std::string_view(tail->partial).substr(0, cut));
+    tail->partial.erase(0, cut);
   }
   if (final && !tail->partial.empty()) add(std::exchange(tail->partial, ""));
   if (p.lines.size() + static_cast<size_t>(p.dropped) > before) {
@@ -266,32 +265,20 @@ void LogForwarder::ScheduleFlush() {
   flush_timer_ = loop_->RunAfter(wait, [this] { Flush(); });
 }
 
-void LogForwarder::Send(rpc::LogBatch batch) {
-  const uint64_t n = ++batches_sent_;
-  unanswered_.insert(n);
-  outbox_.emplace_back(n, std::move(batch));
-}
-
-void LogForwarder::SendNext() {
-  if (in_send_next_) return;  // an answer given at once: the loop below goes on
-  in_send_next_ = true;
-  while (!sending_ && !outbox_.empty()) {
-    auto [n, batch] = std::move(outbox_.front());
-    outbox_.pop_front();
-    sending_ = true;
-    publish_(std::move(batch), [self = std::weak_ptr<LogForwarder*>(self_), n = n] {
-      if (auto alive = self.lock()) (*alive)->OnAnswer(n);
+void LogForwarder::SendFront() {
+  // The answer is taken on the loop, never from within publish_.
+  publish_(std::move(outbox_.front()), [self = std::weak_ptr<LogForwarder*>(self_), loop = loop_] {
+    loop->Post([self] {
+      if (auto alive = self.lock()) (*alive)->OnAnswer();
     });
-  }
-  in_send_next_ = false;
+  });
 }
 
-void LogForwarder::OnAnswer(uint64_t batch) {
-  unanswered_.erase(batch);
-  sending_ = false;
-  SendNext();
-  // Lines that came while the last flush was on the wire.
-  if (!sending_ && outbox_.empty() && !pending_.empty()) ScheduleFlush();
+void LogForwarder::OnAnswer() {
+  outbox_.pop_front();
+  if (!outbox_.empty()) return SendFront();
+  // Lines that came while the flush was on the wire.
+  if (!pending_.empty()) ScheduleFlush();
   CheckJobFlushes();
 }
 
@@ -300,7 +287,7 @@ bool LogForwarder::Flush() {
   // One flush on the wire at a time, its batches one by one: the GCS takes
   // them in order, and while it is slow, lines wait in pending_ (where
   // max_pending_bytes bounds them).
-  if (sending_ || !outbox_.empty()) return false;
+  if (!outbox_.empty()) return false;
   last_flush_ = absl::Now();
   auto pending = std::move(pending_);
   pending_.clear();
@@ -323,19 +310,19 @@ bool LogForwarder::Flush() {
     start();
     for (std::string& line : p.lines) {
       if (bytes > 0 && bytes + line.size() > options_.max_batch_bytes) {
-        Send(std::move(batch));
+        outbox_.push_back(std::move(batch));
         start();
       }
       bytes += line.size() + 1;
       batch.add_lines(std::move(line));
     }
-    if (batch.lines_size() > 0) Send(std::move(batch));
+    if (batch.lines_size() > 0) outbox_.push_back(std::move(batch));
   }
   for (auto it = names_.begin(); it != names_.end();) {
     bool live = tails_.count({it->first, false}) || tails_.count({it->first, true});
     it = live ? std::next(it) : names_.erase(it);
   }
-  SendNext();
+  if (!outbox_.empty()) SendFront();
   return true;
 }
 

@@ -26,7 +26,6 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +48,8 @@ struct LogForwarderOptions {
 
 class LogForwarder {
  public:
-  // Sends a batch on; `answered` runs once the send has succeeded or failed.
+  // Sends a batch on; `answered` runs once the send has succeeded or failed
+  // (it may run at once).
   using Publish = std::function<void(rpc::LogBatch, std::function<void()> answered)>;
 
   LogForwarder(LogForwarderOptions options, EventLoop* loop, Publish publish);
@@ -89,8 +89,7 @@ class LogForwarder {
     // Tails still to read to their end, each with the first read that
     // counts: one started after the flush was asked for.
     std::map<StreamKey, uint64_t> unread;
-    bool forwarded = false;
-    uint64_t last_batch = 0;  // once forwarded: the batches to wait for
+    bool forwarded = false;  // its lines are on the wire, or were
     std::function<void()> done;
   };
 
@@ -106,9 +105,10 @@ class LogForwarder {
   // Turns the pending lines into batches and starts sending them; false
   // (and nothing done) while the previous flush is still being sent.
   bool Flush();
-  void Send(rpc::LogBatch batch);
-  void SendNext();
-  void OnAnswer(uint64_t batch);
+  void SendFront();
+  void OnAnswer();
+  // Forwards the flushes whose tails are read, and answers those whose
+  // batches have all been answered.
   void CheckJobFlushes();
 
   const LogForwarderOptions options_;
@@ -120,13 +120,8 @@ class LogForwarder {
   std::unique_ptr<EventLoop::Timer> flush_timer_;
   absl::Time last_flush_ = absl::InfinitePast();
   std::list<JobFlush> job_flushes_;
-  uint64_t batches_sent_ = 0;
-  std::set<uint64_t> unanswered_;  // batches made and not yet answered
-  std::deque<std::pair<uint64_t, rpc::LogBatch>> outbox_;  // made, not yet sent
-  bool sending_ = false;
-  bool in_send_next_ = false;
-  bool checking_ = false;
-  bool recheck_ = false;
+  // The batches of the last flush not yet answered; the first is on the wire.
+  std::deque<rpc::LogBatch> outbox_;
   // Answers that come after the forwarder is gone find this expired.
   std::shared_ptr<LogForwarder*> self_ = std::make_shared<LogForwarder*>(this);
 };

@@ -99,6 +99,19 @@ TEST_F(LogForwarderTest, ForwardsCompleteLinesAndTheRestAtExit) {
   EXPECT_EQ(Lines(false).back(), "part");
 }
 
+TEST_F(LogForwarderTest, OutputThatIsNotUtf8IsForwardedAsValidText) {
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "caf\xC3\xA9 ok\nbinary \xFF\xFE\n");
+  ASSERT_TRUE(RunUntil([&] { return Lines(false).size() == 2; }));
+  EXPECT_EQ(Lines(false)[0], "caf\xC3\xA9 ok");
+  EXPECT_EQ(Lines(false)[1], "binary \xEF\xBF\xBD\xEF\xBF\xBD");
+  // Every batch would parse at the GCS.
+  for (const auto& b : batches_) {
+    rpc::LogBatch parsed;
+    EXPECT_TRUE(parsed.ParseFromString(b.SerializeAsString()));
+  }
+}
+
 TEST_F(LogForwarderTest, ManyWritesBecomeFewBatches) {
   forwarder_->AddWorker(files_);
   std::string text;
@@ -145,7 +158,7 @@ TEST_F(LogForwarderTest, FlushJobForwardsWhatWasWrittenAndAnswersOnceTheGcsHasIt
   EXPECT_EQ(flushes_done_, 0) << "answered before the GCS took the last lines";
   EXPECT_FALSE(forwarder_->flush_armed());
   AnswerAll();
-  EXPECT_EQ(flushes_done_, 1);
+  ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
   EXPECT_EQ(forwarder_->num_job_flushes(), 0u);
 }
 
@@ -162,7 +175,7 @@ TEST_F(LogForwarderTest, FlushJobWaitsForBatchesSentBeforeIt) {
   EXPECT_EQ(flushes_done_, 0);
   EXPECT_EQ(batches_.size(), 1u);
   AnswerAll();
-  EXPECT_EQ(flushes_done_, 1);
+  ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
 }
 
 TEST_F(LogForwarderTest, FlushJobCountsAnExitedWorkersLastLine) {

@@ -160,7 +160,7 @@ TEST_F(RuntimeTest, CallsInFlightWhenTheActorDiesRunOnItsNextIncarnationInOrder)
 }
 
 TEST_F(RuntimeTest, MoreCallsInFlightThanOneMessageHolds) {
-  RunScenario({"many_inline_calls"}, "OK 1600 calls of 96 KiB each way");
+  RunScenario({"many_inline_calls", cluster_->temp_dir() + "/slow-starter-marker"}, "OK 1600 calls of 96 KiB each way");
 }
 
 TEST_F(RuntimeTest, BorrowedValueLivesWhileABorrowerHoldsItsRef) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "proto/common.pb.h"
 
 namespace manta::rpc {
 
@@ -32,5 +33,10 @@ grpc::Status CheckAuth(const grpc::ServerContextBase& ctx, const std::string& to
 
 // Options for a server: message limits and keepalive settings.
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
+
+// "ip:port" of a node's raylet.
+inline std::string RayletAddress(const NodeInfo& node) {
+  return node.node_ip() + ":" + std::to_string(node.node_manager_port());
+}
 
 }  // namespace manta::rpc

@@ -232,11 +232,15 @@ absl::Status CoreWorkerImpl::RegisterJob() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
+absl::StatusOr<rpc::GetAllNodeInfoReply> CoreWorkerImpl::AliveNodes(absl::Duration timeout) {
   rpc::GetAllNodeInfoRequest req;
   req.set_filter_alive(true);
-  auto reply = SyncCall<rpc::GetAllNodeInfoReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); });
+  return SyncCall<rpc::GetAllNodeInfoReply>(
+      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); }, timeout);
+}
+
+absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
+  auto reply = AliveNodes();
   if (!reply.ok()) return reply.status();
   const rpc::NodeInfo* best = nullptr;
   for (const auto& n : reply->nodes()) {
@@ -249,7 +253,7 @@ absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
   }
   address_proto_.set_node_id(best->node_id());
   address_ = address_proto_.SerializeAsString();
-  return best->node_ip() + ":" + std::to_string(best->node_manager_port());
+  return rpc::RayletAddress(*best);
 }
 
 absl::Status CoreWorkerImpl::RegisterWithRaylet() {
@@ -436,26 +440,18 @@ void CoreWorkerImpl::DrainLogs() {
   std::promise<std::pair<int64_t, std::string>> position;
   loop_.Post([&] { position.set_value({log_poll_sequence_, log_poll_incarnation_}); });
   auto pos = position.get_future().get();
-  rpc::GetAllNodeInfoRequest nodes_req;
-  nodes_req.set_filter_alive(true);
-  auto nodes = SyncCall<rpc::GetAllNodeInfoReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, nodes_req, r); },
-      absl::Seconds(2));
+  auto nodes = AliveNodes(absl::Seconds(2));
   if (nodes.ok()) {
-    struct Flush {
-      grpc::ClientContext ctx;
-      rpc::FlushJobLogsReply reply;
-    };
     rpc::FlushJobLogsRequest req;
     req.set_job_id(job_id_.Binary());
-    std::vector<std::unique_ptr<Flush>> flushes;
     absl::BlockingCounter left(nodes->nodes_size());
     for (const auto& n : nodes->nodes()) {
-      auto& f = flushes.emplace_back(std::make_unique<Flush>());
-      rpc::PrepareContext(&f->ctx, options_.token, absl::Seconds(3));
-      pool_.Raylet(n.node_ip() + ":" + std::to_string(n.node_manager_port()))
-          ->async()
-          ->FlushJobLogs(&f->ctx, &req, &f->reply, [&left](const grpc::Status&) { left.DecrementCount(); });
+      rpc::UnaryCall<rpc::FlushJobLogsReply>(
+          nullptr, options_.token, absl::Seconds(3), req,
+          [stub = pool_.Raylet(rpc::RayletAddress(n))](auto* ctx, auto* r, auto* reply, auto done) {
+            stub->async()->FlushJobLogs(ctx, r, reply, std::move(done));
+          },
+          [&left](const absl::Status&, rpc::FlushJobLogsReply&&) { left.DecrementCount(); });
     }
     left.Wait();
   }

@@ -377,6 +377,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // ---- GCS and driver plumbing (core_worker_impl.cc) ----
   absl::Status RegisterJob();
   absl::Status RegisterWithRaylet();
+  absl::StatusOr<rpc::GetAllNodeInfoReply> AliveNodes(absl::Duration timeout = absl::Seconds(10));
   absl::StatusOr<std::string> FindLocalRaylet();
   void PollLogs();
   void PrintLogs(const rpc::PollReply& reply);

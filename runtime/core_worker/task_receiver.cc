@@ -263,7 +263,7 @@ void TaskReceiver::Execute(const Work& w) {
     auto v = cw_->ResolveArg(arg);
     if (!v.ok()) {
       SetError(reply, spec, GetErrorType(v.status()), std::string(v.status().message()));
-      cw_->RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &reply->error());
+      cw_->WithdrawTaskEvent(running);  // its pusher reports the failure
       w.Finish(grpc::Status::OK);
       return;
     }

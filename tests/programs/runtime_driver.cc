@@ -279,12 +279,12 @@ int CallsAcrossRestart() {
   return 0;
 }
 
-// An actor that takes a while to start: calls made meanwhile wait in the
+// An actor that starts once `marker` exists: calls made before wait in the
 // caller and go out together once it is alive.
 class SlowStarter {
  public:
-  static SlowStarter* Create(int ms) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  static SlowStarter* Create(std::string marker) {
+    if (UntilFileExists(marker) != 1) throw std::runtime_error("the marker never came");
     return new SlowStarter();
   }
   std::vector<uint8_t> Echo(std::vector<uint8_t> data) { return data; }
@@ -294,14 +294,15 @@ MANTA_REMOTE(SlowStarter::Create, &SlowStarter::Echo);
 // More actor calls waiting at once than one gRPC message can carry (each
 // with an inline argument and result just under the inline limit): all come
 // back, each with its own bytes.
-int ManyInlineCalls() {
-  auto a = manta::Actor(SlowStarter::Create).Remote(2000);
+int ManyInlineCalls(const std::string& marker) {
+  auto a = manta::Actor(SlowStarter::Create).Remote(marker);
   const int kCalls = 1600;
   const size_t kBytes = 96 << 10;  // 150 MiB each way
   std::vector<manta::ObjectRef<std::vector<uint8_t>>> refs;
   for (int i = 0; i < kCalls; ++i) {
     refs.push_back(a.Task(&SlowStarter::Echo).Remote(std::vector<uint8_t>(kBytes, static_cast<uint8_t>(i))));
   }
+  std::ofstream(marker) << "start";  // every call is queued: let the actor start
   for (int i = 0; i < kCalls; ++i) {
     auto back = manta::TryGet(refs[i], absl::Seconds(60));
     if (!back.ok()) return Fail("call " + std::to_string(i) + ": " + back.status().ToString());
@@ -573,7 +574,7 @@ int main(int argc, char** argv) {
       {"big_object", BigObject},
       {"calls_waiting_on_arguments", CallsWaitingOnArguments},
       {"huge_by_value", HugeByValueArgument},
-      {"many_inline_calls", ManyInlineCalls},
+      {"many_inline_calls", [&] { return ManyInlineCalls(argc > 2 ? argv[2] : "/tmp/manta-slow-starter"); }},
       {"calls_across_restart", CallsAcrossRestart},
       {"borrowed_refs", BorrowedRefs},
       {"returned_refs", ReturnedRefs},
