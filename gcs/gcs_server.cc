@@ -287,7 +287,7 @@ class GcsServer::Impl {
     pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); },
         [this](const rpc::NodeResources& r) {
-          if (resources_->Apply(r, /*publish=*/false)) OnResourcesChanged(*NodeId::FromBinary(r.node_id()));
+          if (resources_->Apply(r)) OnResourcesChanged(*NodeId::FromBinary(r.node_id()));
         },
         raylet_clients_.get());
     pgs_ = std::make_unique<PlacementGroupManager>(store_.get(), publisher_.get(), pg_scheduler_.get(),

@@ -141,9 +141,12 @@ void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacemen
                                                         " bytes")));
   }
   if (!groups_.contains(*id)) return done(absl::NotFoundError("no placement group " + id->Hex()));
-  // Answered first: what follows (returning bundles) is asynchronous anyway.
-  done(absl::OkStatus());
   Remove(*id, "removed by RemovePlacementGroup");
+  // Answered when its nodes have returned the bundles (also for a second
+  // remover of a group still being returned).
+  auto returning = returning_.find(*id);
+  if (returning == returning_.end() || shut_down_) return done(absl::OkStatus());
+  returning->second.removers.push_back(std::move(done));
 }
 
 void PlacementGroupManager::HandleGetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
@@ -226,6 +229,10 @@ void PlacementGroupManager::Shutdown() {
   // each call it has taken).
   shut_down_ = true;
   for (auto& [id, g] : groups_) AnswerWaiters(*g);
+  for (auto& [id, r] : returning_) {
+    for (rpc::Done& done : r.removers) done(absl::OkStatus());
+  }
+  returning_.clear();
 }
 
 void PlacementGroupManager::OnNodeAdded(const rpc::NodeInfo& info) {
@@ -384,7 +391,7 @@ void PlacementGroupManager::Remove(const PlacementGroupId& id, const std::string
   Log()->debug("removing placement_group_id={}: {}", id.Hex(), why);
   scheduler_->Cancel(id);
   g.retry.reset();
-  ReturnBundles(g.info);
+  ReturnBundles(id, g.info);
   if (!g.info.name().empty()) {
     auto n = names_.find({g.info.ray_namespace(), g.info.name()});
     if (n != names_.end() && n->second == id) names_.erase(n);
@@ -398,7 +405,7 @@ void PlacementGroupManager::Remove(const PlacementGroupId& id, const std::string
   TrimRemoved();
 }
 
-void PlacementGroupManager::ReturnBundles(const rpc::PlacementGroupInfo& info) {
+void PlacementGroupManager::ReturnBundles(const PlacementGroupId& id, const rpc::PlacementGroupInfo& info) {
   std::map<NodeId, rpc::CancelBundlesRequest> requests;
   for (const rpc::Bundle& b : info.bundles()) {
     auto node = NodeId::FromBinary(b.node_id());
@@ -410,12 +417,22 @@ void PlacementGroupManager::ReturnBundles(const rpc::PlacementGroupInfo& info) {
   for (auto& [node, request] : requests) {
     const rpc::NodeInfo* n = scheduler_->GetNode(node);
     if (n == nullptr) continue;  // a dead node's bundles are gone with it
+    ++returning_[id].calls;
     raylets_->CancelBundles(node, RayletAddress(*n), request,
-                            [this, node = node](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
+                            [this, id, node = node](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
                               if (s.ok() && reply.has_resources()) scheduler_->Apply(reply.resources());
                               if (!s.ok()) Log()->warn("CancelBundles on node_id={}: {}", node.Hex(), s.ToString());
+                              OnBundlesReturned(id);
                             });
   }
+}
+
+void PlacementGroupManager::OnBundlesReturned(const PlacementGroupId& id) {
+  auto it = returning_.find(id);
+  if (it == returning_.end() || --it->second.calls > 0) return;
+  std::vector<rpc::Done> removers = std::move(it->second.removers);
+  returning_.erase(it);
+  for (rpc::Done& done : removers) done(absl::OkStatus());
 }
 
 void PlacementGroupManager::SetState(Group& g, rpc::PlacementGroupInfo::State state, const std::string& message) {

@@ -11,7 +11,9 @@
 // States: PENDING -> (PREPARED while committing) -> CREATED; CREATED ->
 // RESCHEDULING when a node holding bundles dies (its bundles are placed
 // again, the others stay); any -> REMOVED (final). Every change is published
-// on PLACEMENT_GROUP.
+// on PLACEMENT_GROUP. RemovePlacementGroup is answered once every node
+// holding a bundle has returned it (and stopped the workers using it), or
+// its call failed: after the answer nothing runs in the group.
 //
 // Thread: the GCS loop thread.
 #pragma once
@@ -69,8 +71,8 @@ class PlacementGroupManager {
   // Called with the id of every group that is removed.
   void SetRemovedListener(std::function<void(const std::string&)> fn) { on_removed_ = std::move(fn); }
 
-  // Answers every held WaitPlacementGroupReady call (not ready), and every
-  // later one at once, so that the server can shut down.
+  // Answers every held WaitPlacementGroupReady and RemovePlacementGroup
+  // call, and every later one at once, so that the server can shut down.
   void Shutdown();
 
   // Adds the groups waiting for nodes to `reply`.
@@ -98,8 +100,10 @@ class PlacementGroupManager {
   void TrySchedule(const PlacementGroupId& id);
   void OnScheduled(const PlacementGroupId& id, PlacementResult result);
   void Remove(const PlacementGroupId& id, const std::string& why);
-  // Returns the group's committed bundles on their nodes.
-  void ReturnBundles(const rpc::PlacementGroupInfo& info);
+  // Returns the group's committed bundles on their nodes; counts the calls
+  // in returning_.
+  void ReturnBundles(const PlacementGroupId& id, const rpc::PlacementGroupInfo& info);
+  void OnBundlesReturned(const PlacementGroupId& id);
   void SetState(Group& g, rpc::PlacementGroupInfo::State state, const std::string& message);
   void PersistAndPublish(const Group& g);
   void AnswerWaiters(Group& g);
@@ -116,6 +120,13 @@ class PlacementGroupManager {
   absl::flat_hash_map<PlacementGroupId, std::unique_ptr<Group>> groups_;
   std::map<NameKey, PlacementGroupId> names_;  // live groups only
   std::map<NodeId, std::unique_ptr<EventLoop::Timer>> sync_retries_;
+  // Removed groups whose nodes have not all answered CancelBundles: the
+  // calls left, and the RemovePlacementGroup calls waiting for them.
+  struct Returning {
+    int calls = 0;
+    std::vector<rpc::Done> removers;
+  };
+  absl::flat_hash_map<PlacementGroupId, Returning> returning_;
   std::unique_ptr<EventLoop::Timer> kick_;  // a SchedulePending on its way
   uint64_t next_order_ = 1;
   size_t num_removed_ = 0;

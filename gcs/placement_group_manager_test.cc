@@ -1,6 +1,7 @@
 #include "gcs/placement_group_manager.h"
 
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "gcs/fake_raylet_client.h"
@@ -111,13 +112,19 @@ class PlacementGroupManagerTest : public ::testing::Test {
     return info == nullptr ? Info() : *info;
   }
 
-  absl::Status Remove(const Info& spec) {
+  // The call's answer, once it has come.
+  using Answer = std::shared_ptr<std::optional<absl::Status>>;
+  Answer StartRemove(const Info& spec) {
     rpc::RemovePlacementGroupRequest req;
     req.set_placement_group_id(spec.placement_group_id());
-    rpc::RemovePlacementGroupReply reply;
-    absl::Status status;
-    manager_->HandleRemovePlacementGroup(req, &reply, [&](const absl::Status& s) { status = s; });
-    return status;
+    auto reply = std::make_shared<rpc::RemovePlacementGroupReply>();
+    auto answer = std::make_shared<std::optional<absl::Status>>();
+    manager_->HandleRemovePlacementGroup(req, reply.get(), [answer, reply](const absl::Status& s) { *answer = s; });
+    return answer;
+  }
+  absl::Status Remove(const Info& spec) {
+    Answer answer = StartRemove(spec);
+    return answer->has_value() ? **answer : absl::UnknownError("not answered");
   }
 
   EventLoop loop_;
@@ -184,15 +191,53 @@ TEST_F(PlacementGroupManagerTest, CreateWaitRemove) {
   EXPECT_EQ(again.state(), Info::CREATED);
   EXPECT_EQ(Create(Spec(Info::PACK, {{{"CPU", 1}}}, "g")).code(), absl::StatusCode::kAlreadyExists);
 
-  ASSERT_TRUE(Remove(spec).ok());
+  // Removed at once, answered when the node has returned the bundles (and
+  // stopped what ran in them); a second remover waits for the same.
+  Answer first = StartRemove(spec);
   EXPECT_EQ(Get(spec).state(), Info::REMOVED);
   ASSERT_EQ(raylets_.cancels.size(), 1u);
   EXPECT_EQ(raylets_.cancels[0].node, node);
   EXPECT_EQ(raylets_.cancels[0].request.indices_size(), 2);
   EXPECT_EQ(removed_, std::vector<std::string>{spec.placement_group_id()});
-  EXPECT_TRUE(Remove(spec).ok());  // idempotent
+  Answer second = StartRemove(spec);
+  EXPECT_FALSE(first->has_value());
+  EXPECT_FALSE(second->has_value());
+  raylets_.cancels[0].cb(absl::OkStatus(), {});
+  ASSERT_TRUE(first->has_value() && second->has_value());
+  EXPECT_TRUE(first->value().ok());
+  EXPECT_TRUE(second->value().ok());
+  EXPECT_TRUE(Remove(spec).ok());  // idempotent, answered at once now
   EXPECT_EQ(raylets_.cancels.size(), 1u);
   EXPECT_TRUE(Create(Spec(Info::PACK, {{{"CPU", 1}}}, "g")).ok());  // the name is free again
+}
+
+TEST_F(PlacementGroupManagerTest, RemoveIsAnsweredWhenEveryNodeAnsweredOrFailedOrAtShutdown) {
+  NodeId a = AddNode({{"CPU", 2}});
+  NodeId b = AddNode({{"CPU", 2}});
+  Info spread = Spec(Info::STRICT_SPREAD, {{{"CPU", 1}}, {{"CPU", 1}}});
+  ASSERT_TRUE(Create(spread).ok());
+  AnswerRaylets();
+  ASSERT_EQ(Get(spread).state(), Info::CREATED);
+  Answer removed = StartRemove(spread);
+  ASSERT_EQ(raylets_.cancels.size(), 2u);
+  EXPECT_NE(raylets_.cancels[0].node, raylets_.cancels[1].node);
+  EXPECT_TRUE(raylets_.cancels[0].node == a || raylets_.cancels[0].node == b);
+  raylets_.cancels[0].cb(absl::OkStatus(), {});
+  EXPECT_FALSE(removed->has_value());
+  // An unreachable node does not hold the caller forever.
+  raylets_.cancels[1].cb(absl::UnavailableError("node gone"), {});
+  ASSERT_TRUE(removed->has_value());
+  EXPECT_TRUE(removed->value().ok());
+
+  Info other = Spec(Info::PACK, {{{"CPU", 1}}});
+  ASSERT_TRUE(Create(other).ok());
+  AnswerRaylets();
+  ASSERT_EQ(Get(other).state(), Info::CREATED);
+  Answer held = StartRemove(other);
+  EXPECT_FALSE(held->has_value());
+  manager_->Shutdown();
+  ASSERT_TRUE(held->has_value());
+  EXPECT_TRUE(held->value().ok());
 }
 
 TEST_F(PlacementGroupManagerTest, InfeasibleGroupWaitsForANode) {

@@ -54,13 +54,13 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
     return done(absl::OkStatus());
   }
   reply->set_known_node(true);
-  if (Apply(request.resources(), /*publish=*/true)) {
+  if (Apply(request.resources())) {
     it->second.demands.assign(request.demands().begin(), request.demands().end());
   }
   done(absl::OkStatus());
 }
 
-bool ResourceManager::Apply(const rpc::NodeResources& resources, bool publish) {
+bool ResourceManager::Apply(const rpc::NodeResources& resources) {
   auto id = NodeId::FromBinary(resources.node_id());
   if (!id.ok()) return false;
   auto it = view_.find(*id);
@@ -72,7 +72,6 @@ bool ResourceManager::Apply(const rpc::NodeResources& resources, bool publish) {
   Entry& e = it->second;
   if (resources.version() < e.resources.version()) return false;
   e.resources = resources;
-  if (!publish) return true;
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::NODE_RESOURCES);
   *msg.mutable_node_resources() = e.resources;

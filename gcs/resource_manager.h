@@ -34,12 +34,13 @@ class ResourceManager {
   void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                  rpc::GetClusterResourcesReply* reply, rpc::Done done);
 
-  // Takes a node's view of itself: ignored for an unknown or dead node,
-  // malformed maps, or an older version. Returns whether it was taken.
-  // Replies to bundle reservations are applied without publishing: the
-  // raylet's own report, which follows each change, tells the subscribers
-  // (so one reservation does not wake every raylet several times).
-  bool Apply(const rpc::NodeResources& resources, bool publish);
+  // Takes a node's view of itself (a report, or the view a raylet returns
+  // with a bundle reply): ignored for an unknown or dead node, malformed
+  // maps, or an older version. Returns whether it was taken. What is taken is
+  // published: the raylet's own report of the same change may carry an
+  // older version and be ignored, so it cannot be left to tell the
+  // subscribers.
+  bool Apply(const rpc::NodeResources& resources);
 
   const rpc::NodeResources* Get(const NodeId& node) const;
 

@@ -70,7 +70,8 @@ Cluster::~Cluster() {
   Shutdown();
   if (temp_dir_.empty()) return;
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  if (test != nullptr && test->result()->Failed()) {
+  const char* keep = std::getenv("MANTA_TEST_KEEP_FILES");
+  if ((test != nullptr && test->result()->Failed()) || (keep != nullptr && *keep != '\0')) {
     std::cerr << "cluster files kept for inspection: " << temp_dir_ << std::endl;
     return;
   }

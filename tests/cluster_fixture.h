@@ -13,8 +13,9 @@
 // daemon that a `manta` command run through RunManta leaves under its temp
 // dir. The destructor kills all of them with their process groups, on every
 // exit path of a test; the daemons also get SIGKILL if the test process dies
-// (PR_SET_PDEATHSIG). The temp dir is removed unless the test failed, in
-// which case its path is printed so the logs can be read.
+// (PR_SET_PDEATHSIG). The temp dir is removed unless the test failed or
+// MANTA_TEST_KEEP_FILES is set, in which case its path is printed so the
+// logs can be read.
 //
 // Raylet 0 is the head's raylet. Not thread-safe: use from the test thread.
 #pragma once

@@ -69,10 +69,12 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroup(const Pl
 absl::Status CoreWorkerImpl::RemovePlacementGroup(const PlacementGroupId& id) {
   rpc::RemovePlacementGroupRequest req;
   req.set_placement_group_id(id.Binary());
-  return SyncCall<rpc::RemovePlacementGroupReply>(options_.token,
-                                                  [&](auto* ctx, auto* r) {
-                                                    return gcs_placement_groups_->RemovePlacementGroup(ctx, req, r);
-                                                  })
+  // The GCS answers once the group's nodes have returned its bundles, each
+  // within its own 10 s call.
+  return SyncCall<rpc::RemovePlacementGroupReply>(
+             options_.token,
+             [&](auto* ctx, auto* r) { return gcs_placement_groups_->RemovePlacementGroup(ctx, req, r); },
+             absl::Seconds(30))
       .status();
 }
 

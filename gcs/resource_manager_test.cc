@@ -1,0 +1,106 @@
+#include "gcs/resource_manager.h"
+
+#include <limits>
+
+#include "gcs/in_memory_store.h"
+#include "gcs/test_util.h"
+#include "gtest/gtest.h"
+
+namespace manta::gcs {
+namespace {
+
+class ResourceManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nodes_.AddNodeAddedListener([this](const rpc::NodeInfo& n) { resources_.OnNodeAdded(n); });
+    rpc::RegisterNodeRequest req;
+    rpc::NodeInfo& n = *req.mutable_node_info();
+    n.set_node_id(node_.Binary());
+    n.set_node_ip("127.0.0.1");
+    n.set_node_manager_port(7000);
+    (*n.mutable_resources_total())["TPU"] = 4;
+    rpc::RegisterNodeReply reply;
+    absl::Status registered = absl::UnknownError("no reply");
+    nodes_.HandleRegisterNode(req, &reply, [&](const absl::Status& s) { registered = s; });
+    Pump(loop_);
+    ASSERT_TRUE(registered.ok()) << registered;
+  }
+
+  // The node's view with `tpu` chips free, at `version`.
+  rpc::NodeResources View(int64_t version, double tpu) const {
+    rpc::NodeResources r;
+    r.set_node_id(node_.Binary());
+    r.set_version(version);
+    (*r.mutable_total())["TPU"] = 4;
+    (*r.mutable_available())["TPU"] = tpu;
+    return r;
+  }
+
+  absl::Status Report(const rpc::NodeResources& view) {
+    rpc::ReportResourcesRequest req;
+    *req.mutable_resources() = view;
+    rpc::ReportResourcesReply reply;
+    absl::Status result = absl::UnknownError("no reply");
+    resources_.HandleReportResources(req, &reply, [&](const absl::Status& s) { result = s; });
+    return result;
+  }
+
+  // What a raylet polling NODE_RESOURCES from the start has received.
+  std::vector<rpc::NodeResources> Published() {
+    rpc::PollRequest req;
+    req.add_channels(rpc::PubMessage::NODE_RESOURCES);
+    req.set_gcs_incarnation("inc");
+    rpc::PollReply reply;
+    pub_.HandlePoll(req, &reply, [](const absl::Status&) {});
+    std::vector<rpc::NodeResources> out;
+    for (const auto& m : reply.messages()) out.push_back(m.node_resources());
+    return out;
+  }
+
+  EventLoop loop_;
+  InMemoryStore store_{&loop_};
+  Publisher pub_{&loop_, "inc"};
+  NodeManager nodes_{&store_, &pub_, ClusterId::FromRandom(), "inc"};
+  ResourceManager resources_{&nodes_, &pub_};
+  NodeId node_ = NodeId::FromRandom();
+};
+
+TEST_F(ResourceManagerTest, ReportsArePublishedAndOlderOnesIgnored) {
+  ASSERT_TRUE(Report(View(2, 1)).ok());
+  ASSERT_TRUE(Report(View(1, 3)).ok());
+  std::vector<rpc::NodeResources> seen = Published();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].version(), 2);
+  EXPECT_EQ(seen[0].available().at("TPU"), 1);
+  EXPECT_EQ(resources_.Get(node_)->available().at("TPU"), 1);
+}
+
+// A raylet reports a change (version 3) and then answers the GCS's bundle
+// call with its view under a newer version (4). When the answer is applied
+// first, the report is too old to be taken: the answer itself must reach the
+// other raylets, or their view of this node stays stale for good.
+TEST_F(ResourceManagerTest, AViewFromABundleReplyIsPublishedEvenWhenTheReportIsOlder) {
+  ASSERT_TRUE(Report(View(2, 0)).ok());
+  ASSERT_TRUE(resources_.Apply(View(4, 4)));
+  ASSERT_TRUE(Report(View(3, 4)).ok());
+  std::vector<rpc::NodeResources> seen = Published();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().version(), 4);
+  EXPECT_EQ(seen.back().available().at("TPU"), 4);
+}
+
+TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {
+  ASSERT_TRUE(Report(View(1, 2)).ok());
+  rpc::NodeResources stranger = View(5, 0);
+  stranger.set_node_id(NodeId::FromRandom().Binary());
+  EXPECT_FALSE(resources_.Apply(stranger));
+  rpc::NodeResources nan = View(6, 0);
+  (*nan.mutable_available())["TPU"] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(resources_.Apply(nan));
+  EXPECT_EQ(Report(nan).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Published().size(), 1u);
+  EXPECT_EQ(resources_.Get(node_)->version(), 1);
+}
+
+}  // namespace
+}  // namespace manta::gcs
