@@ -560,7 +560,8 @@ int ListedTasks(const std::string& marker) {
 // driver even though the driver exits as soon as it has the result.
 int LateOutput() {
   const int n = *manta::Get(manta::Task(Chatty).Remote(20000));
-  std::cout << "OK chatty returned " << n << std::endl;
+  // One write: worker lines are still being printed from another thread.
+  std::cout << ("OK chatty returned " + std::to_string(n) + "\n") << std::flush;
   return 0;
 }
 
