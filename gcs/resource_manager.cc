@@ -54,9 +54,11 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
     return done(absl::OkStatus());
   }
   reply->set_known_node(true);
-  if (Apply(request.resources())) {
-    it->second.demands.assign(request.demands().begin(), request.demands().end());
-  }
+  // Reports come one at a time: the demands are always the newest.
+  Entry& e = it->second;
+  e.demands.assign(request.demands().begin(), request.demands().end());
+  Take(e, request.resources());
+  PublishIfNew(e);
   done(absl::OkStatus());
 }
 
@@ -69,14 +71,23 @@ bool ResourceManager::Apply(const rpc::NodeResources& resources) {
       !ValidateResourceMap(resources.available(), "available").ok()) {
     return false;
   }
-  Entry& e = it->second;
-  if (resources.version() < e.resources.version()) return false;
-  e.resources = resources;
+  return Take(it->second, resources);
+}
+
+bool ResourceManager::Take(Entry& e, const rpc::NodeResources& r) {
+  if (r.version() < e.resources.version()) return false;
+  e.resources = r;
+  e.published = false;
+  return true;
+}
+
+void ResourceManager::PublishIfNew(Entry& e) {
+  if (e.published) return;
+  e.published = true;
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::NODE_RESOURCES);
   *msg.mutable_node_resources() = e.resources;
   publisher_->Publish(std::move(msg));
-  return true;
 }
 
 void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest&,

@@ -34,12 +34,12 @@ class ResourceManager {
   void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                  rpc::GetClusterResourcesReply* reply, rpc::Done done);
 
-  // Takes a node's view of itself (a report, or the view a raylet returns
-  // with a bundle reply): ignored for an unknown or dead node, malformed
-  // maps, or an older version. Returns whether it was taken. What is taken is
-  // published: the raylet's own report of the same change may carry an
-  // older version and be ignored, so it cannot be left to tell the
-  // subscribers.
+  // Takes the view of itself a raylet returns with a bundle reply: ignored
+  // for an unknown or dead node, malformed maps, or an older version.
+  // Returns whether it was taken. Not published here (so one reservation
+  // does not wake every raylet several times): the raylet reports each
+  // change, and every report publishes the newest view held, even when the
+  // report itself is older than this one and is ignored.
   bool Apply(const rpc::NodeResources& resources);
 
   const rpc::NodeResources* Get(const NodeId& node) const;
@@ -47,8 +47,12 @@ class ResourceManager {
  private:
   struct Entry {
     rpc::NodeResources resources;
+    bool published = false;  // `resources` went out on NODE_RESOURCES
     std::vector<rpc::ResourceDemand> demands;
   };
+  // Takes `r` unless it is older than the view held.
+  static bool Take(Entry& e, const rpc::NodeResources& r);
+  void PublishIfNew(Entry& e);
 
   const NodeManager* const nodes_;
   Publisher* const publisher_;

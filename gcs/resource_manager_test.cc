@@ -77,16 +77,24 @@ TEST_F(ResourceManagerTest, ReportsArePublishedAndOlderOnesIgnored) {
 
 // A raylet reports a change (version 3) and then answers the GCS's bundle
 // call with its view under a newer version (4). When the answer is applied
-// first, the report is too old to be taken: the answer itself must reach the
-// other raylets, or their view of this node stays stale for good.
-TEST_F(ResourceManagerTest, AViewFromABundleReplyIsPublishedEvenWhenTheReportIsOlder) {
+// first, the report is too old to be taken, but it must still publish the
+// answer's view, or the other raylets' view of this node stays stale for
+// good.
+TEST_F(ResourceManagerTest, AnOlderReportPublishesTheNewerViewOfABundleReply) {
   ASSERT_TRUE(Report(View(2, 0)).ok());
   ASSERT_TRUE(resources_.Apply(View(4, 4)));
+  EXPECT_EQ(Published().size(), 1u) << "a bundle reply alone wakes no raylet";
   ASSERT_TRUE(Report(View(3, 4)).ok());
   std::vector<rpc::NodeResources> seen = Published();
-  ASSERT_FALSE(seen.empty());
+  ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen.back().version(), 4);
   EXPECT_EQ(seen.back().available().at("TPU"), 4);
+  // Published once: a later old report adds nothing, a newer one goes out.
+  ASSERT_TRUE(Report(View(3, 4)).ok());
+  EXPECT_EQ(Published().size(), 2u);
+  ASSERT_TRUE(Report(View(5, 2)).ok());
+  ASSERT_EQ(Published().size(), 3u);
+  EXPECT_EQ(Published().back().version(), 5);
 }
 
 TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {
