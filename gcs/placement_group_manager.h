@@ -12,8 +12,8 @@
 // RESCHEDULING when a node holding bundles dies (its bundles are placed
 // again, the others stay); any -> REMOVED (final). Every change is published
 // on PLACEMENT_GROUP. RemovePlacementGroup is answered once every node
-// holding a bundle has returned it (and stopped the workers using it), or
-// its call failed: after the answer nothing runs in the group.
+// holding a bundle has returned it (and sent SIGTERM to the workers using
+// it), or its call failed: after the answer no new work runs in the group.
 //
 // Thread: the GCS loop thread.
 #pragma once

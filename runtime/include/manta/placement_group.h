@@ -103,8 +103,9 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options);
 absl::StatusOr<PlacementGroup> TryCreatePlacementGroup(const PlacementGroupOptions& options);
 // Idempotent (an unknown group is not an error). Actors in the group die;
 // tasks running in it are stopped. Returns once every node holding a bundle
-// has returned it and stopped the workers using it (or could not be reached
-// within 10 s): nothing runs in the group afterwards.
+// has returned it and sent SIGTERM to the workers using it (or could not be
+// reached within 10 s), so a call or task made afterwards does not run in
+// the group.
 void RemovePlacementGroup(const PlacementGroup& group);
 absl::Status TryRemovePlacementGroup(const PlacementGroup& group);
 // Throws manta::Error (NotFound) when no live group has the name.
