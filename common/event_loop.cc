@@ -63,6 +63,14 @@ EventLoop::~EventLoop() {
     uv_close(reinterpret_cast<uv_handle_t*>(&s->handle), nullptr);
   }
   uv_close(reinterpret_cast<uv_handle_t*>(async_), nullptr);
+  // No callback runs once the loop is being destroyed: a timer still armed
+  // (its owner never dropped it) is stopped here, not fired by the runs below.
+  uv_walk(
+      loop_,
+      [](uv_handle_t* h, void*) {
+        if (h->type == UV_TIMER) uv_timer_stop(reinterpret_cast<uv_timer_t*>(h));
+      },
+      nullptr);
   // Let close callbacks (timers destroyed earlier, the handles above) run.
   uv_run(loop_, UV_RUN_NOWAIT);
   uv_run(loop_, UV_RUN_NOWAIT);

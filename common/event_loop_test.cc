@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace manta {
@@ -45,6 +46,20 @@ TEST(EventLoopTest, TimersFireAndCancelOnDestruction) {
   loop.Run();
   EXPECT_EQ(repeats, 3);
   EXPECT_FALSE(cancelled_fired);
+}
+
+TEST(EventLoopTest, ATimerStillArmedWhenTheLoopIsDestroyedNeverFires) {
+  bool fired = false;
+  EventLoop::Timer* forgotten = nullptr;
+  {
+    EventLoop loop;
+    // Due at once, and never dropped by its owner (as a timer that owns
+    // itself would be).
+    forgotten = loop.RunAfter(absl::ZeroDuration(), [&] { fired = true; }).release();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_FALSE(fired);
+  (void)forgotten;  // its loop is gone: it must not be touched
 }
 
 }  // namespace

@@ -207,6 +207,7 @@ bool CoreWorkerImpl::Stop() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   loop_.Post([this] {
     idle_lease_timer_.reset();
+    lease_retry_timers_.clear();
     task_event_timer_.reset();
     loop_.Stop();
   });

@@ -30,6 +30,7 @@
 #include <deque>
 #include <optional>
 #include <map>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -488,6 +489,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
 
   // io loop only.
   std::unique_ptr<EventLoop::Timer> idle_lease_timer_;
+  // Lease requests to send again after a rejection; dropped at Stop().
+  std::list<std::unique_ptr<EventLoop::Timer>> lease_retry_timers_;
   int64_t actor_poll_sequence_ = 0;
   std::string actor_poll_incarnation_;
   bool actor_poll_running_ = false;

@@ -367,11 +367,13 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
       [[fallthrough]];
     case rpc::RequestWorkerLeaseReply::REJECTED:
     case rpc::RequestWorkerLeaseReply::CANCELLED: {
-      // Try again from the local raylet a little later.
-      auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-      *timer = loop_.RunAfter(absl::Milliseconds(50), [this, q, timer]() mutable {
-        RequestLease(q, raylet_address_, false, 0);
-        timer->reset();
+      // Try again from the local raylet a little later. The timer is owned
+      // here (a reply comes on the loop), so Stop() drops it with the
+      // queues' other state.
+      auto timer = lease_retry_timers_.emplace(lease_retry_timers_.end());
+      *timer = loop_.RunAfter(absl::Milliseconds(50), [this, q, timer] {
+        if (!stopping_) RequestLease(q, raylet_address_, false, 0);
+        lease_retry_timers_.erase(timer);
       });
       return;
     }
