@@ -13,6 +13,13 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+rpc::ErrorInfo ErrorOf(rpc::ErrorInfo::Type type, const std::string& message) {
+  rpc::ErrorInfo e;
+  e.set_type(type);
+  e.set_message(message);
+  return e;
+}
+
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::Status CheckLength(const std::string& s, size_t max, const char* what) {
@@ -398,9 +405,7 @@ void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
       return;
     }
     case ActorCreationResult::kWorkerDied: {
-      rpc::ErrorInfo error;
-      error.set_type(rpc::ErrorInfo::WORKER_DIED);
-      error.set_message(r.message);
+      const rpc::ErrorInfo error = ErrorOf(rpc::ErrorInfo::WORKER_DIED, r.message);
       ReportCreation(a, rpc::TaskEvent::FAILED, &r, &error);
       RestartOrDie(id, r.message);
       return;
@@ -427,9 +432,7 @@ void ActorManager::RestartOrDie(const ActorId& id, const std::string& why) {
   }
   // An attempt still under way (a kill with restart while it was placed or
   // constructing) ends here; the restart is the next one.
-  rpc::ErrorInfo stopped;
-  stopped.set_type(rpc::ErrorInfo::TASK_CANCELLED);
-  stopped.set_message(why);
+  const rpc::ErrorInfo stopped = ErrorOf(rpc::ErrorInfo::TASK_CANCELLED, why);
   ReportCreation(a, rpc::TaskEvent::FAILED, nullptr, &stopped);
   Detach(a);
   a.info.set_num_restarts(a.info.num_restarts() + 1);

@@ -112,6 +112,13 @@ class PlacementGroupManagerTest : public ::testing::Test {
     return info == nullptr ? Info() : *info;
   }
 
+  // Creates `spec` and answers the raylets: whether it ended CREATED.
+  bool Placed(const Info& spec) {
+    if (!Create(spec).ok()) return false;
+    AnswerRaylets();
+    return Get(spec).state() == Info::CREATED;
+  }
+
   // The call's answer, once it has come.
   using Answer = std::shared_ptr<std::optional<absl::Status>>;
   Answer StartRemove(const Info& spec) {
@@ -215,9 +222,7 @@ TEST_F(PlacementGroupManagerTest, RemoveIsAnsweredWhenEveryNodeAnsweredOrFailedO
   NodeId a = AddNode({{"CPU", 2}});
   NodeId b = AddNode({{"CPU", 2}});
   Info spread = Spec(Info::STRICT_SPREAD, {{{"CPU", 1}}, {{"CPU", 1}}});
-  ASSERT_TRUE(Create(spread).ok());
-  AnswerRaylets();
-  ASSERT_EQ(Get(spread).state(), Info::CREATED);
+  ASSERT_TRUE(Placed(spread));
   Answer removed = StartRemove(spread);
   ASSERT_EQ(raylets_.cancels.size(), 2u);
   EXPECT_NE(raylets_.cancels[0].node, raylets_.cancels[1].node);
@@ -230,9 +235,7 @@ TEST_F(PlacementGroupManagerTest, RemoveIsAnsweredWhenEveryNodeAnsweredOrFailedO
   EXPECT_TRUE(removed->value().ok());
 
   Info other = Spec(Info::PACK, {{{"CPU", 1}}});
-  ASSERT_TRUE(Create(other).ok());
-  AnswerRaylets();
-  ASSERT_EQ(Get(other).state(), Info::CREATED);
+  ASSERT_TRUE(Placed(other));
   Answer held = StartRemove(other);
   EXPECT_FALSE(held->has_value());
   manager_->Shutdown();
@@ -284,9 +287,7 @@ TEST_F(PlacementGroupManagerTest, ANodeDeathReschedulesItsBundles) {
   NodeId a = AddNode({{"CPU", 4}});
   NodeId b = AddNode({{"CPU", 4}});
   Info spec = Spec(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}});
-  ASSERT_TRUE(Create(spec).ok());
-  AnswerRaylets();
-  ASSERT_EQ(Get(spec).state(), Info::CREATED);
+  ASSERT_TRUE(Placed(spec));
   std::string kept = b.Binary();  // a dies
   int lost_index = Get(spec).bundles(0).node_id() == a.Binary() ? 0 : 1;
 
