@@ -474,7 +474,7 @@ void CoreWorkerImpl::PollLogs() {
   req.add_keys(job_id_.Binary());
   req.set_after_sequence(log_poll_sequence_);
   req.set_gcs_incarnation(log_poll_incarnation_);
-  req.set_max_wait_ms(5000);
+  req.set_max_wait_ms(1000);  // also the cadence of closing repeat windows
   // The GCS finishes the job when this held poll's connection drops.
   req.set_subscriber_job_id(job_id_.Binary());
   rpc::UnaryCall<rpc::PollReply>(

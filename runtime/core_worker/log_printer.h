@@ -1,7 +1,16 @@
 // LogPrinter: prints worker output in a driver the way Ray does,
-// "(Counter pid=1234, ip=127.0.0.1) line", and collapses identical lines
-// from many workers: the first is printed at once, the rest are counted and
-// printed once the window closes as "line [repeated 7x across cluster]".
+// "(Counter pid=1234, ip=127.0.0.1) line", and collapses repeats across
+// workers within an aggregation window.
+//
+// Two lines are the same pattern when they are equal after dropping every
+// whitespace-separated word that holds a digit run or a 0x hex number, so
+// "completed step: 12, seconds: 1.1, ..." from eight workers and several
+// steps is one pattern. The first line of a pattern is printed at once. Lines
+// of that pattern from the same worker alone are printed too; once a second
+// worker has shown the pattern, later lines are counted instead, and when
+// the window closes the latest of them is printed with
+// " [repeated Nx across cluster]". A line with no word left (only numbers)
+// is always printed.
 //
 // Thread-safe. Time comes from the caller, so tests need no sleeps.
 #pragma once
@@ -9,35 +18,46 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "absl/time/time.h"
 
 namespace manta::core {
+
+// `line` without its words that hold a digit run or a 0x hex number, the
+// remaining words joined by single spaces.
+std::string CanonicalLogLine(const std::string& line);
 
 class LogPrinter {
  public:
   explicit LogPrinter(absl::Duration window = absl::Seconds(5), FILE* out = stdout, FILE* err = stderr)
       : window_(window), out_(out), err_(err) {}
 
+  // `prefix` names the worker ("(Counter pid=1, ip=...)") and is its
+  // identity for the same-worker rule.
   void Add(const std::string& prefix, const std::string& line, bool is_error, absl::Time now);
   // Prints the repeat counts of windows that closed by `now` (all: Flush).
   void Tick(absl::Time now);
   void Flush() { Tick(absl::InfiniteFuture()); }
 
  private:
-  struct Seen {
+  struct Pattern {
     absl::Time first;
-    std::string prefix;
-    bool is_error;
-    int repeats = 0;  // after the first
+    std::set<std::string> sources;  // prefixes that showed the pattern
+    int repeats = 0;                // lines counted, not printed
+    std::string latest_prefix, latest_line;
   };
+  void Print(bool is_error, const std::string& text);
+  // Closes windows opened before `now - window_`; with mu_ held.
+  void CloseWindows(absl::Time now);
+
   std::mutex mu_;
   const absl::Duration window_;
   FILE* const out_;
   FILE* const err_;
-  std::map<std::string, Seen> seen_;  // by line text
+  std::map<std::pair<bool, std::string>, Pattern> patterns_;  // by (is_error, canonical line); guarded by mu_
 };
 
 }  // namespace manta::core

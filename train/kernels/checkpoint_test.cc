@@ -113,5 +113,39 @@ TEST(TrainCheckpointTest, SaveKilledMidwayLeavesThePreviousCheckpoint) {
   EXPECT_EQ(*store.LatestStep(), 20);
 }
 
+TEST(TrainCheckpointTest, RestoreFromChoosesTheCheckpointAndStepDoneNamesEachSave) {
+  TempDir dir;
+  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=4", "steps=8",
+                                         "run_name=chosen", "base_output_directory=" + dir.path(),
+                                         "per_device_batch_size=8", "learning_rate_schedule_steps=20"};
+  const std::vector<double> first10(Uninterrupted().begin(), Uninterrupted().begin() + 10);
+  RunOptions first;
+  std::vector<std::string> saved;
+  first.on_step_done = [&](const StepMetrics& m) { saved.push_back(m.checkpoint_dir); };
+  RunOrDie(TinyConfig(ckpt), LocalEnv(1), first);
+  const std::string base = dir.path() + "/chosen/checkpoints/";
+  EXPECT_EQ(saved, (std::vector<std::string>{"", "", "", base + "4", "", "", "", base + "8"}));
+
+  // An explicit older checkpoint, although a later one exists.
+  auto more = ckpt;
+  more.push_back("steps=10");
+  RunOptions from4;
+  from4.restore_from = base + "4";
+  TrainingResult a = RunOrDie(TinyConfig(more), LocalEnv(1), from4);
+  EXPECT_EQ(a.restored_step, 4);
+  ExpectLossesMatch(first10, Losses(a), 4);
+
+  // Empty: start afresh although checkpoints exist.
+  RunOptions fresh;
+  fresh.restore_from = "";
+  TrainingResult b = RunOrDie(TinyConfig(more), LocalEnv(1), fresh);
+  EXPECT_EQ(b.restored_step, -1);
+  ExpectLossesMatch(first10, Losses(b));
+
+  RunOptions bad;
+  bad.restore_from = dir.path() + "/chosen/checkpoints/latest";
+  EXPECT_EQ(RunTraining(TinyConfig(more), LocalEnv(1), bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace manta::train

@@ -61,6 +61,31 @@ DecoderModel::DecoderModel(const ModelShape& shape, const ParamLayout& layout, i
   block_params_.resize(layout.num_blocks());
 }
 
+int64_t DecoderModel::BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch,
+                                   int64_t seq) {
+  const int64_t N = batch * seq, D = shape.emb_dim, hd = shape.head_dim;
+  const int64_t heads = shape.num_query_heads / layout.tensor(), kv_heads = shape.num_kv_heads / layout.tensor();
+  const int64_t mlp = shape.mlp_dim / layout.tensor();
+  const int64_t per_layer = 4 * N * D + 2 * N + 2 * N * heads * hd + 2 * N * kv_heads * hd +
+                            batch * heads * seq * seq + 3 * N * mlp;
+  return shape.num_layers * per_layer + 5 * N * D + N + N * shape.vocab_size + layout.max_block_size() +
+         N * std::max(mlp * 2, heads * hd) + N * heads * hd + 2 * N * kv_heads * hd + 2 * seq * seq;
+}
+
+int64_t DecoderModel::allocated_floats() const {
+  int64_t n = 0;
+  for (const LayerActs& a : acts_) {
+    for (const auto* v : {&a.x_in, &a.h1, &a.r1, &a.q, &a.k, &a.v, &a.probs, &a.o, &a.x_mid, &a.h2, &a.r2, &a.gate,
+                          &a.up, &a.a}) {
+      n += static_cast<int64_t>(v->size());
+    }
+  }
+  for (const auto* v : {&x_, &xf_, &hf_, &rf_, &logits_, &grad_, &dx_, &dh_, &dbig_, &dq_, &dk_, &dv_, &scratch_}) {
+    n += static_cast<int64_t>(v->size());
+  }
+  return n;
+}
+
 void DecoderModel::LayerForward(int layer, const float* p, float* x) {
   const BlockSpec& spec = layout_.block(layout_.layer_block(layer));
   auto W = [&](LayerTensor t) { return p + spec.tensors[t].offset; };

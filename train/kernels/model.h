@@ -42,6 +42,11 @@ class DecoderModel {
   double ForwardBackward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                          BlockOps* ops);
 
+  // Floats the constructor allocates for this shape, without allocating.
+  static int64_t BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch, int64_t seq);
+  // Floats this model holds (equals BufferFloats of its shape).
+  int64_t allocated_floats() const;
+
  private:
   struct LayerActs {
     std::vector<float> x_in, h1, r1, q, k, v, probs, o, x_mid, h2, r2, gate, up, a;

@@ -8,16 +8,17 @@
 //   env.chips_per_host = 2;
 //   absl::StatusOr<TrainingResult> result = RunTraining(*config, env);
 //
-// Process 0 prints one MaxText-style line per step through the spdlog
-// logger named "train" (`completed step: ...`); the caller sets its sinks.
-// With enable_checkpointing the run resumes from the latest complete
-// checkpoint under base_output_directory/run_name/checkpoints/, whatever
-// mesh or process count wrote it, and saves every checkpoint_period steps
-// and after the last one.
+// Every process prints one MaxText-style line per step through the spdlog
+// logger named "train" (`completed step: ...`), as every JAX host does; the
+// caller sets its sinks. With enable_checkpointing the run resumes from the
+// latest complete checkpoint under base_output_directory/run_name/checkpoints/
+// (or from RunOptions::restore_from), whatever mesh or process count wrote
+// it, and saves every checkpoint_period steps and after the last one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct StepMetrics {
   // communication, and time gradient reductions ran behind the backward pass.
   double seconds_in_collectives = 0;
   double seconds_in_background_collectives = 0;
+  // Set for on_step_done only: the directory of the checkpoint saved after
+  // this step (every process of the job saved its part), else empty.
+  std::string checkpoint_dir;
 };
 
 struct RunOptions {
@@ -56,6 +60,15 @@ struct RunOptions {
   // process, all of them stop after that step (saving a checkpoint first
   // when checkpointing is enabled) and RunTraining returns normally.
   std::function<bool()> should_stop;
+  // Called on every process, from local device 0's thread, once a step is
+  // wholly done: after should_stop was agreed and after the checkpoint of
+  // that step, if any, was saved by every process. Where a trainer reports.
+  std::function<void(const StepMetrics&)> on_step_done;
+  // Which checkpoint to start from: unset, the latest complete one under the
+  // run's directory (when enable_checkpointing); empty, none (initialize);
+  // otherwise that checkpoint's step directory (.../checkpoints/<step>),
+  // whatever enable_checkpointing says.
+  std::optional<std::string> restore_from;
 };
 
 struct TrainingResult {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -101,6 +103,44 @@ void LogStep(const StepMetrics& m, int64_t total_weights, std::ofstream* metrics
   }
 }
 
+// Fills the devices' shards from the checkpoint RunOptions::restore_from
+// names (by default the latest complete one, when checkpointing), or
+// initializes them. Returns the step to start at.
+absl::StatusOr<int64_t> RestoreOrInit(const Config& config, const DistributedEnv& env, const CheckpointStore& store,
+                                      const RunOptions& options,
+                                      std::vector<std::unique_ptr<DeviceTrainer>>& devices, TrainingResult* result) {
+  std::optional<CheckpointStore> chosen_store;
+  int64_t step = -1;
+  if (options.restore_from.has_value() && !options.restore_from->empty()) {
+    const std::string& dir = *options.restore_from;
+    const size_t slash = dir.find_last_of('/');
+    if (slash == std::string::npos || !absl::SimpleAtoi(dir.substr(slash + 1), &step) || step < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore_from '", dir, "' is not a checkpoint's step directory (.../checkpoints/<step>)"));
+    }
+    chosen_store.emplace(dir.substr(0, slash));
+  } else if (!options.restore_from.has_value() && config.enable_checkpointing) {
+    if (auto latest = store.LatestStep(); latest.ok()) {
+      step = *latest;
+      chosen_store.emplace(store);
+    }
+  }
+  if (!chosen_store.has_value()) {
+    for (auto& d : devices) d->Init();
+    return 0;
+  }
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, chosen_store->ReadManifest(step));
+  for (auto& d : devices) {
+    RETURN_IF_ERROR(chosen_store->Restore(manifest, d->layout(), d->fsdp(), d->fsdp_rank(), ViewOf(*d)));
+  }
+  result->restored_step = manifest.step;
+  if (env.process_id == 0) {
+    Logger()->info("restored checkpoint {} (written by tensor {} x fsdp {})", chosen_store->StepDir(step),
+                   manifest.tensor, manifest.fsdp);
+  }
+  return manifest.data_position;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingResult> RunTraining(const Config& config, const DistributedEnv& env,
@@ -128,24 +168,7 @@ absl::StatusOr<TrainingResult> RunTraining(const Config& config, const Distribut
   const CheckpointStore store(absl::StrCat(config.base_output_directory, "/", config.run_name,
                                            "/checkpoints"));
   TrainingResult result;
-  int64_t start = 0;
-  auto latest = config.enable_checkpointing ? store.LatestStep()
-                                            : absl::StatusOr<int64_t>(absl::NotFoundError(""));
-  if (latest.ok()) {
-    ASSIGN_OR_RETURN(CheckpointManifest manifest, store.ReadManifest(*latest));
-    for (auto& d : devices) {
-      RETURN_IF_ERROR(store.Restore(manifest, d->layout(), d->fsdp(), d->fsdp_rank(), ViewOf(*d)));
-    }
-    start = manifest.data_position;
-    result.restored_step = manifest.step;
-    if (env.process_id == 0) {
-      Logger()->info("restored checkpoint {} (written by tensor {} x fsdp {})", store.StepDir(*latest),
-                     manifest.tensor, manifest.fsdp);
-    }
-  } else {
-    for (auto& d : devices) d->Init();
-  }
-
+  ASSIGN_OR_RETURN(const int64_t start, RestoreOrInit(config, env, store, options, devices, &result));
   const SyntheticDataset data(config.data_shuffle_seed, config.model.vocab_size,
                               config.max_target_length);
   const StepFlops flops = TrainingFlopsPerDevice(config);
@@ -178,7 +201,7 @@ absl::StatusOr<TrainingResult> RunTraining(const Config& config, const Distribut
                                    m.seconds_in_background_collectives +
                                    (dev.reducer().drain_seconds() - drain_before);
         result.steps.push_back(m);
-        if (env.process_id == 0) LogStep(m, global_batch * config.max_target_length, metrics.get());
+        LogStep(m, global_batch * config.max_target_length, metrics.get());
         if (options.on_step) options.on_step(m);
       }
       // Every process takes part, so all agree on stopping after this step.
@@ -186,8 +209,13 @@ absl::StatusOr<TrainingResult> RunTraining(const Config& config, const Distribut
       comm->AllReduce(kAllAxes, dev.device(), &stop, 1);
       // Every checkpoint_period steps, and after the last step (as MaxText does).
       const bool last = stop > 0 || step + 1 == config.steps;
-      if (config.enable_checkpointing && ((step + 1) % config.checkpoint_period == 0 || last)) {
-        SaveCheckpoint(config, mesh, *comm, store, dev, step + 1, options);
+      const bool save = config.enable_checkpointing && ((step + 1) % config.checkpoint_period == 0 || last);
+      if (save) SaveCheckpoint(config, mesh, *comm, store, dev, step + 1, options);
+      if (local == 0 && options.on_step_done) {
+        StepMetrics done = result.steps.back();
+        // A save that failed somewhere left no manifest: nothing to report.
+        if (save && store.ReadManifest(step + 1).ok()) done.checkpoint_dir = store.StepDir(step + 1);
+        options.on_step_done(done);
       }
       if (stop > 0) {
         if (local == 0) result.stopped_early = step + 1 < config.steps;

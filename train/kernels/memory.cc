@@ -1,0 +1,59 @@
+#include "train/kernels/memory.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "train/kernels/model.h"
+#include "train/kernels/params.h"
+
+namespace manta::train {
+
+std::string FormatBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrFormat("%d B", bytes) : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string MemoryEstimate::DebugString(int chips_per_host) const {
+  return absl::StrFormat(
+      "%s per host (%d devices x %s: %s parameters, AdamW moments and gradients, %s gathered blocks and "
+      "reduction buffers, %s activations)",
+      FormatBytes(per_process_bytes), chips_per_host, FormatBytes(per_device_bytes),
+      FormatBytes(state_bytes_per_device), FormatBytes(gathered_bytes_per_device),
+      FormatBytes(activation_bytes_per_device));
+}
+
+absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env) {
+  ASSIGN_OR_RETURN(Mesh mesh, Mesh::Create(config.parallelism, env));
+  RETURN_IF_ERROR(ParamLayout::CheckTensorSplit(config.model, mesh.tensor()));
+  // Every tensor rank holds blocks of the same sizes.
+  const ParamLayout layout(config.model, mesh.tensor(), 0);
+  const int fsdp = mesh.fsdp();
+  int64_t shards = 0, padded = 0;
+  for (int b = 0; b < layout.num_blocks(); ++b) {
+    const int64_t shard = ShardSize(layout.block(b).size, fsdp);
+    shards += shard;
+    padded += shard * fsdp;
+  }
+  const int64_t rows = std::max<int64_t>(
+      1, std::llround(config.per_device_batch_size * mesh.num_devices()) / std::max(1, mesh.batch_shards()));
+  const int64_t seq = config.max_target_length;
+  MemoryEstimate m;
+  m.state_bytes_per_device = 4 * shards * static_cast<int64_t>(sizeof(float));
+  const int64_t gathered = (fsdp > 1 ? padded : 0) + (fsdp > 1 || mesh.data() > 1 ? padded : 0);
+  m.gathered_bytes_per_device = gathered * static_cast<int64_t>(sizeof(float));
+  m.activation_bytes_per_device =
+      DecoderModel::BufferFloats(config.model, layout, rows, seq) * static_cast<int64_t>(sizeof(float)) +
+      2 * rows * seq * static_cast<int64_t>(sizeof(int32_t));
+  m.per_device_bytes = m.state_bytes_per_device + m.gathered_bytes_per_device + m.activation_bytes_per_device;
+  m.per_process_bytes = m.per_device_bytes * env.chips_per_host;
+  return m;
+}
+
+}  // namespace manta::train
