@@ -1,10 +1,14 @@
 #include "cli/job.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cctype>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/job_client.h"
 #include "common/status.h"
@@ -38,9 +42,21 @@ std::string Frame(const std::string& line) {
   return absl::StrCat(dashes, "\n", line, "\n", dashes, "\n");
 }
 
-// Packs `dir` and uploads it unless the dashboard has it; the package URI.
-absl::StatusOr<std::string> UploadWorkingDir(JobClient& client, const std::string& dir, std::ostream& out) {
-  ASSIGN_OR_RETURN(std::string archive, dashboard::PackDirectory(dir, kMaxWorkingDirBytes));
+// Packs `dir` without what its ignore files exclude, but with `entrypoint`
+// (a path inside `dir`, or empty), and uploads it unless the dashboard has it;
+// the package URI.
+absl::StatusOr<std::string> UploadWorkingDir(JobClient& client, const std::string& dir,
+                                             const std::optional<std::string>& entrypoint, std::ostream& out) {
+  dashboard::PackOptions options;
+  if (entrypoint) options.always_include.push_back(*entrypoint);
+  ASSIGN_OR_RETURN(dashboard::PackedDirectory packed,
+                   dashboard::PackDirectoryWithReport(dir, kMaxWorkingDirBytes, options));
+  for (const dashboard::PackedDirectory::Forced& f : packed.forced) {
+    out << "Packing " << f.path << " although "
+        << (f.ignored_by == ".git" ? std::string(".git/ is never packed") : f.ignored_by + " excludes it")
+        << " (it is the entrypoint)\n";
+  }
+  std::string archive = std::move(packed.archive);
   std::string name = dashboard::PackageName(archive);
   ASSIGN_OR_RETURN(bool exists, client.PackageExists(name));
   if (!exists) {
@@ -99,6 +115,63 @@ std::string ShellJoin(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string EntrypointProgram(const std::string& command) {
+  size_t i = 0;
+  const size_t n = command.size();
+  while (true) {
+    while (i < n && std::isspace(static_cast<unsigned char>(command[i]))) ++i;
+    size_t start = i;
+    std::string word;
+    for (; i < n; ++i) {
+      char c = command[i];
+      if (std::isspace(static_cast<unsigned char>(c)) || std::string_view(";&|<>()").find(c) != std::string_view::npos) break;
+      if (c == '\'') {
+        size_t close = command.find('\'', i + 1);
+        if (close == std::string::npos) return "";
+        word.append(command, i + 1, close - i - 1);
+        i = close;
+      } else if (c == '"') {
+        for (++i; i < n && command[i] != '"'; ++i) {
+          if (command[i] == '$' || command[i] == '`') return "";
+          if (command[i] == '\\' && i + 1 < n && std::string_view("\\\"").find(command[i + 1]) != std::string_view::npos) ++i;
+          word += command[i];
+        }
+        if (i == n) return "";
+      } else if (c == '\\') {
+        if (++i < n) word += command[i];
+      } else if (std::string_view("$`*?[").find(c) != std::string_view::npos || (c == '~' && i == start)) {
+        return "";
+      } else {
+        word += c;
+      }
+    }
+    // NAME=value before the program is an assignment, not the program.
+    size_t eq = command.find('=', start);
+    bool assignment = eq != std::string::npos && eq < i && eq > start &&
+                      !std::isdigit(static_cast<unsigned char>(command[start]));
+    for (size_t k = start; assignment && k < eq; ++k) {
+      assignment = std::isalnum(static_cast<unsigned char>(command[k])) || command[k] == '_';
+    }
+    if (!assignment) return word;
+  }
+}
+
+std::optional<std::string> EntrypointFileInDir(const std::string& working_dir, const std::string& command) {
+  std::string program = EntrypointProgram(command);
+  if (program.empty() || program[0] == '/' || program.find('/') == std::string::npos) return std::nullopt;
+  std::string relative;
+  for (absl::string_view part : absl::StrSplit(program, '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") return std::nullopt;
+    absl::StrAppend(&relative, relative.empty() ? "" : "/", part);
+  }
+  struct stat st;
+  if (relative.empty() || lstat((working_dir + "/" + relative).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return std::nullopt;
+  }
+  return relative;
+}
+
 absl::StatusOr<int> RunJobSubmit(const JobSubmitOptions& o, std::ostream& out) {
   if (o.entrypoint.empty()) return absl::InvalidArgumentError("give the entrypoint after --, e.g. -- python run.py");
   json request;
@@ -126,7 +199,8 @@ absl::StatusOr<int> RunJobSubmit(const JobSubmitOptions& o, std::ostream& out) {
     if (given.rfind("gcs://", 0) != 0) working_dir = given;
   }
   if (!working_dir.empty()) {
-    ASSIGN_OR_RETURN(runtime_env["working_dir"], UploadWorkingDir(client, working_dir, out));
+    std::optional<std::string> program = EntrypointFileInDir(working_dir, request["entrypoint"].get<std::string>());
+    ASSIGN_OR_RETURN(runtime_env["working_dir"], UploadWorkingDir(client, working_dir, program, out));
   }
   request["runtime_env"] = runtime_env;
   ASSIGN_OR_RETURN(std::string id, client.Submit(request));

@@ -46,4 +46,16 @@ absl::Status RunJobDelete(const JobCommonOptions& options, const std::string& id
 // shell would otherwise split or expand.
 std::string ShellJoin(const std::vector<std::string>& words);
 
+// The program that /bin/sh runs for the command line `command`: its first
+// word after any NAME=value assignments, with quotes and backslashes removed.
+// Empty when there is none or when the shell would expand it (an unquoted
+// `$`, backquote, `*`, `?`, `[` or leading `~`, or `$` inside double quotes).
+std::string EntrypointProgram(const std::string& command);
+
+// The path relative to `working_dir` of the file the entrypoint `command`
+// runs, when that program is a relative path holding a '/' (a bare name is
+// looked up in PATH) that stays inside `working_dir` and names a regular
+// file there; nullopt otherwise. `sh -c '...'` gives nullopt.
+std::optional<std::string> EntrypointFileInDir(const std::string& working_dir, const std::string& command);
+
 }  // namespace manta::cli

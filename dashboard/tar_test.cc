@@ -2,8 +2,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/file_util.h"
 #include "dashboard/tar_reader.h"
@@ -85,6 +87,109 @@ TEST_F(TarTest, PackEnforcesSizeLimit) {
   ASSERT_TRUE(MakeDirs(src).ok());
   ASSERT_TRUE(WriteFileAtomic(src + "/big", std::string(2000, 'b')).ok());
   EXPECT_EQ(PackDirectory(src, 1000).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// The entries of a gzip-compressed archive in order, directories with a trailing '/'.
+std::vector<std::string> EntryNames(const std::string& archive) {
+  auto tar = MaybeGunzip(archive, 1 << 30);
+  EXPECT_TRUE(tar.ok()) << tar.status();
+  if (!tar.ok()) return {};
+  auto entries = ParseTar(*tar, TarLimits{});
+  EXPECT_TRUE(entries.ok()) << entries.status();
+  if (!entries.ok()) return {};
+  std::vector<std::string> names;
+  for (const TarEntry& e : *entries) names.push_back(e.path + (e.type == TarEntry::Type::kDirectory ? "/" : ""));
+  return names;
+}
+
+// A project tree with ignore files, a build directory and a .git directory.
+void WriteProject(const std::string& src) {
+  for (const char* d : {"/build/bin", "/build/obj", "/src", "/sub/data", "/.git/objects"}) {
+    ASSERT_TRUE(MakeDirs(src + d).ok());
+  }
+  std::vector<std::pair<std::string, std::string>> files = {
+      {".gitignore", "# build outputs\nbuild/\n*.o\n"},
+      {"main.cc", "int main() {}"},
+      {"main.o", "object"},
+      {"a.tmp", "src's *.tmp applies only under src"},
+      {"build/obj/x.o", "object"},
+      {"build/CMakeCache.txt", "cache"},
+      {"src/.gitignore", "!keep.o\n*.tmp\n"},
+      {"src/a.o", "object"},
+      {"src/keep.o", "kept by the negation"},
+      {"src/a.tmp", "tmp"},
+      {"src/b.cc", "code"},
+      {"sub/.mantaignore", "data/\n"},
+      {"sub/data/big", std::string(5000, 'd')},
+      {"sub/code.py", "print()"},
+      {".git/HEAD", "ref: refs/heads/main"},
+      {".git/objects/ab", "blob"},
+  };
+  for (const auto& [path, data] : files) ASSERT_TRUE(WriteFileAtomic(src + "/" + path, data).ok()) << path;
+  ASSERT_TRUE(WriteFileAtomic(src + "/build/bin/prog", "#!/bin/sh\necho trained\n", 0755).ok());
+}
+
+TEST_F(TarTest, PackHonoursIgnoreFilesAndSkipsGit) {
+  std::string src = dir_ + "/src";
+  ASSERT_NO_FATAL_FAILURE(WriteProject(src));
+  auto packed = PackDirectoryWithReport(src, 1 << 20);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_EQ(EntryNames(packed->archive),
+            (std::vector<std::string>{".gitignore", "a.tmp", "main.cc", "src/", "src/.gitignore", "src/b.cc",
+                                      "src/keep.o", "sub/", "sub/.mantaignore", "sub/code.py"}));
+  EXPECT_TRUE(packed->forced.empty());
+  EXPECT_EQ(*PackDirectory(src, 1 << 20), packed->archive);  // deterministic
+
+  PackOptions everything;
+  everything.honour_ignore_files = false;
+  auto all = PackDirectory(src, 1 << 20, everything);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> names = EntryNames(*all);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "build/obj/x.o"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "sub/data/big"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "src/a.o"), 1);
+  for (const std::string& n : names) EXPECT_NE(n.rfind(".git/", 0), 0u) << n;
+}
+
+TEST_F(TarTest, PackAlwaysIncludesNamedFilesAlthoughIgnored) {
+  std::string src = dir_ + "/src";
+  ASSERT_NO_FATAL_FAILURE(WriteProject(src));
+  PackOptions options;
+  options.always_include = {"build//bin/prog", "./main.o", "sub/code.py", "missing/file"};
+  auto packed = PackDirectoryWithReport(src, 1 << 20, options);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_EQ(EntryNames(packed->archive),
+            (std::vector<std::string>{".gitignore", "a.tmp", "build/", "build/bin/", "build/bin/prog", "main.cc",
+                                      "main.o", "src/", "src/.gitignore", "src/b.cc", "src/keep.o", "sub/",
+                                      "sub/.mantaignore", "sub/code.py"}));
+  ASSERT_EQ(packed->forced.size(), 2u);  // sub/code.py was not ignored, missing/file does not exist
+  EXPECT_EQ(packed->forced[0].path, "build/bin/prog");
+  EXPECT_EQ(packed->forced[0].ignored_by, ".gitignore");
+  EXPECT_EQ(packed->forced[1].path, "main.o");
+
+  std::string dest = dir_ + "/dest";
+  ASSERT_TRUE(ExtractTar(packed->archive, dest, TarLimits{}).ok());
+  EXPECT_EQ(*ReadFile(dest + "/build/bin/prog"), "#!/bin/sh\necho trained\n");
+  struct stat st;
+  ASSERT_EQ(stat((dest + "/build/bin/prog").c_str(), &st), 0);
+  EXPECT_TRUE(st.st_mode & S_IXUSR);
+
+  for (const char* bad : {"../outside", "/etc/passwd", "a/../../b", "."}) {
+    options.always_include = {bad};
+    EXPECT_EQ(PackDirectory(src, 1 << 20, options).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(TarTest, PackSizeLimitCountsOnlyPackedFiles) {
+  std::string src = dir_ + "/src";
+  ASSERT_NO_FATAL_FAILURE(WriteProject(src));  // sub/data/big (5000 bytes) is ignored; the rest is well under 1000
+  EXPECT_TRUE(PackDirectory(src, 1000).ok());
+  PackOptions everything;
+  everything.honour_ignore_files = false;
+  EXPECT_EQ(PackDirectory(src, 1000, everything).status().code(), absl::StatusCode::kResourceExhausted);
+  PackOptions with_big;
+  with_big.always_include = {"sub/data/big"};
+  EXPECT_EQ(PackDirectory(src, 1000, with_big).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(TarTest, EscapingEntriesRejectArchiveWhole) {
