@@ -1,6 +1,8 @@
 #include "cli/gcs_client.h"
 #include "cli/list_actors_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/id.h"
 #include "common/rpc/grpc_util.h"
@@ -51,6 +53,46 @@ PlacementGroupView ToView(const rpc::PlacementGroupInfo& g) {
   v.ready_time_ms = g.ready_time_ms();
   v.remove_time_ms = g.remove_time_ms();
   v.num_reschedules = g.num_reschedules();
+  return v;
+}
+
+TrainRunView ToView(const rpc::TrainRunInfo& r) {
+  TrainRunView v;
+  v.id = r.run_id();
+  v.name = r.name();
+  v.job_id = ToHex(r.job_id());
+  v.controller_actor_id = ToHex(r.controller_actor_id());
+  v.status = rpc::TrainRunInfo::State_Name(r.state());
+  v.status_detail = r.status_detail();
+  v.start_time_ms = r.start_time_ms();
+  v.end_time_ms = r.end_time_ms();
+  for (const rpc::TrainRunAttemptInfo& a : r.attempts()) {
+    TrainAttemptView av;
+    av.attempt_id = a.attempt_id();
+    av.status = rpc::TrainRunAttemptInfo::State_Name(a.state());
+    av.status_detail = a.status_detail();
+    av.start_time_ms = a.start_time_ms();
+    av.end_time_ms = a.end_time_ms();
+    av.num_workers = a.num_workers();
+    for (const rpc::TrainWorkerInfo& w : a.workers()) {
+      TrainWorkerView wv;
+      wv.world_rank = w.world_rank();
+      wv.local_rank = w.local_rank();
+      wv.node_rank = w.node_rank();
+      wv.node_id = ToHex(w.node_id());
+      wv.node_ip = w.node_ip();
+      wv.pid = w.pid();
+      wv.actor_id = ToHex(w.actor_id());
+      wv.status = rpc::TrainWorkerInfo::Status_Name(w.status());
+      wv.slice_id = w.slice_id();
+      wv.slice_name = w.slice_name();
+      av.workers.push_back(std::move(wv));
+    }
+    v.attempts.push_back(std::move(av));
+  }
+  v.num_failures = r.num_failures();
+  v.max_failures = r.max_failures();
+  v.latest_checkpoint = r.latest_checkpoint();
   return v;
 }
 
@@ -164,6 +206,21 @@ absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::
   if (!s.ok()) return CallError(address, s);
   std::vector<PlacementGroupView> out;
   for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) out.push_back(ToView(g));
+  return out;
+}
+
+absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& address, const std::string& token,
+                                                         absl::Duration timeout, int limit) {
+  auto stub = rpc::TrainRunGcsService::NewStub(rpc::MakeChannel(address));
+  grpc::ClientContext ctx;
+  rpc::PrepareContext(&ctx, token, timeout);
+  rpc::ListTrainRunsRequest request;
+  request.set_limit(std::max(0, limit));
+  rpc::ListTrainRunsReply reply;
+  grpc::Status s = stub->ListTrainRuns(&ctx, request, &reply);
+  if (!s.ok()) return CallError(address, s);
+  std::vector<TrainRunView> out;
+  for (const rpc::TrainRunInfo& r : reply.runs()) out.push_back(ToView(r));
   return out;
 }
 

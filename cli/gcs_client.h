@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cli/cluster_view.h"
+#include "cli/list_train_runs.h"
 
 namespace manta::cli {
 
@@ -28,5 +29,10 @@ absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std
 absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::string& address,
                                                                      const std::string& token,
                                                                      absl::Duration timeout, int limit);
+
+// The newest `limit` training runs (<= 0: all), of every job, oldest first,
+// without their metrics series. Errors as FetchClusterView's.
+absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& address, const std::string& token,
+                                                         absl::Duration timeout, int limit);
 
 }  // namespace manta::cli

@@ -1,4 +1,4 @@
-// The manta command: start, stop, status, list nodes/actors/tasks/placement-groups, job.
+// The manta command: start, stop, status, list nodes/actors/tasks/placement-groups/train-runs, job.
 #include <iostream>
 #include <string>
 
@@ -11,6 +11,7 @@
 #include "cli/job.h"
 #include "cli/list_format.h"
 #include "cli/list_placement_groups.h"
+#include "cli/list_train_runs.h"
 #include "cli/start.h"
 #include "cli/status_format.h"
 #include "cli/stop.h"
@@ -85,6 +86,18 @@ absl::Status RunListPlacementGroups(const QueryOptions& q, int limit, bool detai
   return absl::OkStatus();
 }
 
+absl::Status RunListTrainRuns(const QueryOptions& q, int limit, bool detail) {
+  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
+  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
+  ASSIGN_OR_RETURN(std::vector<TrainRunView> runs, FetchTrainRuns(address, token, kRpcTimeout, limit));
+  if (q.format == "json") {
+    std::cout << FormatTrainRunListJson(runs);
+  } else {
+    std::cout << FormatTrainRunList(runs, limit, detail, absl::Now(), absl::LocalTimeZone());
+  }
+  return absl::OkStatus();
+}
+
 int Fail(const std::string& message) {
   std::string line = absl::StrReplaceAll(message, {{"\n", " "}, {"\r", " "}});
   std::cerr << "manta: error: " << line << std::endl;
@@ -143,15 +156,17 @@ int Main(int argc, char** argv) {
   CLI::App* list_actors = list_cmd->add_subcommand("actors", "List the actors of the cluster.");
   CLI::App* list_tasks = list_cmd->add_subcommand("tasks", "List the latest state of recent tasks.");
   CLI::App* list_pgs = list_cmd->add_subcommand("placement-groups", "List the placement groups of the cluster.");
+  CLI::App* list_train_runs = list_cmd->add_subcommand("train-runs", "List the training runs of the cluster.");
   bool list_detail = false;
   list_pgs->add_flag("--detail", list_detail, "Every bundle with its node, and more columns.");
+  list_train_runs->add_flag("--detail", list_detail, "Every attempt, and every worker of the latest attempt.");
   int list_limit = 100;
-  for (CLI::App* cmd : {list_actors, list_tasks, list_pgs}) {
+  for (CLI::App* cmd : {list_actors, list_tasks, list_pgs, list_train_runs}) {
     cmd->add_option("--limit", list_limit, "At most this many entries (0: all).")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000000));
   }
-  for (CLI::App* cmd : {list_cmd, list_nodes, list_actors, list_tasks, list_pgs}) {
+  for (CLI::App* cmd : {list_cmd, list_nodes, list_actors, list_tasks, list_pgs, list_train_runs}) {
     cmd->add_option("--address", list.address, "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
     cmd->add_option("--temp-dir", list.temp_dir, "Root of the session directories.")->capture_default_str();
     cmd->add_option("--format", list.format, "table or json.")
@@ -221,6 +236,8 @@ int Main(int argc, char** argv) {
     s = RunListTasks(list, list_limit);
   } else if (*list_pgs) {
     s = RunListPlacementGroups(list, list_limit, list_detail);
+  } else if (*list_train_runs) {
+    s = RunListTrainRuns(list, list_limit, list_detail);
   } else if (*job_submit_cmd) {
     auto code = RunJobSubmit(job_submit, std::cout);
     if (!code.ok()) return Fail(std::string(code.status().message()));

@@ -23,6 +23,7 @@
 #include "gcs/raylet_client.h"
 #include "gcs/sqlite_store.h"
 #include "gcs/task_event_manager.h"
+#include "gcs/train_run_manager.h"
 #include "proto/gcs_service.grpc.pb.h"
 #include "proto/node_manager.grpc.pb.h"
 
@@ -186,6 +187,15 @@ class GcsServer::Impl {
     Impl* impl_;
   };
 
+  class TrainRunService : public rpc::TrainRunGcsService::CallbackService {
+   public:
+    explicit TrainRunService(Impl* impl) : impl_(impl) {}
+    MANTA_GCS_HANDLER(ReportTrainRun, ReportTrainRunRequest, ReportTrainRunReply, train_runs_, HandleReportTrainRun)
+    MANTA_GCS_HANDLER(ListTrainRuns, ListTrainRunsRequest, ListTrainRunsReply, train_runs_, HandleListTrainRuns)
+   private:
+    Impl* impl_;
+  };
+
   // Polls get their own reactor: a held poll whose connection drops is the
   // fastest sign that its raylet (subscriber_node_id) or driver
   // (subscriber_job_id) died.
@@ -277,6 +287,7 @@ class GcsServer::Impl {
     jobs_ = std::make_unique<JobManager>(store_.get(), publisher_.get(), raylet_clients_.get(),
                                          [this] { return AliveNodes(); }, run_after);
     task_events_ = std::make_unique<TaskEventManager>(publisher_.get());
+    train_runs_ = std::make_unique<TrainRunManager>(store_.get(), jobs_.get());
     worker_clients_ = MakeGrpcCoreWorkerClientPool(loop_, options_.token);
     actor_scheduler_ = std::make_unique<ActorScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); }, raylet_clients_.get(), worker_clients_.get(),
@@ -296,6 +307,7 @@ class GcsServer::Impl {
     jobs_->AddJobFinishedListener([this](const rpc::JobInfo& job) {
       actors_->OnJobFinished(job);
       pgs_->OnJobFinished(job.job_id());
+      train_runs_->OnJobFinished(*JobId::FromBinary(job.job_id()));
     });
     health_client_ = std::make_unique<GrpcHealthCheckClient>(loop_, options_.token, incarnation_);
     health_ = std::make_unique<HealthCheckManager>(
@@ -325,6 +337,9 @@ class GcsServer::Impl {
     RETURN_IF_ERROR(nodes_->Initialize());
     RETURN_IF_ERROR(kv_->Initialize());
     RETURN_IF_ERROR(jobs_->Initialize());
+    RETURN_IF_ERROR(train_runs_->Initialize());
+    // A run whose job ended while the GCS was down missed OnJobFinished.
+    train_runs_->AbortRunsOfFinishedJobs();
     RETURN_IF_ERROR(actors_->Initialize());
 
     node_service_ = std::make_unique<NodeInfoService>(this);
@@ -335,6 +350,7 @@ class GcsServer::Impl {
     job_service_ = std::make_unique<JobService>(this);
     task_event_service_ = std::make_unique<TaskEventService>(this);
     pg_service_ = std::make_unique<PlacementGroupService>(this);
+    train_run_service_ = std::make_unique<TrainRunService>(this);
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.bind_address + ":" + std::to_string(options_.port);
@@ -347,6 +363,7 @@ class GcsServer::Impl {
     builder.RegisterService(job_service_.get());
     builder.RegisterService(task_event_service_.get());
     builder.RegisterService(pg_service_.get());
+    builder.RegisterService(train_run_service_.get());
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       server_.reset();
@@ -416,6 +433,7 @@ class GcsServer::Impl {
   std::unique_ptr<RayletClientPool> raylet_clients_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<TaskEventManager> task_events_;
+  std::unique_ptr<TrainRunManager> train_runs_;
   std::unique_ptr<CoreWorkerClientPool> worker_clients_;
   std::unique_ptr<ActorScheduler> actor_scheduler_;
   std::unique_ptr<ActorManager> actors_;
@@ -432,6 +450,7 @@ class GcsServer::Impl {
   std::unique_ptr<JobService> job_service_;
   std::unique_ptr<TaskEventService> task_event_service_;
   std::unique_ptr<PlacementGroupService> pg_service_;
+  std::unique_ptr<TrainRunService> train_run_service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop
 };
