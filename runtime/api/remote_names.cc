@@ -94,3 +94,14 @@ std::string ClassNameOfFactory(const std::string& factory_name, const std::strin
 }
 
 }  // namespace manta::internal
+
+namespace manta::internal {
+
+absl::StatusOr<std::string> CallLocal(const std::string& name, const std::vector<std::string>& args) {
+  const FunctionInvoker* f = FunctionRegistry::Instance().FindFunction(name);
+  if (f == nullptr) return absl::NotFoundError("no remote function '" + name + "' in this program");
+  ArgViews views(args.begin(), args.end());
+  return (*f)(views);
+}
+
+}  // namespace manta::internal

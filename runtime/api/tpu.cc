@@ -151,6 +151,26 @@ absl::StatusOr<core::PlacementGroupData> WaitCreated(core::CoreWorker* core, con
 
 }  // namespace
 
+// ---- Shapes ---------------------------------------------------------------------
+
+absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_version, const std::string& topology) {
+  auto pod = PodTypeFromTopology(accelerator_version, topology);
+  if (!pod.ok()) return absl::InvalidArgumentError(pod.status().message());
+  if (!IsValidTopology(accelerator_version, topology)) {
+    return absl::InvalidArgumentError(absl::StrCat("topology '", topology, "' is not valid for accelerator version '",
+                                                   accelerator_version, "'"));
+  }
+  auto dims = ParseTopology(topology);
+  if (!dims.ok()) return absl::InvalidArgumentError(dims.status().message());
+  auto chips = ChipsPerHost(*pod, *dims);
+  if (!chips.ok()) return absl::InvalidArgumentError(chips.status().message());
+  auto hosts = HostsPerSlice(*pod, *dims);
+  if (!hosts.ok()) return absl::InvalidArgumentError(hosts.status().message());
+  auto type = AcceleratorTypeName(accelerator_version);
+  if (!type.ok()) return absl::InvalidArgumentError(type.status().message());
+  return SliceShape{pod->ToString(), TopologyToString(*dims), *type, *chips, *hosts};
+}
+
 // ---- Listing --------------------------------------------------------------------
 
 absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices() {

@@ -86,6 +86,26 @@ TEST(SliceProcessEnvTest, SingleSliceRemovesMegascaleVariables) {
   }
 }
 
+TEST(SliceShapeTest, ShapesFollowRaysRules) {
+  auto v6e = manta::tpu::TrySliceShapeOf("TPU-V6E", "4x4");
+  ASSERT_TRUE(v6e.ok()) << v6e.status();
+  EXPECT_EQ(v6e->pod_type, "v6e-16");
+  EXPECT_EQ(v6e->accelerator_type, "TPU-V6E");
+  EXPECT_EQ(v6e->chips_per_host, 4);
+  EXPECT_EQ(v6e->hosts_per_slice, 4);
+  auto single = manta::tpu::TrySliceShapeOf("v6e", "2x4");
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->hosts_per_slice, 1);
+  EXPECT_EQ(single->chips_per_host, 8);
+  auto v4 = manta::tpu::TrySliceShapeOf("v4", "2x2x2");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->pod_type, "v4-16");
+  EXPECT_EQ(v4->hosts_per_slice, 2);
+  EXPECT_EQ(manta::tpu::TrySliceShapeOf("v6e", "3x5").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manta::tpu::TrySliceShapeOf("v9z", "4x4").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manta::tpu::TrySliceShapeOf("v6e", "4by4").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SliceProcessEnvTest, OutOfRangeIsInvalidArgument) {
   EXPECT_TRUE(absl::IsInvalidArgument(Thrown([] { manta::tpu::SliceProcessEnv(TwoSlices(), kIps, 2, 0); })));
   EXPECT_TRUE(absl::IsInvalidArgument(Thrown([] { manta::tpu::SliceProcessEnv(TwoSlices(), kIps, 0, 4); })));

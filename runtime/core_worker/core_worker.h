@@ -165,6 +165,72 @@ struct NodeResourcesData {
   std::map<std::string, double> available;
 };
 
+// ---- Training runs (mirrors rpc::TrainRunInfo; see the GCS's TrainRunGcsService) ----
+
+enum class TrainRunState {
+  kInitializing = 0,
+  kScheduling = 1,
+  kRunning = 2,
+  kRestarting = 3,
+  kRescheduling = 4,
+  kResizing = 5,
+  kShuttingDown = 6,
+  kFinished = 7,
+  kErrored = 8,
+  kAborted = 9,
+};
+enum class TrainAttemptState { kPending = 0, kRunning = 1, kFinished = 2, kErrored = 3, kAborted = 4 };
+
+struct TrainWorkerData {
+  int world_rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  NodeId node_id;
+  std::string node_ip;
+  int pid = 0;
+  ActorId actor_id;
+  int slice_id = -1;  // -1: not on TPU slices
+  std::string slice_name;
+  bool alive = true;
+  std::map<std::string, double> resources;
+};
+
+struct TrainAttemptData {
+  std::string attempt_id;
+  TrainAttemptState state = TrainAttemptState::kPending;
+  std::string status_detail;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  int num_workers = 0;
+  std::vector<TrainWorkerData> workers;  // by world rank
+};
+
+struct TrainMetricPointData {
+  int64_t time_ms = 0;
+  int64_t step = 0;
+  std::map<std::string, double> metrics;
+};
+
+struct TrainRunData {
+  std::string run_id;  // 32 hex digits
+  std::string name;
+  JobId job_id;        // filled by the core worker on report
+  ActorId controller_actor_id;
+  TrainRunState state = TrainRunState::kInitializing;
+  std::string status_detail;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  std::vector<TrainAttemptData> attempts;
+  std::vector<TrainMetricPointData> metrics;  // from ListTrainRuns with metrics
+  int num_failures = 0;
+  int max_failures = 0;
+  std::string latest_checkpoint;
+  int min_workers = 0;
+  int max_workers = 0;
+  std::string storage_path;
+  int64_t version = 0;
+};
+
 struct CoreWorkerOptions {
   // GCS address ("ip:port"); the driver finds it from --address,
   // MANTA_ADDRESS or <temp_dir>/session_latest.
@@ -253,7 +319,22 @@ class CoreWorker {
   // Total and available resources of every alive node.
   virtual absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() = 0;
 
+  // ---- Training runs (blocking GCS calls) ----
+  // Upserts `run` (its job is this process's; its metrics are ignored) and
+  // appends `new_metrics` to its series. The GCS ignores a version not newer
+  // than the one it holds. InvalidArgument for a malformed record.
+  virtual absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) {
+    return absl::UnimplementedError("ReportTrainRun is not supported by this core worker");
+  }
+  // Every run (of every job), oldest first; the newest `limit` (0: all).
+  virtual absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) {
+    return absl::UnimplementedError("ListTrainRuns is not supported by this core worker");
+  }
+
   virtual const JobId& job_id() const = 0;
+  // The node this process runs on (nil and "" before it is known) and its pid.
+  virtual NodeId node_id() const { return NodeId(); }
+  virtual std::string node_ip() const { return std::string(); }
   virtual const WorkerId& worker_id() const = 0;
   // Serialized rpc::Address of this process (owner address of its objects).
   virtual const std::string& address() const = 0;

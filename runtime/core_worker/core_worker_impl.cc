@@ -135,6 +135,7 @@ absl::Status CoreWorkerImpl::Start() {
   gcs_pubsub_ = rpc::PubSubGcsService::NewStub(gcs_channel_);
   gcs_placement_groups_ = rpc::PlacementGroupGcsService::NewStub(gcs_channel_);
   gcs_resources_ = rpc::NodeResourceGcsService::NewStub(gcs_channel_);
+  gcs_train_runs_ = rpc::TrainRunGcsService::NewStub(gcs_channel_);
   io_thread_ = std::thread([this] { loop_.Run(); });
 
   if (is_worker_) receiver_ = std::make_unique<TaskReceiver>(this);

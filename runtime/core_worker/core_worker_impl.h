@@ -134,7 +134,12 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
+  // Training runs (train_runs.cc; any thread but the io loop).
+  absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
+  absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
   const JobId& job_id() const override { return job_id_; }
+  NodeId node_id() const override;
+  std::string node_ip() const override { return options_.node_ip; }
   const WorkerId& worker_id() const override { return worker_id_; }
   const std::string& address() const override { return address_; }
 
@@ -441,6 +446,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::PubSubGcsService::Stub> gcs_pubsub_;
   std::unique_ptr<rpc::PlacementGroupGcsService::Stub> gcs_placement_groups_;
   std::unique_ptr<rpc::NodeResourceGcsService::Stub> gcs_resources_;
+  std::unique_ptr<rpc::TrainRunGcsService::Stub> gcs_train_runs_;
   std::unique_ptr<TaskReceiver> receiver_;
   std::mutex held_mu_;
   absl::flat_hash_set<ObjectId> held_for_owner_;  // guarded by held_mu_

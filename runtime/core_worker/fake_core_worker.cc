@@ -714,4 +714,42 @@ absl::StatusOr<std::vector<NodeResourcesData>> FakeCoreWorker::GetClusterResourc
   return out;
 }
 
+// ---------------------------------------------------------------- training runs
+
+absl::Status FakeCoreWorker::ReportTrainRun(const TrainRunData& run,
+                                            const std::vector<TrainMetricPointData>& new_metrics) {
+  if (auto s = TakeGcsError("ReportTrainRun"); !s.ok()) return s;
+  if (run.run_id.size() != 32) return absl::InvalidArgumentError("run_id must be 32 hex digits");
+  absl::MutexLock lock(&mu_);
+  auto it = train_runs_.find(run.run_id);
+  if (it != train_runs_.end()) {
+    const TrainRunState held = it->second.state;
+    const bool terminal = held == TrainRunState::kFinished || held == TrainRunState::kErrored ||
+                          held == TrainRunState::kAborted;
+    if (terminal || run.version <= it->second.version) return absl::OkStatus();
+  }
+  std::vector<TrainMetricPointData> series = it == train_runs_.end() ? std::vector<TrainMetricPointData>{}
+                                                                       : std::move(it->second.metrics);
+  series.insert(series.end(), new_metrics.begin(), new_metrics.end());
+  TrainRunData& stored = train_runs_[run.run_id];
+  stored = run;
+  stored.job_id = job_id_;
+  stored.metrics = std::move(series);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TrainRunData>> FakeCoreWorker::ListTrainRuns(bool with_metrics, int limit) {
+  if (auto s = TakeGcsError("ListTrainRuns"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  std::vector<TrainRunData> runs;
+  for (const auto& [id, run] : train_runs_) runs.push_back(run);
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const TrainRunData& a, const TrainRunData& b) { return a.start_time_ms < b.start_time_ms; });
+  if (limit > 0 && static_cast<int>(runs.size()) > limit) runs.erase(runs.begin(), runs.end() - limit);
+  if (!with_metrics) {
+    for (TrainRunData& r : runs) r.metrics.clear();
+  }
+  return runs;
+}
+
 }  // namespace manta::core

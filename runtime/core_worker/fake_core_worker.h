@@ -122,9 +122,13 @@ class FakeCoreWorker : public CoreWorker {
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
+  // Training runs kept in memory: the GCS's version and terminal rules.
+  absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
+  absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
   const JobId& job_id() const override { return job_id_; }
   const WorkerId& worker_id() const override { return worker_id_; }
   const std::string& address() const override { return address_; }
+  std::string node_ip() const override { return "127.0.0.1"; }
 
  private:
   struct Object {
@@ -193,6 +197,7 @@ class FakeCoreWorker : public CoreWorker {
   std::map<std::pair<std::string, std::string>, PlacementGroupId> group_names_ ABSL_GUARDED_BY(mu_);
   uint64_t next_group_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::pair<absl::Status, int>> gcs_errors_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TrainRunData> train_runs_ ABSL_GUARDED_BY(mu_);  // by run id
 };
 
 }  // namespace manta::core

@@ -42,6 +42,14 @@ namespace manta::internal {
 // commas, whitespace removed, a leading '&' stripped.
 std::vector<std::string> SplitRemoteNames(std::string_view spelled);
 
+// Runs the remote function registered as `name` in this process, on this
+// thread, with serialized `args` (one per parameter): its serialized result,
+// NotFound when no function has that name, or the function's own error (a
+// thrown exception or a returned status, as an Unknown/its code status
+// whose message has the function's name and text). For libraries that run
+// a user's registered function inside their own actor.
+absl::StatusOr<std::string> CallLocal(const std::string& name, const std::vector<std::string>& args);
+
 // Prints `message` and aborts: a MANTA_REMOTE that cannot work.
 [[noreturn]] void RegistrationFailure(const std::string& message);
 

@@ -55,6 +55,19 @@ struct SliceInfo {
   bool chips_free = false; // every host's TPU chips are available (nobody holds the slice)
 };
 
+// The shape of one slice of `accelerator_version` ("v6e", "TPU-V6E") shaped
+// `topology` ("4x4"), by Ray's rules; pure.
+struct SliceShape {
+  std::string pod_type;  // "v6e-16"
+  std::string topology;  // normalized: "4x4"
+  std::string accelerator_type;  // "TPU-V6E"
+  int chips_per_host = 0;
+  int hosts_per_slice = 0;
+};
+// InvalidArgument naming the problem for an unknown version, a malformed
+// topology, or one the version does not accept.
+absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_version, const std::string& topology);
+
 // Every slice with all its hosts alive, grouped by pod type, by name.
 std::map<std::string, std::vector<SliceInfo>> ListSlices();
 absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices();
