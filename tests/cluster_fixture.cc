@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/id.h"
+#include "common/placement_group_resources.h"
 #include "common/rpc/grpc_util.h"
 #include "common/session.h"
 #include "common/token.h"
@@ -332,6 +333,25 @@ absl::StatusOr<std::optional<std::string>> Cluster::KvGet(const std::string& ns,
   if (!s.ok()) return rpc::ToAbslStatus(s);
   if (!reply.found()) return std::optional<std::string>();
   return std::optional<std::string>(reply.value());
+}
+
+bool Cluster::ResourcesFull(std::string* why) {
+  auto r = GetClusterResources();
+  if (!r.ok()) {
+    if (why != nullptr) *why = r.status().ToString();
+    return false;
+  }
+  for (const auto& n : r->nodes()) {
+    for (const auto& [name, total] : n.total()) {
+      auto it = n.available().find(name);
+      double available = it == n.available().end() ? 0 : it->second;
+      if (pg::ParseGroupResource(name).has_value() || available != total) {
+        if (why != nullptr) *why = name + " " + std::to_string(available) + "/" + std::to_string(total);
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 int Cluster::CountNodes(rpc::NodeInfo::State state) {

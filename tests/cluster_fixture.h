@@ -119,6 +119,9 @@ class Cluster {
   absl::StatusOr<std::string> GetClusterId();  // binary
   absl::Status KvPut(const std::string& ns, const std::string& key, const std::string& value);
   absl::StatusOr<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
+  // Whether every alive node has all its resources available and no
+  // placement-group resource left; otherwise `why` (if given) names one.
+  bool ResourcesFull(std::string* why = nullptr);
   // Nodes in `state`; -1 if the GCS cannot be asked.
   int CountNodes(rpc::NodeInfo::State state);
   // The state of node `node_id` (hex); nullopt if unknown or unreachable.

@@ -76,6 +76,23 @@ absl::Status JobCluster::Start() {
   return absl::OkStatus();
 }
 
+absl::Status JobCluster::AddTpuSlice(const std::string& name, const std::string& pod_type,
+                                     const std::string& topology, int hosts) {
+  for (int w = 0; w < hosts; ++w) {
+    CommandResult r = RunManta({"start", "--address=" + gcs_address_, "--temp-dir", temp_dir_, "--num-cpus=1"},
+                               {{"TPU_ACCELERATOR_TYPE", pod_type},
+                                {"TPU_TOPOLOGY", topology},
+                                {"TPU_WORKER_ID", std::to_string(w)},
+                                {"TPU_NAME", name},
+                                {"MANTA_TOKEN", token_}},
+                               absl::Seconds(60));
+    if (r.exit_code != 0) {
+      return absl::InternalError(absl::StrCat("manta start of ", name, " host ", w, " failed: ", r.out, r.err));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<pid_t> JobCluster::DashboardPid() const {
   if (restarted_pid_ > 0) return restarted_pid_;
   return ReadPidFile(session_dir_ + "/pids/dashboard.pid");

@@ -37,6 +37,11 @@ class JobCluster {
   const std::string& token() const { return token_; }
   const std::string& session_dir() const { return session_dir_; }
   const std::string& temp_dir() const { return temp_dir_; }
+  const std::string& gcs_address() const { return gcs_address_; }
+  // Joins one host per worker of TPU slice `name` (`pod_type`, `topology`,
+  // `hosts` hosts) with `manta start --address=...` and GKE's variables.
+  absl::Status AddTpuSlice(const std::string& name, const std::string& pod_type, const std::string& topology,
+                           int hosts);
   cli::JobClient Client() const { return cli::JobClient(url_, token_); }
   cli::JobClient ClientWithToken(const std::string& token) const { return cli::JobClient(url_, token); }
 

@@ -98,23 +98,6 @@ std::set<std::string> NodesOf(const Info& info) {
   return s;
 }
 
-// Every alive node: available equals total and no group resource is left.
-bool ResourcesFull(Cluster& cluster, std::string* why = nullptr) {
-  auto r = cluster.GetClusterResources();
-  if (!r.ok()) return false;
-  for (const auto& n : r->nodes()) {
-    for (const auto& [name, total] : n.total()) {
-      auto it = n.available().find(name);
-      double available = it == n.available().end() ? 0 : it->second;
-      if (pg::ParseGroupResource(name).has_value() || available != total) {
-        if (why != nullptr) *why = name + " " + std::to_string(available) + "/" + std::to_string(total);
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 // How much of `resource` is available across alive nodes.
 double Available(Cluster& cluster, const std::string& resource) {
   auto r = cluster.GetClusterResources();
@@ -148,7 +131,7 @@ class TwoSliceGroupsTest : public ::testing::Test {
   }
   void TearDown() override {
     std::string why;
-    EXPECT_TRUE(Cluster::WaitFor([&] { return ResourcesFull(*cluster_, &why); }, absl::Seconds(10))) << why;
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster_->ResourcesFull(&why); }, absl::Seconds(10))) << why;
   }
   static Cluster* cluster_;
 };
@@ -273,7 +256,7 @@ class SlotGroupsTest : public ::testing::Test {
   }
   void TearDown() override {
     std::string why;
-    EXPECT_TRUE(Cluster::WaitFor([&] { return ResourcesFull(cluster_, &why); }, absl::Seconds(10))) << why;
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster_.ResourcesFull(&why); }, absl::Seconds(10))) << why;
     cluster_.Shutdown();
   }
   Cluster cluster_;

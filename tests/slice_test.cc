@@ -24,18 +24,6 @@ std::vector<std::string> LinesWith(const std::string& text, const std::string& p
   return out;
 }
 
-bool ResourcesFull(Cluster& cluster) {
-  auto r = cluster.GetClusterResources();
-  if (!r.ok()) return false;
-  for (const auto& n : r->nodes()) {
-    for (const auto& [name, total] : n.total()) {
-      auto it = n.available().find(name);
-      if (pg::ParseGroupResource(name).has_value() || it == n.available().end() || it->second != total) return false;
-    }
-  }
-  return true;
-}
-
 class SliceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,7 +33,7 @@ class SliceTest : public ::testing::Test {
     ASSERT_TRUE(Cluster::WaitFor([&] { return cluster_.CountNodes(rpc::NodeInfo::ALIVE) == 9; }, absl::Seconds(20)));
   }
   void TearDown() override {
-    EXPECT_TRUE(Cluster::WaitFor([&] { return ResourcesFull(cluster_); }, absl::Seconds(15)))
+    EXPECT_TRUE(Cluster::WaitFor([&] { return cluster_.ResourcesFull(); }, absl::Seconds(15)))
         << "resources were not all returned";
     cluster_.Shutdown();
   }

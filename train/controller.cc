@@ -1,0 +1,325 @@
+#include "train/controller.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "manta/api.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "train/scaling.h"
+#include "train/worker.h"
+
+namespace manta::train {
+
+MANTA_REMOTE(TrainController::Create, &TrainController::Run, &TrainController::WorkerReport, TrainWorker::Create,
+             &TrainWorker::Setup, &TrainWorker::Run);
+
+namespace {
+
+// How long one reservation try waits before the controller looks again.
+constexpr absl::Duration kReserveTry = absl::Seconds(5);
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// The controller's lines go to its stdout, which reaches the driver as
+// "(TrainController pid=..., ip=...) ...".
+std::shared_ptr<spdlog::logger> ControllerLogger() {
+  auto log = spdlog::get("train_controller");
+  if (log) return log;
+  log = spdlog::stdout_logger_mt("train_controller");
+  log->set_pattern("%v");
+  log->flush_on(spdlog::level::info);
+  return log;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+TrainController* TrainController::Create(ControllerSpec spec) { return new TrainController(std::move(spec)); }
+
+TrainController::TrainController(ControllerSpec spec)
+    : spec_(std::move(spec)),
+      log_(ControllerLogger()),
+      recorder_([this] {
+        state::TrainRun r;
+        r.run_id = spec_.run_id;
+        r.name = spec_.run_name;
+        r.state = state::TrainRunState::kInitializing;
+        r.start_time_ms = NowMs();
+        r.max_failures = spec_.max_failures;
+        r.min_workers = spec_.scaling.min_workers;
+        r.max_workers = spec_.scaling.max_workers;
+        r.storage_path = spec_.run_dir;
+        return r;
+      }()),
+      checkpoints_(spec_.num_to_keep, [log = log_](const std::string& path) {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+        if (ec) log->warn("could not delete checkpoint {}: {}", path, ec.message());
+      }) {}
+
+void TrainController::Transition(state::TrainRunState to, const std::string& detail) {
+  log_->info("[State Transition] {} -> {}.", state::TrainRunStateName(state_), state::TrainRunStateName(to));
+  state_ = to;
+  recorder_.Update([&](state::TrainRun& r) {
+    r.state = to;
+    r.status_detail = detail;
+    if (state::IsTerminal(to)) r.end_time_ms = NowMs();
+  });
+}
+
+RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
+  recorder_.Update([&](state::TrainRun& r) { r.controller_actor_id = self.ID(); });
+  Transition(state::TrainRunState::kScheduling);
+  const int n = spec_.scaling.max_workers;
+  while (true) {
+    const std::string attempt_id = RandomHexId();
+    ++attempts_;
+    {
+      absl::MutexLock lock(&mu_);
+      attempt_began_ = absl::Now();
+    }
+    RecordAttempt(attempt_id, state::TrainAttemptState::kPending, "", nullptr);
+    auto group = Schedule(n, attempt_id);
+    if (!group.ok()) {
+      RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, std::string(group.status().message()), nullptr);
+      Transition(state::TrainRunState::kErrored, std::string(group.status().message()));
+      return Finish(group.status());
+    }
+    RecordAttempt(attempt_id, state::TrainAttemptState::kRunning, "", group->get());
+    Transition(state::TrainRunState::kRunning);
+    WorkerGroup::Outcome out = RunAttempt(**group, attempt_id, self);
+    if (out.finished) {
+      RecordAttempt(attempt_id, state::TrainAttemptState::kFinished, "", group->get());
+      (*group)->Shutdown();
+      Transition(state::TrainRunState::kFinished);
+      return Finish(absl::OkStatus());
+    }
+    std::vector<std::string> lines;
+    for (const auto& [rank, error] : out.failures) {
+      lines.push_back(absl::StrCat("[", (*group)->Describe(rank), "] ", error.message()));
+    }
+    const std::string errors = absl::StrJoin(lines, "\n");
+    const bool restart = DecideOnFailure(errors, static_cast<int>(out.failures.size()));
+    const absl::Time torn = absl::Now();
+    (*group)->Shutdown();
+    log_->info("Shut down the worker group in {:.3f} s.", Seconds(absl::Now() - torn));
+    RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, errors, group->get());
+    if (!restart) {
+      Transition(state::TrainRunState::kErrored, errors);
+      return Finish(absl::AbortedError(absl::StrCat("Training failed after ", attempts_, " attempt(s) (",
+                                                    failures_, " failure(s); FailureConfig(max_failures=",
+                                                    spec_.max_failures, ")). The last attempt failed on ",
+                                                    out.failures.size(), " worker(s):\n", errors)));
+    }
+    Transition(state::TrainRunState::kRestarting, errors);
+    Transition(state::TrainRunState::kScheduling);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, const std::string& attempt_id) {
+  const ScalingSpec& sc = spec_.scaling;
+  if (sc.use_tpu) {
+    log_->info("Using SlicePlacementGroup utility to reserve {} slice(s) with topology '{}'...",
+               n / sc.hosts_per_slice, sc.topology);
+  }
+  log_->info("Attempting to start training worker group of size {} with the following resources: [{}] * {}", n,
+             PythonDict(sc.resources_per_worker), n);
+  const absl::Duration limit = absl::Milliseconds(spec_.scheduling_timeout_ms);
+  const absl::Time deadline = absl::Now() + limit;
+  while (true) {
+    const absl::Time tried = absl::Now();
+    auto group = WorkerGroup::Reserve(spec_, n, std::min(kReserveTry, std::max(deadline - tried, absl::Seconds(1))));
+    if (!group.ok() && !absl::IsDeadlineExceeded(group.status())) return group.status();
+    if (!group.ok()) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("the worker group of size ", n, " could not be scheduled within ",
+                                                        absl::FormatDuration(limit), ": ", group.status().message()));
+      }
+      if (state_ != state::TrainRunState::kRescheduling) {
+        log_->info("Waiting for resources for {} worker(s) (up to {}): {}", n, absl::FormatDuration(limit),
+                   std::string(group.status().message()));
+        Transition(state::TrainRunState::kRescheduling, std::string(group.status().message()));
+      }
+      continue;
+    }
+    const absl::Time reserved = absl::Now();
+    if (state_ == state::TrainRunState::kRescheduling) {
+      log_->info("Detected ready resources for {} workers in the cluster. Deciding to start/restart training with "
+                 "this worker group size.", n);
+      Transition(state::TrainRunState::kScheduling);
+    }
+    absl::Status started = (*group)->Start(attempt_id, attempts_, absl::Milliseconds(spec_.worker_start_timeout_ms));
+    if (started.ok()) {
+      log_->info("Started a training worker group of size {}: reserved in {:.3f} s, workers up in {:.3f} s.", n,
+                 Seconds(reserved - tried), Seconds(absl::Now() - reserved));
+      absl::MutexLock lock(&mu_);
+      workers_started_ = absl::Now();
+      return group;
+    }
+    // A failed start is retried while time allows; it does not count
+    // against max_failures.
+    log_->error("Retrying the launch of the training worker group. The previous launch attempt encountered the "
+                "following failure:\n{}", std::string(started.message()));
+    (*group)->Shutdown();
+    if (absl::Now() >= deadline) return started;
+    if (state_ != state::TrainRunState::kRescheduling) {
+      Transition(state::TrainRunState::kRescheduling, std::string(started.message()));
+    }
+  }
+}
+
+WorkerGroup::Outcome TrainController::RunAttempt(WorkerGroup& group, const std::string& attempt_id,
+                                                 const ActorHandle<TrainController>& self) {
+  OpenReports(attempt_id, static_cast<int>(group.members().size()));
+  WorkerRunRequest base;
+  base.loop_name = spec_.loop_name;
+  base.loop_args = spec_.loop_args;
+  base.loop_takes_config = spec_.loop_takes_config;
+  base.controller = self;
+  {
+    absl::MutexLock lock(&mu_);
+    base.checkpoint = checkpoints_.Latest();
+  }
+  group.Run(base);
+  WorkerGroup::Outcome out = group.Wait(absl::InfiniteDuration());
+  CloseReports();
+  return out;
+}
+
+bool TrainController::DecideOnFailure(const std::string& errors, int failed_workers) {
+  ++failures_;
+  recorder_.Update([&](state::TrainRun& r) { r.num_failures = failures_; });
+  const int max = spec_.max_failures;
+  if (max == -1) {
+    log_->error("Restarting training worker group after encountering failures on {} worker(s):\n{}", failed_workers,
+                errors);
+    log_->info("Deciding to RESTART, since infinite retry is enabled. Encountered {} failures so far.", failures_);
+    return true;
+  }
+  if (failures_ > max) {
+    log_->error("Terminating training worker group after encountering failure(s) on {} worker(s):\n{}",
+                failed_workers, errors);
+    log_->info("Deciding to TERMINATE, since the total failure count ({}) exceeded the maximum allowed failures: "
+               "FailureConfig(max_failures={}).", failures_, max);
+    return false;
+  }
+  log_->error("Restarting training worker group after encountering failures on {} worker(s):\n{}", failed_workers,
+              errors);
+  log_->info("Deciding to RESTART, since the total failure count ({}) <= FailureConfig(max_failures={}).", failures_,
+             max);
+  return true;
+}
+
+void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s,
+                                    const std::string& detail, const WorkerGroup* group) {
+  const bool ended = s == state::TrainAttemptState::kFinished || s == state::TrainAttemptState::kErrored ||
+                     s == state::TrainAttemptState::kAborted;
+  recorder_.Update([&](state::TrainRun& r) {
+    if (r.attempts.empty() || r.attempts.back().attempt_id != attempt_id) {
+      state::TrainAttempt a;
+      a.attempt_id = attempt_id;
+      a.start_time_ms = NowMs();
+      r.attempts.push_back(std::move(a));
+    }
+    state::TrainAttempt& a = r.attempts.back();
+    a.state = s;
+    a.status_detail = detail;
+    if (ended) a.end_time_ms = NowMs();
+    if (group == nullptr) return;
+    a.num_workers = static_cast<int>(group->members().size());
+    a.workers.clear();
+    for (const WorkerGroup::Member& m : group->members()) {
+      state::TrainWorker w;
+      w.world_rank = m.context.world_rank;
+      w.local_rank = m.context.local_rank;
+      w.node_rank = m.context.node_rank;
+      if (auto id = NodeId::FromHex(m.info.node_id); id.ok()) w.node_id = *id;
+      w.node_ip = m.info.node_ip;
+      w.pid = m.info.pid;
+      w.actor_id = m.actor.ID();
+      w.slice_id = spec_.scaling.use_tpu ? m.slice_id : -1;
+      w.slice_name = m.slice_name;
+      w.alive = !ended;
+      w.resources = spec_.scaling.resources_per_worker;
+      a.workers.push_back(std::move(w));
+    }
+  });
+}
+
+RunOutcome TrainController::Finish(const absl::Status& error) {
+  recorder_.Flush();
+  RunOutcome out;
+  absl::MutexLock lock(&mu_);
+  out.metrics = latest_metrics_;
+  out.checkpoint = checkpoints_.Latest();
+  out.code = static_cast<int>(error.code());
+  out.message = std::string(error.message());
+  out.run_id = spec_.run_id;
+  out.num_failures = failures_;
+  out.num_attempts = attempts_;
+  return out;
+}
+
+// ---- reports -----------------------------------------------------------------------
+
+void TrainController::OpenReports(const std::string& attempt_id, int world_size) {
+  absl::MutexLock lock(&mu_);
+  open_attempt_ = attempt_id;
+  rounds_ = std::make_unique<ReportRounds>(world_size);
+  first_round_logged_ = false;
+}
+
+void TrainController::CloseReports() {
+  absl::MutexLock lock(&mu_);
+  open_attempt_.clear();  // wakes the waiting reports: they return "ended"
+}
+
+ReportReply TrainController::WorkerReport(ReportRequest request) {
+  ReportReply reply;
+  absl::MutexLock lock(&mu_);
+  if (request.attempt_id != open_attempt_) {
+    reply.error = absl::StrCat("attempt ", request.attempt_id, " has ended");
+    return reply;
+  }
+  std::optional<RoundOutcome> done;
+  if (absl::Status s = rounds_->Add(request, &done); !s.ok()) {
+    reply.error = std::string(s.message());
+    return reply;
+  }
+  if (done.has_value()) {
+    latest_metrics_ = done->metrics;
+    auto step = done->metrics.find("step");
+    recorder_.AddMetrics(step == done->metrics.end() ? done->seq - 1 : static_cast<int64_t>(step->second),
+                         done->metrics);
+    if (done->checkpoint.has_value()) {
+      checkpoints_.Commit(*done->checkpoint);
+      recorder_.Update([&](state::TrainRun& r) { r.latest_checkpoint = done->checkpoint->path; });
+    } else if (done->partial_checkpoints > 0) {
+      log_->warn("Dropped the checkpoint of report {}: only {} of {} ranks reported one.", done->seq,
+                 done->partial_checkpoints, rounds_->world_size());
+    }
+    if (!first_round_logged_) {
+      first_round_logged_ = true;
+      log_->info("The worker group made its first report {:.3f} s after the attempt began ({:.3f} s after its "
+                 "workers started).", Seconds(absl::Now() - attempt_began_), Seconds(absl::Now() - workers_started_));
+    }
+  }
+  const std::string attempt = request.attempt_id;
+  const int64_t seq = request.seq;
+  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return open_attempt_ != attempt || rounds_->Completed(seq);
+  };
+  mu_.Await(absl::Condition(&settled));
+  if (open_attempt_ != attempt) {
+    reply.error = absl::StrCat("attempt ", attempt, " ended before every rank reported");
+    return reply;
+  }
+  reply.ok = true;
+  reply.committed = checkpoints_.Latest();
+  return reply;
+}
+
+}  // namespace manta::train
