@@ -3,7 +3,8 @@
 # (a head and 8 TPU hosts, all on this machine), shows `manta status` and
 # `manta list nodes`, submits a job that runs one task per host of a slice,
 # reserves both slices whole and runs one actor per host across them
-# (multislice), and runs a counter actor; then stops everything.
+# (multislice), and runs a counter actor; trains a small model over both
+# slices with the trainer (maxtext_trainer, 8 workers); then stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -33,6 +34,13 @@ EXAMPLES=$(cd build/bin && pwd)
 echo "+ manta job submit -- example_tpu_hosts && example_tpu_multislice && example_counter"
 "$MANTA" job submit --temp-dir="$TEMP_DIR" -- \
   sh -c "$EXAMPLES/example_tpu_hosts && $EXAMPLES/example_tpu_multislice && $EXAMPLES/example_counter"
+echo "+ manta job submit --working-dir . -- build/bin/maxtext_trainer ... (both slices, 8 workers)"
+"$MANTA" job submit --temp-dir="$TEMP_DIR" --working-dir . -- build/bin/maxtext_trainer \
+  train/kernels/configs/base.yml base_output_directory="$TEMP_DIR/train" dataset_type=synthetic \
+  model_name=tiny per_device_batch_size=1 steps=40 ici_fsdp_parallelism=4 ici_tensor_parallelism=4 \
+  dcn_data_parallelism=2 enable_checkpointing=true checkpoint_period=20 run_name=demo-2x-v6e-16
+echo "+ manta list train-runs"
+"$MANTA" list train-runs --temp-dir="$TEMP_DIR"
 echo "+ manta list actors"
 "$MANTA" list actors --temp-dir="$TEMP_DIR"
 echo "+ manta list placement-groups"

@@ -491,8 +491,10 @@ void CoreWorkerImpl::PollLogs() {
         }
         log_poll_incarnation_ = reply.gcs_incarnation();
         log_poll_sequence_ = reply.last_sequence();
-        PrintLogs(reply);
+        // The next poll first: a held poll is how the GCS knows this driver
+        // lives, and printing a flood of lines takes a while.
         PollLogs();
+        PrintLogs(reply);
       });
 }
 

@@ -31,16 +31,35 @@ void CollectiveGroup::Meet(int index, Args args,
   const int slot = index - local_[0];
   TRAIN_CHECK(slot >= 0 && slot < static_cast<int>(local_.size())) << "index " << index;
   std::unique_lock<std::mutex> lock(mu_);
+  if (!failure_.empty()) throw CollectiveError(failure_);
   args_[slot] = args;
   const int64_t my_generation = generation_;
   if (++arrived_ == static_cast<int>(local_.size())) {
-    fn(args_);
+    try {
+      fn(args_);
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
     arrived_ = 0;
     ++generation_;
     cv_.notify_all();
   } else {
-    cv_.wait(lock, [&] { return generation_ != my_generation; });
+    cv_.wait(lock, [&] { return generation_ != my_generation || !failure_.empty(); });
   }
+  if (!failure_.empty()) throw CollectiveError(failure_);
+}
+
+void CollectiveGroup::Abort(const std::string& why) {
+  // The network first, without mu_: a member may hold mu_ while it runs a
+  // network exchange, which this makes throw.
+  for (NetGroup* g : {flat_.get(), intra_.get(), inter_.get()}) {
+    if (g != nullptr) g->Abort(why);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.empty()) failure_ = why;
+  }
+  cv_.notify_all();
 }
 
 void CollectiveGroup::NetAllReduce(float* buf, int64_t n) {

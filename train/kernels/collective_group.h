@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "train/kernels/net_group.h"
@@ -38,6 +39,10 @@ class CollectiveGroup {
   void Broadcast(int index, float* data, int64_t n, int root);
   void Barrier(int index);
 
+  // From any thread: local members waiting to meet, and every later call,
+  // throw CollectiveError; the network groups are aborted (see NetGroup).
+  void Abort(const std::string& why);
+
  private:
   struct Args {
     float* data = nullptr;
@@ -45,7 +50,8 @@ class CollectiveGroup {
     float* out = nullptr;
   };
   // Blocks until every local member has arrived; the last one to arrive
-  // runs `fn` over all local members' arguments, then all return.
+  // runs `fn` over all local members' arguments, then all return. When `fn`
+  // throws or the group is aborted, every member throws CollectiveError.
   void Meet(int index, Args args, const std::function<void(std::vector<Args>&)>& fn);
   // Exchanges among the group's processes (one call per process),
   // through the two levels when there are two.
@@ -58,13 +64,14 @@ class CollectiveGroup {
   const std::vector<int> local_;  // positions in members_
   // Used only by the thread that runs a Meet (serialized by mu_).
   const std::unique_ptr<NetGroup> flat_, intra_, inter_;
-  std::vector<float> gather_scratch_, scratch_;
+  FloatBuffer gather_scratch_, scratch_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;             // guarded by mu_
   int64_t generation_ = 0;      // guarded by mu_
   std::vector<Args> args_;      // guarded by mu_
+  std::string failure_;         // guarded by mu_; set once: every call throws
 };
 
 }  // namespace manta::train

@@ -1,5 +1,6 @@
 #include "train/kernels/communicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -7,7 +8,6 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
-#include "spdlog/spdlog.h"
 #include "train/kernels/check.h"
 #include "train/kernels/collective_group.h"
 #include "train/kernels/rendezvous.h"
@@ -17,26 +17,6 @@ namespace {
 
 constexpr unsigned kGroupMasks[] = {kDataAxis,  kFsdpAxis,           kTensorAxis,
                                     kBatchAxes, kFsdpAxis | kTensorAxis, kAllAxes};
-
-std::shared_ptr<spdlog::logger> Logger() {
-  static auto logger = [] {
-    auto l = spdlog::get("train.comm");
-    return l ? l : spdlog::default_logger()->clone("train.comm");
-  }();
-  return logger;
-}
-
-// Runs a collective; a network failure is fatal for the process.
-template <typename F>
-void Guarded(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    Logger()->critical("collective {} failed: {}; exiting", what, e.what());
-    spdlog::default_logger()->flush();
-    std::_Exit(EXIT_FAILURE);
-  }
-}
 
 class Timer {
  public:
@@ -61,33 +41,59 @@ Communicator::~Communicator() = default;
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Mesh& mesh,
                                                                    const DistributedEnv& env,
                                                                    absl::Duration timeout) {
-  std::unique_ptr<Communicator> comm(new Communicator(mesh, env));
+  std::unique_ptr<Communicator> comm = Make(mesh, env);
+  absl::Status s = comm->Connect(timeout);
+  if (!s.ok()) return s;
+  return comm;
+}
+
+std::unique_ptr<Communicator> Communicator::Make(const Mesh& mesh, const DistributedEnv& env) {
+  return std::unique_ptr<Communicator>(new Communicator(mesh, env));
+}
+
+absl::Status Communicator::Connect(absl::Duration timeout) {
   std::shared_ptr<gloo::transport::Device> device;
-  if (env.num_processes > 1) {
+  if (env_.num_processes > 1) {
     std::string host;
     int port = 0;
-    absl::Status s = ParseHostPort(env.coordinator_address, &host, &port);
+    absl::Status s = ParseHostPort(env_.coordinator_address, &host, &port);
     if (!s.ok()) return s;
     if (port == 0) {
-      return absl::InvalidArgumentError("coordinator address '" + env.coordinator_address +
+      return absl::InvalidArgumentError("coordinator address '" + env_.coordinator_address +
                                         "' needs a port when there are several processes");
     }
-    if (env.process_id == 0) {
+    if (env_.process_id == 0) {
       auto server = RendezvousServer::Start(port);
       if (!server.ok()) return server.status();
-      comm->server_ = std::move(*server);
+      server_ = std::move(*server);
     }
-    auto store = RendezvousClient::Connect(env.coordinator_address, timeout);
+    auto store = RendezvousClient::Connect(env_.coordinator_address, timeout);
     if (!store.ok()) return store.status();
-    comm->store_ = std::move(*store);
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      store_ = std::move(*store);
+      if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
+    }
     gloo::transport::tcp::attr attr;
     try {
-      attr.hostname = env.host_address.empty() ? comm->store_->LocalAddress() : env.host_address;
+      attr.hostname = env_.host_address.empty() ? store_->LocalAddress() : env_.host_address;
       device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat("gloo device on '", attr.hostname, "': ", e.what()));
     }
   }
+  absl::Status s = ConnectGroups(device, timeout);
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
+  if (s.ok()) connected_ = true;
+  return s;
+}
+
+absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device> device,
+                                         absl::Duration timeout) {
+  const Mesh& mesh = mesh_;
+  const DistributedEnv& env = env_;
+  Communicator* comm = this;
   const int me = env.process_id;
   for (unsigned mask : kGroupMasks) {
     for (int d = 0; d < mesh.num_devices(); ++d) {
@@ -154,7 +160,28 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Mesh& m
           std::move(members), std::move(local), std::move(flat), std::move(intra), std::move(inter));
     }
   }
-  return comm;
+  return absl::OkStatus();
+}
+
+void Communicator::Abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  if (broken_.exchange(true)) return;
+  broken_why_ = why;
+  if (store_) store_->Abort();  // a Connect waiting on the coordinator fails now
+  if (!connected_) return;      // Connect sees broken_ when it ends
+  for (auto& [key, group] : groups_) group->Abort(why);
+}
+
+template <typename F>
+void Communicator::Guarded(const char* what, F&& f) {
+  if (broken_) throw CollectiveError(std::string(what) + ": the collective group is broken");
+  try {
+    f();
+  } catch (const std::exception& e) {
+    const std::string why = absl::StrCat("collective ", what, " failed: ", e.what());
+    Abort(why);
+    throw CollectiveError(why);
+  }
 }
 
 CollectiveGroup& Communicator::Group(unsigned mask, int device) {

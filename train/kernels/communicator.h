@@ -13,18 +13,25 @@
 //   (*comm)->AllGather(kFsdpAxis, d, shard, shard_size, full);
 //
 // Every member of a group must make the same sequence of calls with the
-// same sizes (SPMD). A peer that fails mid-collective is fatal: the process
-// logs the error and exits, as a JAX process would.
+// same sizes (SPMD). A peer that fails mid-collective, or Abort, breaks the
+// communicator: the pending and every later collective of every local
+// device throws CollectiveError (net_group.h); build a new one to go on.
 #pragma once
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "train/kernels/collective_error.h"
 #include "train/kernels/mesh.h"
+
+namespace gloo::transport {
+class Device;
+}  // namespace gloo::transport
 
 namespace manta::train {
 
@@ -40,7 +47,17 @@ class Communicator {
   // processes. Blocks until every process has joined or `timeout` passes.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       const Mesh& mesh, const DistributedEnv& env, absl::Duration timeout = absl::Seconds(120));
+  // The same in two steps, so another thread can Abort while Connect waits
+  // for the other processes: Connect returns Cancelled then.
+  static std::unique_ptr<Communicator> Make(const Mesh& mesh, const DistributedEnv& env);
+  absl::Status Connect(absl::Duration timeout);
   ~Communicator();
+
+  // From any thread: breaks the communicator (see above) with `why`, and
+  // closes its connections, so peers blocked on this process fail as well.
+  // Idempotent.
+  void Abort(const std::string& why);
+  bool broken() const { return broken_.load(); }
 
   // Sums `data` (n floats) over the group, in place.
   void AllReduce(unsigned mask, int device, float* data, int64_t n);
@@ -64,13 +81,22 @@ class Communicator {
  private:
   Communicator(const Mesh& mesh, const DistributedEnv& env);
   CollectiveGroup& Group(unsigned mask, int device);
+  // Builds the groups; the rendezvous is set up.
+  absl::Status ConnectGroups(std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout);
+  // Runs a collective; a failure breaks the communicator and throws.
+  template <typename F>
+  void Guarded(const char* what, F&& f);
 
   const Mesh mesh_;
   const DistributedEnv env_;
   std::unique_ptr<RendezvousServer> server_;
   std::unique_ptr<RendezvousClient> store_;
-  // Keyed by (mask, first member); built in Create, read-only afterwards.
+  // Keyed by (mask, first member); built in Connect, read-only afterwards.
   std::map<std::pair<unsigned, int>, std::unique_ptr<CollectiveGroup>> groups_;
+  std::atomic<bool> broken_{false};
+  std::atomic<bool> connected_{false};  // groups_ is complete (Abort may walk it)
+  std::mutex abort_mu_;                 // serializes Abort with the end of Connect
+  std::string broken_why_;              // guarded by abort_mu_
   std::vector<std::atomic<int64_t>> nanos_in_collectives_;  // per local device
 };
 

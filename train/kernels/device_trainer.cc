@@ -9,59 +9,104 @@
 
 namespace manta::train {
 
-DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicator* comm,
-                             int device, int64_t global_batch)
+DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicator* comm, int device,
+                             int64_t global_batch, int64_t micro_rows, std::unique_ptr<DeviceState> state)
     : config_(config),
       mesh_(mesh),
       comm_(comm),
       device_(device),
       global_batch_(global_batch),
       rows_(global_batch / mesh.batch_shards()),
+      micro_rows_(micro_rows),
+      micros_(rows_ / micro_rows),
       fsdp_(mesh.fsdp()),
       fsdp_rank_(mesh.Coord(device).fsdp),
       layout_(config.model, mesh.tensor(), mesh.Coord(device).tensor),
-      model_(config.model, layout_, rows_, config.max_target_length),
+      model_(config.model, layout_, micro_rows, config.max_target_length),
       reducer_(comm, mesh, device) {
+  TRAIN_CHECK(micro_rows_ > 0 && rows_ % micro_rows_ == 0) << "rows " << rows_ << " micro " << micro_rows_;
   const int blocks = layout_.num_blocks();
-  param_.resize(blocks);
-  m_.resize(blocks);
-  v_.resize(blocks);
+  const int tensor_rank = mesh.Coord(device).tensor;
+  if (state && state->Holds(mesh.tensor(), tensor_rank, fsdp_, fsdp_rank_) &&
+      static_cast<int>(state->param.size()) == blocks) {
+    state_ = std::move(state);
+    state_reused_ = true;
+  } else {
+    state_ = std::make_unique<DeviceState>();
+    state_->tensor = mesh.tensor();
+    state_->tensor_rank = tensor_rank;
+    state_->fsdp = fsdp_;
+    state_->fsdp_rank = fsdp_rank_;
+    state_->param.resize(blocks);
+    state_->m.resize(blocks);
+    state_->v.resize(blocks);
+    for (int b = 0; b < blocks; ++b) {
+      const int64_t shard = ShardSize(layout_.block(b).size, fsdp_);
+      state_->param[b].assign(shard, 0.0f);
+      state_->m[b].assign(shard, 0.0f);
+      state_->v[b].assign(shard, 0.0f);
+    }
+  }
   grad_.resize(blocks);
   full_.resize(blocks);
+  acc_.resize(blocks);
+  gathered_.assign(blocks, false);
   for (int b = 0; b < blocks; ++b) {
     const int64_t shard = ShardSize(layout_.block(b).size, fsdp_);
-    param_[b].assign(shard, 0.0f);
-    m_[b].assign(shard, 0.0f);
-    v_[b].assign(shard, 0.0f);
     grad_[b].assign(shard, 0.0f);
-    if (fsdp_ > 1) full_[b].assign(shard * fsdp_, 0.0f);
+    if (fsdp_ > 1) full_[b].resize(shard * fsdp_);  // written whole by each gather
+    if (micros_ > 1) acc_[b].resize(layout_.block(b).size);  // written by the first micro-batch
   }
-  inputs_.resize(rows_ * config.max_target_length);
-  targets_.resize(rows_ * config.max_target_length);
+  inputs_.resize(micro_rows_ * config.max_target_length);
+  targets_.resize(micro_rows_ * config.max_target_length);
 }
 
 void DeviceTrainer::Init() {
-  std::vector<float> block(layout_.max_block_size());
   for (int b = 0; b < layout_.num_blocks(); ++b) {
     const int64_t size = layout_.block(b).size, shard = shard_size(b);
-    layout_.InitBlock(b, config_.init_weights_seed, block.data());
     const int64_t begin = std::min(size, shard * fsdp_rank_);
     const int64_t end = std::min(size, begin + shard);
-    std::fill(param_[b].begin(), param_[b].end(), 0.0f);
-    std::copy(block.begin() + begin, block.begin() + end, param_[b].begin());
-    std::fill(m_[b].begin(), m_[b].end(), 0.0f);
-    std::fill(v_[b].begin(), v_[b].end(), 0.0f);
+    std::fill(state_->param[b].begin(), state_->param[b].end(), 0.0f);
+    layout_.InitRange(b, config_.init_weights_seed, begin, end, state_->param[b].data());
+    std::fill(state_->m[b].begin(), state_->m[b].end(), 0.0f);
+    std::fill(state_->v[b].begin(), state_->v[b].end(), 0.0f);
   }
 }
 
+ShardView DeviceTrainer::View() {
+  ShardView v;
+  v.fields.resize(3);
+  for (int b = 0; b < layout_.num_blocks(); ++b) {
+    v.fields[0].push_back(state_->param[b].data());
+    v.fields[1].push_back(state_->m[b].data());
+    v.fields[2].push_back(state_->v[b].data());
+    v.shard_sizes.push_back(shard_size(b));
+  }
+  return v;
+}
+
 const float* DeviceTrainer::AcquireBlock(int b) {
-  if (fsdp_ == 1) return param_[b].data();
-  comm_->AllGather(kFsdpAxis, device_, param_[b].data(), shard_size(b), full_[b].data());
+  if (fsdp_ == 1) return state_->param[b].data();
+  // The parameters do not change within a step: one gather serves every micro-batch.
+  if (!gathered_[b]) {
+    comm_->AllGather(kFsdpAxis, device_, state_->param[b].data(), shard_size(b), full_[b].data());
+    gathered_[b] = true;
+  }
   return full_[b].data();
 }
 
 void DeviceTrainer::BlockGradReady(int b, float* grad) {
   const int64_t size = layout_.block(b).size, shard = shard_size(b);
+  if (micros_ > 1) {
+    float* acc = acc_[b].data();
+    if (micro_ == 0) {
+      std::memcpy(acc, grad, sizeof(float) * size);
+    } else {
+      for (int64_t i = 0; i < size; ++i) acc[i] += grad[i];
+    }
+    if (micro_ + 1 < micros_) return;  // reduced once, after the last micro-batch
+    grad = acc;
+  }
   if (fsdp_ == 1 && mesh_.data() == 1) {
     std::memcpy(grad_[b].data(), grad, sizeof(float) * size);
     return;
@@ -73,13 +118,17 @@ void DeviceTrainer::TensorAllReduce(float* data, int64_t n) {
   if (mesh_.tensor() > 1) comm_->AllReduce(kTensorAxis, device_, data, n);
 }
 
-DeviceStepResult DeviceTrainer::Step(int64_t step, const SyntheticDataset& data) {
+DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const SyntheticDataset& data) {
   const int64_t seq = config_.max_target_length;
   const int64_t global_tokens = global_batch_ * seq;
-  data.Fill(step, global_batch_, mesh_.BatchShard(device_) * rows_, rows_, inputs_.data(),
-            targets_.data());
-  const double loss_sum = model_.ForwardBackward(inputs_.data(), targets_.data(),
-                                                 1.0f / static_cast<float>(global_tokens), this);
+  std::fill(gathered_.begin(), gathered_.end(), false);
+  double loss_sum = 0;
+  for (micro_ = 0; micro_ < micros_; ++micro_) {
+    data.Fill(step, global_batch_, mesh_.BatchShard(device_) * rows_ + micro_ * micro_rows_, micro_rows_,
+              inputs_.data(), targets_.data());
+    loss_sum += model_.ForwardBackward(inputs_.data(), targets_.data(), 1.0f / static_cast<float>(global_tokens),
+                                       this);
+  }
   reducer_.Drain();
   // Squared norm of the unique gradient elements: tensor-replicated tensors
   // are counted on tensor rank 0 only.
@@ -103,12 +152,23 @@ DeviceStepResult DeviceTrainer::Step(int64_t step, const SyntheticDataset& data)
   result.loss = reduced[0];
   result.grad_norm = std::sqrt(static_cast<double>(reduced[1]));
   result.learning_rate = LearningRate(config_, step);
-  const double scale = ClipScale(config_, result.grad_norm);
-  for (int b = 0; b < layout_.num_blocks(); ++b) {
-    AdamWUpdate(config_, step, result.learning_rate, scale, grad_[b].data(), param_[b].data(),
-                m_[b].data(), v_[b].data(), shard_size(b));
-  }
   return result;
+}
+
+void DeviceTrainer::ApplyUpdate(int64_t step, const DeviceStepResult& r) {
+  const double scale = ClipScale(config_, r.grad_norm);
+  for (int b = 0; b < layout_.num_blocks(); ++b) {
+    AdamWUpdate(config_, step, r.learning_rate, scale, grad_[b].data(), state_->param[b].data(),
+                state_->m[b].data(), state_->v[b].data(), shard_size(b));
+  }
+}
+
+void DeviceTrainer::BroadcastState(int root) {
+  for (int b = 0; b < layout_.num_blocks(); ++b) {
+    for (FloatBuffer* f : {&state_->param[b], &state_->m[b], &state_->v[b]}) {
+      comm_->Broadcast(kDataAxis, device_, f->data(), static_cast<int64_t>(f->size()), root);
+    }
+  }
 }
 
 }  // namespace manta::train

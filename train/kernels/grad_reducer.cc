@@ -12,7 +12,11 @@ GradientReducer::GradientReducer(Communicator* comm, const Mesh& mesh, int devic
 }
 
 GradientReducer::~GradientReducer() {
-  Drain();
+  try {
+    Drain();
+  } catch (const CollectiveError&) {
+    // The owner saw (or no longer cares about) the failure.
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -26,7 +30,8 @@ void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t
   float* padded = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<float>& buf = padded_[block];
+    if (!failure_.empty()) return;  // Drain reports it
+    FloatBuffer& buf = padded_[block];
     buf.resize(shard * fsdp_);
     padded = buf.data();
   }
@@ -61,6 +66,7 @@ void GradientReducer::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
   drain_nanos_ += NanosSince(start);
+  if (!failure_.empty()) throw CollectiveError(failure_);
 }
 
 void GradientReducer::Loop() {
@@ -73,10 +79,19 @@ void GradientReducer::Loop() {
     ++running_;
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
-    task();
+    std::string failed;
+    try {
+      task();
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
     busy_nanos_ += NanosSince(start);
     lock.lock();
     --running_;
+    if (!failed.empty()) {
+      if (failure_.empty()) failure_ = failed;
+      queue_.clear();
+    }
     cv_.notify_all();
   }
 }

@@ -10,6 +10,8 @@
 // Reductions run in submission order, which is the same on every device, so
 // the fsdp and data groups see the same sequence everywhere. While work is
 // pending, the owning device must not use the fsdp or data groups itself.
+// A reduction that fails (CollectiveError) drops the rest of the queue;
+// Drain then throws that error.
 #pragma once
 
 #include <atomic>
@@ -17,10 +19,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "train/kernels/buffer.h"
 #include "train/kernels/communicator.h"
 
 namespace manta::train {
@@ -33,7 +37,8 @@ class GradientReducer {
   // Copies `grad` (the `size` floats of block `block`) and schedules its
   // reduction into `shard_out` (`shard` floats; fsdp * shard >= size).
   void Submit(int block, const float* grad, int64_t size, int64_t shard, float* shard_out);
-  // Returns when every submitted reduction has finished.
+  // Returns when every submitted reduction has finished; throws the
+  // CollectiveError of a failed one.
   void Drain();
 
   // Seconds the reducer thread has spent reducing, and seconds callers of
@@ -55,9 +60,10 @@ class GradientReducer {
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   int running_ = 0;                          // guarded by mu_
   bool stopping_ = false;                    // guarded by mu_
+  std::string failure_;                      // guarded by mu_; set once
   // Per-block padded copies of the gradients; a block's buffer is written by
   // Submit only after the previous step's reduction of it has drained.
-  std::map<int, std::vector<float>> padded_;  // guarded by mu_ (structure)
+  std::map<int, FloatBuffer> padded_;  // guarded by mu_ (structure)
 };
 
 }  // namespace manta::train

@@ -12,7 +12,7 @@ namespace {
 // Offsets of the tensors of a layer block, in ParamLayout's order.
 enum LayerTensor { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kWGate, kWUp, kWDown };
 
-void Zero(std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); }
+void Zero(FloatBuffer& v) { std::fill(v.begin(), v.end(), 0.0f); }
 
 }  // namespace
 
@@ -30,34 +30,34 @@ DecoderModel::DecoderModel(const ModelShape& shape, const ParamLayout& layout, i
   const int64_t N = tokens_, D = shape.emb_dim, hd = shape.head_dim;
   acts_.resize(shape.num_layers);
   for (LayerActs& a : acts_) {
-    a.x_in.resize(N * D);
-    a.h1.resize(N * D);
-    a.r1.resize(N);
-    a.q.resize(N * heads_ * hd);
-    a.k.resize(N * kv_heads_ * hd);
-    a.v.resize(N * kv_heads_ * hd);
-    a.probs.resize(batch * heads_ * seq * seq);
-    a.o.resize(N * heads_ * hd);
-    a.x_mid.resize(N * D);
-    a.h2.resize(N * D);
-    a.r2.resize(N);
-    a.gate.resize(N * mlp_);
-    a.up.resize(N * mlp_);
-    a.a.resize(N * mlp_);
+    a.x_in.assign(N * D, 0.0f);
+    a.h1.assign(N * D, 0.0f);
+    a.r1.assign(N, 0.0f);
+    a.q.assign(N * heads_ * hd, 0.0f);
+    a.k.assign(N * kv_heads_ * hd, 0.0f);
+    a.v.assign(N * kv_heads_ * hd, 0.0f);
+    a.probs.assign(batch * heads_ * seq * seq, 0.0f);
+    a.o.assign(N * heads_ * hd, 0.0f);
+    a.x_mid.assign(N * D, 0.0f);
+    a.h2.assign(N * D, 0.0f);
+    a.r2.assign(N, 0.0f);
+    a.gate.assign(N * mlp_, 0.0f);
+    a.up.assign(N * mlp_, 0.0f);
+    a.a.assign(N * mlp_, 0.0f);
   }
-  x_.resize(N * D);
-  xf_.resize(N * D);
-  hf_.resize(N * D);
-  rf_.resize(N);
-  logits_.resize(N * shape.vocab_size);
-  grad_.resize(layout.max_block_size());
-  dx_.resize(N * D);
-  dh_.resize(N * D);
-  dbig_.resize(N * std::max(mlp_ * 2, heads_ * hd));
-  dq_.resize(N * heads_ * hd);
-  dk_.resize(N * kv_heads_ * hd);
-  dv_.resize(N * kv_heads_ * hd);
-  scratch_.resize(2 * seq * seq);
+  x_.assign(N * D, 0.0f);
+  xf_.assign(N * D, 0.0f);
+  hf_.assign(N * D, 0.0f);
+  rf_.assign(N, 0.0f);
+  logits_.assign(N * shape.vocab_size, 0.0f);
+  grad_.assign(layout.max_block_size(), 0.0f);
+  dx_.assign(N * D, 0.0f);
+  dh_.assign(N * D, 0.0f);
+  dbig_.assign(N * std::max(mlp_ * 2, heads_ * hd), 0.0f);
+  dq_.assign(N * heads_ * hd, 0.0f);
+  dk_.assign(N * kv_heads_ * hd, 0.0f);
+  dv_.assign(N * kv_heads_ * hd, 0.0f);
+  scratch_.assign(2 * seq * seq, 0.0f);
   block_params_.resize(layout.num_blocks());
 }
 

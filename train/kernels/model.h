@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "train/kernels/buffer.h"
 #include "train/kernels/config.h"
 #include "train/kernels/layers.h"
 #include "train/kernels/params.h"
@@ -49,7 +50,7 @@ class DecoderModel {
 
  private:
   struct LayerActs {
-    std::vector<float> x_in, h1, r1, q, k, v, probs, o, x_mid, h2, r2, gate, up, a;
+    FloatBuffer x_in, h1, r1, q, k, v, probs, o, x_mid, h2, r2, gate, up, a;
   };
   void LayerForward(int layer, const float* params, float* x);
   void LayerBackward(int layer, const float* params, float* grad, float* dx, BlockOps* ops);
@@ -63,8 +64,8 @@ class DecoderModel {
   BlockOps* ops_ = nullptr;  // set for the duration of ForwardBackward
   std::vector<const float*> block_params_;
   std::vector<LayerActs> acts_;
-  std::vector<float> x_, xf_, hf_, rf_, logits_;
-  std::vector<float> grad_, dx_, dh_, dbig_, dq_, dk_, dv_, scratch_;
+  FloatBuffer x_, xf_, hf_, rf_, logits_;
+  FloatBuffer grad_, dx_, dh_, dbig_, dq_, dk_, dv_, scratch_;
 };
 
 }  // namespace manta::train

@@ -2,14 +2,39 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "gloo/allgather_ring.h"
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/barrier_all_to_one.h"
 #include "gloo/broadcast_one_to_all.h"
 #include "gloo/reduce_scatter.h"
+#include "gloo/transport/pair.h"
+
+// The tcp pair's signalExceptionExternal fails every buffer waiting on the
+// pair and closes its socket (close() alone leaves local waiters blocked).
+// Debian's gloo lacks a header (gloo/common/memory.h) that
+// gloo/transport/tcp/pair.h includes, so that class cannot be included here;
+// libgloo exports the member, and this declares just it. tcp::Pair derives
+// from transport::Pair first, so the two share an address.
+namespace gloo::transport::tcp {
+class Pair {
+ public:
+  std::exception_ptr signalExceptionExternal(const std::string& msg);
+};
+}  // namespace gloo::transport::tcp
 
 namespace manta::train {
+
+void NetGroup::Abort(const std::string& why) {
+  for (int r = 0; r < context_->size; ++r) {
+    if (r == context_->rank) continue;
+    gloo::transport::Pair* pair = context_->getPair(r).get();
+    // Every context of the kernels runs on a tcp device (Communicator).
+    if (pair != nullptr) reinterpret_cast<gloo::transport::tcp::Pair*>(pair)->signalExceptionExternal(why);
+  }
+}
 
 NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
   Cached& c = cache_[{op, n}];

@@ -1,14 +1,20 @@
 // Collectives among the processes of one gloo context, on flat float
 // buffers. Algorithms are built on first use for each (operation, size)
 // and reused; their staging buffers belong to this object. Not
-// thread-safe: one caller at a time (CollectiveGroup serializes).
+// thread-safe: one caller at a time (CollectiveGroup serializes), except
+// Abort. A failed peer, or Abort here or on a peer, makes the pending and
+// later calls throw (gloo::IoException).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "gloo/algorithm.h"
+#include "train/kernels/collective_error.h"
+#include "train/kernels/buffer.h"
 #include "gloo/context.h"
 
 namespace manta::train {
@@ -30,10 +36,13 @@ class NetGroup {
   // Copies rank `root`'s buf to every rank.
   void Broadcast(float* buf, int64_t n, int root);
   void Barrier();
+  // From any thread: fails every pending and later call here, and closes
+  // the connections, so peers blocked on this process fail too.
+  void Abort(const std::string& why);
 
  private:
   struct Cached {
-    std::vector<float> in, out;
+    FloatBuffer in, out;
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
   Cached& Get(char op, int64_t n);

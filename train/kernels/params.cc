@@ -100,11 +100,16 @@ int64_t ParamLayout::max_block_size() const {
 }
 
 void ParamLayout::InitBlock(int b, uint64_t seed, float* out) const {
+  InitRange(b, seed, 0, blocks_[b].size, out);
+}
+
+void ParamLayout::InitRange(int b, uint64_t seed, int64_t begin, int64_t end, float* out) const {
   for (const TensorSpec& t : blocks_[b].tensors) {
-    float* dst = out + t.offset;
-    for (int64_t i = 0; i < t.local_size(); ++i) {
-      dst[i] = t.init_std == 0 ? 1.0f
-                               : t.init_std * HashNormal(seed, t.id, t.GlobalIndex(tensor_rank_, i));
+    const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.local_size());
+    for (int64_t e = lo; e < hi; ++e) {
+      const int64_t i = e - t.offset;
+      out[e - begin] = t.init_std == 0 ? 1.0f
+                                       : t.init_std * HashNormal(seed, t.id, t.GlobalIndex(tensor_rank_, i));
     }
   }
 }

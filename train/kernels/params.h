@@ -59,6 +59,9 @@ class ParamLayout {
 
   // Writes the initial values of block `b` (local to this tensor rank).
   void InitBlock(int b, uint64_t seed, float* out) const;
+  // Writes elements [begin, end) of that block's initial values to out[0,
+  // end - begin): what one FSDP shard needs, without the rest.
+  void InitRange(int b, uint64_t seed, int64_t begin, int64_t end, float* out) const;
 
  private:
   int tensor_;

@@ -184,6 +184,8 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(
 
 RendezvousClient::~RendezvousClient() { ::close(fd_); }
 
+void RendezvousClient::Abort() { ::shutdown(fd_, SHUT_RDWR); }
+
 std::string RendezvousClient::LocalAddress() const {
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);

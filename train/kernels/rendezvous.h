@@ -62,6 +62,9 @@ class RendezvousClient : public gloo::rendezvous::Store {
   // The local IP address of the connection to the server: an address on
   // this host that the coordinator's network reaches.
   std::string LocalAddress() const;
+  // From any thread: shuts the connection down, so a call waiting on the
+  // server (a rendezvous key that never comes) throws at once.
+  void Abort();
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;

@@ -45,6 +45,13 @@ struct StepMetrics {
   std::string checkpoint_dir;
 };
 
+// What to do with a step whose gradients are ready (RunOptions::commit).
+enum class StepDecision {
+  kApply,            // apply it and go on
+  kApplyThenPause,   // apply it (and its checkpoint) and return: the group is re-formed
+  kDiscard,          // apply nothing and return: the group broke or is re-formed
+};
+
 struct RunOptions {
   // OpenBLAS threads per product; 0 keeps the library's setting when one
   // device is local and uses 1 when several devices share the process.
@@ -64,6 +71,12 @@ struct RunOptions {
   // wholly done: after should_stop was agreed and after the checkpoint of
   // that step, if any, was saved by every process. Where a trainer reports.
   std::function<void(const StepMetrics&)> on_step_done;
+  // Called on every process, from one local device's thread, when a step's
+  // gradients are reduced everywhere and before anything of it changes
+  // state (its metrics are known, its time is not final). Every process must
+  // get the same answer (a trainer's controller decides for all). When set,
+  // should_stop is not used.
+  std::function<StepDecision(const StepMetrics&)> commit;
   // Which checkpoint to start from: unset, the latest complete one under the
   // run's directory (when enable_checkpointing); empty, none (initialize);
   // otherwise that checkpoint's step directory (.../checkpoints/<step>),
@@ -79,8 +92,9 @@ struct TrainingResult {
 
 // Trains as the config says. Errors: InvalidArgument for a config that does
 // not fit the mesh or the environment (message names the key), Unavailable
-// when the processes cannot join, and disk errors from restoring a
-// checkpoint. A peer failing mid-training is fatal (the process exits).
+// when the processes cannot join or a peer fails mid-training, and disk
+// errors from restoring a checkpoint. To go on after a peer fails, use a
+// TrainingSession (session.h).
 absl::StatusOr<TrainingResult> RunTraining(const Config& config, const DistributedEnv& env,
                                            const RunOptions& options = {});
 
