@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "train/kernels/check.h"
 
@@ -62,7 +63,8 @@ void CollectiveGroup::Abort(const std::string& why) {
   cv_.notify_all();
 }
 
-void CollectiveGroup::NetAllReduce(float* buf, int64_t n) {
+template <typename T>
+void CollectiveGroup::NetAllReduce(T* buf, int64_t n) {
   if (!intra_) return flat_->AllReduce(buf, n);
   intra_->AllReduce(buf, n);
   inter_->AllReduce(buf, n);
@@ -77,7 +79,8 @@ void CollectiveGroup::NetAllGather(const float* in, int64_t n, float* out) {
   inter_->AllGather(gather_scratch_.data(), n * intra_->size(), out);
 }
 
-void CollectiveGroup::NetReduceScatter(float* buf, int64_t n) {
+template <typename T>
+void CollectiveGroup::NetReduceScatter(T* buf, int64_t n) {
   if (!intra_) return flat_->ReduceScatter(buf, n);
   // Across slices first: this slice's region gets the sum over slices,
   // then the slice splits it among its processes.
@@ -86,24 +89,25 @@ void CollectiveGroup::NetReduceScatter(float* buf, int64_t n) {
   intra_->ReduceScatter(buf + region * inter_->rank(), region);
 }
 
-void CollectiveGroup::AllReduce(int index, float* data, int64_t n) {
+template <typename T>
+void CollectiveGroup::AllReduce(int index, T* data, int64_t n) {
   Meet(index, {data, nullptr, nullptr}, [&](std::vector<Args>& all) {
-    float* sum = all[0].data;
+    T* sum = static_cast<T*>(all[0].data);
     for (size_t i = 1; i < all.size(); ++i) {
-      const float* x = all[i].data;
+      const T* x = static_cast<const T*>(all[i].data);
       for (int64_t j = 0; j < n; ++j) sum[j] += x[j];
     }
     if (flat_) NetAllReduce(sum, n);
-    for (size_t i = 1; i < all.size(); ++i) std::memcpy(all[i].data, sum, sizeof(float) * n);
+    for (size_t i = 1; i < all.size(); ++i) std::memcpy(all[i].data, sum, sizeof(T) * n);
   });
 }
 
 void CollectiveGroup::AllGather(int index, const float* in, int64_t n, float* out) {
   Meet(index, {nullptr, in, out}, [&](std::vector<Args>& all) {
     const int64_t local = static_cast<int64_t>(all.size());
-    float* full = all[0].out;
+    float* full = static_cast<float*>(all[0].out);
     if (flat_ && local == 1) {
-      NetAllGather(all[0].in, n, full);
+      NetAllGather(static_cast<const float*>(all[0].in), n, full);
     } else if (flat_) {
       // This process's run of members, concatenated, is its contribution.
       scratch_.resize(local * n);
@@ -116,28 +120,40 @@ void CollectiveGroup::AllGather(int index, const float* in, int64_t n, float* ou
   });
 }
 
-void CollectiveGroup::ReduceScatter(int index, const float* in, int64_t n, float* out) {
+template <typename T>
+void CollectiveGroup::ReduceScatter(int index, const T* in, int64_t n, T* out) {
   Meet(index, {nullptr, in, out}, [&](std::vector<Args>& all) {
     const int64_t total = n * size();
-    scratch_.resize(total);
-    float* sum = scratch_.data();
-    std::memcpy(sum, all[0].in, sizeof(float) * total);
+    T* sum;
+    if constexpr (std::is_same_v<T, float>) {
+      scratch_.resize(total);
+      sum = scratch_.data();
+    } else {
+      scratch64_.resize(total);
+      sum = scratch64_.data();
+    }
+    std::memcpy(sum, all[0].in, sizeof(T) * total);
     for (size_t i = 1; i < all.size(); ++i) {
-      const float* x = all[i].in;
+      const T* x = static_cast<const T*>(all[i].in);
       for (int64_t j = 0; j < total; ++j) sum[j] += x[j];
     }
     if (flat_) NetReduceScatter(sum, total);  // fills this process's part
     for (size_t i = 0; i < all.size(); ++i) {
-      std::memcpy(all[i].out, sum + (local_[0] + i) * n, sizeof(float) * n);
+      std::memcpy(all[i].out, sum + (local_[0] + i) * n, sizeof(T) * n);
     }
   });
 }
+
+template void CollectiveGroup::AllReduce<float>(int, float*, int64_t);
+template void CollectiveGroup::AllReduce<double>(int, double*, int64_t);
+template void CollectiveGroup::ReduceScatter<float>(int, const float*, int64_t, float*);
+template void CollectiveGroup::ReduceScatter<double>(int, const double*, int64_t, double*);
 
 void CollectiveGroup::Broadcast(int index, float* data, int64_t n, int root) {
   Meet(index, {data, nullptr, nullptr}, [&](std::vector<Args>& all) {
     const int root_slot = root - local_[0];
     const bool root_here = root_slot >= 0 && root_slot < static_cast<int>(all.size());
-    float* src = root_here ? all[root_slot].data : all[0].data;
+    float* src = static_cast<float*>(root_here ? all[root_slot].data : all[0].data);
     if (flat_) flat_->Broadcast(src, n, root / static_cast<int>(local_.size()));
     for (auto& a : all) {
       if (a.data != src) std::memcpy(a.data, src, sizeof(float) * n);

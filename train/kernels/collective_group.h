@@ -33,9 +33,12 @@ class CollectiveGroup {
   int IndexOf(int device) const;
 
   // `index` is the caller's position in the group (see Communicator).
-  void AllReduce(int index, float* data, int64_t n);
+  // Sums: float, or double for exact sums whatever the group's shape.
+  template <typename T>
+  void AllReduce(int index, T* data, int64_t n);
   void AllGather(int index, const float* in, int64_t n, float* out);
-  void ReduceScatter(int index, const float* in, int64_t n, float* out);
+  template <typename T>
+  void ReduceScatter(int index, const T* in, int64_t n, T* out);
   void Broadcast(int index, float* data, int64_t n, int root);
   void Barrier(int index);
 
@@ -44,10 +47,11 @@ class CollectiveGroup {
   void Abort(const std::string& why);
 
  private:
+  // Each member's buffers, of the element type of the call.
   struct Args {
-    float* data = nullptr;
-    const float* in = nullptr;
-    float* out = nullptr;
+    void* data = nullptr;
+    const void* in = nullptr;
+    void* out = nullptr;
   };
   // Blocks until every local member has arrived; the last one to arrive
   // runs `fn` over all local members' arguments, then all return. When `fn`
@@ -55,16 +59,19 @@ class CollectiveGroup {
   void Meet(int index, Args args, const std::function<void(std::vector<Args>&)>& fn);
   // Exchanges among the group's processes (one call per process),
   // through the two levels when there are two.
-  void NetAllReduce(float* buf, int64_t n);
+  template <typename T>
+  void NetAllReduce(T* buf, int64_t n);
   void NetAllGather(const float* in, int64_t n, float* out);
   // Leaves this process's n / processes part of buf summed.
-  void NetReduceScatter(float* buf, int64_t n);
+  template <typename T>
+  void NetReduceScatter(T* buf, int64_t n);
 
   const std::vector<int> members_;
   const std::vector<int> local_;  // positions in members_
   // Used only by the thread that runs a Meet (serialized by mu_).
   const std::unique_ptr<NetGroup> flat_, intra_, inter_;
   FloatBuffer gather_scratch_, scratch_;
+  std::vector<double> scratch64_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -174,7 +174,10 @@ void Communicator::Abort(const std::string& why) {
 
 template <typename F>
 void Communicator::Guarded(const char* what, F&& f) {
-  if (broken_) throw CollectiveError(std::string(what) + ": the collective group is broken");
+  if (broken_) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    throw CollectiveError(absl::StrCat(what, ": the collective group is broken (", broken_why_, ")"));
+  }
   try {
     f();
   } catch (const std::exception& e) {
@@ -212,6 +215,14 @@ double Communicator::SecondsInCollectives(int device) const {
 
 void Communicator::AllReduce(unsigned mask, int device, float* data, int64_t n) {
   TRAIN_COLLECTIVE("allreduce", group.AllReduce(index, data, n));
+}
+
+void Communicator::AllReduce(unsigned mask, int device, double* data, int64_t n) {
+  TRAIN_COLLECTIVE("allreduce", group.AllReduce(index, data, n));
+}
+
+void Communicator::ReduceScatter(unsigned mask, int device, const double* in, int64_t n, double* out) {
+  TRAIN_COLLECTIVE("reduce_scatter", group.ReduceScatter(index, in, n, out));
 }
 
 void Communicator::AllGather(unsigned mask, int device, const float* in, int64_t n, float* out) {

@@ -59,13 +59,16 @@ class Communicator {
   void Abort(const std::string& why);
   bool broken() const { return broken_.load(); }
 
-  // Sums `data` (n floats) over the group, in place.
+  // Sums `data` (n floats) over the group, in place. The double forms sum
+  // exactly enough that the result does not depend on the group's shape.
   void AllReduce(unsigned mask, int device, float* data, int64_t n);
+  void AllReduce(unsigned mask, int device, double* data, int64_t n);
   // out[i * n, (i + 1) * n) = `in` of the group's i-th member.
   void AllGather(unsigned mask, int device, const float* in, int64_t n, float* out);
   // out (n floats) = sum over members of in[i * n, (i + 1) * n), where i is
   // the caller's index in the group; `in` holds group-size * n floats.
   void ReduceScatter(unsigned mask, int device, const float* in, int64_t n, float* out);
+  void ReduceScatter(unsigned mask, int device, const double* in, int64_t n, double* out);
   // Copies the data of the group's `root`-th member to every member.
   void Broadcast(unsigned mask, int device, float* data, int64_t n, int root);
   void Barrier(unsigned mask, int device);

@@ -95,12 +95,22 @@ void CheckAllOps(Communicator& comm, int device) {
     for (int k = 0; k < g; ++k) {
       ASSERT_EQ(full[k * n + 5], fg[k] * 1000.0f + 5 + round) << "round " << round;
     }
-    for (int i = 0; i < n * g; ++i) full[i] = static_cast<float>(i % n + device + round);
+    // Part k of every member's input holds k * 100 + its own values: each
+    // member must get the sum of its own part, not another's.
+    for (int i = 0; i < n * g; ++i) full[i] = static_cast<float>((i / n) * 100 + i % n + device + round);
     comm.ReduceScatter(kFsdpAxis, device, full.data(), n, part.data());
     float dsum = 0;
     for (int d : fg) dsum += d;
-    ASSERT_EQ(part[3], g * (3.0f + round) + dsum) << "round " << round;
+    ASSERT_EQ(part[3], g * (me * 100.0f + 3.0f + round) + dsum) << "round " << round;
+    // The same in double.
+    std::vector<double> wide(n * g), wide_part(n);
+    for (int i = 0; i < n * g; ++i) wide[i] = (i / n) * 100.0 + i % n + device + round + 0.25;
+    comm.ReduceScatter(kFsdpAxis, device, wide.data(), n, wide_part.data());
+    ASSERT_EQ(wide_part[3], g * (me * 100.0 + 3.25 + round) + dsum) << "round " << round;
   }
+  std::vector<double> wide_sum(n, device + 0.5);
+  comm.AllReduce(kAllAxes, device, wide_sum.data(), n);
+  EXPECT_EQ(wide_sum[n - 1], all + 0.5 * mesh.num_devices());
   EXPECT_EQ(me, std::find(fg.begin(), fg.end(), device) - fg.begin());
   // Broadcast from the group's member 1.
   std::vector<float> b(n, static_cast<float>(device));
@@ -120,6 +130,15 @@ TEST(TrainCommunicatorTest, TwoProcessesFsdpAcrossTensorInside) {
 
 TEST(TrainCommunicatorTest, TwoProcessesFsdpOverAllFourDevices) {
   RunMesh(2, 2, Par(4, 1), CheckAllOps);
+}
+
+// Four processes: gloo's halving-doubling reorders the parts it reduces.
+TEST(TrainCommunicatorTest, FourProcessesFsdpAcross) {
+  RunMesh(4, 1, Par(4, 1), CheckAllOps);
+}
+
+TEST(TrainCommunicatorTest, FourProcessesFsdpAcrossTensorInside) {
+  RunMesh(4, 2, Par(4, 2), CheckAllOps);
 }
 
 TEST(TrainCommunicatorTest, ThreeProcesses) {

@@ -144,6 +144,8 @@ absl::Status ReadAll(const Reader& r, Config* c) {
   RETURN_IF_ERROR(r.Bool("enable_checkpointing", &c->enable_checkpointing));
   RETURN_IF_ERROR(r.Int("checkpoint_period", &c->checkpoint_period));
   c->metrics_file = r.String("metrics_file");
+  RETURN_IF_ERROR(r.Bool("elastic_fixed_global_batch", &c->elastic_fixed_global_batch));
+  RETURN_IF_ERROR(r.Bool("exact_gradient_sums", &c->exact_gradient_sums));
   return absl::OkStatus();
 }
 

@@ -66,6 +66,14 @@ struct Config {
   bool enable_checkpointing = false;
   int64_t checkpoint_period = 0;
   std::string metrics_file;
+  // Elastic runs: keep the global batch of the largest group at every size
+  // (devices of a smaller group accumulate gradients over more rows), so a
+  // resized run trains the same model as one that never was.
+  bool elastic_fixed_global_batch = true;
+  // Sum gradients over micro-batches and devices in double precision, so
+  // the model trained does not depend on how the batch is split (elastic
+  // runs with a fixed global batch turn it on).
+  bool exact_gradient_sums = false;
 };
 
 // Parses the flat `key: value` YAML subset: one pair per line, `#` comments,

@@ -23,7 +23,7 @@ DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicato
       fsdp_rank_(mesh.Coord(device).fsdp),
       layout_(config.model, mesh.tensor(), mesh.Coord(device).tensor),
       model_(config.model, layout_, micro_rows, config.max_target_length),
-      reducer_(comm, mesh, device) {
+      reducer_(comm, mesh, device, config.exact_gradient_sums) {
   TRAIN_CHECK(micro_rows_ > 0 && rows_ % micro_rows_ == 0) << "rows " << rows_ << " micro " << micro_rows_;
   const int blocks = layout_.num_blocks();
   const int tensor_rank = mesh.Coord(device).tensor;
@@ -50,12 +50,17 @@ DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicato
   grad_.resize(blocks);
   full_.resize(blocks);
   acc_.resize(blocks);
+  acc64_.resize(blocks);
   gathered_.assign(blocks, false);
   for (int b = 0; b < blocks; ++b) {
     const int64_t shard = ShardSize(layout_.block(b).size, fsdp_);
     grad_[b].assign(shard, 0.0f);
     if (fsdp_ > 1) full_[b].resize(shard * fsdp_);  // written whole by each gather
-    if (micros_ > 1) acc_[b].resize(layout_.block(b).size);  // written by the first micro-batch
+    if (micros_ > 1 && config.exact_gradient_sums) {
+      acc64_[b].resize(layout_.block(b).size);  // written by the first micro-batch
+    } else if (micros_ > 1) {
+      acc_[b].resize(layout_.block(b).size);
+    }
   }
   inputs_.resize(micro_rows_ * config.max_target_length);
   targets_.resize(micro_rows_ * config.max_target_length);
@@ -97,6 +102,17 @@ const float* DeviceTrainer::AcquireBlock(int b) {
 
 void DeviceTrainer::BlockGradReady(int b, float* grad) {
   const int64_t size = layout_.block(b).size, shard = shard_size(b);
+  if (micros_ > 1 && config_.exact_gradient_sums) {
+    double* acc = acc64_[b].data();
+    for (int64_t i = 0; i < size; ++i) acc[i] = micro_ == 0 ? grad[i] : acc[i] + grad[i];
+    if (micro_ + 1 < micros_) return;
+    if (fsdp_ == 1 && mesh_.data() == 1) {
+      for (int64_t i = 0; i < size; ++i) grad_[b][i] = static_cast<float>(acc[i]);
+      return;
+    }
+    reducer_.Submit(b, acc, size, shard, grad_[b].data());
+    return;
+  }
   if (micros_ > 1) {
     float* acc = acc_[b].data();
     if (micro_ == 0) {
@@ -145,12 +161,14 @@ DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const SyntheticDa
       }
     }
   }
-  float reduced[2] = {static_cast<float>(loss_sum / global_tokens), static_cast<float>(sq)};
-  if (mesh_.batch_shards() > 1) comm_->AllReduce(kBatchAxes, device_, &reduced[0], 1);
-  if (fsdp_ * mesh_.tensor() > 1) comm_->AllReduce(kFsdpAxis | kTensorAxis, device_, &reduced[1], 1);
+  // Summed in double: the loss and the norm (which scales the update when
+  // clipping) then do not depend on how the devices are grouped.
+  double loss = loss_sum / static_cast<double>(global_tokens);
+  if (mesh_.batch_shards() > 1) comm_->AllReduce(kBatchAxes, device_, &loss, 1);
+  if (fsdp_ * mesh_.tensor() > 1) comm_->AllReduce(kFsdpAxis | kTensorAxis, device_, &sq, 1);
   DeviceStepResult result;
-  result.loss = reduced[0];
-  result.grad_norm = std::sqrt(static_cast<double>(reduced[1]));
+  result.loss = static_cast<float>(loss);
+  result.grad_norm = static_cast<float>(std::sqrt(sq));
   result.learning_rate = LearningRate(config_, step);
   return result;
 }

@@ -6,8 +6,8 @@
 
 namespace manta::train {
 
-GradientReducer::GradientReducer(Communicator* comm, const Mesh& mesh, int device)
-    : comm_(comm), device_(device), fsdp_(mesh.fsdp()), data_(mesh.data()) {
+GradientReducer::GradientReducer(Communicator* comm, const Mesh& mesh, int device, bool exact)
+    : comm_(comm), device_(device), fsdp_(mesh.fsdp()), data_(mesh.data()), exact_(exact) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -25,8 +25,57 @@ GradientReducer::~GradientReducer() {
   thread_.join();
 }
 
+double* GradientReducer::PaddedExact(int block, int64_t shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.empty()) return nullptr;  // Drain reports it
+  auto& bufs = padded64_[block];
+  bufs.first.resize(shard * fsdp_);
+  bufs.second.resize(shard);
+  return bufs.first.data();
+}
+
+void GradientReducer::Submit(int block, const double* grad, int64_t size, int64_t shard, float* shard_out) {
+  double* padded = PaddedExact(block, shard);
+  if (padded == nullptr) return;
+  std::memcpy(padded, grad, sizeof(double) * size);
+  std::fill(padded + size, padded + shard * fsdp_, 0.0);
+  SubmitExact(block, shard, shard_out);
+}
+
+void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
+  std::pair<std::vector<double>, std::vector<double>>* bufs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bufs = &padded64_[block];
+  }
+  auto task = [this, bufs, shard, shard_out] {
+    double* padded = bufs->first.data();
+    double* reduced = bufs->second.data();
+    if (fsdp_ > 1) {
+      comm_->ReduceScatter(kFsdpAxis, device_, padded, shard, reduced);
+    } else {
+      std::memcpy(reduced, padded, sizeof(double) * shard);
+    }
+    if (data_ > 1) comm_->AllReduce(kDataAxis, device_, reduced, shard);
+    for (int64_t i = 0; i < shard; ++i) shard_out[i] = static_cast<float>(reduced[i]);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
 void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t shard,
                              float* shard_out) {
+  if (exact_) {
+    double* padded = PaddedExact(block, shard);
+    if (padded == nullptr) return;
+    for (int64_t i = 0; i < size; ++i) padded[i] = grad[i];
+    std::fill(padded + size, padded + shard * fsdp_, 0.0);
+    SubmitExact(block, shard, shard_out);
+    return;
+  }
   float* padded = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -31,12 +31,16 @@ namespace manta::train {
 
 class GradientReducer {
  public:
-  GradientReducer(Communicator* comm, const Mesh& mesh, int device);
+  // `exact`: reduce in double precision, so the sums (and the model trained)
+  // do not depend on how the batch is split over devices and micro-batches.
+  GradientReducer(Communicator* comm, const Mesh& mesh, int device, bool exact = false);
   ~GradientReducer();  // finishes pending work, then joins the thread
 
   // Copies `grad` (the `size` floats of block `block`) and schedules its
   // reduction into `shard_out` (`shard` floats; fsdp * shard >= size).
   void Submit(int block, const float* grad, int64_t size, int64_t shard, float* shard_out);
+  // The same for a gradient summed in double (exact reducers only).
+  void Submit(int block, const double* grad, int64_t size, int64_t shard, float* shard_out);
   // Returns when every submitted reduction has finished; throws the
   // CollectiveError of a failed one.
   void Drain();
@@ -52,6 +56,7 @@ class GradientReducer {
   Communicator* const comm_;
   const int device_;
   const int fsdp_, data_;
+  const bool exact_;
   std::thread thread_;
   std::atomic<int64_t> busy_nanos_{0}, drain_nanos_{0};
 
@@ -64,6 +69,12 @@ class GradientReducer {
   // Per-block padded copies of the gradients; a block's buffer is written by
   // Submit only after the previous step's reduction of it has drained.
   std::map<int, FloatBuffer> padded_;  // guarded by mu_ (structure)
+  // Exact reducers: padded copies and the reduced shards, in double.
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> padded64_;  // guarded by mu_ (structure)
+  // Block `block`'s padded double copy, sized; null after a failure.
+  double* PaddedExact(int block, int64_t shard);
+  // Queues the reduction of block `block`'s padded double copy.
+  void SubmitExact(int block, int64_t shard, float* shard_out);
 };
 
 }  // namespace manta::train

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <type_traits>
 
 #include "gloo/allgather_ring.h"
 #include "gloo/allreduce_ring_chunked.h"
@@ -36,37 +37,90 @@ void NetGroup::Abort(const std::string& why) {
   }
 }
 
+namespace {
+
+// Whole chunks of at least 256 elements for each of the 2 * processes
+// chunks AllreduceRingChunked cuts; the zero padding sums to zero.
+int64_t RingPadded(int64_t n, int processes) {
+  const int64_t chunks = 2 * processes;
+  return (std::max<int64_t>(n, 256 * chunks) + chunks - 1) / chunks * chunks;
+}
+
+template <typename T, typename Buffer>
+std::unique_ptr<gloo::Algorithm> MakeAlgorithm(const std::shared_ptr<gloo::Context>& context, char op, int64_t n,
+                                               Buffer* in) {
+  const int processes = context->size;
+  if (op == 'r') {
+    in->assign(RingPadded(n, processes), T(0));
+    return std::make_unique<gloo::AllreduceRingChunked<T>>(context, std::vector<T*>{in->data()},
+                                                           static_cast<int>(in->size()));
+  }
+  in->assign(n, T(0));
+  return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+      context, std::vector<T*>{in->data()}, static_cast<int>(n),
+      std::vector<int>(processes, static_cast<int>(n / processes)));
+}
+
+}  // namespace
+
 NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
   Cached& c = cache_[{op, n}];
   if (c.algorithm) return c;
-  const int processes = size();
-  c.in.assign(n, 0.0f);
-  if (op == 'r') {
-    // Whole chunks of at least 256 floats for each of the 2 * processes
-    // chunks AllreduceRingChunked cuts; the zero padding sums to zero.
-    const int64_t chunks = 2 * processes;
-    const int64_t padded = (std::max<int64_t>(n, 256 * chunks) + chunks - 1) / chunks * chunks;
-    c.in.assign(padded, 0.0f);
-    c.algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(
-        context_, std::vector<float*>{c.in.data()}, static_cast<int>(padded));
-  } else if (op == 's') {
-    c.algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
-        context_, std::vector<float*>{c.in.data()}, static_cast<int>(n),
-        std::vector<int>(processes, static_cast<int>(n / processes)));
-  } else if (op == 'g') {
-    c.out.assign(n * processes, 0.0f);
+  if (op == 'g') {
+    c.in.assign(n, 0.0f);
+    c.out.assign(n * size(), 0.0f);
     c.algorithm = std::make_unique<gloo::AllgatherRing<float>>(
         context_, std::vector<const float*>{c.in.data()}, c.out.data(), static_cast<int>(n));
+  } else {
+    c.algorithm = MakeAlgorithm<float>(context_, op, n, &c.in);
   }
   return c;
 }
 
-void NetGroup::AllReduce(float* buf, int64_t n) {
-  Cached& c = Get('r', n);
-  std::memcpy(c.in.data(), buf, sizeof(float) * n);
-  c.algorithm->run();
-  std::memcpy(buf, c.in.data(), sizeof(float) * n);
+NetGroup::Cached64& NetGroup::Get64(char op, int64_t n) {
+  Cached64& c = cache64_[{op, n}];
+  if (!c.algorithm) c.algorithm = MakeAlgorithm<double>(context_, op, n, &c.in);
+  return c;
 }
+
+template <typename T, typename C>
+void NetGroup::AllReduceImpl(C& c, T* buf, int64_t n) {
+  std::memcpy(c.in.data(), buf, sizeof(T) * n);
+  c.algorithm->run();
+  std::memcpy(buf, c.in.data(), sizeof(T) * n);
+}
+
+void NetGroup::AllReduce(float* buf, int64_t n) { AllReduceImpl(Get('r', n), buf, n); }
+void NetGroup::AllReduce(double* buf, int64_t n) { AllReduceImpl(Get64('r', n), buf, n); }
+
+template <typename T>
+void NetGroup::ReduceScatterImpl(T* buf, int64_t n) {
+  const int processes = size();
+  if ((processes & (processes - 1)) != 0) {
+    // gloo's halving-doubling places results differently when the process
+    // count is not a power of two; the allreduce moves twice the bytes but
+    // leaves every part in place.
+    AllReduce(buf, n);
+    return;
+  }
+  auto& c = [&]() -> auto& {
+    if constexpr (std::is_same_v<T, float>) {
+      return Get('s', n);
+    } else {
+      return Get64('s', n);
+    }
+  }();
+  std::memcpy(c.in.data(), buf, sizeof(T) * n);
+  c.algorithm->run();
+  // gloo leaves this rank's reduced part at the start of the buffer (with
+  // more than two processes the part at the rank's own offset is another
+  // rank's, reordered by the recursive halving).
+  const int64_t part = n / processes, mine = part * rank();
+  std::memcpy(buf + mine, c.in.data(), sizeof(T) * part);
+}
+
+void NetGroup::ReduceScatter(float* buf, int64_t n) { ReduceScatterImpl(buf, n); }
+void NetGroup::ReduceScatter(double* buf, int64_t n) { ReduceScatterImpl(buf, n); }
 
 void NetGroup::AllGather(const float* in, int64_t n, float* out) {
   Cached& c = Get('g', n);
@@ -78,21 +132,6 @@ void NetGroup::AllGather(const float* in, int64_t n, float* out) {
   Barrier();
 }
 
-void NetGroup::ReduceScatter(float* buf, int64_t n) {
-  const int processes = size();
-  if ((processes & (processes - 1)) != 0) {
-    // gloo's halving-doubling places results differently when the process
-    // count is not a power of two; the allreduce moves twice the bytes but
-    // leaves every part in place.
-    AllReduce(buf, n);
-    return;
-  }
-  Cached& c = Get('s', n);
-  std::memcpy(c.in.data(), buf, sizeof(float) * n);
-  c.algorithm->run();
-  const int64_t part = n / processes, mine = part * rank();
-  std::memcpy(buf + mine, c.in.data() + mine, sizeof(float) * part);
-}
 
 void NetGroup::Broadcast(float* buf, int64_t n, int root) {
   gloo::BroadcastOneToAll<float> bcast(context_, std::vector<float*>{buf}, n, root);

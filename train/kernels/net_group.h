@@ -1,5 +1,5 @@
 // Collectives among the processes of one gloo context, on flat float
-// buffers. Algorithms are built on first use for each (operation, size)
+// buffers (sums also on double buffers, for exact gradient reductions). Algorithms are built on first use for each (operation, size)
 // and reused; their staging buffers belong to this object. Not
 // thread-safe: one caller at a time (CollectiveGroup serializes), except
 // Abort. A failed peer, or Abort here or on a peer, makes the pending and
@@ -28,11 +28,13 @@ class NetGroup {
 
   // Sums buf (n floats) over the processes, in place.
   void AllReduce(float* buf, int64_t n);
+  void AllReduce(double* buf, int64_t n);
   // out[r * n, (r + 1) * n) = `in` of rank r.
   void AllGather(const float* in, int64_t n, float* out);
   // Sums buf (n floats, n divisible by size()) over the processes; only
   // this rank's part [rank * n / size, (rank + 1) * n / size) is written.
   void ReduceScatter(float* buf, int64_t n);
+  void ReduceScatter(double* buf, int64_t n);
   // Copies rank `root`'s buf to every rank.
   void Broadcast(float* buf, int64_t n, int root);
   void Barrier();
@@ -45,10 +47,20 @@ class NetGroup {
     FloatBuffer in, out;
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
+  struct Cached64 {
+    std::vector<double> in;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
   Cached& Get(char op, int64_t n);
+  Cached64& Get64(char op, int64_t n);
+  template <typename T, typename C>
+  void AllReduceImpl(C& c, T* buf, int64_t n);
+  template <typename T>
+  void ReduceScatterImpl(T* buf, int64_t n);
 
   const std::shared_ptr<gloo::Context> context_;
   std::map<std::pair<char, int64_t>, Cached> cache_;
+  std::map<std::pair<char, int64_t>, Cached64> cache64_;
   std::unique_ptr<gloo::Algorithm> barrier_;
 };
 

@@ -75,15 +75,19 @@ struct TrainingSession::StepSync {
     if (!failure.empty()) throw CollectiveError(failure);
     const int64_t mine = generation;
     if (++arrived == count) {
+      deciding = true;
       lock.unlock();
       StepDecision d = decide();  // may block on the trainer's controller
       lock.lock();
       decision = d;
       arrived = 0;
+      deciding = false;
       ++generation;
       cv.notify_all();
     } else {
-      cv.wait(lock, [&] { return generation != mine || !failure.empty(); });
+      // Once the decision is being made every local device waits for it, so
+      // they all apply the step or none does, even if the group breaks now.
+      cv.wait(lock, [&] { return generation != mine || (!failure.empty() && !deciding); });
     }
     if (generation == mine) throw CollectiveError(failure);
     return decision;
@@ -98,6 +102,7 @@ struct TrainingSession::StepSync {
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
+  bool deciding = false;
   int64_t generation = 0;
   StepDecision decision = StepDecision::kApply;
   std::string failure;
