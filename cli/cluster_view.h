@@ -23,6 +23,9 @@ struct NodeView {
   std::string death_reason;
   bool death_expected = false;  // a clean unregister, not a failure
   int pid = 0;
+  bool draining = false;  // alive but going away (manta drain-node)
+  std::string drain_reason;
+  int64_t drain_deadline_ms = 0;  // unix epoch; 0: none
 };
 
 // Total and available resources of one alive node.

@@ -1,5 +1,6 @@
 #include "cli/daemons.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <climits>
@@ -107,7 +108,9 @@ absl::StatusOr<Daemon> LaunchDaemon(const std::string& bin_dir, Daemon d, const 
 
 absl::Status StopDaemon(const Daemon& d, absl::Duration grace) {
   absl::Status s = absl::OkStatus();
-  if (d.pid > 0) s = TerminateProcess(d.pid, absl::Now() + grace);
+  // SIGINT stops a raylet at once, whatever its drain grace (SIGTERM drains).
+  int sig = d.program == kRaylet ? SIGINT : SIGTERM;
+  if (d.pid > 0) s = TerminateProcess(d.pid, absl::Now() + grace, sig);
   if (s.ok()) {
     unlink(d.pid_file.c_str());
     unlink(d.ready_file.c_str());

@@ -52,8 +52,9 @@ std::string NewRayletName();
 absl::StatusOr<Daemon> LaunchDaemon(const std::string& bin_dir, Daemon d, const std::vector<std::string>& args,
                                     absl::Duration ready_timeout);
 
-// SIGTERM, then SIGKILL to its group after `grace`; removes its pid and ready
-// files. OK once the process is gone.
+// SIGTERM (SIGINT for a raylet, which must not drain), then SIGKILL to its
+// group after `grace`; removes its pid and ready files. OK once the process
+// is gone.
 absl::Status StopDaemon(const Daemon& d, absl::Duration grace);
 
 // The last line a daemon printed, without the logger's "[time] [name] [level]"

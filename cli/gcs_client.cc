@@ -134,6 +134,9 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
     v.death_reason = n.death_reason();
     v.death_expected = n.death_expected();
     v.pid = n.pid();
+    v.draining = n.draining();
+    v.drain_reason = n.drain_reason();
+    v.drain_deadline_ms = n.drain_deadline_ms();
     view.nodes.push_back(std::move(v));
   }
   for (const rpc::NodeResources& r : resources.nodes()) {
@@ -157,6 +160,30 @@ absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std
   grpc::Status s = stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &reply);
   if (!s.ok()) return CallError(address, s);
   return ToHex(reply.cluster_id());
+}
+
+absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token,
+                                          absl::Duration timeout, const std::string& node_id_hex,
+                                          const std::string& reason, int64_t deadline_ms) {
+  auto id = FromHex(node_id_hex);
+  if (!id.ok()) return absl::InvalidArgumentError("node id " + node_id_hex + " is not hexadecimal");
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address));
+  grpc::ClientContext ctx;
+  rpc::PrepareContext(&ctx, token, timeout);
+  rpc::DrainNodeRequest request;
+  request.set_node_id(*id);
+  request.set_reason(reason);
+  request.set_deadline_ms(deadline_ms);
+  rpc::DrainNodeReply reply;
+  grpc::Status s = stub->DrainNode(&ctx, request, &reply);
+  if (!s.ok()) {
+    // The GCS's own words for a request it refused (bad reason, unknown node).
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT || s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    }
+    return CallError(address, s);
+  }
+  return DrainNodeResult{reply.accepted(), reply.rejection_reason()};
 }
 
 absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, const std::string& token,

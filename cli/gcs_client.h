@@ -24,6 +24,20 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
 absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std::string& token,
                                            absl::Duration timeout);
 
+struct DrainNodeResult {
+  bool accepted = false;
+  std::string rejection_reason;  // when not accepted
+};
+
+// Asks the GCS to drain node `node_id_hex` (a full hex id) for `reason`
+// until `deadline_ms` (unix epoch; 0: none). A dead node is a result with
+// accepted = false. Errors: the GCS's InvalidArgument (bad reason or
+// deadline) and NotFound (unknown node) with its message; the rest as
+// FetchClusterView's.
+absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token,
+                                          absl::Duration timeout, const std::string& node_id_hex,
+                                          const std::string& reason, int64_t deadline_ms);
+
 // Up to `limit` placement groups (<= 0: all), of every job, in creation
 // order. Errors as FetchClusterView's.
 absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::string& address,

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/drain_node.h"
 #include "cli/status_format.h"
 #include "common/resources.h"
 #include "nlohmann/json.hpp"
@@ -40,6 +41,12 @@ std::string ResourceValue(const std::string& name, double v) {
 }
 
 std::string NodeName(const NodeView& n) { return n.node_name.empty() ? n.node_ip : n.node_name; }
+
+// Why a node is not plainly alive: its death, or its drain.
+std::string StateMessage(const NodeView& n, absl::TimeZone tz) {
+  if (!n.alive) return n.death_reason;
+  return n.draining ? FormatDrainMessage(n, tz) : "";
+}
 
 }  // namespace
 
@@ -123,7 +130,7 @@ std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, a
                     {n->node_ip},
                     {n->is_head ? "True" : "False"},
                     {n->alive ? "ALIVE" : "DEAD"},
-                    {n->alive ? "" : n->death_reason},
+                    {StateMessage(*n, tz)},
                     {NodeName(*n)},
                     resources,
                     labels});
@@ -139,7 +146,7 @@ std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
     j["node_ip"] = n->node_ip;
     j["is_head_node"] = n->is_head;
     j["state"] = n->alive ? "ALIVE" : "DEAD";
-    j["state_message"] = n->alive ? "" : n->death_reason;
+    j["state_message"] = StateMessage(*n, absl::LocalTimeZone());
     j["node_name"] = NodeName(*n);
     j["resources_total"] = n->resources_total;
     j["labels"] = n->labels;

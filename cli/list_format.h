@@ -15,7 +15,8 @@
 //
 // Columns are as wide as their widest line and two spaces apart; a cell of
 // several lines (resources, labels) makes its row that tall. Nodes are listed
-// head first, then by start time.
+// head first, then by start time. STATE_MESSAGE holds a dead node's death
+// reason, or for a draining node "draining: <reason> (deadline <time>)".
 #pragma once
 
 #include <cstddef>

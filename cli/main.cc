@@ -1,4 +1,4 @@
-// The manta command: start, stop, status, list nodes/actors/tasks/placement-groups/train-runs, job.
+// The manta command: start, stop, status, drain-node, list nodes/actors/tasks/placement-groups/train-runs, job.
 #include <iostream>
 #include <string>
 
@@ -6,6 +6,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "cli/cluster_address.h"
+#include "cli/drain_node.h"
 #include "cli/gcs_client.h"
 #include "cli/list_actors_client.h"
 #include "cli/job.h"
@@ -98,6 +99,32 @@ absl::Status RunListTrainRuns(const QueryOptions& q, int limit, bool detail) {
   return absl::OkStatus();
 }
 
+struct DrainOptions {
+  QueryOptions query;
+  std::string node_id;
+  std::string reason;
+  std::string deadline = "0";
+};
+
+// Resolves the id (a unique prefix will do), asks the GCS, and prints what
+// it answered. A dead node's rejection is an error.
+absl::Status RunDrainNode(const DrainOptions& o) {
+  if (o.reason.empty()) return absl::InvalidArgumentError("--reason is required (e.g. --reason=preemption)");
+  RETURN_IF_ERROR(CheckNodeIdArg(o.node_id));
+  ASSIGN_OR_RETURN(absl::Duration deadline, ParseDrainDeadline(o.deadline));
+  ASSIGN_OR_RETURN(std::string address, ResolveAddress(o.query.address, o.query.temp_dir));
+  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", o.query.temp_dir));
+  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout));
+  ASSIGN_OR_RETURN(NodeView node, ResolveNodeId(view.nodes, o.node_id));
+  int64_t deadline_ms = deadline == absl::ZeroDuration() ? 0 : absl::ToUnixMillis(absl::Now() + deadline);
+  ASSIGN_OR_RETURN(DrainNodeResult result, DrainNode(address, token, kRpcTimeout, node.node_id, o.reason, deadline_ms));
+  if (!result.accepted) {
+    return absl::FailedPreconditionError("node " + node.node_id + " cannot drain: " + result.rejection_reason);
+  }
+  std::cout << FormatDrainAccepted(node.node_id, o.reason, deadline) << std::endl;
+  return absl::OkStatus();
+}
+
 int Fail(const std::string& message) {
   std::string line = absl::StrReplaceAll(message, {{"\n", " "}, {"\r", " "}});
   std::cerr << "manta: error: " << line << std::endl;
@@ -133,6 +160,9 @@ int Main(int argc, char** argv) {
                         "Head: the dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
   start_cmd->add_option("--token-file", start.token_file,
                         "Join: a file holding the cluster token (default: $MANTA_TOKEN, else the local session's).");
+  start_cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
+                        "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
+                        "before stopping (default 0: stop at once). `manta stop` always stops at once.");
 
   StopOptions stop;
   stop.temp_dir = kDefaultTempDir;
@@ -148,6 +178,21 @@ int Main(int argc, char** argv) {
   CLI::App* status_cmd = app.add_subcommand("status", "Show the cluster's nodes and resource usage.");
   status_cmd->add_option("--address", status.address, "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
   status_cmd->add_option("--temp-dir", status.temp_dir, "Root of the session directories.")->capture_default_str();
+
+  DrainOptions drain;
+  CLI::App* drain_cmd =
+      app.add_subcommand("drain-node", "Drain a node: it takes no new work and leaves once idle or at the deadline.");
+  drain_cmd->add_option("node_id", drain.node_id, "The node's hex id, or a unique prefix of 8+ hex digits.")
+      ->required();
+  // A value may be empty ("--reason="), so that RunDrainNode reports it.
+  drain_cmd->add_option("--reason", drain.reason, "Why, e.g. preemption, idle, maintenance (required).")
+      ->expected(0, 1);
+  drain_cmd->add_option("--deadline", drain.deadline, "When the node goes away at the latest: 30s, 2m, ... (0: none).")
+      ->capture_default_str();
+  drain_cmd->add_option("--address", drain.query.address,
+                        "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
+  drain_cmd->add_option("--temp-dir", drain.query.temp_dir, "Root of the session directories.")
+      ->capture_default_str();
 
   QueryOptions list;
   CLI::App* list_cmd = app.add_subcommand("list", "List cluster state.");
@@ -228,6 +273,8 @@ int Main(int argc, char** argv) {
     s = RunStop(stop, std::cout);
   } else if (*status_cmd) {
     s = RunStatus(status);
+  } else if (*drain_cmd) {
+    s = RunDrainNode(drain);
   } else if (*list_nodes) {
     s = RunListNodes(list);
   } else if (*list_actors) {

@@ -141,6 +141,14 @@ absl::StatusOr<std::vector<std::string>> RayletResourceArgs(const NodeFlags& fla
     }
     args.push_back("--node_name=" + flags.node_name);
   }
+  if (!flags.drain_grace_s.empty()) {
+    int seconds = 0;
+    if (!absl::SimpleAtoi(flags.drain_grace_s, &seconds) || seconds < 0 || seconds > kMaxDrainGraceS) {
+      return absl::InvalidArgumentError(absl::StrCat("--drain-grace-s must be a whole number of seconds from 0 to ",
+                                                     kMaxDrainGraceS, ", got '", flags.drain_grace_s, "'"));
+    }
+    args.push_back(absl::StrCat("--drain_grace_s=", seconds));
+  }
   return args;
 }
 

@@ -16,6 +16,9 @@
 
 namespace manta::cli {
 
+// The largest --drain-grace-s (a day), as the raylet accepts.
+inline constexpr int kMaxDrainGraceS = 86400;
+
 // Flags as typed by the user; empty means "not given".
 struct NodeFlags {
   std::string num_cpus;
@@ -23,10 +26,11 @@ struct NodeFlags {
   std::string resources;  // JSON object
   std::string labels;     // "k=v,k2=v2"
   std::string node_name;
+  std::string drain_grace_s;  // whole seconds, 0 to 86400
 };
 
 // Raylet flags (--num_cpus=..., --memory=..., --resources=..., --labels=...,
-// --node_name=...) for valid `flags`.
+// --node_name=..., --drain_grace_s=...) for valid `flags`.
 absl::StatusOr<std::vector<std::string>> RayletResourceArgs(const NodeFlags& flags);
 
 // Parses "k=v,k2=v2". Keys: letters, digits, '.', '_', '-', '/' and at most

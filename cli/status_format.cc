@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/drain_node.h"
 #include "common/placement_group_resources.h"
 #include "common/resources.h"
 
@@ -160,18 +161,23 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
   std::string separator(header.size(), '-');
 
   std::vector<const NodeView*> alive;
+  std::vector<const NodeView*> draining;
   std::vector<const NodeView*> failed;
   for (const NodeView& n : view.nodes) {
-    if (n.alive) {
+    if (n.alive && n.draining) {
+      draining.push_back(&n);
+    } else if (n.alive) {
       alive.push_back(&n);
     } else if (!n.death_expected) {
       failed.push_back(&n);
     }
   }
-  std::stable_sort(alive.begin(), alive.end(), [](const NodeView* a, const NodeView* b) {
+  auto head_first = [](const NodeView* a, const NodeView* b) {
     if (a->is_head != b->is_head) return a->is_head;
     return a->start_time_ms < b->start_time_ms;
-  });
+  };
+  std::stable_sort(alive.begin(), alive.end(), head_first);
+  std::stable_sort(draining.begin(), draining.end(), head_first);
   std::stable_sort(failed.begin(), failed.end(),
                    [](const NodeView* a, const NodeView* b) { return a->end_time_ms > b->end_time_ms; });
   if (failed.size() > static_cast<size_t>(kMaxFailuresShown)) failed.resize(kMaxFailuresShown);
@@ -180,6 +186,10 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
   absl::StrAppend(&out, header, "\nNode status\n", separator, "\nActive:\n");
   if (alive.empty()) out += " (no active nodes)\n";
   for (const NodeView* n : alive) absl::StrAppend(&out, " 1 ", NodeLabel(*n), "\n");
+  if (!draining.empty()) out += "Draining:\n";
+  for (const NodeView* n : draining) {
+    absl::StrAppend(&out, " 1 ", NodeLabel(*n), ": ", FormatDrainMessage(*n, tz), "\n");
+  }
   out += "Pending:\n (no pending nodes)\nRecent failures:\n";
   if (failed.empty()) out += " (no failures)\n";
   for (const NodeView* n : failed) {

@@ -11,6 +11,8 @@
 //   ------------------------------------------------------------
 //   Active:
 //    1 node_<hex>                      one line per alive node, head first
+//   Draining:                          only when some node drains (not Active)
+//    1 node_<hex>: draining: preemption (deadline 2026-04-21 10:20:50)
 //   Pending:
 //    (no pending nodes)
 //   Recent failures:

@@ -59,15 +59,15 @@ std::vector<Daemon> FindDaemons(const std::string& temp_dir) {
   return found;
 }
 
-// Signals `daemons`, waits until `deadline`, SIGKILLs the rest. Returns how
-// many are gone.
-int StopGroup(const std::vector<Daemon>& daemons, bool force, absl::Time deadline) {
+// Signals `daemons` (`sig`, or SIGKILL with `force`), waits until
+// `deadline`, SIGKILLs the rest. Returns how many are gone.
+int StopGroup(const std::vector<Daemon>& daemons, bool force, int sig, absl::Time deadline) {
   for (const Daemon& d : daemons) {
     if (force) {
       SignalProcessGroup(d.pid, SIGKILL).IgnoreError();
       SendSignal(d.pid, SIGKILL).IgnoreError();
     } else {
-      SendSignal(d.pid, SIGTERM).IgnoreError();
+      SendSignal(d.pid, sig).IgnoreError();
     }
   }
   auto all_gone = [&] {
@@ -110,9 +110,11 @@ absl::Status RunStop(const StopOptions& options, std::ostream& out) {
   }
   // The dashboard first, so it records its stopped jobs in a GCS that still
   // runs; then raylets, so they unregister from it.
-  int stopped = StopGroup(dashboards, options.force, absl::Now() + options.grace);
-  stopped += StopGroup(raylets, options.force, absl::Now() + options.grace);
-  stopped += StopGroup(gcs_servers, options.force, absl::Now() + options.grace);
+  // Raylets get SIGINT: it stops them at once, while SIGTERM would drain a
+  // raylet started with --drain-grace-s.
+  int stopped = StopGroup(dashboards, options.force, SIGTERM, absl::Now() + options.grace);
+  stopped += StopGroup(raylets, options.force, SIGINT, absl::Now() + options.grace);
+  stopped += StopGroup(gcs_servers, options.force, SIGTERM, absl::Now() + options.grace);
   if (static_cast<size_t>(stopped) != total) {
     return absl::InternalError(absl::StrCat("stopped ", stopped, " of ", total,
                                             " Manta processes; the others did not exit after SIGKILL"));

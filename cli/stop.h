@@ -18,8 +18,9 @@ struct StopOptions {
 
 // Reads the pid files of every session under the temp dir, skips (and
 // removes) those whose process is gone or now runs another program, sends
-// SIGTERM to the raylets, waits, then to the GCS servers, and SIGKILLs the
-// process groups of whatever outlives `grace`. Prints how many processes it
+// SIGINT to the raylets (so that none drains first), waits, then SIGTERM to
+// the GCS servers, and SIGKILLs the process groups of whatever outlives
+// `grace`. Prints how many processes it
 // stopped. Error only if a process survives SIGKILL.
 absl::Status RunStop(const StopOptions& options, std::ostream& out);
 

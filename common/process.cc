@@ -317,8 +317,8 @@ absl::Status WaitForExit(pid_t pid, absl::Time deadline) {
   return absl::DeadlineExceededError(absl::StrCat("process ", pid, " is still running"));
 }
 
-absl::Status TerminateProcess(pid_t pid, absl::Time deadline) {
-  if (SendSignal(pid, SIGTERM).ok() && WaitForExit(pid, deadline).ok()) {
+absl::Status TerminateProcess(pid_t pid, absl::Time deadline, int sig) {
+  if (SendSignal(pid, sig).ok() && WaitForExit(pid, deadline).ok()) {
     // Leftover members of its group (workers it started) go too.
     SignalProcessGroup(pid, SIGKILL).IgnoreError();
     return absl::OkStatus();

@@ -17,6 +17,7 @@
 // ExitStatusOf can still report it.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -88,9 +89,10 @@ absl::Status SignalProcessGroup(pid_t pgid, int sig);
 // it is still running at `deadline`.
 absl::Status WaitForExit(pid_t pid, absl::Time deadline);
 
-// SIGTERM, wait until `deadline`, then SIGKILL to the whole group and wait a
-// little more. Returns OK when the process is gone, whichever way.
-absl::Status TerminateProcess(pid_t pid, absl::Time deadline);
+// `sig` (SIGTERM by default), wait until `deadline`, then SIGKILL to the
+// whole group and wait a little more. Returns OK when the process is gone,
+// whichever way.
+absl::Status TerminateProcess(pid_t pid, absl::Time deadline, int sig = SIGTERM);
 
 // The path /proc/<pid>/exe points to, without a " (deleted)" suffix.
 absl::StatusOr<std::string> ExecutableOf(pid_t pid);

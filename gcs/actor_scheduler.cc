@@ -41,6 +41,12 @@ void ActorScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
   }
 }
 
+void ActorScheduler::OnNodeDraining(const rpc::NodeInfo& info) {
+  auto id = NodeId::FromBinary(info.node_id());
+  if (!id.ok()) return;
+  if (auto it = nodes_.find(*id); it != nodes_.end()) it->second.info = info;
+}
+
 void ActorScheduler::OnNodeDead(const NodeId& node) {
   if (nodes_.erase(node) == 0) return;
   raylets_->Forget(node);
@@ -129,6 +135,7 @@ void ActorScheduler::Cancel(const ActorId& actor) {
 }
 
 bool ActorScheduler::Fits(const Node& node, const Attempt& a) const {
+  if (node.info.draining()) return false;
   for (const auto& [key, value] : a.spec.label_selector()) {
     auto it = node.info.labels().find(key);
     if (it == node.info.labels().end() || it->second != value) return false;

@@ -2,8 +2,8 @@
 //
 // Owns the alive nodes (from NodeManager's listeners) and, per actor being
 // created, its attempt: choose a node whose total resources hold the demand
-// and whose labels match the selector (nodes whose available resources hold
-// it first), lease a worker there (grant_or_reject), push the creation task
+// and whose labels match the selector, and that is not draining (nodes whose
+// available resources hold it first), lease a worker there (grant_or_reject), push the creation task
 // to the worker, and report the outcome. A lease that is rejected, or a
 // raylet that cannot be reached, moves the attempt to the next node; when
 // every fitting node has refused, it retries after a backoff, or sooner when
@@ -71,6 +71,8 @@ class ActorScheduler {
                  RunAfter run_after, ActorSchedulerOptions options = {});
 
   void OnNodeAdded(const rpc::NodeInfo& info);
+  // The node drains: no new attempt goes to it (attempts already there go on).
+  void OnNodeDraining(const rpc::NodeInfo& info);
   // Attempts on the node fail over (leasing) or end with kWorkerDied (pushing).
   void OnNodeDead(const NodeId& node);
   // `node` reported resources: attempts it refused may try it again.

@@ -53,6 +53,11 @@ class FakeRayletClientPool : public RayletClientPool {
                             Callback<rpc::ReleaseUnusedBundlesReply> cb) override {
     releases.push_back({node, address, request, std::move(cb)});
   }
+  void DrainRaylet(const NodeId& node, const std::string& address, const rpc::DrainRayletRequest& request,
+                   Callback<rpc::DrainRayletReply> cb) override {
+    drains.push_back({node, address, request, nullptr});
+    cb(absl::OkStatus(), {});
+  }
   void Forget(const NodeId& node) override { forgotten.push_back(node); }
 
   // Answers the oldest lease request.
@@ -69,6 +74,7 @@ class FakeRayletClientPool : public RayletClientPool {
   std::deque<Call<rpc::CommitBundlesRequest, rpc::CommitBundlesReply>> commits;
   std::deque<Call<rpc::CancelBundlesRequest, rpc::CancelBundlesReply>> cancels;
   std::deque<Call<rpc::ReleaseUnusedBundlesRequest, rpc::ReleaseUnusedBundlesReply>> releases;
+  std::deque<Call<rpc::DrainRayletRequest, rpc::DrainRayletReply>> drains;
   std::deque<NodeId> forgotten;
 };
 

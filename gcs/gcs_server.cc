@@ -85,6 +85,7 @@ class GcsServer::Impl {
     MANTA_GCS_HANDLER(RegisterNode, RegisterNodeRequest, RegisterNodeReply, nodes_, HandleRegisterNode)
     MANTA_GCS_HANDLER(UnregisterNode, UnregisterNodeRequest, UnregisterNodeReply, nodes_, HandleUnregisterNode)
     MANTA_GCS_HANDLER(GetAllNodeInfo, GetAllNodeInfoRequest, GetAllNodeInfoReply, nodes_, HandleGetAllNodeInfo)
+    MANTA_GCS_HANDLER(DrainNode, DrainNodeRequest, DrainNodeReply, nodes_, HandleDrainNode)
    private:
     Impl* impl_;
   };
@@ -277,10 +278,11 @@ class GcsServer::Impl {
     incarnation_ = std::string(inc, sizeof(inc));
 
     publisher_ = std::make_unique<Publisher>(loop_, incarnation_);
-    nodes_ = std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_);
+    raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token);
+    nodes_ = std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_,
+                                           raylet_clients_.get());
     resources_ = std::make_unique<ResourceManager>(nodes_.get(), publisher_.get());
     kv_ = std::make_unique<KvManager>(store_.get());
-    raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token);
     auto run_after = [this](absl::Duration delay, std::function<void()> fn) {
       return loop_->RunAfter(delay, std::move(fn));
     };
@@ -321,6 +323,11 @@ class GcsServer::Impl {
       pgs_->OnNodeAdded(info);
       health_->AddNode(*NodeId::FromBinary(info.node_id()),
                        RayletAddress(info));
+    });
+    // A draining node takes no new actors or bundles.
+    nodes_->AddNodeDrainingListener([this](const rpc::NodeInfo& info) {
+      actor_scheduler_->OnNodeDraining(info);
+      pg_scheduler_->OnNodeDraining(info);
     });
     nodes_->AddNodeDeadListener([this](const rpc::NodeInfo& info) {
       resources_->OnNodeDead(info);

@@ -1,9 +1,12 @@
 #include "gcs/node_manager.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/resources.h"
+#include "common/utf8.h"
 
 namespace manta::gcs {
 namespace {
@@ -16,7 +19,35 @@ absl::Status ValidateLabel(const std::string& key, const std::string& value) {
   return absl::OkStatus();
 }
 
+// The earlier of two drain deadlines, where 0 means none (the latest).
+int64_t EarlierDeadline(int64_t a, int64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
 }  // namespace
+
+absl::Status ValidateDrainRequest(const rpc::DrainNodeRequest& request, int64_t now_ms) {
+  if (!NodeId::FromBinary(request.node_id()).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ",
+                                                   request.node_id().size()));
+  }
+  const std::string& reason = request.reason();
+  if (reason.empty()) return absl::InvalidArgumentError("reason is required (e.g. \"preemption\")");
+  if (reason.size() > NodeManager::kMaxDrainReasonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason is ", reason.size(), " bytes; at most ", NodeManager::kMaxDrainReasonBytes));
+  }
+  if (ValidUtf8(reason) != reason) return absl::InvalidArgumentError("reason is not valid UTF-8");
+  int64_t deadline = request.deadline_ms();
+  if (deadline < 0) return absl::InvalidArgumentError(absl::StrCat("deadline_ms ", deadline, " is negative"));
+  if (deadline != 0 && deadline < now_ms - NodeManager::kDeadlineSlackMs) {
+    return absl::InvalidArgumentError(absl::StrCat("deadline_ms ", deadline, " is ", now_ms - deadline,
+                                                   " ms in the past (0: no deadline)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateNodeInfo(const rpc::NodeInfo& info) {
   if (!NodeId::FromBinary(info.node_id()).ok()) {
@@ -33,14 +64,23 @@ absl::Status ValidateNodeInfo(const rpc::NodeInfo& info) {
   std::map<std::string, double> resources(info.resources_total().begin(), info.resources_total().end());
   if (auto r = ResourceSet::FromMap(resources); !r.ok()) return r.status();
   if (info.labels_size() > 256) return absl::InvalidArgumentError("too many labels");
+  if (info.drain_reason().size() > NodeManager::kMaxDrainReasonBytes) {
+    return absl::InvalidArgumentError("drain_reason is too long");
+  }
+  if (info.drain_deadline_ms() < 0) return absl::InvalidArgumentError("drain_deadline_ms is negative");
   for (const auto& [k, v] : info.labels()) {
     if (auto s = ValidateLabel(k, v); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-NodeManager::NodeManager(Store* store, Publisher* publisher, ClusterId cluster_id, std::string incarnation)
-    : store_(store), publisher_(publisher), cluster_id_(cluster_id), incarnation_(std::move(incarnation)) {}
+NodeManager::NodeManager(Store* store, Publisher* publisher, ClusterId cluster_id, std::string incarnation,
+                         RayletClientPool* raylets)
+    : store_(store),
+      publisher_(publisher),
+      cluster_id_(cluster_id),
+      incarnation_(std::move(incarnation)),
+      raylets_(raylets) {}
 
 absl::Status NodeManager::Initialize() {
   auto rows = store_->ReadAll(kTable);
@@ -101,6 +141,16 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
   auto existing = alive_.find(id);
   bool reregister = existing != alive_.end();
   info.set_start_time_ms(reregister ? existing->second.start_time_ms() : NowMs());
+  // A drain outlives re-registration (e.g. after a GCS restart), whatever
+  // the raylet says of itself.
+  if (reregister && existing->second.draining()) {
+    info.set_draining(true);
+    info.set_drain_reason(existing->second.drain_reason());
+    info.set_drain_deadline_ms(EarlierDeadline(existing->second.drain_deadline_ms(), in.drain_deadline_ms()));
+  } else if (!in.draining()) {
+    info.clear_drain_reason();
+    info.clear_drain_deadline_ms();
+  }
   alive_[id] = info;
   reply->set_cluster_id(cluster_id_.Binary());
   reply->set_gcs_incarnation(incarnation_);
@@ -132,6 +182,45 @@ void NodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request
     for (const auto& id : dead_order_) *reply->add_nodes() = dead_.at(id);
   }
   done(absl::OkStatus());
+}
+
+void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply,
+                                  rpc::Done done) {
+  if (auto s = ValidateDrainRequest(request, NowMs()); !s.ok()) return done(s);
+  NodeId id = *NodeId::FromBinary(request.node_id());
+  if (auto d = dead_.find(id); d != dead_.end()) {
+    reply->set_accepted(false);
+    reply->set_rejection_reason(absl::StrCat("node ", id.Hex(), " is already dead (", d->second.death_reason(), ")"));
+    return done(absl::OkStatus());
+  }
+  auto it = alive_.find(id);
+  if (it == alive_.end()) return done(absl::NotFoundError("no node " + id.Hex() + " in the cluster"));
+  rpc::NodeInfo& info = it->second;
+  int64_t deadline = request.deadline_ms();
+  if (info.draining()) deadline = EarlierDeadline(info.drain_deadline_ms(), deadline);
+  info.set_draining(true);
+  info.set_drain_reason(request.reason());
+  info.set_drain_deadline_ms(deadline);
+  Logger("gcs")->info("node draining node_id={} reason={} deadline_ms={}", id.Hex(), request.reason(), deadline);
+  reply->set_accepted(true);
+  const rpc::NodeInfo published = info;  // listeners may change the table
+  Persist(published, std::move(done));
+  PublishNode(published);
+  for (auto& l : draining_listeners_) l(published);
+  SendDrainRaylet(published);
+}
+
+void NodeManager::SendDrainRaylet(const rpc::NodeInfo& info) {
+  if (raylets_ == nullptr) return;
+  NodeId id = *NodeId::FromBinary(info.node_id());
+  rpc::DrainRayletRequest request;
+  request.set_reason(info.drain_reason());
+  request.set_deadline_ms(info.drain_deadline_ms());
+  // Best effort: a raylet that misses it still sees its own NodeInfo, with
+  // draining set, on the NODE_INFO channel.
+  raylets_->DrainRaylet(id, RayletAddress(info), request, [id](const absl::Status& s, rpc::DrainRayletReply&&) {
+    if (!s.ok()) Logger("gcs")->warn("DrainRaylet to node_id={} failed: {}", id.Hex(), s.ToString());
+  });
 }
 
 void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bool expected) {

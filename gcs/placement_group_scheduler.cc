@@ -91,6 +91,12 @@ void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
   if (auto it = nodes_.find(node); it != nodes_.end()) it->second.synced = true;
 }
 
+void PlacementGroupScheduler::OnNodeDraining(const rpc::NodeInfo& info) {
+  auto id = NodeId::FromBinary(info.node_id());
+  if (!id.ok()) return;
+  if (auto it = nodes_.find(*id); it != nodes_.end()) it->second.info = info;
+}
+
 void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
   if (nodes_.erase(node) == 0) return;
   flight_.erase(node);
@@ -219,7 +225,7 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
   };
   std::vector<Candidate> nodes;
   for (const auto& [id, n] : nodes_) {
-    if (!n.synced) continue;
+    if (!n.synced || n.info.draining()) continue;
     ResourceSet available = Available(id);
     nodes.push_back({id, Total(id), available, Load(id, available), &n.info});
   }

@@ -17,10 +17,11 @@
 //   PACK           one node if possible, else as few as possible
 //   STRICT_SPREAD  every bundle on a node of its own (a bipartite matching)
 //   SPREAD         distinct nodes where possible
-// Each bundle goes only to a node whose labels match its selector and whose
-// available resources (last report, less reservations in flight) hold it;
-// among equals the least loaded node wins (most of its resources free), so a
-// slice head on a busy slice is chosen last.
+// Each bundle goes only to a node that is not draining, whose labels match
+// its selector and whose available resources (last report, less
+// reservations in flight) hold it; among equals the least loaded node wins
+// (most of its resources free), so a slice head on a busy slice is chosen
+// last.
 //
 // Invariants: at most one attempt per group; a callback runs at most once
 // per Schedule() and never after Cancel(); whatever a cancelled or failed
@@ -70,6 +71,9 @@ class PlacementGroupScheduler {
   // A node joins unsynced: nothing is placed on it until MarkSynced.
   void OnNodeAdded(const rpc::NodeInfo& info);
   void MarkSynced(const NodeId& node);
+  // The node drains: no new bundle is placed on it (attempts already
+  // preparing there go on; the raylet refuses them if it must).
+  void OnNodeDraining(const rpc::NodeInfo& info);
   // Attempts using the node fail at once (and return what they reserved).
   void OnNodeDead(const NodeId& node);
 

@@ -46,7 +46,7 @@ class GrpcRayletClientPool : public RayletClientPool {
         std::move(cb));
   }
 
-#define MANTA_BUNDLE_CALL(Method)                                                                           \
+#define MANTA_RAYLET_CALL(Method)                                                                           \
   void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request,           \
               Callback<rpc::Method##Reply> cb) override {                                                    \
     rpc::UnaryCall<rpc::Method##Reply>(                                                                      \
@@ -56,11 +56,12 @@ class GrpcRayletClientPool : public RayletClientPool {
         },                                                                                                   \
         std::move(cb));                                                                                      \
   }
-  MANTA_BUNDLE_CALL(PrepareBundles)
-  MANTA_BUNDLE_CALL(CommitBundles)
-  MANTA_BUNDLE_CALL(CancelBundles)
-  MANTA_BUNDLE_CALL(ReleaseUnusedBundles)
-#undef MANTA_BUNDLE_CALL
+  MANTA_RAYLET_CALL(PrepareBundles)
+  MANTA_RAYLET_CALL(CommitBundles)
+  MANTA_RAYLET_CALL(CancelBundles)
+  MANTA_RAYLET_CALL(ReleaseUnusedBundles)
+  MANTA_RAYLET_CALL(DrainRaylet)
+#undef MANTA_RAYLET_CALL
 
   void Forget(const NodeId& node) override { stubs_.erase(node); }
 

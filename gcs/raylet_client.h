@@ -1,6 +1,6 @@
 // RayletClientPool: the GCS's calls to raylets (worker leases for actors,
 // returning workers, stopping a finished job's workers, reserving
-// placement-group bundles).
+// placement-group bundles, draining a node).
 //
 //   pool->RequestWorkerLease(node, "10.0.0.2:7000", request,
 //       [](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) { ... });
@@ -49,6 +49,9 @@ class RayletClientPool {
   virtual void ReleaseUnusedBundles(const NodeId& node, const std::string& address,
                                     const rpc::ReleaseUnusedBundlesRequest& request,
                                     Callback<rpc::ReleaseUnusedBundlesReply> cb) = 0;
+  // Tells the raylet its node drains (idempotent on the raylet).
+  virtual void DrainRaylet(const NodeId& node, const std::string& address, const rpc::DrainRayletRequest& request,
+                           Callback<rpc::DrainRayletReply> cb) = 0;
   // The node is gone: drop its connection (calls in flight finish on their own).
   virtual void Forget(const NodeId& node) = 0;
 };

@@ -61,6 +61,17 @@ void BundleManager::HandlePrepareBundles(const rpc::PrepareBundlesRequest& reque
   }
   // Bad input is refused before a label mismatch is reported.
   if (auto s = local_->ValidateBundles(specs); !s.ok()) return done(s);
+  if (leases_->draining()) {
+    // Bundles already held here stay; nothing new is reserved.
+    bool all_held = true;
+    for (const BundleSpec& b : specs) all_held &= local_->bundles().count({b.group, b.index}) > 0;
+    if (!all_held) {
+      reply->set_success(false);
+      reply->set_message("node " + options_.node_id.Hex() + " is draining");
+      Log()->info("refused placement_group_id={}: the node is draining", specs[0].group.Hex());
+      return done(absl::OkStatus());
+    }
+  }
   absl::Status s = mismatch.empty() ? local_->PrepareBundles(specs) : absl::OkStatus();
   if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) return done(s);
   if (mismatch.empty() && s.ok()) {

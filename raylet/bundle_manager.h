@@ -36,9 +36,9 @@ class BundleManager {
   BundleManager(BundleManagerOptions options, LocalResourceManager* local, LeaseManager* leases);
 
   // Reserves the bundles (all of one group) not yet held here, all or none.
-  // OK with success = false (and a message) when they do not all fit now or
-  // a bundle's label selector does not match this node; nothing new is then
-  // held. Errors: InvalidArgument for a malformed request (no bundles,
+  // OK with success = false (and a message) when they do not all fit now, a
+  // bundle's label selector does not match this node, or the node drains
+  // (LeaseManager::draining()); nothing new is then held. Errors: InvalidArgument for a malformed request (no bundles,
   // several groups, a malformed group id, a negative or repeated index, an
   // empty or malformed resource map, a fractional TPU on a TPU host, a held
   // bundle sent with other resources, a malformed label selector);

@@ -35,6 +35,7 @@ bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
   n.address.set_port(info.node_manager_port());
   n.address.set_node_id(info.node_id());
   n.labels = std::map<std::string, std::string>(info.labels().begin(), info.labels().end());
+  n.draining = info.draining();
   // Only a changed NodeInfo total resets the view: the reported total also
   // holds group resources the NodeInfo never has.
   if (added || !(n.registered_total == *total)) {
@@ -72,7 +73,7 @@ const ClusterView::Node* ClusterView::PickNode(const ResourceSet& demand, const 
   bool best_now = false;
   double best_headroom = 0;
   for (const auto& [id, n] : nodes_) {
-    if (!n.total.Contains(demand) || !selector.Matches(n.labels)) continue;
+    if (n.draining || !n.total.Contains(demand) || !selector.Matches(n.labels)) continue;
     bool now = n.available.Contains(demand);
     if (require_available && !now) continue;
     double headroom = now ? Headroom(demand, n.available, n.total) : 0;

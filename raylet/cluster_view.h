@@ -35,6 +35,7 @@ class ClusterView {
     ResourceSet registered_total;  // NodeInfo.resources_total (no groups)
     std::map<std::string, std::string> labels;
     int64_t version = -1;  // of the last resource report applied
+    bool draining = false;  // takes no new work: never picked
   };
 
   explicit ClusterView(NodeId self) : self_(self) {}
@@ -45,8 +46,8 @@ class ClusterView {
   // Replaces everything with a full read (after a poll gap).
   void Reset();
 
-  // The node to spill `demand` to: one whose total holds it and whose labels
-  // match. Prefers nodes where it fits now, the least loaded (most of the
+  // The node to spill `demand` to: one that is not draining, whose total
+  // holds it and whose labels match. Prefers nodes where it fits now, the least loaded (most of the
   // demanded resources left over) first, ties to the lowest id. With
   // `require_available`, only nodes where it fits now. Null when none.
   const Node* PickNode(const ResourceSet& demand, const LabelSelector& selector, bool require_available) const;

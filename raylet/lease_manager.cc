@@ -215,6 +215,14 @@ void LeaseManager::CancelAll(const std::string& why) {
   for (const auto& id : waiting) Finish(*leases_.at(id), Reply::CANCELLED, why);
 }
 
+void LeaseManager::StartDraining(const std::string& reason) {
+  drain_reason_ = reason;
+  if (draining_) return;
+  draining_ = true;
+  Log()->info("draining: no new leases here ({} queued or infeasible re-examined)", queue_.size());
+  Schedule();
+}
+
 bool LeaseManager::OnWorkerExit(const WorkerId& worker) {
   auto it = lease_of_worker_.find(worker);
   if (it == lease_of_worker_.end()) return false;
@@ -259,13 +267,8 @@ void LeaseManager::SchedulePass() {
 }
 
 LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
+  if (draining_) return DecideWhileDraining(lease);
   bool local_ok = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
-  auto spill = [&](const ClusterView::Node* node) {
-    rpc::Address at = node->address;
-    view_->SubtractAvailable(node->id, lease.demand);
-    Finish(lease, Reply::SPILLBACK, "spilled to node " + node->id.Hex(), &at);
-    return Decision::kReplied;
-  };
   if (local_ok) {
     if (!shape_blocked) {
       if (auto a = local_->Allocate(lease.demand)) {
@@ -280,7 +283,7 @@ LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
       return Decision::kReplied;
     }
     if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
-      return spill(n);
+      return Spill(lease, *n);
     }
     lease.state = State::kQueued;
     return Decision::kKeep;
@@ -291,10 +294,38 @@ LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
     return Decision::kReplied;
   }
   if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/false)) {
-    return spill(n);
+    return Spill(lease, *n);
   }
-  std::string why = "no node in the cluster can ever hold " + lease.demand.DebugString() +
-                    DescribeSelector(lease.spec);
+  return KeepInfeasible(lease, "no node in the cluster can ever hold " + lease.demand.DebugString() +
+                                   DescribeSelector(lease.spec));
+}
+
+LeaseManager::Decision LeaseManager::DecideWhileDraining(Lease& lease) {
+  if (lease.grant_or_reject) {
+    Finish(lease, Reply::REJECTED, "this node is draining (" + drain_reason_ + ")");
+    return Decision::kReplied;
+  }
+  // Only to a node with room now: a spilled lease is grant_or_reject there,
+  // and a refusal would bring the caller straight back here.
+  if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
+    return Spill(lease, *n);
+  }
+  if (view_->AnyCanEverFit(lease.demand, lease.selector)) {
+    lease.state = State::kQueued;  // spilled when a report shows room
+    return Decision::kKeep;
+  }
+  return KeepInfeasible(lease, "this node is draining (" + drain_reason_ + ") and no other node can ever hold " +
+                                   lease.demand.DebugString() + DescribeSelector(lease.spec));
+}
+
+LeaseManager::Decision LeaseManager::Spill(Lease& lease, const ClusterView::Node& node) {
+  rpc::Address at = node.address;
+  view_->SubtractAvailable(node.id, lease.demand);
+  Finish(lease, Reply::SPILLBACK, "spilled to node " + node.id.Hex(), &at);
+  return Decision::kReplied;
+}
+
+LeaseManager::Decision LeaseManager::KeepInfeasible(Lease& lease, const std::string& why) {
   if (lease.fail_if_infeasible) {
     Finish(lease, Reply::INFEASIBLE, why);
     return Decision::kReplied;
@@ -401,6 +432,7 @@ void LeaseManager::Erase(const std::string& id) {
 }
 
 void LeaseManager::PrestartForBacklog() {
+  if (draining_) return;  // nothing queued here will run here
   // Queued leases per worker kind, less the normal-task leases of that kind
   // already running (their workers come back when returned).
   std::map<std::string, std::pair<const rpc::TaskSpec*, int>> backlog;

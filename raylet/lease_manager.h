@@ -12,6 +12,13 @@
 // worker until ReturnWorker or the worker's death. A held RequestWorkerLease
 // call is answered when its lease leaves the queue.
 //
+// Draining (StartDraining): no lease is granted here any more. A new or
+// queued lease is refused (REJECTED for grant_or_reject), or spilled to a
+// node that is not draining and has room for it now; while none has room but
+// one could ever hold it, it waits here and is spilled when one has; when no
+// other node could ever hold it, it is infeasible (INFEASIBLE with
+// fail_if_infeasible). Granted leases keep their workers.
+//
 // Invariants: a lease holds resources from the moment it is chosen for this
 // node until it is returned, cancelled, fails to get a worker, or its worker
 // dies; a worker serves at most one lease. Thread: the raylet's loop thread;
@@ -86,6 +93,11 @@ class LeaseManager {
   // Answers every lease not yet granted with CANCELLED (`why`): no call is
   // left held. For shutdown.
   void CancelAll(const std::string& why);
+  // This node drains (`reason` goes into refusals): from now on nothing is
+  // granted here; waiting leases are re-examined at once. Idempotent; the
+  // latest reason is kept.
+  void StartDraining(const std::string& reason);
+  bool draining() const { return draining_; }
   // A worker process exited: frees the lease it held. Returns whether it
   // held one.
   bool OnWorkerExit(const WorkerId& worker);
@@ -119,6 +131,8 @@ class LeaseManager {
 
   size_t num_leases() const { return leases_.size(); }
   size_t num_queued() const { return queue_.size(); }
+  // Leases holding this node's resources: granted, or waiting for a worker.
+  size_t num_granted() const { return leases_.size() - queue_.size(); }
 
  private:
   enum class State { kQueued, kInfeasible, kWaitingForWorker, kGranted };
@@ -145,6 +159,11 @@ class LeaseManager {
   void Schedule();
   void SchedulePass();
   Decision Decide(Lease& lease, bool shape_blocked);
+  Decision DecideWhileDraining(Lease& lease);
+  // Answers the lease SPILLBACK to `node`, counting it in the view.
+  Decision Spill(Lease& lease, const ClusterView::Node& node);
+  // Keeps a lease that no node can ever hold (or answers INFEASIBLE).
+  Decision KeepInfeasible(Lease& lease, const std::string& why);
   void StartGrant(Lease& lease);
   void OnWorkerPopped(const std::string& id, uint64_t seq, absl::StatusOr<LeasedWorker> worker);
   void FillGrant(const Lease& lease, rpc::RequestWorkerLeaseReply* reply) const;
@@ -172,6 +191,8 @@ class LeaseManager {
   std::list<std::string> queue_;
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_;  // granted leases
   uint64_t next_seq_ = 1;
+  bool draining_ = false;
+  std::string drain_reason_;
   bool scheduling_ = false;
   bool schedule_again_ = false;
   DemandCounts last_demands_;

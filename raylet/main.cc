@@ -1,5 +1,6 @@
 // raylet: the Manta node daemon. Parses flags, detects resources, runs the
-// loop until SIGTERM/SIGINT or until it must exit (GCS gone, node refused).
+// loop until SIGINT, SIGTERM (which drains first with --drain_grace_s), a
+// drain that completes, or until it must exit (GCS gone, node refused).
 #include <csignal>
 #include <cstdio>
 #include <algorithm>
@@ -32,6 +33,9 @@ ABSL_FLAG(int, max_workers, -1,
           "Workers started ahead of need only while fewer are alive; max(4, 2 x CPUs) when negative.");
 ABSL_FLAG(int, idle_worker_timeout_ms, 60000, "Idle workers beyond a small minimum are stopped after this long.");
 ABSL_FLAG(int, worker_start_timeout_ms, 30000, "A worker that has not registered this long after spawn is killed.");
+ABSL_FLAG(int, drain_grace_s, 0,
+          "When > 0, SIGTERM drains this node (no new work; exit once idle, at most this many seconds later) "
+          "instead of stopping at once; a second SIGTERM or SIGINT stops at once.");
 
 namespace {
 
@@ -89,12 +93,15 @@ int main(int argc, char** argv) {
   }
   options.idle_worker_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_idle_worker_timeout_ms));
   options.worker_start_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_worker_start_timeout_ms));
+  int drain_grace_s = absl::GetFlag(FLAGS_drain_grace_s);
+  if (drain_grace_s < 0 || drain_grace_s > 86400) return Fail("--drain_grace_s must be 0 to 86400");
+  options.drain_grace = absl::Seconds(drain_grace_s);
 
   manta::InitLogging({absl::GetFlag(FLAGS_log_file)});
   manta::EventLoop loop;
   manta::raylet::Raylet raylet(options, &loop);
   if (auto s = raylet.Start(); !s.ok()) return Fail(std::string(s.message()));
-  loop.OnSignal(SIGTERM, [&] { raylet.Shutdown(0, "SIGTERM"); });
+  loop.OnSignal(SIGTERM, [&] { raylet.OnSigterm(); });
   loop.OnSignal(SIGINT, [&] { raylet.Shutdown(0, "SIGINT"); });
   loop.Run();
   return raylet.exit_code();

@@ -10,10 +10,12 @@
 #include "common/id.h"
 #include "common/logging.h"
 #include "common/rpc/server_call.h"
+#include "common/utf8.h"
 #include "gcs/client/gcs_client.h"
 #include "proto/node_manager.grpc.pb.h"
 #include "raylet/bundle_manager.h"
 #include "raylet/cluster_view.h"
+#include "raylet/drain_state.h"
 #include "raylet/lease_manager.h"
 #include "raylet/local_resource_manager.h"
 #include "raylet/log_forwarder.h"
@@ -34,8 +36,16 @@ constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 // How often leases waiting for a placement group ask whether it still exists.
 constexpr absl::Duration kGroupRecheckPeriod = absl::Seconds(2);
+// While draining, how often the raylet checks whether it may exit.
+constexpr absl::Duration kDrainCheckPeriod = absl::Milliseconds(100);
+// SIGTERM with a drain grace: how long the GCS may take to accept the drain.
+constexpr absl::Duration kDrainCallTimeout = absl::Seconds(2);
+constexpr char kSigtermDrainReason[] = "preemption";
+constexpr size_t kMaxDrainReasonBytes = 256;
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 
@@ -179,6 +189,24 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     });
   }
 
+  // From the GCS: this node drains. Idempotent (the deadline only moves
+  // earlier). InvalidArgument, changing nothing, for an empty, too long or
+  // non-UTF-8 reason or a negative deadline.
+  grpc::ServerUnaryReactor* DrainRaylet(grpc::CallbackServerContext* ctx, const rpc::DrainRayletRequest* req,
+                                        rpc::DrainRayletReply*) override {
+    return rpc::Dispatch(ctx, loop_, options_.token, [this, req](rpc::Done done) {
+      const std::string& reason = req->reason();
+      if (reason.empty() || reason.size() > kMaxDrainReasonBytes || ValidUtf8(reason) != reason) {
+        return done(absl::InvalidArgumentError("reason must be 1 to 256 bytes of UTF-8"));
+      }
+      if (req->deadline_ms() < 0) return done(absl::InvalidArgumentError("deadline_ms is negative"));
+      std::string why = reason;
+      int64_t deadline = req->deadline_ms();
+      done(absl::OkStatus());  // `req` is gone from here on
+      StartDrain(why, deadline);
+    });
+  }
+
   // Fills `out` with this node's resources under a new version, then `done`.
   rpc::Done WithResources(rpc::NodeResources* out, rpc::Done done) {
     return [this, out, done = std::move(done)](const absl::Status& s) {
@@ -275,11 +303,67 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     liveness_timer_.reset();
     group_check_timer_.reset();
     retry_timer_.reset();
+    drain_timer_.reset();
     // Workers go first: none may outlive the raylet.
     if (!pool_) return FinishShutdown(exit_code, why);
     // The server's shutdown waits for every call: none may stay held.
     leases_->CancelAll("the raylet is stopping");
     pool_->KillAll(kShutdownGrace, [this, exit_code, why] { FinishShutdown(exit_code, why); });
+  }
+
+  // --- draining ---
+  // Starts or updates the drain; the raylet exits once idle or at the
+  // deadline (checked now and every kDrainCheckPeriod).
+  void StartDrain(const std::string& reason, int64_t deadline_ms) {
+    if (shutting_down_) return;
+    bool started = drain_.Start(reason, deadline_ms);
+    leases_->StartDraining(reason);
+    if (started) {
+      Log()->info("draining node_id={} reason={} deadline_ms={}", node_id_.Hex(), reason, drain_.deadline_ms());
+      drain_timer_ = loop_->RunEvery(kDrainCheckPeriod, [this] { CheckDrain(); });
+    }
+    CheckDrain();
+  }
+
+  void CheckDrain() {
+    if (shutting_down_ || !drain_.draining()) return;
+    NodeLoad load{leases_->num_granted(), local_.bundles().size()};
+    switch (drain_.Decide(NowMs(), load)) {
+      case DrainState::Action::kStay:
+        return;
+      case DrainState::Action::kIdle:
+        return Shutdown(0, "drained: " + drain_.reason());
+      case DrainState::Action::kDeadline:
+        Log()->warn("drain deadline reached with {} leased workers and {} bundles: stopping them", load.leased_workers,
+                    load.bundles);
+        return Shutdown(0, "drained: " + drain_.reason() + " (deadline reached)");
+    }
+  }
+
+  void OnSigterm() {
+    if (shutting_down_) return;
+    if (options_.drain_grace <= absl::ZeroDuration() || drain_.draining() || sigterm_drain_) {
+      return Shutdown(0, "SIGTERM");
+    }
+    sigterm_drain_ = true;
+    const int64_t deadline = NowMs() + absl::ToInt64Milliseconds(options_.drain_grace);
+    Log()->info("SIGTERM: draining within {} (a second SIGTERM, or SIGINT, stops at once)",
+                absl::FormatDuration(options_.drain_grace));
+    leases_->StartDraining(kSigtermDrainReason);  // no new work while the GCS is asked
+    if (!registered_) return StartDrain(kSigtermDrainReason, deadline);
+    rpc::DrainNodeRequest req;
+    req.set_node_id(node_id_.Binary());
+    req.set_reason(kSigtermDrainReason);
+    req.set_deadline_ms(deadline);
+    gcs_->DrainNode(req, kDrainCallTimeout, [this, deadline](const absl::Status& s, rpc::DrainNodeReply&& reply) {
+      if (shutting_down_) return;
+      if (!s.ok()) {
+        Log()->warn("cannot ask the GCS to drain this node ({}); draining locally", s.ToString());
+      } else if (!reply.accepted()) {
+        return Shutdown(0, "SIGTERM (the GCS refused the drain: " + reply.rejection_reason() + ")");
+      }
+      StartDrain(kSigtermDrainReason, deadline);
+    });
   }
 
   void FinishShutdown(int exit_code, const std::string& why) {
@@ -309,6 +393,11 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     info.set_pid(getpid());
     for (const auto& [k, v] : options_.resources.total.ToMap()) (*info.mutable_resources_total())[k] = v;
     for (const auto& [k, v] : options_.resources.labels) (*info.mutable_labels())[k] = v;
+    if (drain_.draining()) {
+      info.set_draining(true);
+      info.set_drain_reason(drain_.reason());
+      info.set_drain_deadline_ms(drain_.deadline_ms());
+    }
     return info;
   }
 
@@ -469,6 +558,13 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
       }
     } else {
       alive_nodes_[*id] = info;
+      if (*id == node_id_ && info.draining()) {
+        // Also learned this way when DrainRaylet did not get through. Posted:
+        // the drain may end the raylet, and the poll is still being handled.
+        loop_->Post([this, reason = info.drain_reason(), deadline = info.drain_deadline_ms()] {
+          StartDrain(reason.empty() ? "drained" : reason, deadline);
+        });
+      }
     }
     return changed;
   }
@@ -521,6 +617,11 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   std::unique_ptr<EventLoop::Timer> report_retry_timer_;
   std::unique_ptr<EventLoop::Timer> group_check_timer_;
 
+  // Draining.
+  DrainState drain_;
+  bool sigterm_drain_ = false;  // SIGTERM asked for a drain: the next one stops
+  std::unique_ptr<EventLoop::Timer> drain_timer_;
+
   // Node events.
   int64_t poll_sequence_ = 0;
   std::string poll_incarnation_;
@@ -541,6 +642,7 @@ Raylet::Raylet(RayletOptions options, EventLoop* loop) : impl_(std::make_unique<
 Raylet::~Raylet() = default;
 absl::Status Raylet::Start() { return impl_->Start(); }
 void Raylet::Shutdown(int exit_code, const std::string& why) { impl_->Shutdown(exit_code, why); }
+void Raylet::OnSigterm() { impl_->OnSigterm(); }
 int Raylet::exit_code() const { return impl_->exit_code_; }
 std::string Raylet::node_id_hex() const { return impl_->node_id_.Hex(); }
 int Raylet::port() const { return impl_->port_; }

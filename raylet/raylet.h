@@ -9,6 +9,13 @@
 // placement-group bundles (BundleManager), worker processes (WorkerPool) and
 // their output (LogForwarder).
 //
+// Draining (DrainRaylet from the GCS, its own NodeInfo published with
+// draining set, or SIGTERM with a drain grace): the node takes no new leases
+// or bundles, and the raylet exits cleanly (unregistering, so the node is
+// DEAD with death_expected and reason "drained: <reason>") once no worker is
+// leased and no bundle is held, or at the deadline, stopping its workers
+// first as any shutdown does.
+//
 // Thread: everything runs on the loop thread; gRPC handlers post to it.
 //
 //   Raylet raylet(options, &loop);
@@ -45,6 +52,8 @@ struct RayletOptions {
   int max_workers = 4;
   absl::Duration idle_worker_timeout = absl::Seconds(60);
   absl::Duration worker_start_timeout = absl::Seconds(30);
+  // > 0: SIGTERM drains the node (deadline now + this) instead of stopping.
+  absl::Duration drain_grace = absl::ZeroDuration();
 };
 
 class Raylet {
@@ -56,6 +65,11 @@ class Raylet {
   absl::Status Start();
   // Unregisters (best effort, bounded), stops serving and stops the loop.
   void Shutdown(int exit_code, const std::string& why);
+  // SIGTERM: with a drain grace and the node not yet draining, asks the GCS
+  // to drain this node (reason "preemption", deadline now + grace; drains
+  // locally if the GCS cannot be reached) and exits once idle; otherwise, or
+  // on a second SIGTERM, Shutdown(0, "SIGTERM"). Never blocks.
+  void OnSigterm();
 
   int exit_code() const;
   std::string node_id_hex() const;

@@ -65,6 +65,11 @@ void GcsClient::UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::
       std::move(cb));
 }
 
+void GcsClient::DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout,
+                          Callback<rpc::DrainNodeReply> cb) {
+  impl_->Call<rpc::DrainNodeReply>(MANTA_ASYNC(nodes, DrainNode), request, timeout, std::move(cb));
+}
+
 void GcsClient::GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) {
   impl_->Call<rpc::GetAllNodeInfoReply>(
       MANTA_ASYNC(nodes, GetAllNodeInfo), request,

@@ -33,6 +33,8 @@ class GcsClient {
   void RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb);
   void UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
                       Callback<rpc::UnregisterNodeReply> cb);
+  // A raylet drains itself (SIGTERM with a drain grace).
+  void DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout, Callback<rpc::DrainNodeReply> cb);
   void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb);
   void ReportResources(const rpc::ReportResourcesRequest& request, Callback<rpc::ReportResourcesReply> cb);
   void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb);

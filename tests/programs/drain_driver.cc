@@ -1,0 +1,80 @@
+// A driver for the drain integration tests (tests/drain_test.cc). Each node
+// of the test cluster has MANTA_TEST_NODE set to its name; the driver's
+// local raylet is the head's.
+//
+//   drain_driver hold DIR
+//     Runs a task that needs the "victim" resource (only the victim node has
+//     it) until DIR/release exists, and prints "HELD" once it runs. When
+//     DIR/drained exists it submits a plain CPU task and prints "RAN <node>"
+//     (where it ran), then waits for the held task and prints
+//     "HELD DONE <node>". Exits 0, or prints "FAIL ..." and exits 1.
+#include <manta/api.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <thread>
+
+namespace {
+
+bool WaitForPath(const std::string& path, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::string NodeName() {
+  const char* n = std::getenv("MANTA_TEST_NODE");
+  return n ? n : "unknown";
+}
+
+// Marks that it runs, then holds its worker until DIR/release exists.
+std::string HoldUntilReleased(std::string dir) {
+  std::ofstream(dir + "/started") << NodeName();
+  WaitForPath(dir + "/release", std::chrono::seconds(60));
+  return NodeName();
+}
+
+MANTA_REMOTE(NodeName, HoldUntilReleased);
+
+int Fail(const std::string& why) {
+  std::cout << "FAIL " << why << std::endl;
+  return 1;
+}
+
+int Hold(const std::string& dir) {
+  auto held = manta::Task(HoldUntilReleased).SetResources({{"CPU", 1}, {"victim", 1}}).Remote(dir);
+  if (!WaitForPath(dir + "/started", std::chrono::seconds(30))) return Fail("the held task never started");
+  std::cout << "HELD" << std::endl;
+  if (!WaitForPath(dir + "/drained", std::chrono::seconds(30))) return Fail("the node was never drained");
+  auto where = manta::TryGet(manta::Task(NodeName).SetResources({{"CPU", 1}}).Remote(), absl::Seconds(30));
+  if (!where.ok()) return Fail("the new task did not run: " + where.status().ToString());
+  std::cout << "RAN " << **where << std::endl;
+  auto done = manta::TryGet(held, absl::Seconds(60));
+  if (!done.ok()) return Fail("the held task failed: " + done.status().ToString());
+  std::cout << "HELD DONE " << **done << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  manta::Init(argc, argv);
+  std::string scenario = argc > 1 ? argv[1] : "";
+  int rc = 2;
+  if (scenario == "hold" && argc > 2) {
+    rc = Hold(argv[2]);
+  } else {
+    std::cerr << "usage: drain_driver hold DIR" << std::endl;
+  }
+  manta::Shutdown();
+  return rc;
+}
