@@ -8,12 +8,14 @@
 #include "manta/api.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "train/scaling.h"
+#include "train/elastic.h"
 #include "train/worker.h"
 
 namespace manta::train {
 
-MANTA_REMOTE(TrainController::Create, &TrainController::Run, &TrainController::WorkerReport, TrainWorker::Create,
-             &TrainWorker::Setup, &TrainWorker::Run);
+MANTA_REMOTE(TrainController::Create, &TrainController::Run, &TrainController::WorkerReport,
+             &TrainController::AwaitGroup, TrainWorker::Create, &TrainWorker::Setup, &TrainWorker::Run,
+             &TrainWorker::Interrupt);
 
 namespace {
 
@@ -38,6 +40,8 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 }  // namespace
 
 TrainController* TrainController::Create(ControllerSpec spec) { return new TrainController(std::move(spec)); }
+
+TrainController::~TrainController() = default;
 
 TrainController::TrainController(ControllerSpec spec)
     : spec_(std::move(spec)),
@@ -72,15 +76,20 @@ void TrainController::Transition(state::TrainRunState to, const std::string& det
 
 RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
   recorder_.Update([&](state::TrainRun& r) { r.controller_actor_id = self.ID(); });
+  if (spec_.scaling.min_workers != spec_.scaling.max_workers) {
+    elastic_ = std::make_unique<ElasticDriver>(this, self);
+    return elastic_->Run();
+  }
+  return RunFixed(self);
+}
+
+RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
   Transition(state::TrainRunState::kScheduling);
   const int n = spec_.scaling.max_workers;
   while (true) {
     const std::string attempt_id = RandomHexId();
     ++attempts_;
-    {
-      absl::MutexLock lock(&mu_);
-      attempt_began_ = absl::Now();
-    }
+    const absl::Time began = absl::Now();
     RecordAttempt(attempt_id, state::TrainAttemptState::kPending, "", nullptr);
     auto group = Schedule(n, attempt_id);
     if (!group.ok()) {
@@ -88,11 +97,14 @@ RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
       Transition(state::TrainRunState::kErrored, std::string(group.status().message()));
       return Finish(group.status());
     }
-    RecordAttempt(attempt_id, state::TrainAttemptState::kRunning, "", group->get());
+    std::vector<state::TrainWorker> workers = WorkersOf(**group);
+    RecordAttempt(attempt_id, state::TrainAttemptState::kRunning, "", &workers);
     Transition(state::TrainRunState::kRunning);
+    OpenReports(attempt_id, 1, static_cast<int>((*group)->members().size()), began);
     WorkerGroup::Outcome out = RunAttempt(**group, attempt_id, self);
+    for (state::TrainWorker& w : workers) w.alive = false;
     if (out.finished) {
-      RecordAttempt(attempt_id, state::TrainAttemptState::kFinished, "", group->get());
+      RecordAttempt(attempt_id, state::TrainAttemptState::kFinished, "", &workers);
       (*group)->Shutdown();
       Transition(state::TrainRunState::kFinished);
       return Finish(absl::OkStatus());
@@ -106,7 +118,7 @@ RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
     const absl::Time torn = absl::Now();
     (*group)->Shutdown();
     log_->info("Shut down the worker group in {:.3f} s.", Seconds(absl::Now() - torn));
-    RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, errors, group->get());
+    RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, errors, &workers);
     if (!restart) {
       Transition(state::TrainRunState::kErrored, errors);
       return Finish(absl::AbortedError(absl::StrCat("Training failed after ", attempts_, " attempt(s) (",
@@ -155,8 +167,6 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
     if (started.ok()) {
       log_->info("Started a training worker group of size {}: reserved in {:.3f} s, workers up in {:.3f} s.", n,
                  Seconds(reserved - tried), Seconds(absl::Now() - reserved));
-      absl::MutexLock lock(&mu_);
-      workers_started_ = absl::Now();
       return group;
     }
     // A failed start is retried while time allows; it does not count
@@ -173,7 +183,6 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
 
 WorkerGroup::Outcome TrainController::RunAttempt(WorkerGroup& group, const std::string& attempt_id,
                                                  const ActorHandle<TrainController>& self) {
-  OpenReports(attempt_id, static_cast<int>(group.members().size()));
   WorkerRunRequest base;
   base.loop_name = spec_.loop_name;
   base.loop_args = spec_.loop_args;
@@ -213,8 +222,28 @@ bool TrainController::DecideOnFailure(const std::string& errors, int failed_work
   return true;
 }
 
+std::vector<state::TrainWorker> TrainController::WorkersOf(const WorkerGroup& group) const {
+  std::vector<state::TrainWorker> out;
+  for (const WorkerGroup::Member& m : group.members()) {
+    state::TrainWorker w;
+    w.world_rank = m.context.world_rank;
+    w.local_rank = m.context.local_rank;
+    w.node_rank = m.context.node_rank;
+    if (auto id = NodeId::FromHex(m.info.node_id); id.ok()) w.node_id = *id;
+    w.node_ip = m.info.node_ip;
+    w.pid = m.info.pid;
+    w.actor_id = m.actor.ID();
+    w.slice_id = spec_.scaling.use_tpu ? m.slice_id : -1;
+    w.slice_name = m.slice_name;
+    w.alive = true;
+    w.resources = spec_.scaling.resources_per_worker;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s,
-                                    const std::string& detail, const WorkerGroup* group) {
+                                    const std::string& detail, const std::vector<state::TrainWorker>* workers) {
   const bool ended = s == state::TrainAttemptState::kFinished || s == state::TrainAttemptState::kErrored ||
                      s == state::TrainAttemptState::kAborted;
   recorder_.Update([&](state::TrainRun& r) {
@@ -228,24 +257,9 @@ void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainA
     a.state = s;
     a.status_detail = detail;
     if (ended) a.end_time_ms = NowMs();
-    if (group == nullptr) return;
-    a.num_workers = static_cast<int>(group->members().size());
-    a.workers.clear();
-    for (const WorkerGroup::Member& m : group->members()) {
-      state::TrainWorker w;
-      w.world_rank = m.context.world_rank;
-      w.local_rank = m.context.local_rank;
-      w.node_rank = m.context.node_rank;
-      if (auto id = NodeId::FromHex(m.info.node_id); id.ok()) w.node_id = *id;
-      w.node_ip = m.info.node_ip;
-      w.pid = m.info.pid;
-      w.actor_id = m.actor.ID();
-      w.slice_id = spec_.scaling.use_tpu ? m.slice_id : -1;
-      w.slice_name = m.slice_name;
-      w.alive = !ended;
-      w.resources = spec_.scaling.resources_per_worker;
-      a.workers.push_back(std::move(w));
-    }
+    if (workers == nullptr) return;
+    a.num_workers = static_cast<int>(workers->size());
+    a.workers = *workers;
   });
 }
 
@@ -265,11 +279,17 @@ RunOutcome TrainController::Finish(const absl::Status& error) {
 
 // ---- reports -----------------------------------------------------------------------
 
-void TrainController::OpenReports(const std::string& attempt_id, int world_size) {
+void TrainController::OpenReports(const std::string& attempt_id, int64_t epoch, int world_size, absl::Time began) {
   absl::MutexLock lock(&mu_);
+  if (attempt_id != open_attempt_ && !open_attempt_.empty()) reported_ = false;
   open_attempt_ = attempt_id;
+  open_epoch_ = epoch;
   rounds_ = std::make_unique<ReportRounds>(world_size);
   first_round_logged_ = false;
+  pause_requested_ = false;
+  paused_seq_ = -1;
+  group_began_ = began;
+  workers_started_ = absl::Now();
 }
 
 void TrainController::CloseReports() {
@@ -277,49 +297,78 @@ void TrainController::CloseReports() {
   open_attempt_.clear();  // wakes the waiting reports: they return "ended"
 }
 
+void TrainController::RequestPause() {
+  absl::MutexLock lock(&mu_);
+  pause_requested_ = true;
+}
+
 ReportReply TrainController::WorkerReport(ReportRequest request) {
   ReportReply reply;
-  absl::MutexLock lock(&mu_);
-  if (request.attempt_id != open_attempt_) {
-    reply.error = absl::StrCat("attempt ", request.attempt_id, " has ended");
-    return reply;
-  }
-  std::optional<RoundOutcome> done;
-  if (absl::Status s = rounds_->Add(request, &done); !s.ok()) {
-    reply.error = std::string(s.message());
-    return reply;
-  }
-  if (done.has_value()) {
-    latest_metrics_ = done->metrics;
-    auto step = done->metrics.find("step");
-    recorder_.AddMetrics(step == done->metrics.end() ? done->seq - 1 : static_cast<int64_t>(step->second),
-                         done->metrics);
-    if (done->checkpoint.has_value()) {
-      checkpoints_.Commit(*done->checkpoint);
-      recorder_.Update([&](state::TrainRun& r) { r.latest_checkpoint = done->checkpoint->path; });
-    } else if (done->partial_checkpoints > 0) {
-      log_->warn("Dropped the checkpoint of report {}: only {} of {} ranks reported one.", done->seq,
-                 done->partial_checkpoints, rounds_->world_size());
+  bool paused_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (request.attempt_id != open_attempt_ || request.epoch != open_epoch_ ||
+        (paused_seq_ >= 0 && request.seq > paused_seq_)) {
+      reply.error = absl::StrCat("group ", request.epoch, " of attempt ", request.attempt_id, " has ended");
+      return reply;
     }
-    if (!first_round_logged_) {
-      first_round_logged_ = true;
-      log_->info("The worker group made its first report {:.3f} s after the attempt began ({:.3f} s after its "
-                 "workers started).", Seconds(absl::Now() - attempt_began_), Seconds(absl::Now() - workers_started_));
+    std::optional<RoundOutcome> done;
+    if (absl::Status s = rounds_->Add(request, &done); !s.ok()) {
+      reply.error = std::string(s.message());
+      return reply;
     }
+    if (done.has_value()) paused_now = CompleteRound(*done, request);
+    const std::string attempt = request.attempt_id;
+    const int64_t epoch = request.epoch, seq = request.seq;
+    auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return open_attempt_ != attempt || open_epoch_ != epoch || rounds_->Completed(seq);
+    };
+    mu_.Await(absl::Condition(&settled));
+    if (open_attempt_ != attempt || open_epoch_ != epoch || !rounds_->Completed(seq)) {
+      reply.error = absl::StrCat("group ", epoch, " of attempt ", attempt, " ended before every rank reported");
+      return reply;
+    }
+    reply.ok = true;
+    reply.pause = seq == paused_seq_;
+    reply.committed = checkpoints_.Latest();
   }
-  const std::string attempt = request.attempt_id;
-  const int64_t seq = request.seq;
-  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return open_attempt_ != attempt || rounds_->Completed(seq);
-  };
-  mu_.Await(absl::Condition(&settled));
-  if (open_attempt_ != attempt) {
-    reply.error = absl::StrCat("attempt ", attempt, " ended before every rank reported");
-    return reply;
-  }
-  reply.ok = true;
-  reply.committed = checkpoints_.Latest();
+  if (paused_now && elastic_) elastic_->OnPaused();
   return reply;
+}
+
+bool TrainController::CompleteRound(const RoundOutcome& done, const ReportRequest& request) {
+  latest_metrics_ = done.metrics;
+  reported_ = true;
+  resizable_ = request.resizable;
+  replicated_ = request.replicated;
+  auto step = done.metrics.find("step");
+  if (step != done.metrics.end()) {
+    if (request.resizable) committed_next_step_ = static_cast<int64_t>(step->second) + 1;
+    recorder_.AddMetrics(static_cast<int64_t>(step->second), done.metrics);
+  }
+  if (done.checkpoint.has_value()) {
+    checkpoints_.Commit(*done.checkpoint);
+    recorder_.Update([&](state::TrainRun& r) { r.latest_checkpoint = done.checkpoint->path; });
+  } else if (done.partial_checkpoints > 0) {
+    log_->warn("Dropped the checkpoint of report {}: only {} of {} ranks reported one.", done.seq,
+               done.partial_checkpoints, rounds_->world_size());
+  }
+  if (!first_round_logged_) {
+    first_round_logged_ = true;
+    log_->info("The worker group made its first report {:.3f} s after it was decided on ({:.3f} s after its "
+               "workers started).", Seconds(absl::Now() - group_began_), Seconds(absl::Now() - workers_started_));
+  }
+  if (!pause_requested_) return false;
+  pause_requested_ = false;
+  paused_seq_ = done.seq;
+  return true;
+}
+
+AwaitReply TrainController::AwaitGroup(AwaitRequest request) {
+  if (elastic_) return elastic_->Await(request);
+  AwaitReply leave;
+  leave.leave = true;
+  return leave;
 }
 
 }  // namespace manta::train

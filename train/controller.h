@@ -1,25 +1,30 @@
 // TrainController: the actor that runs a training run, as Ray Train v2's
 // controller does. Fit (in the driver) creates it next to the driver and
 // calls Run, which returns when the run has ended; the workers call
-// WorkerReport from their loops.
+// WorkerReport from their loops, and, in an elastic run, AwaitGroup when
+// their group ends.
 //
 // States and their log lines are Ray Train's: INITIALIZING -> SCHEDULING
-// (reserve the worker group and start it) -> RUNNING -> FINISHED; an
-// attempt that fails (a worker's error, its process's or host's death) is
-// torn down whole, counted against max_failures, and followed by RESTARTING
-// -> SCHEDULING and a new attempt from the latest committed checkpoint, or by
-// ERRORED. Waiting for resources is RESCHEDULING, up to the scheduling
-// timeout. Every transition is logged "[State Transition] A -> B." and
-// recorded in the GCS.
+// (reserve the worker group and start it) -> RUNNING -> FINISHED. A run of
+// fixed size tears a failed attempt down whole (a worker's error, its
+// process's or host's death), counts it against max_failures, and starts a
+// new attempt from the latest committed checkpoint (RESTARTING), or ends
+// ERRORED. An elastic run (num_workers {min, max}) grows and shrinks in
+// whole slices as the GCS reports nodes dying, draining and arriving
+// (RESIZING), keeping the workers' state in memory where it is replicated
+// (see elastic.h). Waiting for resources is RESCHEDULING, up to the
+// scheduling timeout. Every transition is logged "[State Transition] A -> B."
+// and recorded in the GCS.
 //
 // Threads: Run holds one of the actor's threads for the whole run; each
-// WorkerReport holds another until its round completes (the actor has
-// max_workers + 4 threads). The report state is behind mu_; the rest is
-// the Run thread's.
+// WorkerReport and AwaitGroup holds another until it is answered (the actor
+// has 2 x max_workers + 4 threads). The report state is behind mu_; the rest
+// is the Run thread's (and, in an elastic run, the driver's own lock).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "spdlog/spdlog.h"
@@ -30,21 +35,29 @@
 
 namespace manta::train {
 
+class ElasticDriver;
+
 class TrainController {
  public:
   static TrainController* Create(ControllerSpec spec);
+  ~TrainController();
 
   // Runs the whole run. `self` is this actor's handle, for the workers.
   RunOutcome Run(ActorHandle<TrainController> self);
-  // One rank's report; returns when every rank of the attempt made its
-  // report of the same round (ok), or when the attempt ended (not ok).
+  // One rank's report; returns when every rank of its group made its report
+  // of the same round (ok), or when the group ended first (not ok).
   ReportReply WorkerReport(ReportRequest request) ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker of an elastic run whose group ended: returns how it goes on.
+  AwaitReply AwaitGroup(AwaitRequest request);
 
  private:
+  friend class ElasticDriver;
   explicit TrainController(ControllerSpec spec);
 
   // Logs "[State Transition] A -> B." and records B with `detail`.
   void Transition(state::TrainRunState to, const std::string& detail = "");
+  // The fixed-size run: attempts of a whole group.
+  RunOutcome RunFixed(const ActorHandle<TrainController>& self);
   // Reserves and starts a group of `n` for `attempt_id`, waiting in
   // RESCHEDULING while the resources are not there, up to the scheduling
   // timeout (DeadlineExceeded then).
@@ -54,14 +67,22 @@ class TrainController {
                                   const ActorHandle<TrainController>& self);
   // Counts a failed attempt, logs Ray's lines; true to restart.
   bool DecideOnFailure(const std::string& errors, int failed_workers);
-  // The record of attempt `attempt_id`: its workers, state and detail.
+  // The record of attempt `attempt_id`: its state, detail and (when given) workers.
   void RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s, const std::string& detail,
-                     const WorkerGroup* group);
+                     const std::vector<state::TrainWorker>* workers);
+  std::vector<state::TrainWorker> WorkersOf(const WorkerGroup& group) const;
   RunOutcome Finish(const absl::Status& error);
 
-  // Reports of `attempt_id` are accepted from now until CloseReports.
-  void OpenReports(const std::string& attempt_id, int world_size) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reports of group `epoch` of `attempt_id` are accepted from now until
+  // CloseReports or the next OpenReports. `on_pause` runs (with mu_ held)
+  // when a round completes with a pause.
+  void OpenReports(const std::string& attempt_id, int64_t epoch, int world_size, absl::Time began)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void CloseReports() ABSL_LOCKS_EXCLUDED(mu_);
+  // The next round to complete answers pause: its step is the group's last.
+  void RequestPause() ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a completed round's metrics and checkpoint; true when it paused.
+  bool CompleteRound(const RoundOutcome& done, const ReportRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ControllerSpec spec_;
@@ -71,16 +92,25 @@ class TrainController {
   state::TrainRunState state_ = state::TrainRunState::kInitializing;
   int failures_ = 0;
   int attempts_ = 0;
+  std::unique_ptr<ElasticDriver> elastic_;  // set before Run's first group, for elastic runs
 
   RunRecorder recorder_;  // thread-safe
   absl::Mutex mu_;
-  std::string open_attempt_ ABSL_GUARDED_BY(mu_);  // empty: no attempt takes reports
+  std::string open_attempt_ ABSL_GUARDED_BY(mu_);  // empty: no group takes reports
+  int64_t open_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<ReportRounds> rounds_ ABSL_GUARDED_BY(mu_);
   CheckpointManager checkpoints_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> latest_metrics_ ABSL_GUARDED_BY(mu_);
-  absl::Time attempt_began_ ABSL_GUARDED_BY(mu_);  // when the current attempt started scheduling
+  absl::Time group_began_ ABSL_GUARDED_BY(mu_);     // when the current group was decided on
   absl::Time workers_started_ ABSL_GUARDED_BY(mu_);
   bool first_round_logged_ ABSL_GUARDED_BY(mu_) = false;
+  bool pause_requested_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t paused_seq_ ABSL_GUARDED_BY(mu_) = -1;     // the round of this group that paused
+  // From completed rounds of resizable loops.
+  int64_t committed_next_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resizable_ ABSL_GUARDED_BY(mu_) = false;
+  bool replicated_ ABSL_GUARDED_BY(mu_) = false;
+  bool reported_ ABSL_GUARDED_BY(mu_) = false;  // a round of the current attempt completed
 };
 
 }  // namespace manta::train

@@ -8,7 +8,9 @@
 #include "manta/errors.h"
 #include "train/kernels/config.h"
 #include "train/kernels/memory.h"
+#include "train/kernels/session.h"
 #include "train/kernels/train.h"
+#include "train/worker_session.h"
 
 namespace manta::train {
 namespace {
@@ -35,13 +37,9 @@ std::map<std::string, double> StepReport(const StepMetrics& m, double total_weig
           {"total_weights", total_weights}};
 }
 
-}  // namespace
-
-absl::Status RunMaxText(const std::vector<std::string>& argv) {
+// A fixed-size run: the kernels' RunTraining, reporting every step.
+absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
   const auto began = std::chrono::steady_clock::now();
-  auto config = LoadConfig(argv);
-  if (!config.ok()) return config.status();
-  const TrainContext& ctx = GetContext();
   RunOptions options;
   if (std::optional<Checkpoint> committed = GetCheckpoint(); committed.has_value()) {
     options.restore_from = committed->path;
@@ -53,7 +51,7 @@ absl::Status RunMaxText(const std::vector<std::string>& argv) {
   absl::Status report_error;
   std::atomic<bool> stop{false};
   bool first = true;
-  const double total_weights = config->per_device_batch_size * EnvOf(ctx).num_devices() * config->max_target_length;
+  const double total_weights = config.per_device_batch_size * EnvOf(ctx).num_devices() * config.max_target_length;
   options.should_stop = [&stop] { return stop.load(); };
   options.on_step_done = [&](const StepMetrics& m) {
     if (stop.load()) return;
@@ -73,10 +71,132 @@ absl::Status RunMaxText(const std::vector<std::string>& argv) {
       stop = true;
     }
   };
-  auto result = RunTraining(*config, EnvOf(ctx), options);
+  auto result = RunTraining(config, EnvOf(ctx), options);
   if (!result.ok()) return result.status();
   std::lock_guard<std::mutex> lock(mu);
   return report_error;
+}
+
+// The elastic run's loop: one session whose state outlives its groups.
+class ElasticLoop {
+ public:
+  explicit ElasticLoop(const Config& config) : config_(config) {}
+
+  absl::Status Run() {
+    const TrainContext& first = GetContext();
+    const int64_t global_batch =
+        config_.elastic_fixed_global_batch
+            ? std::llround(config_.per_device_batch_size * first.max_world_size * std::max(1, first.chips))
+            : 0;
+    auto session = TrainingSession::Create(config_, global_batch);
+    if (!session.ok()) return session.status();
+    session_ = std::move(*session);
+    internal::SetInterruptHandler([this](const std::string& why) { session_->Interrupt(why); });
+    JoinInstruction join = internal::CurrentJoin();
+    while (true) {
+      began_ = std::chrono::steady_clock::now();
+      first_step_ = true;
+      const TrainContext& ctx = GetContext();
+      auto parallelism = ElasticParallelism(config_.parallelism, ctx.num_slices);
+      if (!parallelism.ok()) return parallelism.status();
+      JoinSpec spec;
+      spec.env = EnvOf(ctx);
+      spec.parallelism = *parallelism;
+      spec.source = static_cast<StateSource>(join.source);
+      spec.restore_from = join.restore_from;
+      spec.step = join.step;
+      spec.source_slices = join.source_slices;
+      absl::Status joined = session_->Join(spec, Options());
+      std::string why;
+      if (!joined.ok()) {
+        // A group that could not form (a peer died, or an interrupt) is the
+        // controller's to re-form; anything else is this loop's error.
+        if (!absl::IsUnavailable(joined) && !absl::IsCancelled(joined)) return joined;
+        why = absl::StrCat("could not join the group: ", joined.message());
+      } else {
+        auto run = session_->Run(Options());
+        if (!run.ok()) return run.status();
+        if (run->end == SessionRun::kFinished) return Finish();
+        why = run->end == SessionRun::kBroken ? run->error : run->end == SessionRun::kDiscarded ? "discarded" : "paused";
+      }
+      std::optional<JoinInstruction> next = internal::AwaitNextGroup(session_->next_step(), why, pending_checkpoint_);
+      pending_checkpoint_.reset();  // the controller has it now
+      if (!next.has_value()) return absl::OkStatus();  // not in the next group
+      join = *next;
+    }
+  }
+
+  // The dcn axes for `num_slices` slices: the data axis takes the change
+  // when fsdp and tensor do not span slices (the state is then replicated
+  // across slices), else the fsdp axis.
+  static absl::StatusOr<ParallelismConfig> ElasticParallelism(ParallelismConfig p, int num_slices) {
+    if (p.dcn_data == -1 || p.dcn_fsdp == -1 || p.dcn_tensor == -1) return p;  // filled by the mesh
+    if (p.dcn_data * p.dcn_fsdp * p.dcn_tensor == num_slices) return p;
+    if (p.dcn_fsdp == 1 && p.dcn_tensor == 1) {
+      p.dcn_data = num_slices;
+    } else if (p.dcn_data == 1 && p.dcn_tensor == 1) {
+      p.dcn_fsdp = num_slices;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dcn_data_parallelism=", p.dcn_data, " dcn_fsdp_parallelism=", p.dcn_fsdp, " dcn_tensor_parallelism=",
+          p.dcn_tensor, " cannot follow an elastic run to ", num_slices, " slice(s): let one dcn axis span the slices"));
+    }
+    return p;
+  }
+
+ private:
+  RunOptions Options() {
+    RunOptions o;
+    const bool replicated = session_->mesh() != nullptr && session_->mesh()->dcn(1) == 1 && session_->mesh()->dcn(2) == 1;
+    const double total_weights = static_cast<double>(session_->global_batch() * config_.max_target_length);
+    o.commit = [this, replicated, total_weights](const StepMetrics& m) {
+      std::map<std::string, double> metrics = StepReport(m, total_weights);
+      last_metrics_ = metrics;
+      if (first_step_) {
+        first_step_ = false;
+        const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+        metrics["startup_seconds"] = since - m.seconds;  // joining the group and getting the state
+      }
+      std::optional<Checkpoint> saved;
+      saved.swap(pending_checkpoint_);
+      internal::CommitReply c = internal::CommitStep(metrics, saved, replicated);
+      if (!c.commit) return StepDecision::kDiscard;
+      return c.pause ? StepDecision::kApplyThenPause : StepDecision::kApply;
+    };
+    o.on_step_done = [this](const StepMetrics& m) {
+      if (!m.checkpoint_dir.empty()) pending_checkpoint_ = Checkpoint{m.checkpoint_dir};
+    };
+    return o;
+  }
+
+  // Every rank reports the last checkpoint once more, so it is committed.
+  absl::Status Finish() {
+    try {
+      Report(last_metrics_, pending_checkpoint_);
+    } catch (const std::exception& e) {
+      return absl::AbortedError(absl::StrCat("the final report failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+  const Config config_;
+  std::unique_ptr<TrainingSession> session_;
+  std::optional<Checkpoint> pending_checkpoint_;  // saved after a step, reported with the next
+  std::map<std::string, double> last_metrics_;    // of the last step this worker reported
+  std::chrono::steady_clock::time_point began_;
+  bool first_step_ = true;
+};
+
+}  // namespace
+
+absl::Status RunMaxText(const std::vector<std::string>& argv) {
+  auto config = LoadConfig(argv);
+  if (!config.ok()) return config.status();
+  if (internal::CurrentJoin().source == JoinInstruction::kDefault) return RunFixed(*config, GetContext());
+  // The same model at every size: the same global batch, summed exactly.
+  if (config->elastic_fixed_global_batch) config->exact_gradient_sums = true;
+  ElasticLoop loop(*config);
+  return loop.Run();
 }
 
 Preflight MaxTextPreflight(std::vector<std::string> argv) {
@@ -87,6 +207,9 @@ Preflight MaxTextPreflight(std::vector<std::string> argv) {
     env.num_processes = shape.num_workers;
     env.num_slices = std::max(1, shape.num_slices);
     env.chips_per_host = std::max(1, shape.chips_per_worker);
+    auto parallelism = ElasticLoop::ElasticParallelism(config->parallelism, env.num_slices);
+    if (!parallelism.ok()) return parallelism.status();
+    config->parallelism = *parallelism;
     auto estimate = EstimateMemory(*config, env);
     if (!estimate.ok()) {
       return absl::Status(estimate.status().code(),

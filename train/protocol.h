@@ -61,6 +61,17 @@ struct WorkerInfo {
   MSGPACK_DEFINE(pid, node_id, node_ip, free_port);
 };
 
+// How a worker gets its state when it joins a group (an epoch): the
+// kernels' StateSource.
+struct JoinInstruction {
+  enum Source { kInit = 0, kRestore = 1, kKeep = 2, kPeers = 3, kDefault = 4 };
+  int source = kDefault;  // kDefault: the loop's own rule (a fixed-size run)
+  std::string restore_from;          // kRestore
+  int64_t step = 0;                  // kKeep, kPeers: the next step
+  std::vector<int> source_slices;    // kPeers: slices whose workers hold the state
+  MSGPACK_DEFINE(source, restore_from, step, source_slices);
+};
+
 // What a worker runs: the loop, in its place in the group.
 struct WorkerRunRequest {
   TrainContext context;
@@ -69,25 +80,55 @@ struct WorkerRunRequest {
   bool loop_takes_config = false;
   std::optional<Checkpoint> checkpoint;  // the latest committed one
   ActorHandle<TrainController> controller;
-  std::map<std::string, std::string> env;  // JAX_* variables of this attempt
-  MSGPACK_DEFINE(context, loop_name, loop_args, loop_takes_config, checkpoint, controller, env);
+  std::map<std::string, std::string> env;  // JAX_* (and MEGASCALE_*) variables of this group
+  JoinInstruction join;
+  std::string worker_key;  // stable across groups: "<slice>/<worker id>" or "bundle/<i>"
+  MSGPACK_DEFINE(context, loop_name, loop_args, loop_takes_config, checkpoint, controller, env, join, worker_key);
 };
 
-// One rank's n-th Report.
+// One rank's n-th report of a group (epoch).
 struct ReportRequest {
   std::string attempt_id;
+  int64_t epoch = 0;
   int rank = 0;
-  int64_t seq = 0;  // 1 for a rank's first report of the attempt
+  int64_t seq = 0;  // 1 for a rank's first report of the group
   std::map<std::string, double> metrics;
   std::optional<Checkpoint> checkpoint;
-  MSGPACK_DEFINE(attempt_id, rank, seq, metrics, checkpoint);
+  // From loops that keep their state across groups (internal::CommitStep):
+  // the report commits the step it names; `replicated` says every slice
+  // holds the whole state (data parallelism across slices).
+  bool resizable = false;
+  bool replicated = false;
+  MSGPACK_DEFINE(attempt_id, epoch, rank, seq, metrics, checkpoint, resizable, replicated);
 };
 
 struct ReportReply {
   bool ok = false;
-  std::string error;                     // when not ok: the attempt ended
+  std::string error;                     // when not ok: the group ended (the step is not committed)
   std::optional<Checkpoint> committed;   // the latest committed checkpoint after this report
-  MSGPACK_DEFINE(ok, error, committed);
+  bool pause = false;                    // apply this step, then wait for the next group
+  MSGPACK_DEFINE(ok, error, committed, pause);
+};
+
+// A resizable worker whose group ended asks how to go on.
+struct AwaitRequest {
+  std::string attempt_id;
+  std::string worker_key;  // "<slice>/<worker id>" or "bundle/<i>"
+  int64_t epoch = 0;       // the group that ended
+  int64_t next_step = 0;   // the steps its state holds
+  std::string why;         // "paused", or why the group broke
+  // A checkpoint saved after the group's last committed step, not yet
+  // reported: committed when every worker of the group reports it here.
+  std::optional<Checkpoint> checkpoint;
+  MSGPACK_DEFINE(attempt_id, worker_key, epoch, next_step, why, checkpoint);
+};
+
+struct AwaitReply {
+  bool leave = false;  // this worker is not in the next group: end the loop
+  TrainContext context;
+  JoinInstruction join;
+  std::map<std::string, std::string> env;
+  MSGPACK_DEFINE(leave, context, join, env);
 };
 
 // Fit's result as the controller returns it.

@@ -102,7 +102,7 @@ Result Fit(const FitRequest& request) {
   try {
     auto controller = Actor(TrainController::Create)
                           .SetResources(ControllerPlacement(*nodes))
-                          .SetMaxConcurrency(scaling->max_workers + 4)
+                          .SetMaxConcurrency(2 * scaling->max_workers + 4)
                           .Remote(spec);
     absl::StatusOr<std::shared_ptr<RunOutcome>> outcome =
         TryGet(controller.Task(&TrainController::Run).Remote(controller));

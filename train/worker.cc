@@ -12,6 +12,7 @@
 #include "manta/api.h"
 #include "manta/state.h"
 #include "train/controller.h"
+#include "train/worker_session.h"
 
 namespace manta::train {
 namespace {
@@ -20,10 +21,13 @@ namespace {
 struct Session {
   std::mutex mu;
   bool active = false;                      // guarded by mu
-  TrainContext context;                     // guarded by mu; constant while active
+  TrainContext context;                     // guarded by mu; changes only between groups
   ActorHandle<TrainController> controller;  // guarded by mu
   std::optional<Checkpoint> checkpoint;     // guarded by mu
-  int64_t reports = 0;                      // guarded by mu
+  JoinInstruction join;                     // guarded by mu
+  int64_t reports = 0;                      // guarded by mu; this group's
+  std::string worker_key;                   // guarded by mu
+  std::function<void(const std::string&)> interrupt;  // guarded by mu
 };
 
 Session& TheSession() {
@@ -47,6 +51,53 @@ int FreePort() {
   return port;
 }
 
+// Sets (or, for "", removes) each variable.
+void ApplyEnv(const std::map<std::string, std::string>& env) {
+  for (const auto& [name, value] : env) {
+    if (value.empty()) {
+      ::unsetenv(name.c_str());
+    } else {
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+}
+
+Session& ActiveSession(const char* call) {
+  Session& s = TheSession();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.active) {
+    throw Error(absl::FailedPreconditionError(absl::StrCat("manta::train::", call,
+                                                           "() is only for a training loop's workers")));
+  }
+  return s;
+}
+
+// Sends this rank's next report of its group; the controller's answer.
+ReportReply SendReport(const std::map<std::string, double>& metrics, const std::optional<Checkpoint>& checkpoint,
+                       bool resizable, bool replicated) {
+  Session& s = ActiveSession("Report");
+  ReportRequest req;
+  ActorHandle<TrainController> controller;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    req.attempt_id = s.context.attempt_id;
+    req.epoch = s.context.epoch;
+    req.rank = s.context.world_rank;
+    req.seq = ++s.reports;
+    controller = s.controller;
+  }
+  req.metrics = metrics;
+  req.checkpoint = checkpoint;
+  req.resizable = resizable;
+  req.replicated = replicated;
+  std::shared_ptr<ReportReply> reply = Get(controller.Task(&TrainController::WorkerReport).Remote(req));
+  if (reply->ok && reply->committed) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.checkpoint = reply->committed;
+  }
+  return *reply;
+}
+
 }  // namespace
 
 TrainWorker* TrainWorker::Create(std::string attempt_id) { return new TrainWorker(std::move(attempt_id)); }
@@ -66,22 +117,18 @@ absl::Status TrainWorker::Run(WorkerRunRequest request) {
     return absl::InvalidArgumentError(absl::StrCat("a worker of attempt ", attempt_id_, " was asked to run attempt ",
                                                    request.context.attempt_id));
   }
-  // The attempt's distributed environment, recomputed by the controller for
-  // each attempt: set over whatever the process inherited.
-  for (const auto& [name, value] : request.env) {
-    if (value.empty()) {
-      ::unsetenv(name.c_str());
-    } else {
-      ::setenv(name.c_str(), value.c_str(), 1);
-    }
-  }
+  // The group's distributed environment, recomputed by the controller for
+  // each group: set over whatever the process inherited.
+  ApplyEnv(request.env);
   Session& s = TheSession();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.context = request.context;
     s.controller = request.controller;
     s.checkpoint = request.checkpoint;
+    s.join = request.join;
     s.reports = 0;
+    s.worker_key = request.worker_key;
     s.active = true;
   }
   std::vector<std::string> args;
@@ -90,20 +137,29 @@ absl::Status TrainWorker::Run(WorkerRunRequest request) {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.active = false;
+    s.interrupt = nullptr;
   }
   std::fflush(stdout);
   std::fflush(stderr);
   return result.status();
 }
 
+void TrainWorker::Interrupt(int64_t epoch, std::string why) {
+  Session& s = TheSession();
+  std::function<void(const std::string&)> interrupt;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.active || s.context.epoch != epoch) return;
+    interrupt = s.interrupt;
+  }
+  if (interrupt) interrupt(why);
+}
+
 // ---- the in-loop API --------------------------------------------------------------
 
 const TrainContext& GetContext() {
-  Session& s = TheSession();
+  Session& s = ActiveSession("GetContext");
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.active) {
-    throw Error(absl::FailedPreconditionError("manta::train::GetContext() is only for a training loop's workers"));
-  }
   return s.context;
 }
 
@@ -114,25 +170,62 @@ std::optional<Checkpoint> GetCheckpoint() {
 }
 
 void Report(const std::map<std::string, double>& metrics, const std::optional<Checkpoint>& checkpoint) {
-  Session& s = TheSession();
-  ReportRequest req;
+  ReportReply reply = SendReport(metrics, checkpoint, /*resizable=*/false, /*replicated=*/false);
+  if (!reply.ok) throw Error(absl::AbortedError(reply.error));
+}
+
+namespace internal {
+
+JoinInstruction CurrentJoin() {
+  Session& s = ActiveSession("CurrentJoin");
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.join;
+}
+
+CommitReply CommitStep(const std::map<std::string, double>& metrics, const std::optional<Checkpoint>& checkpoint,
+                       bool replicated) {
+  CommitReply c;
+  try {
+    ReportReply reply = SendReport(metrics, checkpoint, /*resizable=*/true, replicated);
+    c.commit = reply.ok;
+    c.pause = reply.pause;
+    c.committed = reply.committed;
+  } catch (const TaskError&) {
+    c.commit = false;  // the controller is gone: nothing is committed
+  }
+  return c;
+}
+
+std::optional<JoinInstruction> AwaitNextGroup(int64_t next_step, const std::string& why,
+                                              const std::optional<Checkpoint>& checkpoint) {
+  Session& s = ActiveSession("AwaitNextGroup");
+  AwaitRequest req;
   ActorHandle<TrainController> controller;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.active) {
-      throw Error(absl::FailedPreconditionError("manta::train::Report() is only for a training loop's workers"));
-    }
     req.attempt_id = s.context.attempt_id;
-    req.rank = s.context.world_rank;
-    req.seq = ++s.reports;
+    req.worker_key = s.worker_key;
+    req.epoch = s.context.epoch;
     controller = s.controller;
   }
-  req.metrics = metrics;
+  req.next_step = next_step;
+  req.why = why;
   req.checkpoint = checkpoint;
-  std::shared_ptr<ReportReply> reply = Get(controller.Task(&TrainController::WorkerReport).Remote(req));
-  if (!reply->ok) throw Error(absl::AbortedError(reply->error));
+  std::shared_ptr<AwaitReply> reply = Get(controller.Task(&TrainController::AwaitGroup).Remote(req));
+  if (reply->leave) return std::nullopt;
+  ApplyEnv(reply->env);
   std::lock_guard<std::mutex> lock(s.mu);
-  if (reply->committed) s.checkpoint = reply->committed;
+  s.context = reply->context;
+  s.join = reply->join;
+  s.reports = 0;
+  return reply->join;
 }
 
+void SetInterruptHandler(std::function<void(const std::string&)> handler) {
+  Session& s = ActiveSession("SetInterruptHandler");
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.interrupt = std::move(handler);
+}
+
+}  // namespace internal
 }  // namespace manta::train

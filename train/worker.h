@@ -24,6 +24,10 @@ class TrainWorker {
   // Sets the attempt's environment and session, then runs the loop with
   // its config. The loop's error, if any, is the call's.
   absl::Status Run(WorkerRunRequest request);
+  // Makes the loop's collectives of group `epoch` fail soon (a peer died):
+  // the loop then asks the controller how to go on. Ignored when the worker
+  // is in another group by now.
+  void Interrupt(int64_t epoch, std::string why);
 
  private:
   explicit TrainWorker(std::string attempt_id) : attempt_id_(std::move(attempt_id)) {}

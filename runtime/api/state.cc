@@ -8,6 +8,15 @@
 
 namespace manta {
 
+namespace {
+
+NodeInfo ToNodeInfo(const core::NodeData& n) {
+  return NodeInfo{n.node_id.Hex(),  n.ip,           n.alive,           n.is_head,      n.resources_total,
+                  n.labels,         n.draining,     n.drain_reason,    n.drain_deadline_ms, n.death_reason};
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<NodeInfo>> TryNodes() {
   core::CoreWorker* core = core::CoreWorker::Current();
   if (core == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
@@ -15,10 +24,28 @@ absl::StatusOr<std::vector<NodeInfo>> TryNodes() {
   if (!nodes.ok()) return nodes.status();
   std::vector<NodeInfo> out;
   out.reserve(nodes->size());
-  for (const core::NodeData& n : *nodes) {
-    out.push_back(NodeInfo{n.node_id.Hex(), n.ip, n.alive, n.is_head, n.resources_total, n.labels});
-  }
+  for (const core::NodeData& n : *nodes) out.push_back(ToNodeInfo(n));
   return out;
+}
+
+NodeWatch::~NodeWatch() {
+  if (core::CoreWorker* core = core::CoreWorker::Current()) core->UnwatchNodes(id_);
+}
+
+absl::StatusOr<std::unique_ptr<NodeWatch>> TryWatchNodes(std::function<void(const NodeEvent&)> on_event) {
+  core::CoreWorker* core = core::CoreWorker::Current();
+  if (core == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
+  auto id = core->WatchNodes([on_event = std::move(on_event)](const core::NodeEvent& e) {
+    on_event(NodeEvent{static_cast<NodeEvent::Kind>(e.kind), ToNodeInfo(e.node), e.received});
+  });
+  if (!id.ok()) return id.status();
+  return std::make_unique<NodeWatch>(*id);
+}
+
+std::unique_ptr<NodeWatch> WatchNodes(std::function<void(const NodeEvent&)> on_event) {
+  auto watch = TryWatchNodes(std::move(on_event));
+  internal::ThrowIfError(watch.status());
+  return *std::move(watch);
 }
 
 std::vector<NodeInfo> Nodes() {

@@ -44,6 +44,24 @@ TEST_F(StateTest, NodesAndRuntimeContext) {
   EXPECT_GT(here.pid, 0);
 }
 
+TEST_F(StateTest, NodeWatchSeesArrivalDrainAndDeathUntilDestroyed) {
+  std::vector<std::pair<manta::NodeEvent::Kind, std::string>> seen;
+  auto watch = manta::WatchNodes([&](const manta::NodeEvent& e) { seen.emplace_back(e.kind, e.node.drain_reason); });
+  manta::core::NodeData n;
+  n.ip = "10.0.0.9";
+  manta::NodeId id = core_->AddNode(n);
+  core_->DrainNode(id, "preemption", 123);
+  core_->KillNode(id);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].first, manta::NodeEvent::kAlive);
+  EXPECT_EQ(seen[1], std::make_pair(manta::NodeEvent::kDraining, std::string("preemption")));
+  EXPECT_EQ(seen[2].first, manta::NodeEvent::kDead);
+  EXPECT_TRUE(manta::Nodes()[0].draining);
+  watch.reset();
+  core_->AddNode(n);
+  EXPECT_EQ(seen.size(), 3u) << "no calls once the watch is gone";
+}
+
 TEST_F(StateTest, ReportsAreVersionedAndFreezeOnceTerminal) {
   const std::string id(32, 'a');
   state::ReportTrainRun(MakeRun(id, 1, state::TrainRunState::kRunning), {{.time_ms = 1, .step = 0, .metrics = {{"loss", 5}}}});

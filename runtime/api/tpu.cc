@@ -41,7 +41,7 @@ std::string Label(const core::NodeData& n, const char* key) {
 std::map<std::string, ObservedSlice> ObserveSlices(const std::vector<core::NodeData>& nodes) {
   std::map<std::string, ObservedSlice> slices;
   for (const core::NodeData& n : nodes) {
-    if (!n.alive) continue;
+    if (!n.alive || n.draining) continue;  // a draining host is as good as gone
     std::string name = Label(n, kLabelSliceName);
     if (name.empty()) continue;
     ObservedSlice& s = slices[name];

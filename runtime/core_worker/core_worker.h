@@ -16,6 +16,7 @@
 //   auto values = cw->Get({id}, absl::Seconds(10));
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -157,6 +158,20 @@ struct NodeData {
   bool is_head = false;
   std::map<std::string, double> resources_total;
   std::map<std::string, std::string> labels;
+  // Alive but going away (see DrainNode): takes no new work.
+  bool draining = false;
+  std::string drain_reason;
+  int64_t drain_deadline_ms = 0;  // unix epoch; 0: none
+  std::string death_reason;       // dead nodes
+  bool death_expected = false;    // dead after a clean exit (a drain, a stop)
+};
+
+// A change of the node table, as the GCS publishes it.
+struct NodeEvent {
+  enum Kind { kAlive = 0, kDraining = 1, kDead = 2 };
+  Kind kind = kAlive;  // kAlive: registered or registered again
+  NodeData node;       // the node as it is after the change
+  absl::Time received;  // when this process got it
 };
 
 struct NodeResourcesData {
@@ -318,6 +333,16 @@ class CoreWorker {
   virtual absl::StatusOr<std::vector<NodeData>> GetAllNodes() = 0;
   // Total and available resources of every alive node.
   virtual absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() = 0;
+  // Calls `on_event` for every change of the node table published after this
+  // call (in the GCS's order), from a thread of its own; when the GCS
+  // dropped events (a restart, a gap) it calls it once for every node as the
+  // table stands. Returns an id for UnwatchNodes. Errors: the GCS cannot be
+  // reached.
+  virtual absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) {
+    return absl::UnimplementedError("WatchNodes is not supported by this core worker");
+  }
+  // Stops the calls; returns once none runs. Unknown ids are ignored.
+  virtual void UnwatchNodes(int64_t id) {}
 
   // ---- Training runs (blocking GCS calls) ----
   // Upserts `run` (its job is this process's; its metrics are ignored) and

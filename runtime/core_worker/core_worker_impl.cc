@@ -181,6 +181,7 @@ bool CoreWorkerImpl::Stop() {
     absl::MutexLock lock(&live_mu_);  // no push starts after this
     stopping_ = true;
   }
+  StopNodeWatches();
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
   const bool quiet = CancelPushes();

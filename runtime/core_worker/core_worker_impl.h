@@ -63,6 +63,7 @@ ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
 ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
 std::string AddressKey(const rpc::Address& a);  // "ip:port"
+NodeData NodeDataFromProto(const rpc::NodeInfo& n);
 
 // Stubs to other processes, cached by "ip:port". Thread-safe.
 class ClientPool {
@@ -134,6 +135,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
+  // Node events (node_events.cc): one polling thread per watch.
+  absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) override;
+  void UnwatchNodes(int64_t id) override;
   // Training runs (train_runs.cc; any thread but the io loop).
   absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
   absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
@@ -447,6 +451,13 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::PlacementGroupGcsService::Stub> gcs_placement_groups_;
   std::unique_ptr<rpc::NodeResourceGcsService::Stub> gcs_resources_;
   std::unique_ptr<rpc::TrainRunGcsService::Stub> gcs_train_runs_;
+
+  // Node watches (node_events.cc): each polls NODE_INFO on a thread of its own.
+  struct NodeWatch;
+  absl::Mutex watch_mu_;
+  std::map<int64_t, std::shared_ptr<NodeWatch>> node_watches_ ABSL_GUARDED_BY(watch_mu_);
+  int64_t next_watch_ ABSL_GUARDED_BY(watch_mu_) = 1;
+  void StopNodeWatches();
   std::unique_ptr<TaskReceiver> receiver_;
   std::mutex held_mu_;
   absl::flat_hash_set<ObjectId> held_for_owner_;  // guarded by held_mu_

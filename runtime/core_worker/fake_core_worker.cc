@@ -488,13 +488,61 @@ NodeId FakeCoreWorker::AddNode(NodeData node) {
   if (node.node_id.IsNil()) node.node_id = NodeId::FromRandom();
   node.alive = true;
   NodeId id = node.node_id;
-  absl::MutexLock lock(&mu_);
-  nodes_.push_back(std::move(node));
-  PlacePendingLocked();
+  {
+    absl::MutexLock lock(&mu_);
+    nodes_.push_back(std::move(node));
+    PlacePendingLocked();
+  }
+  NotifyNodeWatches(NodeEvent::kAlive, id);
   return id;
 }
 
+void FakeCoreWorker::DrainNode(const NodeId& node, const std::string& reason, int64_t deadline_ms) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (NodeData& n : nodes_) {
+      if (n.node_id != node) continue;
+      n.draining = true;
+      n.drain_reason = reason;
+      n.drain_deadline_ms = deadline_ms;
+    }
+  }
+  NotifyNodeWatches(NodeEvent::kDraining, node);
+}
+
+absl::StatusOr<int64_t> FakeCoreWorker::WatchNodes(std::function<void(const NodeEvent&)> on_event) {
+  absl::MutexLock lock(&mu_);
+  const int64_t id = next_watch_++;
+  node_watches_[id] = std::move(on_event);
+  return id;
+}
+
+void FakeCoreWorker::UnwatchNodes(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  node_watches_.erase(id);
+}
+
+void FakeCoreWorker::NotifyNodeWatches(NodeEvent::Kind kind, const NodeId& node) {
+  NodeEvent e;
+  std::vector<std::function<void(const NodeEvent&)>> watches;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const NodeData& n : nodes_) {
+      if (n.node_id == node) e.node = n;
+    }
+    for (const auto& [id, w] : node_watches_) watches.push_back(w);
+  }
+  e.kind = kind;
+  e.received = absl::Now();
+  for (const auto& w : watches) w(e);
+}
+
 void FakeCoreWorker::KillNode(const NodeId& node) {
+  MarkNodeDead(node);
+  NotifyNodeWatches(NodeEvent::kDead, node);
+}
+
+void FakeCoreWorker::MarkNodeDead(const NodeId& node) {
   absl::MutexLock lock(&mu_);
   for (NodeData& n : nodes_) {
     if (n.node_id == node) n.alive = false;

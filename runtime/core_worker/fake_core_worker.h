@@ -77,6 +77,8 @@ class FakeCoreWorker : public CoreWorker {
   // The node dies: groups with bundles on it go back to PENDING (RESCHEDULING
   // is not modelled).
   void KillNode(const NodeId& node);
+  // The node begins to drain (it stays alive).
+  void DrainNode(const NodeId& node, const std::string& reason, int64_t deadline_ms);
   // The next `times` calls of the placement-group or node-table method named
   // `method` ("CreatePlacementGroup", "GetAllNodes", ...) fail with `status`
   // (-1: every call).
@@ -122,6 +124,10 @@ class FakeCoreWorker : public CoreWorker {
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
+  // Node watches: AddNode, DrainNode and KillNode call them, on the caller's
+  // thread, after the change.
+  absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) override;
+  void UnwatchNodes(int64_t id) override;
   // Training runs kept in memory: the GCS's version and terminal rules.
   absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
   absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
@@ -198,6 +204,12 @@ class FakeCoreWorker : public CoreWorker {
   uint64_t next_group_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::pair<absl::Status, int>> gcs_errors_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TrainRunData> train_runs_ ABSL_GUARDED_BY(mu_);  // by run id
+  std::map<int64_t, std::function<void(const NodeEvent&)>> node_watches_ ABSL_GUARDED_BY(mu_);
+  int64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
+  // Calls every watch with `node` as `kind` (mu_ not held).
+  void NotifyNodeWatches(NodeEvent::Kind kind, const NodeId& node) ABSL_LOCKS_EXCLUDED(mu_);
+  // KillNode's change of the table and its groups.
+  void MarkNodeDead(const NodeId& node) ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace manta::core

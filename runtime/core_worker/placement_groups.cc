@@ -126,16 +126,7 @@ absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {
   if (!reply.ok()) return reply.status();
   std::vector<NodeData> nodes;
   nodes.reserve(reply->nodes_size());
-  for (const rpc::NodeInfo& n : reply->nodes()) {
-    NodeData d;
-    if (auto id = NodeId::FromBinary(n.node_id()); id.ok()) d.node_id = *id;
-    d.ip = n.node_ip();
-    d.alive = n.state() == rpc::NodeInfo::ALIVE;
-    d.is_head = n.is_head();
-    d.resources_total.insert(n.resources_total().begin(), n.resources_total().end());
-    d.labels.insert(n.labels().begin(), n.labels().end());
-    nodes.push_back(std::move(d));
-  }
+  for (const rpc::NodeInfo& n : reply->nodes()) nodes.push_back(NodeDataFromProto(n));
   return nodes;
 }
 

@@ -15,11 +15,14 @@
 // Thread-safety: every call may be made from any thread after Init.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "runtime/core_worker/core_worker.h"
 
 namespace manta {
@@ -32,11 +35,42 @@ struct NodeInfo {
   bool is_head = false;
   std::map<std::string, double> resources_total;
   std::map<std::string, std::string> labels;
+  bool draining = false;          // alive, but going away: takes no new work
+  std::string drain_reason;       // "preemption", ...
+  int64_t drain_deadline_ms = 0;  // unix epoch; 0: none
+  std::string death_reason;       // dead nodes
 };
 
 // Every node the GCS knows, alive or dead.
 std::vector<NodeInfo> Nodes();
 absl::StatusOr<std::vector<NodeInfo>> TryNodes();
+
+// A change of the node table: a node registered (again), began to drain,
+// or died.
+struct NodeEvent {
+  enum Kind { kAlive, kDraining, kDead };
+  Kind kind = kAlive;
+  NodeInfo node;        // as it is after the change
+  absl::Time received;  // when this process got it
+};
+
+// Watches the node table: `on_event` runs for every change published after
+// WatchNodes returns, in order, on a thread of the watch's own (keep it
+// short; hand work elsewhere). When the GCS lost events (it restarted, or
+// the watcher fell behind) it runs once per node with the table as it
+// stands. Destroying the watch stops the calls and waits for a running one.
+class NodeWatch {
+ public:
+  explicit NodeWatch(int64_t id) : id_(id) {}
+  ~NodeWatch();
+  NodeWatch(const NodeWatch&) = delete;
+  NodeWatch& operator=(const NodeWatch&) = delete;
+
+ private:
+  int64_t id_;
+};
+std::unique_ptr<NodeWatch> WatchNodes(std::function<void(const NodeEvent&)> on_event);
+absl::StatusOr<std::unique_ptr<NodeWatch>> TryWatchNodes(std::function<void(const NodeEvent&)> on_event);
 
 // Where this process runs.
 struct RuntimeContext {

@@ -12,7 +12,7 @@
 // host of the slice (`{TPU: chips_per_host}` by default) with the slice-name
 // and worker-id label selectors (bundle b on worker b), and releases the head
 // reservations once every slice's bundles are ready. A slice with a host
-// missing or dead when ReserveSlices starts is never chosen; when enough
+// missing, dead or draining when ReserveSlices starts is never chosen; when enough
 // slices are wholly free then, only those are; and two clients never share
 // a slice (its bundles hold every chip of every host).
 //
@@ -68,7 +68,8 @@ struct SliceShape {
 // topology, or one the version does not accept.
 absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_version, const std::string& topology);
 
-// Every slice with all its hosts alive, grouped by pod type, by name.
+// Every slice with all its hosts alive and none draining, grouped by pod
+// type, by name.
 std::map<std::string, std::vector<SliceInfo>> ListSlices();
 absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices();
 

@@ -158,8 +158,12 @@ struct TrainContext {
   std::string attempt_id;
   int attempt_number = 1;    // 1 for the run's first attempt
   std::string storage_path;  // the run's <storage_path>/<name>
+  int64_t epoch = 1;         // the group this context is of (an elastic run re-forms its group)
+  int max_world_size = 1;    // the most workers the run may have (ScalingConfig num_workers max)
+  int max_slices = 1;
   MSGPACK_DEFINE(world_rank, world_size, local_rank, local_world_size, node_rank, slice_id, num_slices, worker_id,
-                 chips, coordinator_address, run_name, run_id, attempt_id, attempt_number, storage_path);
+                 chips, coordinator_address, run_name, run_id, attempt_id, attempt_number, storage_path, epoch,
+                 max_world_size, max_slices);
 };
 
 // In a worker while its loop runs: where it stands. Throws manta::Error

@@ -1,0 +1,143 @@
+// Node events from the core worker's side: a thread per watch long-polls the
+// GCS's NODE_INFO channel and hands each change to the watcher.
+#include <thread>
+
+#include "runtime/core_worker/core_worker_impl.h"
+
+namespace manta::core {
+namespace {
+
+// How long the GCS may hold one poll; Unwatch cancels a held poll at once.
+constexpr int32_t kNodePollWaitMs = 10000;
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+
+NodeEvent::Kind KindOf(const NodeData& d) {
+  if (!d.alive) return NodeEvent::kDead;
+  return d.draining ? NodeEvent::kDraining : NodeEvent::kAlive;
+}
+
+}  // namespace
+
+NodeData NodeDataFromProto(const rpc::NodeInfo& n) {
+  NodeData d;
+  if (auto id = NodeId::FromBinary(n.node_id()); id.ok()) d.node_id = *id;
+  d.ip = n.node_ip();
+  d.alive = n.state() == rpc::NodeInfo::ALIVE;
+  d.is_head = n.is_head();
+  d.resources_total.insert(n.resources_total().begin(), n.resources_total().end());
+  d.labels.insert(n.labels().begin(), n.labels().end());
+  d.draining = n.draining();
+  d.drain_reason = n.drain_reason();
+  d.drain_deadline_ms = n.drain_deadline_ms();
+  d.death_reason = n.death_reason();
+  d.death_expected = n.death_expected();
+  return d;
+}
+
+struct CoreWorkerImpl::NodeWatch {
+  std::function<void(const NodeEvent&)> on_event;
+  std::thread thread;
+  absl::Mutex mu;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  grpc::ClientContext* held ABSL_GUARDED_BY(mu) = nullptr;  // the poll in flight
+  int64_t sequence = 0;  // the poll thread's
+  std::string incarnation;
+};
+
+absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const NodeEvent&)> on_event) {
+  auto watch = std::make_shared<NodeWatch>();
+  watch->on_event = std::move(on_event);
+  // Where the channel stands now: only what comes after is this watch's.
+  rpc::PollRequest first;
+  first.add_channels(rpc::PubMessage::NODE_INFO);
+  first.set_max_wait_ms(0);
+  first.set_after_sequence(std::numeric_limits<int64_t>::max());
+  auto start = SyncCall<rpc::PollReply>(options_.token,
+                                        [&](auto* ctx, auto* r) { return gcs_pubsub_->Poll(ctx, first, r); });
+  if (!start.ok()) return start.status();
+  watch->sequence = start->last_sequence();
+  watch->incarnation = start->gcs_incarnation();
+  int64_t id;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    id = next_watch_++;
+    node_watches_[id] = watch;
+  }
+  watch->thread = std::thread([this, w = watch.get()] {
+    absl::Duration backoff = absl::Milliseconds(100);
+    while (true) {
+      rpc::PollRequest req;
+      req.add_channels(rpc::PubMessage::NODE_INFO);
+      req.set_after_sequence(w->sequence);
+      req.set_gcs_incarnation(w->incarnation);
+      req.set_max_wait_ms(kNodePollWaitMs);
+      grpc::ClientContext ctx;
+      rpc::PrepareContext(&ctx, options_.token, absl::Milliseconds(kNodePollWaitMs) + kRpcTimeout);
+      {
+        absl::MutexLock lock(&w->mu);
+        if (w->stopping) return;
+        w->held = &ctx;
+      }
+      rpc::PollReply reply;
+      grpc::Status s = gcs_pubsub_->Poll(&ctx, req, &reply);
+      {
+        absl::MutexLock lock(&w->mu);
+        w->held = nullptr;
+        if (w->stopping) return;
+      }
+      if (!s.ok()) {  // the GCS is away: try again, a little later each time
+        absl::SleepFor(backoff);
+        backoff = std::min(backoff * 2, absl::Seconds(2));
+        continue;
+      }
+      backoff = absl::Milliseconds(100);
+      const absl::Time now = absl::Now();
+      const bool restarted = reply.gcs_incarnation() != w->incarnation;
+      w->incarnation = reply.gcs_incarnation();
+      w->sequence = reply.last_sequence();
+      if (reply.gap() || restarted) {
+        // Events were lost: the table as it stands, one event per node.
+        auto nodes = GetAllNodes();
+        if (nodes.ok()) {
+          for (const NodeData& n : *nodes) w->on_event(NodeEvent{KindOf(n), n, now});
+        }
+        continue;
+      }
+      for (const auto& m : reply.messages()) {
+        if (!m.has_node_info()) continue;
+        NodeData d = NodeDataFromProto(m.node_info());
+        w->on_event(NodeEvent{KindOf(d), std::move(d), now});
+      }
+    }
+  });
+  return id;
+}
+
+void CoreWorkerImpl::UnwatchNodes(int64_t id) {
+  std::shared_ptr<NodeWatch> w;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    auto it = node_watches_.find(id);
+    if (it == node_watches_.end()) return;
+    w = it->second;
+    node_watches_.erase(it);
+  }
+  {
+    absl::MutexLock lock(&w->mu);
+    w->stopping = true;
+    if (w->held != nullptr) w->held->TryCancel();
+  }
+  if (w->thread.joinable() && w->thread.get_id() != std::this_thread::get_id()) w->thread.join();
+  if (w->thread.joinable()) w->thread.detach();  // unwatched from its own callback
+}
+
+void CoreWorkerImpl::StopNodeWatches() {
+  std::vector<int64_t> ids;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    for (const auto& [id, w] : node_watches_) ids.push_back(id);
+  }
+  for (int64_t id : ids) UnwatchNodes(id);
+}
+
+}  // namespace manta::core

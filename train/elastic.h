@@ -1,0 +1,170 @@
+// ElasticDriver: the controller's loop for an elastic run (ScalingConfig
+// num_workers {min, max} of whole slices).
+//
+// It holds whole slices one by one (HeldSlice), from `min` up to `max`, and
+// runs one group (an "epoch") of workers over the slices it holds. It acts
+// on events, never on a polling interval: the GCS's node events (a host
+// dead, draining, or alive again) and the workers' own ends.
+//  * A host of a held slice dies: the group is interrupted (its collectives
+//    fail at once), the slice is given back, and the survivors re-form a
+//    smaller group. Where every slice holds the whole state (data
+//    parallelism across slices) they keep it in memory and redo only the
+//    interrupted step; otherwise every worker restores the latest committed
+//    checkpoint, resharded.
+//  * A host drains (a preemption notice): the group finishes its step in
+//    flight, pauses, and re-forms without that slice: no step is lost.
+//  * A slice is whole and free again: it is reserved and its workers
+//    started while the group trains; at the next step boundary the group
+//    pauses and re-forms with it, the new workers taking the state from a
+//    peer slice over the collectives.
+//  * Below `min` slices the run waits (RESCHEDULING) for slices to return,
+//    up to the scheduling timeout; survivors that hold the state wait in
+//    memory.
+//  * A worker's own error (its loop threw, or its process died on a host
+//    that lives) counts against max_failures and restarts the run from the
+//    latest committed checkpoint. Resizes and drains do not count.
+// Every decision is logged with its reason and the time since its event.
+//
+// Workers are in-place resizable when their loop keeps its state across
+// groups (internal::CommitStep and AwaitNextGroup, as RunMaxText does);
+// any other loop is restarted from the latest committed checkpoint at the
+// new size, as Ray does.
+//
+// Threads: Run on the controller's Run thread; Await and OnPaused on other
+// actor threads; node events and worker ends arrive on threads of their
+// own and are queued for Run. State shared with them is behind mu_.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "manta/state.h"
+#include "train/held_slice.h"
+#include "train/protocol.h"
+
+namespace manta::train {
+
+class TrainController;
+
+class ElasticDriver {
+ public:
+  ElasticDriver(TrainController* controller, ActorHandle<TrainController> self);
+  ~ElasticDriver();
+
+  // The whole run; returns its outcome.
+  RunOutcome Run();
+  // A worker whose group ended: blocks until the next group is planned.
+  AwaitReply Await(const AwaitRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // A round of the current group completed with a pause.
+  void OnPaused() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Event {
+    enum Kind { kNode, kRunEnded, kArrived, kPaused };
+    Kind kind = kNode;
+    NodeEvent node;
+    std::string key;  // kRunEnded, kArrived
+    absl::Status status;
+    absl::Time at;
+    ObjectId run;  // kRunEnded: which Run call ended
+  };
+  enum class SliceRole { kActive, kJoining, kLeaving };
+  struct Held {
+    std::unique_ptr<HeldSlice> slice;
+    SliceRole role = SliceRole::kJoining;
+  };
+
+  static Event MakeEvent(Event::Kind kind, std::string key, absl::Status status);
+  void Post(Event e) ABSL_LOCKS_EXCLUDED(mu_);
+  void WatchRuns();  // the run watcher's thread
+  void Handle(const Event& e);
+  void HandleNode(const NodeEvent& e);
+  void HandleRunEnded(const Event& e);
+  // A worker died while its host still looked alive: a host dies before the
+  // GCS says so, so wait for that news up to kHostGrace; then it was the
+  // worker's own failure.
+  void CheckSuspects();
+  // Moves the run on: re-forms when every expected worker arrived, grows
+  // when a slice is free, starts when enough slices are back.
+  void Progress();
+
+  // Reserves free slices up to `max` and starts their workers (as joiners).
+  int AcquireSlices(int want);
+  // The host `node` of held slice `name` died: interrupt and drop it.
+  void LoseSlice(const std::string& name, const std::string& why, absl::Time at);
+  // Ends the current group now (interrupting its workers) or at its next
+  // step boundary (a pause).
+  void EndGroup(const std::string& why, absl::Time at, bool now);
+  // Forms the next group over the active and joining slices.
+  void Reform();
+  // While waiting: keeps the demand group up; true when a slice head is free
+  // (the demand was placed), after giving it back.
+  bool HeadFreed();
+  void DropDemand();
+  // Commits the checkpoint every worker of the ended group reported on
+  // arrival, if they all did (`everyone` arrived).
+  void CommitArrivedCheckpoint(const std::map<std::string, AwaitRequest>& arrived, bool everyone);
+  // Starts group epoch_ + 1 over `order` (slice names): survivors are told
+  // `survive`, new workers `join`. `old_size`: the workers of the group before.
+  void StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
+                  const JoinInstruction& join);
+  // Kills everything and starts over from the latest committed checkpoint.
+  void RestartAll(const std::string& why, bool counts_as_failure);
+  // Gives back slice `name` (its workers are killed).
+  void Drop(const std::string& name);
+  void Finish(const absl::Status& status);
+
+  // The group's contexts and environments for `slices` (in order).
+  std::vector<std::pair<std::string, WorkerRunRequest>> PlanGroup(const std::vector<std::string>& slices,
+                                                                  const JoinInstruction& survivors,
+                                                                  const JoinInstruction& joiners);
+  std::string DescribeNode(const std::string& node_id) const;
+
+  TrainController* const c_;
+  const ActorHandle<TrainController> self_;
+  const int hosts_;  // per slice
+  const int min_slices_, max_slices_;
+
+  // The Run thread's.
+  std::unique_ptr<NodeWatch> watch_;
+  std::thread run_watcher_;
+  std::string attempt_id_;
+  bool waiting_ = true;    // no group runs: waiting for slices (or starting)
+  bool pausing_ = false;   // the current group ends at its next step boundary
+  bool want_growth_ = false;
+  std::string reform_why_;
+  absl::Time reform_event_;
+  absl::Time waiting_since_;
+  bool done_ = false;
+  RunOutcome outcome_;
+  int group_size_ = 0;  // workers of the last group started
+  // While waiting for slices: a pending group asking for a slice head, so
+  // `manta status` shows what the run waits for; removed before reserving.
+  std::optional<PlacementGroup> demand_;
+  std::set<std::string> finished_;  // keys whose loop returned OK in this group
+  struct Suspect {
+    std::string key;
+    absl::Status status;
+    absl::Time at;
+  };
+  std::vector<Suspect> suspects_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Held> slices_ ABSL_GUARDED_BY(mu_);  // by slice name: rank order
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;            // the group is over; its workers arrive
+  std::set<std::string> members_ ABSL_GUARDED_BY(mu_);  // keys of the current group
+  std::map<std::string, AwaitRequest> arrived_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AwaitReply> plans_ ABSL_GUARDED_BY(mu_);  // for arrived workers
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace manta::train
