@@ -355,8 +355,9 @@ bool TrainController::CompleteRound(const RoundOutcome& done, const ReportReques
   }
   if (!first_round_logged_) {
     first_round_logged_ = true;
-    log_->info("The worker group made its first report {:.3f} s after it was decided on ({:.3f} s after its "
-               "workers started).", Seconds(absl::Now() - group_began_), Seconds(absl::Now() - workers_started_));
+    log_->info("The worker group made its first report {:.3f} s after the event that formed it ({:.3f} s after its "
+               "workers were started or told).", Seconds(absl::Now() - group_began_),
+               Seconds(absl::Now() - workers_started_));
   }
   if (!pause_requested_) return false;
   pause_requested_ = false;

@@ -18,8 +18,13 @@ constexpr absl::Duration kReserveTry = absl::Seconds(5);
 constexpr absl::Duration kArrivalTimeout = absl::Seconds(60);
 // How long a worker's death waits for the news that its host died.
 constexpr absl::Duration kHostGrace = absl::Seconds(3);
+// How often a waiting run looks for free slices besides node events.
+constexpr absl::Duration kWaitingRetry = absl::Seconds(5);
 
 double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
+
+// "09:04:03.402": when an event reached the controller, in local time.
+std::string Clock(absl::Time t) { return absl::FormatTime("%H:%M:%E3S", t, absl::LocalTimeZone()); }
 
 std::string Key(const std::string& slice, int host) { return absl::StrCat(slice, "/", host); }
 
@@ -179,6 +184,8 @@ std::string ElasticDriver::DescribeNode(const std::string& node_id) const {
 void ElasticDriver::HandleNode(const NodeEvent& e) {
   if (e.kind == NodeEvent::kAlive) {
     want_growth_ = true;  // a slice may be whole again
+    growth_event_ = e.received;
+    growth_node_ = e.node.node_id;
     return;
   }
   std::string name;
@@ -197,7 +204,7 @@ void ElasticDriver::HandleNode(const NodeEvent& e) {
                                ? absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " died")
                                : absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " is draining (",
                                               e.node.drain_reason, ")");
-  c_->log_->info("Detected changes in the cluster resources: {} ({:.3f} s ago).", what, Since(e.received));
+  c_->log_->info("Detected changes in the cluster resources: {} (received {}).", what, Clock(e.received));
   if (role == SliceRole::kJoining) {
     Drop(name);  // never joined: nothing to re-form
     return;
@@ -388,18 +395,29 @@ void ElasticDriver::Progress() {
     return;
   }
   const bool room = active + joining < max_slices_;
-  if (waiting_ || (want_growth_ && !pausing_ && !ended && room)) {
+  if (waiting_) {
+    // Try when a node arrived, when the demand was placed (a whole slice's
+    // head is free), and every few seconds.
+    if (!want_growth_ && demand_.has_value() && !DemandPlaced() && absl::Now() - last_try_ < kWaitingRetry) return;
     want_growth_ = false;
-    if (waiting_ && demand_.has_value() && !HeadFreed()) return;
+    last_try_ = absl::Now();
+    DropDemand();  // it may hold the very head the reservation needs
     const int free = FreeSlices(c_->spec_.scaling);
     const int got = room && free > 0 ? AcquireSlices(std::min(free, max_slices_ - active - joining)) : 0;
-    if (got > 0 && !waiting_) {
-      EndGroup(absl::StrCat(got, " slice(s) whole and free again"), absl::Now(), /*now=*/false);
-    } else if (waiting_ && active + joining + got >= min_slices_) {
+    if (active + joining + got >= min_slices_) {
       Reform();
-    } else if (waiting_) {
-      HeadFreed();  // shows the demand in `manta status` while the run waits
+    } else {
+      CreateDemand();
     }
+  } else if (want_growth_ && !pausing_ && !ended && room) {
+    want_growth_ = false;
+    const int free = FreeSlices(c_->spec_.scaling);
+    if (free > 0) {
+      c_->log_->info("Detected changes in the cluster resources: {} whole slice(s) free again ({} alive, received "
+                     "{}).", free, DescribeNode(growth_node_), Clock(growth_event_));
+    }
+    const int got = free > 0 ? AcquireSlices(std::min(free, max_slices_ - active - joining)) : 0;
+    if (got > 0) EndGroup(absl::StrCat(got, " slice(s) whole and free again"), growth_event_, /*now=*/false);
   }
   if (waiting_ && Since(waiting_since_) > absl::ToDoubleSeconds(absl::Milliseconds(c_->spec_.scheduling_timeout_ms))) {
     Finish(absl::DeadlineExceededError(absl::StrCat(

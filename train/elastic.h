@@ -104,9 +104,10 @@ class ElasticDriver {
   void EndGroup(const std::string& why, absl::Time at, bool now);
   // Forms the next group over the active and joining slices.
   void Reform();
-  // While waiting: keeps the demand group up; true when a slice head is free
-  // (the demand was placed), after giving it back.
-  bool HeadFreed();
+  // While waiting: a group asking for the head of a whole slice, so `manta
+  // status` shows what the run waits for; its placement says one is free.
+  void CreateDemand();
+  bool DemandPlaced();
   void DropDemand();
   // Commits the checkpoint every worker of the ended group reported on
   // arrival, if they all did (`everyone` arrived).
@@ -139,6 +140,8 @@ class ElasticDriver {
   bool waiting_ = true;    // no group runs: waiting for slices (or starting)
   bool pausing_ = false;   // the current group ends at its next step boundary
   bool want_growth_ = false;
+  absl::Time growth_event_;  // the latest node-alive event
+  std::string growth_node_;
   std::string reform_why_;
   absl::Time reform_event_;
   absl::Time waiting_since_;
@@ -148,6 +151,7 @@ class ElasticDriver {
   // While waiting for slices: a pending group asking for a slice head, so
   // `manta status` shows what the run waits for; removed before reserving.
   std::optional<PlacementGroup> demand_;
+  absl::Time last_try_;  // of reserving slices while waiting
   std::set<std::string> finished_;  // keys whose loop returned OK in this group
   struct Suspect {
     std::string key;

@@ -262,23 +262,39 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
   if (c_->state_ != state::TrainRunState::kRunning) c_->Transition(state::TrainRunState::kRunning);
 }
 
-bool ElasticDriver::HeadFreed() {
-  if (!demand_.has_value()) {
-    PlacementGroupOptions o;
-    o.bundles.push_back({.resources = {{"TPU-" + c_->spec_.scaling.pod_type + "-head", 1}}});
-    o.name = "";
-    auto g = TryCreatePlacementGroup(o);
-    if (g.ok()) demand_ = *g;
-    return false;
+void ElasticDriver::CreateDemand() {
+  DropDemand();
+  // A head of a slice that is whole: heads of slices missing a host are
+  // excluded, as ReserveSlices excludes them.
+  std::set<std::string> all, whole;
+  for (const NodeInfo& n : TryNodes().value_or(std::vector<NodeInfo>{})) {
+    auto it = n.labels.find("manta.io/tpu-slice-name");
+    if (n.alive && !n.draining && it != n.labels.end()) all.insert(it->second);
   }
-  bool placed = false;
+  auto slices = tpu::TryListSlices();
+  if (slices.ok() && slices->count(c_->spec_.scaling.pod_type)) {
+    for (const tpu::SliceInfo& s : slices->at(c_->spec_.scaling.pod_type)) whole.insert(s.name);
+  }
+  std::vector<std::string> broken;
+  for (const std::string& name : all) {
+    if (whole.count(name) == 0) broken.push_back(name);
+  }
+  PlacementGroupOptions o;
+  BundleSpec b;
+  b.resources = {{"TPU-" + c_->spec_.scaling.pod_type + "-head", 1}};
+  if (!broken.empty()) b.label_selector = {{"manta.io/tpu-slice-name", "!in(" + absl::StrJoin(broken, ",") + ")"}};
+  o.bundles.push_back(b);
+  auto g = TryCreatePlacementGroup(o);
+  if (g.ok()) demand_ = *g;
+}
+
+bool ElasticDriver::DemandPlaced() {
+  if (!demand_.has_value()) return false;
   try {
-    placed = demand_->State() == PlacementGroupState::kCreated;
+    return demand_->State() == PlacementGroupState::kCreated;
   } catch (const Error&) {
     return false;
   }
-  if (placed) DropDemand();  // a head is free: give it to the reservation
-  return placed;
 }
 
 void ElasticDriver::DropDemand() {

@@ -1,0 +1,369 @@
+// bench_elastic: how fast an elastic run (num_workers {4, 8} on two
+// simulated v6e-16 slices) shrinks, grows and drains, against Ray Train's
+// path computed from its constants and this machine's own restart figures.
+//
+//   bench_elastic [--json FILE] [--model=default] [--seq=128] [--period=10]
+//
+// 1. Kill: a host of slice 1 killed (its raylet and workers): kill -> the
+//    next completed step, as detect / decide / re-form / first step (goal:
+//    <= 1 s + one step).
+// 2. Return: a replacement host started: start -> the first step at 8
+//    workers, as detect (the raylet joining) / reserve and wait for the step
+//    boundary / re-form and transfer / first step (goal: <= 2 s + one step).
+// 3. Drain: `manta drain-node` of a host mid-run: steps lost (goal 0) and
+//    drain -> the first step at 4.
+// 4. Restore: the same kill with fsdp across slices: the group restores the
+//    latest checkpoint; its join and restore time is the checkpoint load
+//    Ray's path pays on every resize.
+// Ray's path: a 2 s worker health poll (1 s on average to notice a death),
+// a 60 s resize monitor (30 s on average to notice a returned slice), then
+// a whole group restart (tear down, reserve, start: measured here by a fixed
+// run's restart) from the latest checkpoint (load measured in 4), redoing
+// half a checkpoint period of steps on average.
+#include <manta/api.h>
+#include <manta/state.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/common/cluster.h"
+#include "bench/common/report.h"
+#include "common/file_util.h"
+#include "common/process.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using manta::CommandResult;
+
+struct Options {
+  std::string model = "default";
+  int seq = 128;
+  int period = 10;  // checkpoint period
+};
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::vector<std::string> Args(const Options& o, const std::string& dir, const std::string& run, int steps,
+                              std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "model_name=" + o.model,
+                                "max_target_length=" + std::to_string(o.seq), "per_device_batch_size=1",
+                                "steps=" + std::to_string(steps), "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
+                                "base_output_directory=" + dir, "run_name=" + run, "enable_checkpointing=true",
+                                "checkpoint_period=" + std::to_string(o.period),
+                                "metrics_file=" + dir + "/" + run + ".jsonl"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+int MetricLines(const std::string& path) {
+  std::ifstream in(path);
+  return static_cast<int>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
+}
+
+// Steps of a metrics file, in order of the lines.
+std::vector<int64_t> Steps(const std::string& path) {
+  std::vector<int64_t> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(j["step"].get<int64_t>());
+  }
+  return out;
+}
+
+// The raylet of TPU host `worker` of slice `slice` in the cluster's session.
+pid_t HostRaylet(const std::string& temp_dir, const std::string& slice, int worker) {
+  for (const auto& e : std::filesystem::directory_iterator(temp_dir + "/session_latest/pids")) {
+    if (e.path().filename().string().rfind("raylet_", 0) != 0) continue;
+    auto text = manta::ReadFile(e.path().string());
+    if (!text.ok()) continue;
+    pid_t pid = std::atoi(text->c_str());
+    auto env = manta::ReadFile("/proc/" + std::to_string(pid) + "/environ");
+    if (!env.ok()) continue;
+    std::vector<std::string> vars = absl::StrSplit(*env, '\0');
+    if (std::count(vars.begin(), vars.end(), "TPU_NAME=" + slice) &&
+        std::count(vars.begin(), vars.end(), "TPU_WORKER_ID=" + std::to_string(worker))) {
+      return pid;
+    }
+  }
+  return -1;
+}
+
+std::string NodeOf(const std::string& slice, int worker) {
+  for (const manta::NodeInfo& n : manta::Nodes()) {
+    auto s = n.labels.find("manta.io/tpu-slice-name");
+    auto w = n.labels.find("manta.io/tpu-worker-id");
+    if (n.alive && s != n.labels.end() && s->second == slice && w != n.labels.end() &&
+        w->second == std::to_string(worker)) {
+      return n.node_id;
+    }
+  }
+  return "";
+}
+
+void StartHost(const manta::bench::LocalCluster& c, const std::string& slice, int worker) {
+  manta::bench::RunManta(c.bin_dir(), {"start", "--address=" + c.address(), "--num-cpus=1", "--temp-dir=" + c.temp_dir()},
+                         {{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"},
+                          {"TPU_WORKER_ID", std::to_string(worker)}, {"TPU_NAME", slice}});
+}
+
+// A run of train_driver in the background.
+class Run {
+ public:
+  Run(const manta::bench::LocalCluster& c, const std::string& dir, const std::string& nw,
+      const std::vector<std::string>& args) {
+    std::vector<std::string> flags = {"--temp-dir=" + c.temp_dir(), "--num_workers=" + nw, "--max_failures=-1",
+                                      "--scheduling_timeout_s=300", "--storage_path=" + dir + "/results", "--"};
+    flags.insert(flags.end(), args.begin(), args.end());
+    thread_ = std::thread([this, exe = c.bin_dir() + "/train_driver", flags] {
+      manta::SpawnOptions o;
+      o.executable = exe;
+      o.args = flags;
+      auto r = manta::RunAndCapture(o, absl::Minutes(30));
+      result_ = r.ok() ? *r : CommandResult{};
+    });
+  }
+  const CommandResult& Wait() {
+    thread_.join();
+    return result_;
+  }
+
+ private:
+  std::thread thread_;
+  CommandResult result_;
+};
+
+bool WaitSteps(const std::string& metrics, int n) {
+  for (int i = 0; i < 6000; ++i) {
+    if (MetricLines(metrics) >= n) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+// "received 09:04:03.402" of the n-th line holding `what`, as unix ms.
+int64_t Received(const std::string& out, const std::string& what, int nth = 0) {
+  std::regex re(what + R"(.*\(received (\d\d:\d\d:\d\d\.\d\d\d)\))");
+  auto it = std::sregex_iterator(out.begin(), out.end(), re);
+  for (int i = 0; i < nth && it != std::sregex_iterator(); ++i) ++it;
+  if (it == std::sregex_iterator()) return -1;
+  absl::Time today = absl::Now();
+  std::string date = absl::FormatTime("%Y-%m-%d ", today, absl::LocalTimeZone());
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime("%Y-%m-%d %H:%M:%E3S", date + (*it)[1].str(), absl::LocalTimeZone(), &t, &err)) return -1;
+  return absl::ToUnixMillis(t);
+}
+
+// "decided X s after the event" of group `epoch`.
+double Decided(const std::string& out, int epoch) {
+  std::smatch m;
+  std::regex re("Forming group " + std::to_string(epoch) + R"( .*decided ([0-9.]+) s after the event)");
+  return std::regex_search(out, m, re) ? std::stod(m[1].str()) : -1;
+}
+
+// The first metric point at or after `after_ms` carrying startup_seconds:
+// the first step of a group.
+std::optional<manta::state::TrainMetricPoint> FirstStepAfter(const std::string& out, int64_t after_ms) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex(R"(run_id=([0-9a-f]{32}))"))) return std::nullopt;
+  for (const auto& run : manta::state::ListTrainRuns(true)) {
+    if (run.run_id != m[1].str()) continue;
+    for (const auto& p : run.metrics) {
+      if (p.time_ms >= after_ms && p.metrics.count("startup_seconds")) return p;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+struct Figures {
+  double step = 0;  // a step at 8 workers, steady
+  double teardown = 0, reserve = 0, workers_up = 0;  // a fixed run's restart
+  double restore_join = -1;                          // join + checkpoint load
+};
+
+// Kill a host of slice 1, then start its replacement.
+bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir,
+                   manta::bench::Report* report, Figures* f) {
+  const std::string metrics = dir + "/kill.jsonl";
+  Run run(c, dir, "4,8", Args(o, dir, "kill", 12 * o.period));
+  if (!WaitSteps(metrics, 2 * o.period + 2)) return false;
+  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-1", 2);
+  const int64_t kill_ms = NowMs();
+  if (victim <= 0 || kill(victim, SIGKILL) != 0) return false;
+  if (!WaitSteps(metrics, MetricLines(metrics) + o.period)) return false;  // trains on at 4
+  const int64_t start_ms = NowMs();
+  StartHost(c, "tpu-group-1", 2);
+  const CommandResult& r = run.Wait();
+  if (r.exit_code != 0) {
+    std::cerr << "the kill run failed:\n" << r.out << r.err << "\n";
+    return false;
+  }
+  auto shrink = FirstStepAfter(r.out, kill_ms);
+  auto grow = FirstStepAfter(r.out, start_ms);
+  const int64_t died = Received(r.out, "died");
+  const int64_t alive = Received(r.out, "whole slice\\(s\\) free again");
+  if (!shrink || !grow || died < 0 || alive < 0) {
+    std::cerr << "the kill run's log lacks a figure:\n" << r.out << "\n";
+    return false;
+  }
+  report->Add("kill_to_next_step", (shrink->time_ms - kill_ms) / 1e3, "s");
+  report->Add("kill_detect", (died - kill_ms) / 1e3, "s");
+  report->Add("kill_decide", Decided(r.out, 2), "s");
+  report->Add("kill_reform", shrink->metrics.at("startup_seconds"), "s");
+  report->Add("kill_first_step", shrink->metrics.at("seconds"), "s");
+  report->Add("return_to_step_at_8", (grow->time_ms - start_ms) / 1e3, "s");
+  report->Add("return_detect", (alive - start_ms) / 1e3, "s");
+  report->Add("return_reserve_start_and_boundary", Decided(r.out, 3), "s");
+  report->Add("return_reform_and_transfer", grow->metrics.at("startup_seconds"), "s");
+  report->Add("return_first_step", grow->metrics.at("seconds"), "s");
+  // A steady step at 8 workers: the median of the last ten.
+  std::vector<double> tail;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) tail.push_back(j["seconds"].get<double>());
+  }
+  if (tail.size() > 10) tail.erase(tail.begin(), tail.end() - 10);
+  std::sort(tail.begin(), tail.end());
+  f->step = tail.empty() ? 0 : tail[tail.size() / 2];
+  report->Add("step_at_8_workers", f->step, "s");
+  report->Add("kill_goal_1s_plus_step", 1.0 + f->step, "s", (shrink->time_ms - kill_ms) / 1e3);
+  report->Add("return_goal_2s_plus_step", 2.0 + f->step, "s", (grow->time_ms - start_ms) / 1e3);
+  return true;
+}
+
+bool Drain(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir,
+           manta::bench::Report* report) {
+  const std::string metrics = dir + "/drain.jsonl";
+  Run run(c, dir, "4,8", Args(o, dir, "drain", 4 * o.period));
+  if (!WaitSteps(metrics, o.period + 2)) return false;
+  const std::string node = NodeOf("tpu-group-0", 1);
+  const int64_t drain_ms = NowMs();
+  manta::bench::RunManta(c.bin_dir(), {"drain-node", node, "--reason=preemption", "--deadline=60s",
+                                       "--temp-dir=" + c.temp_dir()});
+  const CommandResult& r = run.Wait();
+  if (r.exit_code != 0) {
+    std::cerr << "the drain run failed:\n" << r.out << r.err << "\n";
+    return false;
+  }
+  const std::vector<int64_t> steps = Steps(metrics);
+  int lost = 0;
+  for (size_t i = 0; i < steps.size(); ++i) lost += steps[i] != static_cast<int64_t>(i) ? 1 : 0;
+  lost += static_cast<int>(4 * o.period - std::min<size_t>(steps.size(), 4 * o.period));
+  auto first = FirstStepAfter(r.out, drain_ms);
+  report->Add("drain_steps_lost", lost, "steps");
+  if (first) report->Add("drain_to_step_at_4", (first->time_ms - drain_ms) / 1e3, "s");
+  // The drained host goes away once idle; bring a new one for the next run.
+  for (int i = 0; i < 100 && !NodeOf("tpu-group-0", 1).empty(); ++i) absl::SleepFor(absl::Milliseconds(100));
+  StartHost(c, "tpu-group-0", 1);
+  return true;
+}
+
+bool Restore(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir,
+             manta::bench::Report* report, Figures* f) {
+  const std::string metrics = dir + "/restore.jsonl";
+  Run run(c, dir, "4,8", Args(o, dir, "restore", 3 * o.period, {"dcn_fsdp_parallelism=2", "dcn_data_parallelism=1"}));
+  if (!WaitSteps(metrics, o.period + 2)) return false;
+  const int64_t kill_ms = NowMs();
+  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-1", 1);
+  if (victim <= 0 || kill(victim, SIGKILL) != 0) return false;
+  const CommandResult& r = run.Wait();
+  auto first = FirstStepAfter(r.out, kill_ms);
+  if (r.exit_code != 0 || !first) {
+    std::cerr << "the restore run failed:\n" << r.out << r.err << "\n";
+    return false;
+  }
+  f->restore_join = first->metrics.at("startup_seconds");
+  report->Add("restore_kill_to_next_step", (first->time_ms - kill_ms) / 1e3, "s");
+  report->Add("restore_join_and_load", f->restore_join, "s");
+  StartHost(c, "tpu-group-1", 1);
+  return true;
+}
+
+// A fixed run of 8 killed once: tear down, reserve and start, as Ray restarts.
+bool FixedRestart(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir, Figures* f) {
+  const std::string metrics = dir + "/fixed.jsonl";
+  Run run(c, dir, "8", Args(o, dir, "fixed", 2 * o.period + 5));
+  if (!WaitSteps(metrics, o.period + 2)) return false;
+  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-0", 3);
+  if (victim <= 0 || kill(victim, SIGKILL) != 0) return false;
+  StartHost(c, "tpu-group-0", 3);
+  const CommandResult& r = run.Wait();
+  auto num = [&](const std::string& pattern) {
+    std::smatch m;
+    const size_t from = r.out.find("RESTARTING");
+    std::string rest = from == std::string::npos ? r.out : r.out.substr(from);
+    return std::regex_search(rest, m, std::regex(pattern)) ? std::stod(m[1].str()) : 0.0;
+  };
+  f->teardown = num(R"(Shut down the worker group in ([0-9.]+) s)");
+  f->reserve = num(R"(reserved in ([0-9.]+) s)");
+  f->workers_up = num(R"(workers up in ([0-9.]+) s)");
+  return r.exit_code == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Elastic training: shrink, grow and drain on two simulated v6e-16 slices, beside Ray's path."};
+  Options o;
+  std::string json_path;
+  app.add_option("--json", json_path, "Write the figures here as JSON.");
+  app.add_option("--model", o.model, "model_name of the config.");
+  app.add_option("--seq", o.seq, "max_target_length.");
+  app.add_option("--period", o.period, "checkpoint_period.");
+  CLI11_PARSE(app, argc, argv);
+
+  manta::bench::LocalCluster cluster;
+  manta::bench::ClusterSpec spec;
+  spec.num_cpus = 2;
+  spec.tpu_slices = {{"tpu-group-0", "v6e-16", "4x4"}, {"tpu-group-1", "v6e-16", "4x4"}};
+  if (auto s = cluster.Start("", spec); !s.ok()) {
+    std::cerr << "cannot start a cluster: " << s.message() << "\n";
+    return 1;
+  }
+  manta::InitOptions init;
+  init.address = cluster.address();
+  init.temp_dir = cluster.temp_dir();
+  if (auto s = manta::TryInit(init); !s.ok()) {
+    std::cerr << "cannot join the cluster: " << s.message() << "\n";
+    return 1;
+  }
+  const std::string dir = cluster.temp_dir() + "/bench_elastic";
+  std::filesystem::create_directories(dir);
+  manta::bench::Report report;
+  Figures f;
+  bool ok = KillAndReturn(cluster, o, dir, &report, &f) && Drain(cluster, o, dir, &report) &&
+            Restore(cluster, o, dir, &report, &f) && FixedRestart(cluster, o, dir, &f);
+  if (ok) {
+    // Ray Train's path, from its constants and this machine's figures.
+    const double restart = f.teardown + f.reserve + f.workers_up + f.restore_join;
+    const double redo = o.period / 2.0 * f.step;
+    report.Add("ray_kill_to_next_step_estimate", 1.0 + restart + redo + f.step, "s");
+    report.Add("ray_return_to_step_at_8_estimate", 30.0 + restart + redo + f.step, "s");
+    report.Add("ray_drain_steps_lost_estimate", o.period / 2.0, "steps");
+  }
+  manta::Shutdown();
+  cluster.Stop();
+  report.Print();
+  if (!json_path.empty()) {
+    if (auto s = report.WriteJson(json_path); !s.ok()) std::cerr << s.message() << "\n";
+  }
+  return ok ? 0 : 1;
+}
