@@ -71,7 +71,7 @@ class CollectiveGroup {
   // Used only by the thread that runs a Meet (serialized by mu_).
   const std::unique_ptr<NetGroup> flat_, intra_, inter_;
   FloatBuffer gather_scratch_, scratch_;
-  std::vector<double> scratch64_;
+  DoubleBuffer scratch64_;
 
   std::mutex mu_;
   std::condition_variable cv_;

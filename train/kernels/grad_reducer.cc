@@ -43,7 +43,7 @@ void GradientReducer::Submit(int block, const double* grad, int64_t size, int64_
 }
 
 void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
-  std::pair<std::vector<double>, std::vector<double>>* bufs;
+  std::pair<DoubleBuffer, DoubleBuffer>* bufs;
   {
     std::lock_guard<std::mutex> lock(mu_);
     bufs = &padded64_[block];

@@ -70,7 +70,7 @@ class GradientReducer {
   // Submit only after the previous step's reduction of it has drained.
   std::map<int, FloatBuffer> padded_;  // guarded by mu_ (structure)
   // Exact reducers: padded copies and the reduced shards, in double.
-  std::map<int, std::pair<std::vector<double>, std::vector<double>>> padded64_;  // guarded by mu_ (structure)
+  std::map<int, std::pair<DoubleBuffer, DoubleBuffer>> padded64_;  // guarded by mu_ (structure)
   // Block `block`'s padded double copy, sized; null after a failure.
   double* PaddedExact(int block, int64_t shard);
   // Queues the reduction of block `block`'s padded double copy.

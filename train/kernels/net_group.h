@@ -48,7 +48,7 @@ class NetGroup {
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
   struct Cached64 {
-    std::vector<double> in;
+    DoubleBuffer in;
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
   Cached& Get(char op, int64_t n);
