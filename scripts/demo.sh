@@ -4,7 +4,10 @@
 # `manta list nodes`, submits a job that runs one task per host of a slice,
 # reserves both slices whole and runs one actor per host across them
 # (multislice), and runs a counter actor; trains a small model over both
-# slices with the trainer (maxtext_trainer, 8 workers); then stops everything.
+# slices with the trainer (maxtext_trainer, 8 workers); runs an elastic
+# training job (maxtext_elastic_trainer), kills a host of slice 1 during it
+# and starts it again, so the run shrinks to 4 workers and grows back to 8;
+# then stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -39,6 +42,41 @@ echo "+ manta job submit --working-dir . -- build/bin/maxtext_trainer ... (both 
   train/kernels/configs/base.yml base_output_directory="$TEMP_DIR/train" dataset_type=synthetic \
   model_name=tiny per_device_batch_size=1 steps=40 ici_fsdp_parallelism=4 ici_tensor_parallelism=4 \
   dcn_data_parallelism=2 enable_checkpointing=true checkpoint_period=20 run_name=demo-2x-v6e-16
+# Waits until the job's logs hold $2 (at most $3 seconds).
+wait_for_log() {
+  local deadline=$(( $(date +%s) + $3 ))
+  until "$MANTA" job logs "$1" --temp-dir="$TEMP_DIR" 2>/dev/null | grep -q "$2"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "timed out waiting for '$2'" >&2; return 1; fi
+    sleep 0.5
+  done
+}
+# The raylet of TPU host $2 of slice $1 (its pid file and environment).
+host_raylet() {
+  for f in "$TEMP_DIR"/session_latest/pids/raylet_*; do
+    local pid; pid=$(cat "$f")
+    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "TPU_NAME=$1" &&
+       tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "TPU_WORKER_ID=$2"; then
+      echo "$pid"; return 0
+    fi
+  done
+  return 1
+}
+echo "+ manta job submit --no-wait --submission-id=demo-elastic -- build/bin/maxtext_elastic_trainer ... (num_workers {4, 8})"
+"$MANTA" job submit --temp-dir="$TEMP_DIR" --no-wait --submission-id=demo-elastic --working-dir . -- \
+  build/bin/maxtext_elastic_trainer train/kernels/configs/base.yml base_output_directory="$TEMP_DIR/train" \
+  model_name=tiny per_device_batch_size=1 steps=400 ici_fsdp_parallelism=4 ici_tensor_parallelism=4 \
+  enable_checkpointing=true checkpoint_period=25 run_name=demo-elastic
+# Step lines are collapsed across workers; the checkpoint line is printed once.
+wait_for_log demo-elastic "saved checkpoint .*/checkpoints/25" 300
+VICTIM=$(host_raylet tpu-group-1 1)
+echo "+ kill -9 $VICTIM   # the raylet of tpu-group-1 host 1, as a preempted VM goes"
+kill -9 "$VICTIM"
+wait_for_log demo-elastic "from 8 -> 4 workers" 120
+echo "+ TPU_ACCELERATOR_TYPE=v6e-16 TPU_TOPOLOGY=4x4 TPU_WORKER_ID=1 TPU_NAME=tpu-group-1 manta start --address=127.0.0.1:$PORT   # the host returns"
+TPU_ACCELERATOR_TYPE=v6e-16 TPU_TOPOLOGY=4x4 TPU_WORKER_ID=1 TPU_NAME=tpu-group-1 \
+  "$MANTA" start --address="127.0.0.1:$PORT" --temp-dir="$TEMP_DIR" >/dev/null
+echo "+ manta job logs --follow demo-elastic"
+"$MANTA" job logs --follow demo-elastic --temp-dir="$TEMP_DIR" | grep -v "TrainWorker"
 echo "+ manta list train-runs"
 "$MANTA" list train-runs --temp-dir="$TEMP_DIR"
 echo "+ manta list actors"

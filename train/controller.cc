@@ -222,22 +222,29 @@ bool TrainController::DecideOnFailure(const std::string& errors, int failed_work
   return true;
 }
 
+state::TrainWorker TrainController::WorkerRecord(const TrainContext& c, const WorkerInfo& info, const ActorId& actor,
+                                                const std::string& slice_name) const {
+  state::TrainWorker w;
+  w.world_rank = c.world_rank;
+  w.local_rank = c.local_rank;
+  w.node_rank = c.node_rank;
+  if (auto id = NodeId::FromHex(info.node_id); id.ok()) w.node_id = *id;
+  w.node_ip = info.node_ip;
+  w.pid = info.pid;
+  w.actor_id = actor;
+  w.slice_id = spec_.scaling.use_tpu ? c.slice_id : -1;
+  w.slice_name = slice_name;
+  w.alive = true;
+  w.resources = spec_.scaling.resources_per_worker;
+  return w;
+}
+
 std::vector<state::TrainWorker> TrainController::WorkersOf(const WorkerGroup& group) const {
   std::vector<state::TrainWorker> out;
   for (const WorkerGroup::Member& m : group.members()) {
-    state::TrainWorker w;
-    w.world_rank = m.context.world_rank;
-    w.local_rank = m.context.local_rank;
-    w.node_rank = m.context.node_rank;
-    if (auto id = NodeId::FromHex(m.info.node_id); id.ok()) w.node_id = *id;
-    w.node_ip = m.info.node_ip;
-    w.pid = m.info.pid;
-    w.actor_id = m.actor.ID();
-    w.slice_id = spec_.scaling.use_tpu ? m.slice_id : -1;
-    w.slice_name = m.slice_name;
-    w.alive = true;
-    w.resources = spec_.scaling.resources_per_worker;
-    out.push_back(std::move(w));
+    TrainContext c = m.context;
+    c.slice_id = m.slice_id;
+    out.push_back(WorkerRecord(c, m.info, m.actor.ID(), m.slice_name));
   }
   return out;
 }

@@ -71,6 +71,9 @@ class TrainController {
   void RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s, const std::string& detail,
                      const std::vector<state::TrainWorker>* workers);
   std::vector<state::TrainWorker> WorkersOf(const WorkerGroup& group) const;
+  // The record of a worker of the run at its place `c` in a group.
+  state::TrainWorker WorkerRecord(const TrainContext& c, const WorkerInfo& info, const ActorId& actor,
+                                  const std::string& slice_name) const;
   RunOutcome Finish(const absl::Status& error);
 
   // Reports of group `epoch` of `attempt_id` are accepted from now until

@@ -219,17 +219,7 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
       const std::string slice = key.substr(0, key.rfind('/'));
       Held& h = slices_.at(slice);
       const HeldSlice::Worker& w = h.slice->workers().at(req.context.worker_id);
-      state::TrainWorker r;
-      r.world_rank = req.context.world_rank;
-      r.node_rank = req.context.node_rank;
-      if (auto id = NodeId::FromHex(w.info.node_id); id.ok()) r.node_id = *id;
-      r.node_ip = w.info.node_ip;
-      r.pid = w.info.pid;
-      r.actor_id = w.actor.ID();
-      r.slice_id = req.context.slice_id;
-      r.slice_name = slice;
-      r.resources = c_->spec_.scaling.resources_per_worker;
-      records.push_back(std::move(r));
+      records.push_back(c_->WorkerRecord(req.context, w.info, w.actor.ID(), slice));
       if (h.role == SliceRole::kActive && arrived_.count(key)) {
         plans_[key] = AwaitReply{false, req.context, req.join, req.env};
       } else {

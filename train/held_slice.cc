@@ -4,22 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "manta/api.h"
+#include "train/try_call.h"
 #include "train/worker.h"
 
 namespace manta::train {
-namespace {
-
-template <typename F>
-absl::Status Try(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 int FreeSlices(const ScalingSpec& scaling) {
   auto slices = tpu::TryListSlices();
@@ -44,7 +32,7 @@ absl::StatusOr<std::unique_ptr<HeldSlice>> HeldSlice::Reserve(const ScalingSpec&
   s->host_ips_ = r->host_ips(0);
   s->group_ = r->groups().at(0);
   s->node_ids_.assign(r->hosts_per_slice(), "");
-  absl::Status located = Try([&] {
+  absl::Status located = TryCall([&] {
     for (const BundleLocation& b : s->group_.Bundles()) {
       if (b.index >= 0 && b.index < static_cast<int>(s->node_ids_.size())) s->node_ids_[b.index] = b.node_id;
     }
@@ -63,7 +51,7 @@ absl::Status HeldSlice::StartWorkers(const std::string& attempt_id, const std::m
                                      const std::map<std::string, std::string>& env, absl::Duration timeout) {
   workers_.clear();
   std::vector<ObjectRef<WorkerInfo>> setups;
-  absl::Status created = Try([&] {
+  absl::Status created = TryCall([&] {
     for (int h = 0; h < static_cast<int>(host_ips_.size()); ++h) {
       std::map<std::string, std::string> process_env = env;
       // The host's own TPU variables; the group's MEGASCALE_* come with each group.
@@ -97,7 +85,7 @@ void HeldSlice::Release() {
   if (released_) return;
   released_ = true;
   for (const Worker& w : workers_) {
-    if (!w.actor.ID().IsNil()) Try([&] { Kill(w.actor); }).IgnoreError();
+    if (!w.actor.ID().IsNil()) TryCall([&] { Kill(w.actor); }).IgnoreError();
   }
   if (group_.Valid()) TryRemovePlacementGroup(group_).IgnoreError();
 }

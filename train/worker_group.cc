@@ -5,21 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "manta/api.h"
 #include "train/scaling.h"
+#include "train/try_call.h"
 #include "train/worker.h"
 
 namespace manta::train {
 namespace {
-
-// Tries `f`, which may throw manta::Error; returns its status.
-template <typename F>
-absl::Status Try(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<PlacementGroup> ReservePlainGroup(const ScalingSpec& scaling, int n, absl::Duration timeout) {
   PlacementGroupOptions options;
@@ -29,7 +19,7 @@ absl::StatusOr<PlacementGroup> ReservePlainGroup(const ScalingSpec& scaling, int
   if (!group.ok()) return group.status();
   bool ready = false;
   std::string why;
-  absl::Status s = Try([&] {
+  absl::Status s = TryCall([&] {
     ready = group->Wait(timeout);
     if (!ready) why = group->StateMessage();
   });
@@ -101,7 +91,7 @@ WorkerGroup::~WorkerGroup() { Shutdown(); }
 
 absl::Status WorkerGroup::Start(const std::string& attempt_id, int attempt_number, absl::Duration timeout) {
   std::vector<ObjectRef<WorkerInfo>> setups;
-  absl::Status created = Try([&] {
+  absl::Status created = TryCall([&] {
     for (Member& m : members_) {
       // The user's variables first; the host's TPU_* and MEGASCALE_* win.
       std::map<std::string, std::string> env = spec_.worker_env;
@@ -228,10 +218,10 @@ void WorkerGroup::Shutdown() {
   shut_down_ = true;
   for (const Member& m : members_) {
     if (m.actor.ID().IsNil()) continue;
-    Try([&] { Kill(m.actor); }).IgnoreError();
+    TryCall([&] { Kill(m.actor); }).IgnoreError();
   }
   if (spec_.scaling.use_tpu) {
-    Try([&] { slices_.Release(); }).IgnoreError();
+    TryCall([&] { slices_.Release(); }).IgnoreError();
   } else if (group_.Valid()) {
     TryRemovePlacementGroup(group_).IgnoreError();
   }

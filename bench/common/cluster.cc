@@ -6,15 +6,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/process.h"
 #include "common/rpc/grpc_util.h"
 #include "common/tpu.h"
@@ -119,17 +123,40 @@ absl::Status LocalCluster::Start(const std::string& address, const ClusterSpec& 
     auto hosts = tpu::HostsPerSlice(*type, *topology);
     if (!hosts.ok()) return hosts.status();
     for (int w = 0; w < *hosts; ++w) {
-      std::vector<std::pair<std::string, std::string>> env = {{tpu::kEnvAcceleratorType, slice.pod_type},
-                                                              {tpu::kEnvTopology, slice.topology},
-                                                              {tpu::kEnvWorkerId, std::to_string(w)},
-                                                              {tpu::kEnvName, slice.name}};
-      if (RunManta(bin_, {"start", "--address=" + address_, "--num-cpus=1", "--temp-dir=" + temp_dir_}, env) != 0) {
+      if (absl::Status s = StartTpuHost(slice, w); !s.ok()) {
         Stop();
-        return absl::InternalError("manta start --address failed for a TPU host");
+        return s;
       }
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartTpuHost(const TpuSlice& slice, int worker) const {
+  std::vector<std::pair<std::string, std::string>> env = {{tpu::kEnvAcceleratorType, slice.pod_type},
+                                                          {tpu::kEnvTopology, slice.topology},
+                                                          {tpu::kEnvWorkerId, std::to_string(worker)},
+                                                          {tpu::kEnvName, slice.name}};
+  if (RunManta(bin_, {"start", "--address=" + address_, "--num-cpus=1", "--temp-dir=" + temp_dir_}, env) != 0) {
+    return absl::InternalError(absl::StrCat("manta start --address failed for host ", worker, " of ", slice.name));
+  }
+  return absl::OkStatus();
+}
+
+pid_t LocalCluster::TpuHostRaylet(const std::string& slice, int worker) const {
+  const std::string name = absl::StrCat(tpu::kEnvName, "=", slice);
+  const std::string id = absl::StrCat(tpu::kEnvWorkerId, "=", worker);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(temp_dir_ + "/session_latest/pids", ec)) {
+    if (e.path().filename().string().rfind("raylet_", 0) != 0) continue;
+    auto pid = ReadPidFile(e.path().string());
+    if (!pid.ok()) continue;
+    auto env = ReadFile(absl::StrCat("/proc/", *pid, "/environ"));
+    if (!env.ok()) continue;
+    std::vector<std::string> vars = absl::StrSplit(*env, '\0');
+    if (std::count(vars.begin(), vars.end(), name) > 0 && std::count(vars.begin(), vars.end(), id) > 0) return *pid;
+  }
+  return -1;
 }
 
 void LocalCluster::Stop() {

@@ -57,6 +57,10 @@ struct ClusterSpec {
   std::vector<TpuSlice> tpu_slices;  // one raylet per host of each
 };
 
+// Two v6e-16 slices (4 hosts of 4 chips each), tpu-group-0 and tpu-group-1.
+inline TpuSlice V6e16(int index) { return {"tpu-group-" + std::to_string(index), "v6e-16", "4x4"}; }
+inline ClusterSpec TwoV6e16Slices() { return {2, {V6e16(0), V6e16(1)}}; }
+
 // A cluster started with `manta start` in a temporary directory, stopped by
 // Stop(), by the destructor, or when the process gets SIGINT or SIGTERM.
 // Start() blocks those signals in the calling thread: call it before
@@ -71,6 +75,13 @@ class LocalCluster {
   // With a non-empty `address` uses that cluster and starts nothing.
   absl::Status Start(const std::string& address, const ClusterSpec& spec);
   void Stop();
+
+  // Starts one more TPU host (a raylet with GKE's TPU variables): a host
+  // that returns after its VM was preempted.
+  absl::Status StartTpuHost(const TpuSlice& slice, int worker) const;
+  // The pid of the raylet of host `worker` of `slice` (its pid file and
+  // environment); -1 if none runs.
+  pid_t TpuHostRaylet(const std::string& slice, int worker) const;
 
   const std::string& address() const { return address_; }
   const std::string& temp_dir() const { return temp_dir_; }

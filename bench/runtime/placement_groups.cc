@@ -56,10 +56,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::bench::LocalCluster cluster;
-  manta::bench::ClusterSpec spec;
-  spec.num_cpus = 2;
-  spec.tpu_slices = {{"tpu-group-0", "v6e-16", "4x4"}, {"tpu-group-1", "v6e-16", "4x4"}};
-  if (auto s = cluster.Start(address, spec); !s.ok()) {
+  if (auto s = cluster.Start(address, manta::bench::TwoV6e16Slices()); !s.ok()) {
     std::cerr << "cannot start a cluster: " << s.message() << "\n";
     return 1;
   }

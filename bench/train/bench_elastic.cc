@@ -87,24 +87,6 @@ std::vector<int64_t> Steps(const std::string& path) {
   return out;
 }
 
-// The raylet of TPU host `worker` of slice `slice` in the cluster's session.
-pid_t HostRaylet(const std::string& temp_dir, const std::string& slice, int worker) {
-  for (const auto& e : std::filesystem::directory_iterator(temp_dir + "/session_latest/pids")) {
-    if (e.path().filename().string().rfind("raylet_", 0) != 0) continue;
-    auto text = manta::ReadFile(e.path().string());
-    if (!text.ok()) continue;
-    pid_t pid = std::atoi(text->c_str());
-    auto env = manta::ReadFile("/proc/" + std::to_string(pid) + "/environ");
-    if (!env.ok()) continue;
-    std::vector<std::string> vars = absl::StrSplit(*env, '\0');
-    if (std::count(vars.begin(), vars.end(), "TPU_NAME=" + slice) &&
-        std::count(vars.begin(), vars.end(), "TPU_WORKER_ID=" + std::to_string(worker))) {
-      return pid;
-    }
-  }
-  return -1;
-}
-
 std::string NodeOf(const std::string& slice, int worker) {
   for (const manta::NodeInfo& n : manta::Nodes()) {
     auto s = n.labels.find("manta.io/tpu-slice-name");
@@ -115,12 +97,6 @@ std::string NodeOf(const std::string& slice, int worker) {
     }
   }
   return "";
-}
-
-void StartHost(const manta::bench::LocalCluster& c, const std::string& slice, int worker) {
-  manta::bench::RunManta(c.bin_dir(), {"start", "--address=" + c.address(), "--num-cpus=1", "--temp-dir=" + c.temp_dir()},
-                         {{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"},
-                          {"TPU_WORKER_ID", std::to_string(worker)}, {"TPU_NAME", slice}});
 }
 
 // A run of train_driver in the background; killed if abandoned.
@@ -230,12 +206,12 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   const std::string metrics = dir + "/kill.jsonl";
   Run run(c, dir, "4,8", Args(o, dir, "kill", 12 * o.period));
   if (!WaitSteps(run, metrics, 2 * o.period + 2)) return Fail(StepsFailure(run, metrics));
-  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-1", 2);
+  const pid_t victim = c.TpuHostRaylet("tpu-group-1", 2);
   const int64_t kill_ms = NowMs();
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
   if (!WaitSteps(run, metrics, MetricLines(metrics) + o.period)) return Fail(StepsFailure(run, metrics));  // trains on at 4
   const int64_t start_ms = NowMs();
-  StartHost(c, "tpu-group-1", 2);
+  (void)c.StartTpuHost(manta::bench::V6e16(1), 2);
   const CommandResult& r = run.Wait();
   if (r.exit_code != 0) {
     std::cerr << "the kill run failed:\n" << r.out << r.err << "\n";
@@ -303,7 +279,7 @@ bool Drain(const manta::bench::LocalCluster& c, const Options& o, const std::str
   }
   // The drained host goes away once idle; bring a new one for the next run.
   for (int i = 0; i < 100 && !NodeOf("tpu-group-0", 1).empty(); ++i) absl::SleepFor(absl::Milliseconds(100));
-  StartHost(c, "tpu-group-0", 1);
+  (void)c.StartTpuHost(manta::bench::V6e16(0), 1);
   return true;
 }
 
@@ -313,7 +289,7 @@ bool Restore(const manta::bench::LocalCluster& c, const Options& o, const std::s
   Run run(c, dir, "4,8", Args(o, dir, "restore", 3 * o.period, {"dcn_fsdp_parallelism=2", "dcn_data_parallelism=1"}));
   if (!WaitSteps(run, metrics, o.period + 2)) return Fail(StepsFailure(run, metrics));
   const int64_t kill_ms = NowMs();
-  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-1", 1);
+  const pid_t victim = c.TpuHostRaylet("tpu-group-1", 1);
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
   const CommandResult& r = run.Wait();
   auto first = FirstStepAfter(r.out, kill_ms);
@@ -324,7 +300,7 @@ bool Restore(const manta::bench::LocalCluster& c, const Options& o, const std::s
   f->restore_join = first->metrics.at("startup_seconds");
   report->Add("restore_kill_to_next_step", (first->time_ms - kill_ms) / 1e3, "s");
   report->Add("restore_join_and_load", f->restore_join, "s");
-  StartHost(c, "tpu-group-1", 1);
+  (void)c.StartTpuHost(manta::bench::V6e16(1), 1);
   return true;
 }
 
@@ -333,9 +309,9 @@ bool FixedRestart(const manta::bench::LocalCluster& c, const Options& o, const s
   const std::string metrics = dir + "/fixed.jsonl";
   Run run(c, dir, "8", Args(o, dir, "fixed", 2 * o.period + 5));
   if (!WaitSteps(run, metrics, o.period + 2)) return Fail(StepsFailure(run, metrics));
-  const pid_t victim = HostRaylet(c.temp_dir(), "tpu-group-0", 3);
+  const pid_t victim = c.TpuHostRaylet("tpu-group-0", 3);
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
-  StartHost(c, "tpu-group-0", 3);
+  (void)c.StartTpuHost(manta::bench::V6e16(0), 3);
   const CommandResult& r = run.Wait();
   auto num = [&](const std::string& pattern) {
     std::smatch m;
@@ -362,10 +338,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::bench::LocalCluster cluster;
-  manta::bench::ClusterSpec spec;
-  spec.num_cpus = 2;
-  spec.tpu_slices = {{"tpu-group-0", "v6e-16", "4x4"}, {"tpu-group-1", "v6e-16", "4x4"}};
-  if (auto s = cluster.Start("", spec); !s.ok()) {
+  if (auto s = cluster.Start("", manta::bench::TwoV6e16Slices()); !s.ok()) {
     std::cerr << "cannot start a cluster: " << s.message() << "\n";
     return 1;
   }

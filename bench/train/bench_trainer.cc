@@ -176,27 +176,6 @@ bool FitToFirstStep(const manta::bench::LocalCluster& cluster, const Options& o,
   return true;
 }
 
-// The raylet of TPU host `worker` of slice `slice` in the cluster's session.
-pid_t HostRaylet(const std::string& temp_dir, const std::string& slice, int worker) {
-  const std::string pids = temp_dir + "/session_latest/pids";
-  for (const auto& e : std::filesystem::directory_iterator(pids)) {
-    if (e.path().filename().string().rfind("raylet_", 0) != 0) continue;
-    auto text = manta::ReadFile(e.path().string());
-    if (!text.ok()) continue;
-    pid_t pid = std::atoi(text->c_str());
-    auto env = manta::ReadFile("/proc/" + std::to_string(pid) + "/environ");
-    if (!env.ok()) continue;
-    std::vector<std::string> vars = absl::StrSplit(*env, '\0');
-    bool name = false, id = false;
-    for (const auto& v : vars) {
-      name = name || v == "TPU_NAME=" + slice;
-      id = id || v == "TPU_WORKER_ID=" + std::to_string(worker);
-    }
-    if (name && id) return pid;
-  }
-  return -1;
-}
-
 bool Recovery(const manta::bench::LocalCluster& cluster, const Options& o, const std::string& dir,
               manta::bench::Report* report) {
   const std::string metrics = dir + "/recover.jsonl";
@@ -212,13 +191,10 @@ bool Recovery(const manta::bench::LocalCluster& cluster, const Options& o, const
     std::ifstream in(metrics);
     int lines = static_cast<int>(std::count(std::istreambuf_iterator<char>(in), {}, '\n'));
     if (lines >= 6) {
-      pid_t victim = HostRaylet(cluster.temp_dir(), "tpu-group-1", 2);
+      pid_t victim = cluster.TpuHostRaylet("tpu-group-1", 2);
       if (victim > 0 && kill(victim, SIGKILL) == 0) kill_ms = absl::ToUnixMillis(absl::Now());
       // A replacement host with the same TPU environment, at once.
-      manta::bench::RunManta(cluster.bin_dir(), {"start", "--address=" + cluster.address(), "--num-cpus=1",
-                                                 "--temp-dir=" + cluster.temp_dir()},
-                             {{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"}, {"TPU_WORKER_ID", "2"},
-                              {"TPU_NAME", "tpu-group-1"}});
+      (void)cluster.StartTpuHost(manta::bench::V6e16(1), 2);
       break;
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -260,10 +236,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::bench::LocalCluster cluster;
-  manta::bench::ClusterSpec spec;
-  spec.num_cpus = 2;
-  spec.tpu_slices = {{"tpu-group-0", "v6e-16", "4x4"}, {"tpu-group-1", "v6e-16", "4x4"}};
-  if (auto s = cluster.Start("", spec); !s.ok()) {
+  if (auto s = cluster.Start("", manta::bench::TwoV6e16Slices()); !s.ok()) {
     std::cerr << "cannot start a cluster: " << s.message() << "\n";
     return 1;
   }
