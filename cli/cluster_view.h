@@ -77,6 +77,9 @@ struct ClusterView {
   std::vector<NodeUsage> usage;
   std::vector<DemandView> demands;
   std::vector<PlacementGroupView> pending_placement_groups;  // PENDING or RESCHEDULING
+  // The GCS answers calls that carry no token (a cluster started with
+  // --auth=none).
+  bool auth_disabled = false;
 };
 
 }  // namespace manta::cli

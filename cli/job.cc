@@ -11,7 +11,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/job_client.h"
+#include "cli/job_request.h"
 #include "common/status.h"
+#include "common/utf8.h"
 #include "dashboard/tar_writer.h"
 
 namespace manta::cli {
@@ -27,14 +29,6 @@ absl::StatusOr<JobClient> Connect(const JobCommonOptions& o) {
   ASSIGN_OR_RETURN(std::string url, ResolveDashboardUrl(o.address, o.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveDashboardToken(url, o.temp_dir));
   return JobClient(url, token);
-}
-
-absl::StatusOr<json> ParseObject(const std::string& text, const char* flag) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " must be a JSON object, got '", text, "'"));
-  }
-  return j;
 }
 
 std::string Frame(const std::string& line) {
@@ -94,27 +88,6 @@ std::string FormatTime(const json& ms) {
 
 }  // namespace
 
-std::string ShellJoin(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) {
-    if (!out.empty()) out += ' ';
-    bool plain = !w.empty();
-    for (char c : w) {
-      if (!(isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-").find(c) != std::string_view::npos)) {
-        plain = false;
-      }
-    }
-    if (plain) {
-      out += w;
-      continue;
-    }
-    out += '\'';
-    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    out += '\'';
-  }
-  return out;
-}
-
 std::string EntrypointProgram(const std::string& command) {
   size_t i = 0;
   const size_t n = command.size();
@@ -173,23 +146,9 @@ std::optional<std::string> EntrypointFileInDir(const std::string& working_dir, c
 }
 
 absl::StatusOr<int> RunJobSubmit(const JobSubmitOptions& o, std::ostream& out) {
-  if (o.entrypoint.empty()) return absl::InvalidArgumentError("give the entrypoint after --, e.g. -- python run.py");
-  json request;
-  request["entrypoint"] = ShellJoin(o.entrypoint);
-  if (!o.submission_id.empty()) request["submission_id"] = o.submission_id;
-  json runtime_env = json::object();
-  if (!o.runtime_env_json.empty()) {
-    ASSIGN_OR_RETURN(runtime_env, ParseObject(o.runtime_env_json, "--runtime-env-json"));
-  }
-  if (!o.metadata_json.empty()) {
-    ASSIGN_OR_RETURN(request["metadata"], ParseObject(o.metadata_json, "--metadata-json"));
-  }
-  if (!o.entrypoint_resources.empty()) {
-    ASSIGN_OR_RETURN(request["entrypoint_resources"], ParseObject(o.entrypoint_resources, "--entrypoint-resources"));
-  }
-  if (o.entrypoint_num_cpus) request["entrypoint_num_cpus"] = *o.entrypoint_num_cpus;
-  if (o.entrypoint_num_gpus) request["entrypoint_num_gpus"] = *o.entrypoint_num_gpus;
-  if (o.entrypoint_memory) request["entrypoint_memory"] = *o.entrypoint_memory;
+  ASSIGN_OR_RETURN(SubmitRequest built, BuildSubmitRequest(o));
+  json& request = built.body;
+  json& runtime_env = built.runtime_env;
 
   ASSIGN_OR_RETURN(JobClient client, Connect(o.common));
   out << "Job submission server address: " << client.url() << "\n";
@@ -281,7 +240,7 @@ absl::Status RunJobList(const JobCommonOptions& o, std::ostream& out) {
   out << absl::StrFormat("%-30s %-10s %-20s %s\n", "SUBMISSION_ID", "STATUS", "START_TIME", "ENTRYPOINT");
   for (const json& job : sorted) {
     std::string entry = job.value("entrypoint", "");
-    if (entry.size() > 60) entry = entry.substr(0, 57) + "...";
+    if (entry.size() > 60) entry = std::string(Utf8Prefix(entry, 57)) + "...";
     out << absl::StrFormat("%-30s %-10s %-20s %s\n", job.value("submission_id", ""), job.value("status", ""),
                            FormatTime(job["start_time"]), entry);
   }

@@ -67,7 +67,13 @@ JobClient::~JobClient() = default;
 absl::StatusOr<json> JobClient::Version() { return JsonOf(url_, MakeClient(url_, token_)->Get("/api/version")); }
 
 absl::StatusOr<std::string> JobClient::Submit(const json& request) {
-  auto r = MakeClient(url_, token_)->Post("/api/jobs/", request.dump(), "application/json");
+  std::string body;
+  try {
+    body = request.dump();
+  } catch (const json::type_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the job request holds text that is not valid UTF-8: ", e.what()));
+  }
+  auto r = MakeClient(url_, token_)->Post("/api/jobs/", body, "application/json");
   ASSIGN_OR_RETURN(json reply, JsonOf(url_, r));
   if (!reply.contains("submission_id") || !reply["submission_id"].is_string()) {
     return absl::InternalError("the dashboard's reply has no submission_id");

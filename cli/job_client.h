@@ -31,6 +31,7 @@ class JobClient {
 
   absl::StatusOr<nlohmann::json> Version();
   // POST /api/jobs/ with `request` (a JobSubmitRequest); the submission id.
+  // InvalidArgument, sending nothing, when `request` holds invalid UTF-8.
   absl::StatusOr<std::string> Submit(const nlohmann::json& request);
   absl::StatusOr<nlohmann::json> GetJob(const std::string& id);
   absl::StatusOr<nlohmann::json> ListJobs();

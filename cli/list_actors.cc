@@ -57,7 +57,7 @@ std::string FormatActorListJson(const std::vector<ActorView>& actors) {
     j["end_time_ms"] = a.end_time_ms;
     out.push_back(std::move(j));
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string FormatTaskList(const std::vector<TaskView>& tasks, int64_t num_dropped, int limit, absl::Time now,
@@ -106,7 +106,7 @@ std::string FormatTaskListJson(const std::vector<TaskView>& tasks) {
     j["required_resources"] = t.resources;
     out.push_back(std::move(j));
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

@@ -53,6 +53,20 @@ TEST(ListActorsTest, JsonHasLowerCaseKeys) {
   EXPECT_EQ(j[0]["required_resources"]["TPU"], 4.0);
 }
 
+TEST(ListActorsTest, JsonReplacesBytesThatAreNotUtf8) {
+  ActorView a;
+  a.actor_id = "9f1c";
+  a.name = "caf\xff";
+  TaskView t;
+  t.task_id = "t1";
+  t.error_message = "output \xfe\xff";
+  std::string actors, tasks;
+  ASSERT_NO_THROW(actors = FormatActorListJson({a}));
+  ASSERT_NO_THROW(tasks = FormatTaskListJson({t}));
+  EXPECT_EQ(nlohmann::json::parse(actors)[0]["name"], "caf\xef\xbf\xbd");
+  EXPECT_EQ(nlohmann::json::parse(tasks)[0]["error_message"], "output \xef\xbf\xbd\xef\xbf\xbd");
+}
+
 TEST(ListTasksTest, TableShowsResourcesAndDrops) {
   TaskView t;
   t.task_id = "t1";

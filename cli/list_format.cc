@@ -154,7 +154,7 @@ std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
     j["end_time_ms"] = n->end_time_ms;
     out.push_back(std::move(j));
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

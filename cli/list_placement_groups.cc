@@ -94,7 +94,7 @@ std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& 
     j["num_reschedules"] = g.num_reschedules;
     out.push_back(std::move(j));
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

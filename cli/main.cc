@@ -36,7 +36,11 @@ absl::StatusOr<ClusterView> Fetch(const QueryOptions& q) {
 }
 
 absl::Status RunStatus(const QueryOptions& q) {
-  ASSIGN_OR_RETURN(ClusterView view, Fetch(q));
+  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
+  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
+  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout));
+  // A call without a token that succeeds proves that the GCS checks none.
+  view.auth_disabled = token.empty() || FetchClusterId(address, "", kRpcTimeout).ok();
   std::cout << FormatStatus(view, absl::Now(), absl::LocalTimeZone());
   return absl::OkStatus();
 }
@@ -267,7 +271,7 @@ int Main(int argc, char** argv) {
 
   absl::Status s;
   if (*start_cmd) {
-    s = RunStart(start, std::cout);
+    s = RunStart(start, std::cout, std::cerr);
   } else if (*stop_cmd) {
     stop.grace = absl::Seconds(grace_s);
     s = RunStop(stop, std::cout);

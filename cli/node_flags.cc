@@ -25,9 +25,23 @@ std::string FormatNumber(double v) {
   return absl::StrCat(v);
 }
 
-// JSON has no NaN or infinity, so such input only reads as "not valid JSON";
-// say what is wrong with it instead.
-std::string ExplainBadQuantity(const std::string& text) {
+}  // namespace
+
+std::string ExplainBadQuantity(const std::string& json_text) {
+  // Names in quotes ("banana", "infiniband") are not quantities.
+  std::string text;
+  bool quoted = false;
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    char c = json_text[i];
+    if (c == '"') {
+      quoted = !quoted;
+      text += ' ';
+    } else if (quoted && c == '\\') {
+      ++i;
+    } else if (!quoted) {
+      text += c;
+    }
+  }
   std::string lower = absl::AsciiStrToLower(text);
   if (lower.find("nan") != std::string::npos) return "NaN is not a quantity";
   if (lower.find("inf") != std::string::npos) return "infinite quantities are not allowed";
@@ -42,8 +56,6 @@ std::string ExplainBadQuantity(const std::string& text) {
   }
   return "";
 }
-
-}  // namespace
 
 absl::StatusOr<double> ParseCount(const std::string& flag, const std::string& text) {
   double v = 0;
@@ -112,7 +124,7 @@ absl::StatusOr<std::vector<std::string>> RayletResourceArgs(const NodeFlags& fla
   if (!flags.resources.empty()) {
     auto set = ParseResourcesJson(flags.resources);
     if (!set.ok()) {
-      std::string why = ExplainBadQuantity(flags.resources);
+      std::string why = nlohmann::json::accept(flags.resources) ? "" : ExplainBadQuantity(flags.resources);
       if (why.empty()) why = std::string(set.status().message());
       return absl::InvalidArgumentError(absl::StrCat("--resources: ", why));
     }
@@ -121,6 +133,11 @@ absl::StatusOr<std::vector<std::string>> RayletResourceArgs(const NodeFlags& fla
         return absl::InvalidArgumentError(absl::StrCat("--resources: set ", builtin, " with --",
                                                        std::string(builtin) == "CPU" ? "num-cpus" : "memory",
                                                        " instead"));
+      }
+    }
+    for (const auto& [name, q] : set->entries()) {
+      if (auto s = CheckCustomResourceName(name); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--resources: ", s.message()));
       }
     }
     nlohmann::json j = set->ToMap();

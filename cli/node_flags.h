@@ -38,6 +38,11 @@ absl::StatusOr<std::vector<std::string>> RayletResourceArgs(const NodeFlags& fla
 // digits, '.', '_', '-', at most 63 characters, possibly empty.
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const std::string& text);
 
+// Why `json_text`, which is not valid JSON, holds a bad quantity: "NaN is not
+// a quantity", "infinite quantities are not allowed" or "quantity 1e999 is
+// infinite" (JSON has neither NaN nor infinity); empty when it holds none.
+std::string ExplainBadQuantity(const std::string& json_text);
+
 // Parses a whole, finite, non-negative number below the quantity limit.
 absl::StatusOr<double> ParseCount(const std::string& flag, const std::string& text);
 

@@ -13,13 +13,13 @@ TEST(NodeFlagsTest, ValidFlagsBecomeRayletFlags) {
   NodeFlags f;
   f.num_cpus = "8";
   f.memory = "17179869184";
-  f.resources = "{\"custom\": 0.5, \"TPU\": 4}";
+  f.resources = "{\"custom\": 0.5, \"ssd\": 4}";
   f.labels = "zone=us-east1, team=ml";
   f.node_name = "host-1";
   auto args = RayletResourceArgs(f);
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(*args, (std::vector<std::string>{"--num_cpus=8", "--memory=17179869184",
-                                             "--resources={\"TPU\":4.0,\"custom\":0.5}",
+                                             "--resources={\"custom\":0.5,\"ssd\":4.0}",
                                              "--labels=team=ml,zone=us-east1", "--node_name=host-1"}));
   auto none = RayletResourceArgs(NodeFlags());
   ASSERT_TRUE(none.ok());
@@ -49,6 +49,46 @@ TEST(NodeFlagsTest, NonJsonQuantitiesAreExplained) {
   EXPECT_EQ(RayletResourceArgs(f).status().message(), "--resources: quantity 1e999 is infinite");
   f.resources = "{\"custom\": }";
   EXPECT_EQ(RayletResourceArgs(f).status().message(), "--resources: resources are not valid JSON: {\"custom\": }");
+}
+
+TEST(NodeFlagsTest, ReservedResourceNamesAreRefused) {
+  for (const char* name : {"node:__internal_head__", "node:10.1.2.3", "TPU", "TPU-v6e-16-head"}) {
+    NodeFlags f;
+    f.resources = std::string("{\"") + name + "\": 1}";
+    auto args = RayletResourceArgs(f);
+    ASSERT_FALSE(args.ok()) << name;
+    EXPECT_EQ(std::string(args.status().message()).rfind(std::string("--resources: resource '") + name +
+                                                         "' is reserved", 0),
+              0u)
+        << args.status();
+  }
+}
+
+TEST(NodeFlagsTest, ResourceGivenTwiceIsRefused) {
+  NodeFlags f;
+  f.resources = R"({"banana": 1, "ssd": 2, "banana": 3})";
+  EXPECT_EQ(RayletResourceArgs(f).status().message(), "--resources: resource 'banana' is given twice");
+}
+
+TEST(NodeFlagsTest, QuantitiesAboveTheMaximumAreRefusedNotWrapped) {
+  NodeFlags cpus;
+  cpus.num_cpus = "1e15";
+  EXPECT_EQ(RayletResourceArgs(cpus).status().message(), "--num-cpus: quantity 1e+15 is larger than the maximum 9e+14");
+  NodeFlags memory;
+  memory.memory = "1e15";
+  EXPECT_EQ(RayletResourceArgs(memory).status().message(), "--memory: quantity 1e+15 is larger than the maximum 9e+14");
+  NodeFlags custom;
+  custom.resources = R"({"x": 9.3e14})";
+  EXPECT_EQ(RayletResourceArgs(custom).status().message(),
+            "--resources: resource 'x': quantity 9.3e+14 is larger than the maximum 9e+14");
+  NodeFlags largest;
+  largest.num_cpus = "9e14";
+  largest.memory = "900000000000000";
+  largest.resources = R"({"x": 9e14})";
+  auto args = RayletResourceArgs(largest);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(*args, (std::vector<std::string>{"--num_cpus=900000000000000", "--memory=900000000000000",
+                                             "--resources={\"x\":900000000000000.0}"}));
 }
 
 TEST(NodeFlagsTest, BadCountsAreRejected) {

@@ -13,6 +13,7 @@
 #include "cli/cluster_address.h"
 #include "cli/daemons.h"
 #include "cli/gcs_client.h"
+#include "cli/start_banner.h"
 #include "common/file_util.h"
 #include "common/process.h"
 #include "common/status.h"
@@ -113,7 +114,7 @@ absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths
   return d;
 }
 
-absl::Status StartHead(StartOptions o, std::ostream& out) {
+absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   if (o.auth != "token" && o.auth != "none") {
     return absl::InvalidArgumentError(absl::StrCat("--auth must be token or none, got '", o.auth, "'"));
   }
@@ -180,37 +181,23 @@ absl::Status StartHead(StartOptions o, std::ostream& out) {
     daemons.insert(daemons.begin(), *dashboard);
   }
 
-  std::string suffix = TempDirSuffix(o);
-  out << "Local node IP: " << o.node_ip << "\n\n"
-      << "--------------------\n"
-      << "Manta runtime started.\n"
-      << "--------------------\n\n"
-      << "Next steps\n"
-      << "  To add another node to this Manta cluster, run\n";
   if (token_file.empty()) {
-    out << "    manta start --address='" << address << "'\n\n";
-  } else {
-    out << "    MANTA_TOKEN=<token> manta start --address='" << address << "'\n"
-        << "  where <token> is the content of " << token_file << " (keep it secret).\n\n";
+    std::vector<ListenAddress> listening = {{"GCS", address}, {"raylet", o.node_ip}};
+    if (o.include_dashboard) listening.push_back({"dashboard", absl::StrCat(o.dashboard_host, ":", o.dashboard_port)});
+    err << AuthDisabledWarning(listening);
+    err.flush();
   }
-  if (!dashboard_url.empty()) {
-    out << "  To submit a job to this Manta cluster, use\n"
-        << "    manta job submit" << (o.temp_dir == kDefaultTempDir ? "" : " --address=" + dashboard_url)
-        << " --working-dir . -- <command>\n"
-        << "  The Jobs REST API is at " << dashboard_url << " (send 'Authorization: Bearer <token>').\n\n";
-  }
-  out << "  To connect to this Manta cluster from a program on another host, set\n"
-      << "    MANTA_ADDRESS='" << address << "' (and MANTA_TOKEN)\n\n"
-      << "  To view the status of the cluster, use\n"
-      << "    manta status" << suffix << "\n\n"
-      << "  To terminate the Manta runtime, run\n"
-      << "    manta stop" << suffix << "\n";
+  out << FormatHeadBanner({.node_ip = o.node_ip,
+                           .gcs_address = address,
+                           .token_file = token_file,
+                           .dashboard_url = dashboard_url,
+                           .temp_dir_suffix = TempDirSuffix(o)});
   out.flush();
   if (!o.block) return absl::OkStatus();
   return BlockUntilDone(daemons, out);
 }
 
-absl::Status JoinCluster(StartOptions o, std::ostream& out) {
+absl::Status JoinCluster(StartOptions o, std::ostream& out, std::ostream& err) {
   ASSIGN_OR_RETURN(HostPort gcs, ParseHostPort(o.address));
   std::string address = gcs.ToString();
   std::vector<std::string> node_args;
@@ -219,6 +206,8 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out) {
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, o.token_file, o.temp_dir));
   BlockSignalsIfNeeded(o);
   RETURN_IF_ERROR(FetchClusterId(address, token, absl::Seconds(5)).status());
+  // A call without a token that succeeds proves that the cluster checks none.
+  const bool auth_disabled = token.empty() || FetchClusterId(address, "", absl::Seconds(5)).ok();
 
   auto existing = SessionForAddress(address, o.temp_dir);
   SessionPaths session;
@@ -241,6 +230,10 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out) {
   for (auto& a : node_args) raylet_args.push_back(a);
   ASSIGN_OR_RETURN(Daemon raylet, LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args,
                                                o.raylet_ready_timeout));
+  if (auth_disabled) {
+    err << AuthDisabledWarning({{"raylet", o.node_ip}});
+    err.flush();
+  }
   out << "--------------------\n"
       << "Manta runtime started.\n"
       << "--------------------\n\n"
@@ -253,12 +246,12 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out) {
 
 }  // namespace
 
-absl::Status RunStart(const StartOptions& options, std::ostream& out) {
+absl::Status RunStart(const StartOptions& options, std::ostream& out, std::ostream& err) {
   StartOptions o = options;
   o.temp_dir = Absolute(o.temp_dir);
   if (o.head && !o.address.empty()) return absl::InvalidArgumentError("--head and --address cannot be used together");
-  if (o.head) return StartHead(o, out);
-  if (!o.address.empty()) return JoinCluster(o, out);
+  if (o.head) return StartHead(o, out, err);
+  if (!o.address.empty()) return JoinCluster(o, out, err);
   return absl::InvalidArgumentError("pass --head to start a cluster or --address=HOST:PORT to join one");
 }
 

@@ -32,9 +32,10 @@ struct StartOptions {
 };
 
 // Validates everything it can before spawning; on any failure stops what it
-// started and returns the error (one line). Prints the next steps on `out`.
+// started and returns the error (one line). Prints the next steps on `out`,
+// and on `err` a warning when the cluster runs without authentication.
 // With `block`, returns only after SIGINT/SIGTERM (OK) or when a daemon dies
 // (Unavailable), having stopped the others.
-absl::Status RunStart(const StartOptions& options, std::ostream& out);
+absl::Status RunStart(const StartOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace manta::cli

@@ -183,7 +183,9 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
   if (failed.size() > static_cast<size_t>(kMaxFailuresShown)) failed.resize(kMaxFailuresShown);
 
   std::string out;
-  absl::StrAppend(&out, header, "\nNode status\n", separator, "\nActive:\n");
+  absl::StrAppend(&out, header, "\n");
+  if (view.auth_disabled) absl::StrAppend(&out, kStatusAuthDisabledLine, "\n");
+  absl::StrAppend(&out, "Node status\n", separator, "\nActive:\n");
   if (alive.empty()) out += " (no active nodes)\n";
   for (const NodeView* n : alive) absl::StrAppend(&out, " 1 ", NodeLabel(*n), "\n");
   if (!draining.empty()) out += "Draining:\n";

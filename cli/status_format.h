@@ -7,6 +7,7 @@
 // autoscaler):
 //
 //   ======== Cluster status: 2026-04-21 10:20:20.945431 ========
+//   WARNING: this cluster runs without authentication ...   only then
 //   Node status
 //   ------------------------------------------------------------
 //   Active:
@@ -65,6 +66,11 @@ namespace manta::cli {
 
 // At most this many lines under "Recent failures".
 inline constexpr int kMaxFailuresShown = 20;
+
+// The line under the header when the view's auth_disabled is set.
+inline constexpr char kStatusAuthDisabledLine[] =
+    "WARNING: this cluster runs without authentication (--auth=none): anyone who can reach its ports can run "
+    "commands on its hosts.";
 
 std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone tz);
 

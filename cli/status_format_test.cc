@@ -77,6 +77,22 @@ TEST(StatusFormatTest, TwoV6eSlicesMatchRayLayout) {
   EXPECT_EQ(out, expected);
 }
 
+TEST(StatusFormatTest, ClusterWithoutAuthenticationGetsAWarningUnderTheHeader) {
+  ClusterView view = TwoSlices();
+  std::string header = "======== Cluster status: 2026-04-21 10:20:20.945431 ========\n";
+  std::string plain = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_EQ(plain.find("WARNING"), std::string::npos) << plain;
+  view.auth_disabled = true;
+  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_EQ(out.rfind(header +
+                          "WARNING: this cluster runs without authentication (--auth=none): anyone who can reach "
+                          "its ports can run commands on its hosts.\nNode status\n",
+                      0),
+            0u)
+      << out;
+  EXPECT_EQ(out.substr(out.find("Node status")), plain.substr(plain.find("Node status")));
+}
+
 TEST(StatusFormatTest, UsedIsTotalMinusAvailableWithoutFloatNoise) {
   ClusterView view;
   view.usage.push_back({"n1", {{"CPU", 0.3}, {"memory", 4.0 * (1 << 30)}}, {{"CPU", 0.1}, {"memory", 1 << 30}}});

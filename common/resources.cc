@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
@@ -14,8 +17,9 @@ absl::StatusOr<Quantity> Quantity::FromDouble(double v) {
   if (std::isinf(v)) return absl::InvalidArgumentError("quantity is infinite");
   if (v < 0) return absl::InvalidArgumentError(absl::StrCat("quantity ", v, " is negative"));
   if (v > kMaxValue) {
-    return absl::InvalidArgumentError(absl::StrCat("quantity ", v, " is larger than ", kMaxValue));
+    return absl::InvalidArgumentError(absl::StrCat("quantity ", v, " is larger than the maximum ", kMaxValue));
   }
+  static_assert(kMaxValue * kScale < 9.2e18, "the largest quantity must fit in int64 units");
   auto units = static_cast<int64_t>(std::llround(v * kScale));
   if (units == 0 && v > 0) {
     return absl::InvalidArgumentError(absl::StrCat("quantity ", v, " is below the resolution 0.0001"));
@@ -95,9 +99,23 @@ std::string ResourceSet::DebugString() const {
 }
 
 absl::StatusOr<ResourceSet> ParseResourcesJson(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  using nlohmann::json;
+  // The keys of each open object; the first key seen twice.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> duplicate;
+  json::parser_callback_t find_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == json::parse_event_t::key && !open_objects.empty() && !duplicate &&
+        !open_objects.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json j = json::parse(text, find_duplicates, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("resources are not valid JSON: " + text);
   if (!j.is_object()) return absl::InvalidArgumentError("resources must be a JSON object of name: number");
+  if (duplicate) return absl::InvalidArgumentError("resource '" + *duplicate + "' is given twice");
   std::map<std::string, double> m;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number()) {
@@ -106,6 +124,20 @@ absl::StatusOr<ResourceSet> ParseResourcesJson(const std::string& text) {
     m[it.key()] = it.value().get<double>();
   }
   return ResourceSet::FromMap(m);
+}
+
+absl::Status CheckCustomResourceName(const std::string& name) {
+  if (name.rfind("node:", 0) == 0) {
+    return absl::InvalidArgumentError("resource '" + name +
+                                      "' is reserved: Manta sets node:<ip> and node:__internal_head__ itself");
+  }
+  bool tpu_head = name.size() > 9 && name.rfind("TPU-", 0) == 0 && name.compare(name.size() - 5, 5, "-head") == 0;
+  if (name == "TPU" || tpu_head) {
+    return absl::InvalidArgumentError("resource '" + name +
+                                      "' is reserved: it comes from the TPU environment (TPU_ACCELERATOR_TYPE, "
+                                      "TPU_TOPOLOGY, TPU_WORKER_ID, TPU_NAME), never from --resources");
+  }
+  return absl::OkStatus();
 }
 
 std::string FormatQuantity(double v) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -19,21 +20,27 @@ namespace manta {
 class Quantity {
  public:
   static constexpr int64_t kScale = 10000;
-  // The largest quantity accepted from outside: 10^15 units (a petabyte of
-  // memory in bytes); anything larger is treated as a mistake.
-  static constexpr double kMaxValue = 1e15;
+  // The largest quantity accepted from outside (flags, JSON, RPC): 9 * 10^14
+  // (900 TB of memory in bytes). Its fixed point, kMaxValue * kScale, fits in
+  // int64 with room to spare; anything larger is treated as a mistake.
+  static constexpr double kMaxValue = 9e14;
+  static constexpr int64_t kMaxUnits = std::numeric_limits<int64_t>::max();
 
   constexpr Quantity() = default;
   static constexpr Quantity FromUnits(int64_t units) { return Quantity(units); }
-  // InvalidArgument for NaN, infinities, negatives, values above kMaxValue,
-  // and positive values below the 1/10000 resolution.
+  // InvalidArgument for NaN, infinities, negatives, values above kMaxValue
+  // (the message names the maximum), and positive values below the 1/10000
+  // resolution. Never overflows.
   static absl::StatusOr<Quantity> FromDouble(double v);
 
   double ToDouble() const { return static_cast<double>(units_) / kScale; }
   int64_t units() const { return units_; }
   bool IsZero() const { return units_ == 0; }
 
-  Quantity operator+(Quantity o) const { return Quantity(units_ + o.units_); }
+  // Saturates at kMaxUnits (sums over many nodes may pass kMaxValue).
+  Quantity operator+(Quantity o) const {
+    return Quantity(o.units_ > 0 && units_ > kMaxUnits - o.units_ ? kMaxUnits : units_ + o.units_);
+  }
   Quantity operator-(Quantity o) const { return Quantity(units_ - o.units_); }
   bool operator==(Quantity o) const { return units_ == o.units_; }
   bool operator!=(Quantity o) const { return units_ != o.units_; }
@@ -77,7 +84,15 @@ class ResourceSet {
 };
 
 // Parses a JSON object of resource quantities ('{"TPU": 4, "custom": 0.5}').
+// InvalidArgument for invalid JSON, a name given twice, and the errors of
+// ResourceSet::FromMap.
 absl::StatusOr<ResourceSet> ParseResourcesJson(const std::string& json);
+
+// Whether a node may offer `name` as a custom resource (--resources).
+// InvalidArgument, naming it, for the names Manta sets itself: "node:*"
+// (node:<ip> and the head's node:__internal_head__), and "TPU" and
+// "TPU-<pod type>-head", which come from the TPU environment only.
+absl::Status CheckCustomResourceName(const std::string& name);
 
 // Prints a quantity as Ray prints Python floats: "4.0", "0.5", "0.001".
 std::string FormatQuantity(double v);

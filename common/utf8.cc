@@ -59,4 +59,13 @@ std::string ValidUtf8(std::string_view s) {
   return out;
 }
 
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = SequenceLength(s.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace manta

@@ -17,4 +17,8 @@ std::string_view Utf8Prefix(std::string_view s, size_t max);
 // past U+10FFFF) replaced by U+FFFD. Valid text comes back unchanged.
 std::string ValidUtf8(std::string_view s);
 
+// Whether every byte of `s` belongs to a well-formed UTF-8 sequence (the
+// rules of ValidUtf8); JSON and protobuf text must be.
+bool IsValidUtf8(std::string_view s);
+
 }  // namespace manta

@@ -30,5 +30,13 @@ TEST(ValidUtf8Test, KeepsValidTextAndReplacesEachBadByte) {
   EXPECT_EQ(ValidUtf8("\xF4\x90\x80\x80"), bad + bad + bad + bad);  // past U+10FFFF
 }
 
+TEST(IsValidUtf8Test, AcceptsWellFormedTextOnly) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain, \xC3\xA9, \xE2\x82\xAC, \xF0\x9F\x98\x80"));
+  for (const char* bad : {"a\xFF" "b", "\x80", "ab\xE2\x82", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
+    EXPECT_FALSE(IsValidUtf8(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace manta

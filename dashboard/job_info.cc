@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/resources.h"
 #include "common/status.h"
+#include "common/utf8.h"
 #include "dashboard/validation.h"
 
 namespace manta::dashboard {
@@ -32,8 +33,7 @@ absl::StatusOr<std::optional<double>> ParseQuantity(const json& j, const std::st
   if (j.is_null()) return std::optional<double>();
   if (!j.is_number()) return Invalid(absl::StrCat("'", field, "' must be a number"));
   double v = j.get<double>();
-  auto q = ::manta::Quantity::FromDouble(v);
-  if (!q.ok()) return Invalid(absl::StrCat("'", field, "': ", q.status().message()));
+  RETURN_IF_ERROR(ValidateEntrypointQuantity(field, v));
   return std::optional<double>(v);
 }
 
@@ -98,6 +98,7 @@ std::optional<JobStatus> ParseJobStatus(std::string_view name) {
 }
 
 absl::StatusOr<JobSubmitRequest> ParseSubmitRequest(std::string_view body) {
+  if (!IsValidUtf8(body)) return Invalid("the request body is not valid UTF-8");
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Invalid("the request body is not valid JSON");
   if (!j.is_object()) return Invalid("the request body must be a JSON object");

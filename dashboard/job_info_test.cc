@@ -1,5 +1,6 @@
 #include "dashboard/job_info.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace manta::dashboard {
@@ -64,6 +65,36 @@ TEST(ParseSubmitRequestTest, RejectsBadInputWithClearMessages) {
     EXPECT_NE(std::string(req.status().message()).find(c.message_part), std::string::npos)
         << c.body << " -> " << req.status().message();
   }
+}
+
+TEST(ParseSubmitRequestTest, InvalidUtf8AnywhereIsRefusedAsSuch) {
+  const std::string bad = "\xff";
+  for (const std::string& body : {R"({"entrypoint": "echo )" + bad + R"("})",
+                                  R"({"entrypoint": "x", "submission_id": "id)" + bad + R"("})",
+                                  R"({"entrypoint": "x", "metadata": {"k": ")" + bad + R"("}})",
+                                  R"({"entrypoint": "x", "metadata": {")" + bad + R"(": "v"}})",
+                                  R"({"entrypoint": "x", "entrypoint_resources": {")" + bad + R"(": 1}})",
+                                  R"({"entrypoint": "x", "runtime_env": {"env_vars": {"A": ")" + bad + R"("}}})"}) {
+    auto req = ParseSubmitRequest(body);
+    ASSERT_FALSE(req.ok()) << body;
+    EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(req.status().message(), "the request body is not valid UTF-8");
+  }
+  // Escaped lone surrogates are not text either.
+  auto req = ParseSubmitRequest(R"({"entrypoint": "echo \ud800"})");
+  ASSERT_FALSE(req.ok());
+  EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParseSubmitRequestTest, EntrypointQuantitiesAboveTheMaximumAreRefused) {
+  for (const char* field : {"entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory"}) {
+    auto req = ParseSubmitRequest(absl::StrCat(R"({"entrypoint": "x", ")", field, R"(": 1e15})"));
+    ASSERT_FALSE(req.ok()) << field;
+    EXPECT_EQ(req.status().message(), absl::StrCat("'", field, "': quantity 1e+15 is larger than the maximum 9e+14"));
+  }
+  auto req = ParseSubmitRequest(R"({"entrypoint": "x", "entrypoint_resources": {"TPU": 9.3e14}})");
+  ASSERT_FALSE(req.ok());
+  EXPECT_EQ(req.status().message(), "'entrypoint_resources.TPU': quantity 9.3e+14 is larger than the maximum 9e+14");
 }
 
 TEST(JobRecordTest, StoredFormRoundTripsAndApiFormHidesInternals) {

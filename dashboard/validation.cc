@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/id.h"
+#include "common/resources.h"
 
 namespace manta::dashboard {
 namespace {
@@ -86,6 +87,12 @@ absl::StatusOr<std::string> PackageNameFromUri(std::string_view uri) {
   std::string_view name = uri.substr(kScheme.size());
   if (auto s = ValidatePackageName(name); !s.ok()) return s;
   return std::string(name);
+}
+
+absl::Status ValidateEntrypointQuantity(std::string_view field, double value) {
+  auto q = Quantity::FromDouble(value);
+  if (q.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("'", std::string(field), "': ", q.status().message()));
 }
 
 std::string JobLogFileName(std::string_view submission_id) {

@@ -1,6 +1,7 @@
-// Validation of the names that reach the dashboard from outside and end up in
-// file paths or GCS keys: submission ids and package names. Everything here
-// is a pure function, safe from any thread.
+// Validation of what reaches the dashboard from outside: the names that end
+// up in file paths or GCS keys (submission ids and package names) and the
+// entrypoint's resource quantities. Everything here is a pure function, safe
+// from any thread.
 //
 //   std::string id = NewSubmissionId();            // "mantasubmit_7kDq2x..."
 //   RETURN_IF_ERROR(ValidateSubmissionId(id));
@@ -39,6 +40,13 @@ absl::Status ValidatePackageName(std::string_view name);
 // The package name of a runtime_env working_dir URI "gcs://<name>";
 // InvalidArgument for any other scheme or an invalid name.
 absl::StatusOr<std::string> PackageNameFromUri(std::string_view uri);
+
+// Checks a quantity of entrypoint resources (entrypoint_num_cpus,
+// entrypoint_num_gpus, entrypoint_memory, an entrypoint_resources value)
+// named `field`: InvalidArgument, naming the field, for NaN, infinities,
+// negatives, values above the quantity maximum and positive values below
+// its resolution (ResourceSet rules).
+absl::Status ValidateEntrypointQuantity(std::string_view field, double value);
 
 // The file name of a job's log under <session>/logs/ for a valid id.
 std::string JobLogFileName(std::string_view submission_id);

@@ -1,5 +1,7 @@
 #include "dashboard/validation.h"
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -51,6 +53,25 @@ TEST(PackageNameTest, ValidatesNamesAndUris) {
   EXPECT_FALSE(PackageNameFromUri("/home/me/project").ok());
   EXPECT_FALSE(PackageNameFromUri("gcs://../../x.tar").ok());
   EXPECT_FALSE(PackageNameFromUri("s3://bucket/x.tar").ok());
+}
+
+TEST(EntrypointQuantityTest, RefusesNanInfiniteNegativeAndHugeNamingTheField) {
+  struct Case {
+    double value;
+    const char* message_part;
+  };
+  for (const Case& c : std::initializer_list<Case>{{std::nan(""), "is NaN"},
+                                                   {std::numeric_limits<double>::infinity(), "infinite"},
+                                                   {-std::numeric_limits<double>::infinity(), "infinite"},
+                                                   {-1, "negative"},
+                                                   {1e15, "larger than the maximum"},
+                                                   {0.00001, "resolution"}}) {
+    absl::Status s = ValidateEntrypointQuantity("entrypoint_num_cpus", c.value);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.value;
+    EXPECT_TRUE(absl::StartsWith(s.message(), "'entrypoint_num_cpus': ")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), c.message_part)) << s;
+  }
+  for (double ok : {0.0, 0.5, 4.0, 9e14}) EXPECT_TRUE(ValidateEntrypointQuantity("x", ok).ok()) << ok;
 }
 
 }  // namespace

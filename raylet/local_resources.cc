@@ -92,6 +92,9 @@ absl::StatusOr<LocalResources> DetectLocalResources(const LocalResourceOptions& 
                                                        reserved, "' in --resources"));
       }
     }
+    for (const auto& [name, q] : user->entries()) {
+      RETURN_IF_ERROR(Annotate(CheckCustomResourceName(name), "--resources"));
+    }
     out.total = *user;
   }
   double cpus = options.num_cpus;

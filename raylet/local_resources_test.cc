@@ -46,6 +46,45 @@ TEST(LocalResourcesTest, NonHeadWorkerHasNoHeadResource) {
   EXPECT_GT(r->total.Get("memory").ToDouble(), 0);
 }
 
+TEST(LocalResourcesTest, ReservedNamesAndDuplicatesInResourcesAreRefused) {
+  for (const char* json : {R"({"node:__internal_head__": 1})", R"({"node:10.0.0.9": 1})", R"({"TPU": 4})",
+                           R"({"TPU-v6e-16-head": 1})"}) {
+    LocalResourceOptions opts;
+    opts.resources_json = json;
+    auto r = DetectLocalResources(opts, Env({}));
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_NE(r.status().message().find("--resources"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("is reserved"), std::string::npos) << r.status();
+  }
+  // A TPU worker that is not worker 0 may not claim its slice's head either.
+  LocalResourceOptions claim_head;
+  claim_head.resources_json = R"({"TPU-v6e-16-head": 1})";
+  EXPECT_FALSE(DetectLocalResources(claim_head, Env({{"TPU_ACCELERATOR_TYPE", "v6e-16"},
+                                                     {"TPU_TOPOLOGY", "4x4"},
+                                                     {"TPU_WORKER_ID", "3"},
+                                                     {"TPU_NAME", "tpu-group-0"}}))
+                   .ok());
+  LocalResourceOptions twice;
+  twice.resources_json = R"({"x": 1, "x": 2})";
+  auto r = DetectLocalResources(twice, Env({}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'x' is given twice"), std::string::npos) << r.status();
+}
+
+TEST(LocalResourcesTest, QuantitiesAboveTheMaximumAreRefusedNotWrapped) {
+  LocalResourceOptions cpus;
+  cpus.num_cpus = 1e15;
+  LocalResourceOptions memory;
+  memory.memory_bytes = 1e15;
+  LocalResourceOptions custom;
+  custom.resources_json = R"({"x": 9.3e14})";
+  for (const LocalResourceOptions& opts : {cpus, memory, custom}) {
+    auto r = DetectLocalResources(opts, Env({}));
+    ASSERT_FALSE(r.ok()) << r->total.DebugString();
+    EXPECT_NE(r.status().message().find("larger than the maximum"), std::string::npos) << r.status();
+  }
+}
+
 TEST(LocalResourcesTest, BadInputIsRejectedWithTheFlagNamed) {
   auto no_env = Env({});
   for (const char* json : {"{bad", R"({"x": -1})", R"({"x": 1e300})", R"({"CPU": 2})", R"({"x": "1"})"}) {

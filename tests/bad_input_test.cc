@@ -89,6 +89,27 @@ TEST_F(BadInputTest, InvalidResources) {
   ExpectRefused({"--head", Head(), "--labels=a b=c"}, {}, "--labels");
 }
 
+TEST_F(BadInputTest, QuantitiesAboveTheMaximumAreRefusedNotWrapped) {
+  ExpectRefused({"--head", Head(), "--resources={\"x\": 9.3e14}"}, {},
+                "--resources: resource 'x': quantity 9.3e+14 is larger than the maximum 9e+14");
+  ExpectRefused({"--head", Head(), "--num-cpus=1e15"}, {}, "--num-cpus: quantity 1e+15 is larger than the maximum 9e+14");
+  ExpectRefused({"--head", Head(), "--memory=1e15"}, {}, "--memory: quantity 1e+15 is larger than the maximum 9e+14");
+}
+
+TEST_F(BadInputTest, ReservedAndRepeatedResourceNames) {
+  ExpectRefused({"--head", Head(), "--resources={\"node:__internal_head__\": 1}"}, {},
+                "--resources: resource 'node:__internal_head__' is reserved");
+  ExpectRefused({"--head", Head(), "--resources={\"TPU\": 4}"}, {}, "--resources: resource 'TPU' is reserved");
+  ExpectRefused({"--head", Head(), "--resources={\"TPU-v6e-16-head\": 1}"}, {},
+                "--resources: resource 'TPU-v6e-16-head' is reserved");
+  // A TPU worker other than worker 0 may not claim its slice's head.
+  Env worker1 = kV6e16Worker0;
+  worker1[2].second = "1";
+  ExpectRefused({"--head", Head(), "--resources={\"TPU-v6e-16-head\": 1}"}, worker1,
+                "--resources: resource 'TPU-v6e-16-head' is reserved");
+  ExpectRefused({"--head", Head(), "--resources={\"x\": 1, \"x\": 2}"}, {}, "--resources: resource 'x' is given twice");
+}
+
 TEST_F(BadInputTest, BadFlagsAndAddresses) {
   ExpectRefused({"--head", Head(), "--bogus"}, {}, "--bogus");
   ExpectRefused({"--head", "--port=70000"}, {}, "out of range");
@@ -148,6 +169,39 @@ TEST(RayletBadInputTest, RayletReportsUnknownTpuTypeItself) {
     EXPECT_FALSE(IsAlive(failed.pid));
     std::string out = TailFile(failed.out_file, 100);
     EXPECT_TRUE(absl::StrContains(out, "TPU")) << out;
+  }
+  EXPECT_EQ(cluster.CountNodes(rpc::NodeInfo::ALIVE), 1);
+}
+
+TEST(RayletBadInputTest, RayletRefusesReservedAndHugeResourcesItself) {
+  Cluster cluster;
+  MANTA_ASSERT_OK(cluster.StartHead());
+  struct Case {
+    RayletOptions options;
+    std::string message;
+  };
+  RayletOptions head_marker;
+  head_marker.resources = R"({"node:__internal_head__": 1})";
+  RayletOptions tpu;
+  tpu.resources = R"({"TPU": 4})";
+  RayletOptions twice;
+  twice.resources = R"({"x": 1, "x": 2})";
+  RayletOptions huge;
+  huge.resources = R"({"x": 9.3e14})";
+  RayletOptions cpus;
+  cpus.num_cpus = 1e15;
+  for (const Case& c : std::vector<Case>{{head_marker, "'node:__internal_head__' is reserved"},
+                                         {tpu, "'TPU' is reserved"},
+                                         {twice, "'x' is given twice"},
+                                         {huge, "is larger than the maximum 9e+14"},
+                                         {cpus, "--num-cpus: quantity 1e+15 is larger than the maximum 9e+14"}}) {
+    SCOPED_TRACE(c.message);
+    auto index = cluster.AddRaylet(c.options);
+    ASSERT_FALSE(index.ok());
+    const DaemonProcess& failed = cluster.raylet(cluster.num_raylets() - 1);
+    EXPECT_FALSE(IsAlive(failed.pid));
+    std::string out = TailFile(failed.out_file, 100);
+    EXPECT_TRUE(absl::StrContains(out, c.message)) << out;
   }
   EXPECT_EQ(cluster.CountNodes(rpc::NodeInfo::ALIVE), 1);
 }

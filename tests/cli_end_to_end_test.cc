@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -50,6 +51,7 @@ TEST(CliEndToEndTest, StartJoinStatusListStop) {
   CommandResult head = cluster.RunManta({"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp,
                                          "--num-cpus=2", "--memory=2147483648"});
   ASSERT_EQ(head.exit_code, 0) << head.err;
+  EXPECT_FALSE(absl::StrContains(head.err, "WARNING")) << head.err;
   EXPECT_TRUE(absl::StrContains(head.out, "Local node IP: 127.0.0.1")) << head.out;
   EXPECT_TRUE(absl::StrContains(head.out, "Manta runtime started.")) << head.out;
   EXPECT_TRUE(absl::StrContains(head.out, "manta start --address='" + address + "'")) << head.out;
@@ -78,6 +80,7 @@ TEST(CliEndToEndTest, StartJoinStatusListStop) {
 
   CommandResult status = cluster.RunManta({"status", "--temp-dir=" + temp});
   ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_FALSE(absl::StrContains(status.out, "WARNING")) << status.out;
   for (const char* line : {" 0.0/3.0 CPU", " 0.0/8.0 TPU", " 0.0/1.0 TPU-v6e-8-head", " 0.0/1.0 solo",
                            " 0.0/1.0 accelerator_type:TPU-V6E", " 0B/3.00GiB memory"}) {
     EXPECT_TRUE(absl::StrContains(status.out, "\n" + std::string(line) + "\n")) << line << "\n" << status.out;
@@ -103,6 +106,41 @@ TEST(CliEndToEndTest, StartJoinStatusListStop) {
   CommandResult gone = cluster.RunManta({"status", "--temp-dir=" + temp});
   EXPECT_NE(gone.exit_code, 0);
   EXPECT_TRUE(absl::StartsWith(gone.err, "manta: error: cannot reach the GCS")) << gone.err;
+}
+
+TEST(CliEndToEndTest, AuthNoneWarnsOnEveryStartAndInStatus) {
+  Cluster cluster;
+  const std::string temp = cluster.temp_dir() + "/cli";
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto dashboard_port = PickFreePort();
+  ASSERT_TRUE(dashboard_port.ok());
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+
+  CommandResult head = cluster.RunManta({"start", "--head", "--auth=none", absl::StrCat("--port=", *port),
+                                         "--temp-dir=" + temp, "--num-cpus=1", "--dashboard-host=0.0.0.0",
+                                         absl::StrCat("--dashboard-port=", *dashboard_port)});
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  EXPECT_TRUE(absl::StrContains(head.err, "WARNING: AUTHENTICATION IS DISABLED (--auth=none)")) << head.err;
+  EXPECT_TRUE(absl::StrContains(head.err, absl::StrCat("ADDRESSES: 0.0.0.0:", *dashboard_port, " (dashboard).")))
+      << head.err;
+  EXPECT_FALSE(absl::StrContains(head.err, "(GCS)")) << head.err;  // it listens on loopback only
+  EXPECT_TRUE(absl::StrContains(head.out, "Manta runtime started.")) << head.out;
+  EXPECT_FALSE(absl::StrContains(absl::AsciiStrToLower(head.out), "token")) << head.out;
+  EXPECT_TRUE(absl::StrContains(head.out, "    manta start --address='" + address + "'\n")) << head.out;
+
+  CommandResult join = cluster.RunManta({"start", "--address=" + address, "--temp-dir=" + temp, "--num-cpus=1"});
+  ASSERT_EQ(join.exit_code, 0) << join.err;
+  EXPECT_TRUE(absl::StartsWith(join.err, "WARNING: authentication is disabled (--auth=none)")) << join.err;
+
+  CommandResult status = cluster.RunManta({"status", "--temp-dir=" + temp});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "\nWARNING: this cluster runs without authentication (--auth=none)"))
+      << status.out;
+
+  CommandResult stop = cluster.RunManta({"stop", "--temp-dir=" + temp});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_TRUE(ProcessesMentioning(temp).empty());
 }
 
 TEST(CliEndToEndTest, StopForceKillsAtOnce) {

@@ -94,6 +94,58 @@ TEST_F(JobCliTest, FailuresStopsAndInfeasibleResourcesExitNonZero) {
   EXPECT_EQ(Job({"logs", "missing-job"}).exit_code, 1);
 }
 
+TEST_F(JobCliTest, InputThatIsNotUtf8OrNotAQuantityIsRefusedAndSubmitsNothing) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"submit", "--submission-id", "job\xff", "--", "true"}, "--submission-id: invalid submission id 'job?'"},
+           {{"submit", "--", "echo", "caf\xff"}, "the entrypoint is not valid UTF-8"},
+           {{"submit", "--metadata-json", "{\"k\": \"\xff\"}", "--", "true"}, "--metadata-json is not valid UTF-8"},
+           {{"submit", "--runtime-env-json", "{\"env_vars\": {\"A\": \"\xff\"}}", "--", "true"},
+            "--runtime-env-json is not valid UTF-8"},
+           {{"submit", "--entrypoint-num-cpus", "NaN", "--", "true"}, "--entrypoint-num-cpus: quantity is NaN"},
+           {{"submit", "--entrypoint-num-gpus", "nan", "--", "true"}, "--entrypoint-num-gpus: quantity is NaN"},
+           {{"submit", "--entrypoint-memory=-1", "--", "true"}, "--entrypoint-memory: quantity -1 is negative"},
+           {{"submit", "--entrypoint-num-cpus", "1e15", "--", "true"},
+            "--entrypoint-num-cpus: quantity 1e+15 is larger than the maximum 9e+14"},
+           {{"submit", "--entrypoint-resources", R"({"TPU": NaN})", "--", "true"},
+            "--entrypoint-resources: NaN is not a quantity"},
+           {{"submit", "--entrypoint-resources", R"({"TPU": -4})", "--", "true"},
+            "--entrypoint-resources: resource 'TPU': quantity -4 is negative"}}) {
+    CommandResult r = Job(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.message << "\n" << r.out << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "manta: error: " + c.message)) << r.err;
+  }
+  auto jobs = cluster_.Client().ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_TRUE(jobs->empty()) << jobs->dump();
+
+  // The same through the REST API: 400, never a crash.
+  CommandResult raw = cluster_.Curl({"-X", "POST", cluster_.url() + "/api/jobs/", "-H", cluster_.AuthHeader(), "-H",
+                                     "Content-Type: application/json", "--data-binary",
+                                     "{\"entrypoint\": \"echo caf\xff\"}", "-w", "\n%{http_code}"});
+  EXPECT_EQ(raw.out, "the request body is not valid UTF-8\n\n400") << raw.out << raw.err;
+  EXPECT_TRUE(cluster_.Client().ListJobs()->empty());
+}
+
+TEST_F(JobCliTest, OutputThatIsNotUtf8IsShownNotACrash) {
+  CommandResult r = Job({"submit", "--", "printf", "caf\\377 ok\\n"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "caf\xff ok\n")) << r.out;
+  std::string id = SubmittedId(r.out);
+  CommandResult logs = Job({"logs", id});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "caf\xef\xbf\xbd ok\n");
+  CommandResult follow = Job({"logs", "--follow", id});
+  EXPECT_EQ(follow.exit_code, 0) << follow.err;
+  EXPECT_EQ(follow.out, "caf\xff ok\n");
+  CommandResult list = Job({"list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_TRUE(absl::StrContains(list.out, id)) << list.out;
+}
+
 TEST_F(JobCliTest, AddressAndTokenFromTheEnvironmentAndFollowingLogs) {
   std::vector<std::pair<std::string, std::string>> env = {{"MANTA_DASHBOARD_ADDRESS", cluster_.url()},
                                                           {"MANTA_TOKEN", cluster_.token()}};

@@ -13,13 +13,14 @@
 namespace manta::train {
 namespace {
 
-constexpr double kMaxQuantity = 1e15;
+// Quantity::kMaxValue: the largest quantity the GCS and raylets accept.
+constexpr double kMaxQuantity = 9e14;
 
 absl::Status CheckResources(const std::map<std::string, double>& resources) {
   for (const auto& [name, v] : resources) {
     if (name.empty()) return absl::InvalidArgumentError("resources_per_worker: a resource name is empty");
     if (!std::isfinite(v) || v < 0 || v > kMaxQuantity) {
-      return absl::InvalidArgumentError(absl::StrCat("resources_per_worker: '", name, "' must be a finite quantity in [0, 1e15], got ", v));
+      return absl::InvalidArgumentError(absl::StrCat("resources_per_worker: '", name, "' must be a finite quantity in [0, 9e14], got ", v));
     }
   }
   return absl::OkStatus();

@@ -15,7 +15,7 @@ namespace manta::train {
 // default resources per worker. InvalidArgument naming the field for: a
 // worker count below 1 or min > max; with use_tpu, an unknown accelerator
 // or topology, or a count that is not whole slices; a resource quantity
-// that is NaN, infinite, negative or above 1e15, or an empty name; with
+// that is NaN, infinite, negative or above 9e14, or an empty name; with
 // use_tpu, a TPU request other than the host's chips; an unknown placement
 // strategy.
 absl::StatusOr<ScalingSpec> ResolveScaling(const ScalingConfig& scaling);
