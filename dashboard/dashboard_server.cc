@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "dashboard/gcs_job_store.h"
+#include "dashboard/http_gate.h"
 #include "dashboard/job_manager.h"
 #include "dashboard/jobs_api.h"
 #include "dashboard/package_store.h"
@@ -17,8 +18,7 @@ DashboardServer::DashboardServer(DashboardOptions options, EventLoop* loop)
     : options_(std::move(options)), loop_(loop) {}
 
 DashboardServer::~DashboardServer() {
-  if (http_) http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
+  if (http_) http_->StopServing();
 }
 
 absl::Status DashboardServer::Start() {
@@ -42,13 +42,10 @@ absl::Status DashboardServer::Start() {
   api.max_json_bytes = options_.max_json_bytes;
   api_ = std::make_unique<JobsApi>(jobs_.get(), packages_.get(), api);
 
-  http_ = std::make_unique<httplib::Server>();
-  int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  HttpLimits http_limits;
+  http_limits.threads = options_.http_threads;
+  http_ = std::make_unique<GatedHttpServer>(http_limits);
   http_->set_payload_max_length(std::max(options_.max_package_bytes, options_.max_json_bytes));
-  http_->set_read_timeout(30);
-  http_->set_write_timeout(30);
-  http_->set_keep_alive_timeout(5);
 
   GuardConfig guard;
   guard.token = options_.token;
@@ -104,18 +101,14 @@ absl::Status DashboardServer::Start() {
   });
   api_->Register(http_.get());
 
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-    if (port_ <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", options_.host, ": no free port"));
-  } else {
-    if (!http_->bind_to_port(options_.host, options_.port)) {
-      return absl::UnavailableError(absl::StrCat("cannot bind ", options_.host, ":", options_.port,
-                                                 " (is another dashboard running? use --dashboard-port)"));
-    }
-    port_ = options_.port;
+  absl::Status bound = http_->Bind(options_.host, options_.port);
+  if (!bound.ok()) {
+    return absl::UnavailableError(absl::StrCat(bound.message(), options_.port == 0 ? "" :
+                                               " (is another dashboard running? use --dashboard-port)"));
   }
+  port_ = http_->bound_port();
   config->allowed_origins = OwnOrigins(options_.host, port_);
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  http_->Serve();
   Logger("dashboard")->info("dashboard serving on http://{}:{}", options_.host, port_);
   return absl::OkStatus();
 }
@@ -123,8 +116,7 @@ absl::Status DashboardServer::Start() {
 void DashboardServer::Shutdown(std::function<void()> done) {
   Logger("dashboard")->info("dashboard shutting down");
   api_->Shutdown();
-  http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
+  http_->StopServing();
   jobs_->Shutdown(std::move(done));
 }
 

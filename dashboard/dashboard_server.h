@@ -30,6 +30,7 @@ class JobStore;
 class PackageStore;
 class JobManager;
 class JobsApi;
+class GatedHttpServer;
 
 struct DashboardOptions {
   std::string host = "127.0.0.1";
@@ -64,8 +65,7 @@ class DashboardServer {
   std::unique_ptr<PackageStore> packages_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<JobsApi> api_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<GatedHttpServer> http_;
   int port_ = 0;
 };
 

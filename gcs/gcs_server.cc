@@ -1,5 +1,7 @@
 #include "gcs/gcs_server.h"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -7,6 +9,7 @@
 #include "common/id.h"
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
+#include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
 #include "common/status.h"
 #include "gcs/actor_manager.h"
@@ -361,7 +364,6 @@ class GcsServer::Impl {
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.bind_address + ":" + std::to_string(options_.port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(node_service_.get());
     builder.RegisterService(resource_service_.get());
     builder.RegisterService(kv_service_.get());
@@ -371,12 +373,14 @@ class GcsServer::Impl {
     builder.RegisterService(task_event_service_.get());
     builder.RegisterService(pg_service_.get());
     builder.RegisterService(train_run_service_.get());
-    server_ = builder.BuildAndStart();
-    if (!server_ || port_ == 0) {
-      server_.reset();
-      return absl::UnavailableError("cannot listen on " + address + " (port in use or address not local)");
-    }
+    auto server = rpc::GatedServer::Start(&builder, address, options_.token);
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    port_ = server_->port();
     health_timer_ = loop_->RunEvery(options_.health_check.tick, [this] { health_->Tick(); });
+    // Large requests (and refused ones) leave freed heap pages behind; give
+    // them back so a burst does not stay resident.
+    trim_timer_ = loop_->RunEvery(absl::Seconds(5), [] { malloc_trim(0); });
     Logger("gcs")->info("GCS serving on {} cluster_id={}", address, cluster_id_.Hex());
     return absl::OkStatus();
   }
@@ -385,12 +389,13 @@ class GcsServer::Impl {
     if (shutting_down_) return;
     shutting_down_ = true;
     health_timer_.reset();
+    trim_timer_.reset();
     publisher_->Shutdown();
     pgs_->Shutdown();
     // Shutdown blocks until in-flight calls finish, and their handlers run on
     // this loop: wait on another thread, then stop the loop.
     shutdown_thread_ = std::thread([this] {
-      if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      if (server_) server_->Shutdown(absl::Seconds(2));
       loop_->Stop();
     });
   }
@@ -449,6 +454,7 @@ class GcsServer::Impl {
   std::unique_ptr<GrpcHealthCheckClient> health_client_;
   std::unique_ptr<HealthCheckManager> health_;
   std::unique_ptr<EventLoop::Timer> health_timer_;
+  std::unique_ptr<EventLoop::Timer> trim_timer_;
   std::unique_ptr<NodeInfoService> node_service_;
   std::unique_ptr<ResourceService> resource_service_;
   std::unique_ptr<KvService> kv_service_;
@@ -458,7 +464,7 @@ class GcsServer::Impl {
   std::unique_ptr<TaskEventService> task_event_service_;
   std::unique_ptr<PlacementGroupService> pg_service_;
   std::unique_ptr<TrainRunService> train_run_service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::GatedServer> server_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop
 };
 

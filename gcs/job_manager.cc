@@ -69,7 +69,9 @@ absl::Status JobManager::Initialize() {
     // Never reuse an id, even if the counter row was lost.
     uint32_t n = JobIdToInt(*id);
     if (n != UINT32_MAX && n >= next_job_) next_job_ = n + 1;
+    bool alive = !info.is_dead();
     jobs_[*id] = std::move(info);
+    if (alive) ArmDriverTimer(*id, options_.driver_recovery_grace, "its driver did not return after the GCS restarted");
   }
   Logger("gcs")->info("recovered {} jobs, next job id {}", jobs_.size(), next_job_);
   return absl::OkStatus();

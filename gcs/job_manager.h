@@ -40,6 +40,10 @@ namespace manta::gcs {
 struct JobManagerOptions {
   absl::Duration driver_reconnect_grace = absl::Seconds(2);
   absl::Duration driver_poll_gap = absl::Seconds(30);
+  // After a restart, a job recovered alive is finished unless its driver
+  // polls again within this long (a driver that exited while the GCS was
+  // down never will).
+  absl::Duration driver_recovery_grace = absl::Seconds(10);
 };
 
 class JobManager {

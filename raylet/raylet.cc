@@ -9,6 +9,7 @@
 #include "common/file_util.h"
 #include "common/id.h"
 #include "common/logging.h"
+#include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
 #include "common/utf8.h"
 #include "gcs/client/gcs_client.h"
@@ -65,13 +66,11 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.node_ip + ":" + std::to_string(options_.port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port_ == 0) {
-      server_.reset();
-      return absl::UnavailableError("cannot listen on " + address + " (port in use or address not local)");
-    }
+    auto server = rpc::GatedServer::Start(&builder, address, options_.token);
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    port_ = server_->port();
     gcs_ = std::make_unique<gcs::GcsClient>(loop_, options_.gcs_address, options_.token);
     StartManagers();
     started_ = absl::Now();
@@ -369,7 +368,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   void FinishShutdown(int exit_code, const std::string& why) {
     auto finish = [this] {
       shutdown_thread_ = std::thread([this] {
-        if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        if (server_) server_->Shutdown(absl::Seconds(1));
         loop_->Stop();
       });
     };
@@ -598,7 +597,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   int port_ = 0;
   int exit_code_ = 0;
   absl::Time started_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::GatedServer> server_;
   std::unique_ptr<gcs::GcsClient> gcs_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop
 

@@ -389,6 +389,25 @@ CommandResult Cluster::RunManta(const std::vector<std::string>& args,
   return *r;
 }
 
+std::shared_ptr<grpc::Channel> UnlimitedChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::StatusOr<pid_t> Cluster::StartProgram(const std::string& program, std::vector<std::string> args,
+                                            const std::string& log_file) const {
+  SpawnOptions opts;
+  opts.executable = BinDir() + "/" + program;
+  opts.args = std::move(args);
+  opts.env = MantaEnv();
+  opts.log_file = log_file;
+  opts.kill_with_parent = true;
+  return SpawnDaemon(opts);
+}
+
 CommandResult Cluster::RunProgram(const std::string& program, std::vector<std::string> args,
                                   absl::Duration timeout) const {
   SpawnOptions opts;

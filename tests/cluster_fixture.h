@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +34,10 @@
 #include "common/process.h"
 #include "gcs_service.pb.h"
 #include "gtest/gtest.h"
+
+namespace grpc {
+class Channel;
+}
 
 namespace manta::testing {
 
@@ -137,6 +142,10 @@ class Cluster {
   // exit_code -1 and the reason in err.
   CommandResult RunProgram(const std::string& program, std::vector<std::string> args,
                            absl::Duration timeout = absl::Seconds(90)) const;
+  // Starts build/bin/`program` against this cluster in the background, its
+  // output in `log_file`; it dies with the test.
+  absl::StatusOr<pid_t> StartProgram(const std::string& program, std::vector<std::string> args,
+                                     const std::string& log_file) const;
   // MANTA_ADDRESS and MANTA_TOKEN of this cluster.
   std::vector<std::pair<std::string, std::string>> MantaEnv() const;
 
@@ -176,6 +185,10 @@ class Cluster {
   std::vector<pid_t> busy_loops_;
   bool shut_down_ = false;
 };
+
+// A channel to `target` that sends and receives messages of any size, so a
+// server's own limit is the one that applies.
+std::shared_ptr<grpc::Channel> UnlimitedChannel(const std::string& target);
 
 // Live (non-zombie) processes whose command line contains `text`, e.g. a
 // temp dir passed to daemons as --session_dir.

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -110,13 +111,7 @@ class DrainBusyNodeTest : public ::testing::Test {
     other.env = {{"MANTA_TEST_NODE", "other"}};
     MANTA_ASSERT_OK(cluster_->AddRaylet(other).status());
     dir_ = cluster_->temp_dir();
-    SpawnOptions opts;
-    opts.executable = Cluster::BinDir() + "/drain_driver";
-    opts.args = {"hold", dir_};
-    opts.env = cluster_->MantaEnv();
-    opts.log_file = dir_ + "/drain_driver.out";
-    opts.kill_with_parent = true;
-    auto pid = SpawnDaemon(opts);
+    auto pid = cluster_->StartProgram("drain_driver", {"hold", dir_}, dir_ + "/drain_driver.out");
     MANTA_ASSERT_OK(pid.status());
     driver_pid_ = *pid;
     ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(DriverOutput(), "HELD"); }, absl::Seconds(30)))
@@ -316,6 +311,31 @@ TEST(DrainTest, StartPassesTheGraceToRayletsAndStopStaysFast) {
   EXPECT_TRUE(absl::StrContains(stop.out, "Stopped all 3 Manta processes.")) << stop.out;
   EXPECT_LT(absl::Now() - start, absl::Seconds(8)) << "manta stop waited for a drain";
   EXPECT_TRUE(ProcessesMentioning(temp).empty());
+}
+
+// The driver's local raylet stopped (SIGSTOP) for three seconds while a task
+// is submitted: the node is not dead, so the task waits and runs.
+TEST(RayletStallTest, ATaskSubmittedDuringAShortStallOfTheLocalRayletRuns) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  ClusterOptions options;
+  options.head.num_cpus = 2;
+  options.head.env = {{"MANTA_TEST_NODE", "head"}};
+  Cluster cluster(options);
+  MANTA_ASSERT_OK(cluster.StartHead());
+  const std::string dir = cluster.temp_dir();
+  auto driver = cluster.StartProgram("drain_driver", {"submit_after", dir}, dir + "/stall_driver.out");
+  MANTA_ASSERT_OK(driver.status());
+  auto output = [&] { return TailFile(dir + "/stall_driver.out", 20); };
+  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(30))) << output();
+  const pid_t raylet = cluster.raylet(0).pid;
+  ASSERT_EQ(kill(raylet, SIGSTOP), 0);
+  { std::ofstream(dir + "/go") << "go"; }
+  absl::SleepFor(absl::Seconds(3));  // the stall itself
+  ASSERT_EQ(kill(raylet, SIGCONT), 0);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60)))
+      << output();
+  EXPECT_FALSE(absl::StrContains(output(), "FAIL")) << output();
+  TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 // were alive re-register without restarting.
 #include <signal.h>
 
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
+#include "common/process.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
 
@@ -71,6 +75,57 @@ TEST(GcsRestartTest, RestartedHeadRecoversTablesAndRayletsReRegister) {
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(absl::StrContains(status.out, "(no failures)")) << status.out;
   EXPECT_TRUE(absl::StrContains(status.out, "\n 0.0/3.0 CPU\n")) << status.out;
+}
+
+// A driver that exits while the GCS is down never says so; the restarted GCS
+// finishes its job once the driver fails to return, which stops its workers
+// and gives back what they held.
+TEST(GcsRestartTest, AJobWhoseDriverDiedWhileTheGcsWasDownIsFinished) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  ClusterOptions options;
+  options.head.num_cpus = 2;
+  options.head.resources = R"({"victim": 1})";
+  Cluster cluster(options);
+  MANTA_ASSERT_OK(cluster.StartHead());
+  const std::string dir = cluster.temp_dir();
+  auto driver = cluster.StartProgram("drain_driver", {"hold", dir}, dir + "/driver.out");
+  MANTA_ASSERT_OK(driver.status());
+  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(TailFile(dir + "/driver.out", 20), "HELD"); },
+                               absl::Seconds(30)))
+      << TailFile(dir + "/driver.out", 20);
+  EXPECT_FALSE(cluster.ResourcesFull());
+
+  MANTA_ASSERT_OK(cluster.KillGcs());
+  MANTA_ASSERT_OK(TerminateProcess(*driver, absl::Now() + absl::Seconds(5), SIGKILL));
+  MANTA_ASSERT_OK(cluster.RestartGcs());
+  // The held task would hold its CPU and "victim" for another minute.
+  std::string why;
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.ResourcesFull(&why); }, absl::Seconds(30)))
+      << "the dead driver's job still holds resources: " << why;
+}
+
+// A driver started while the head is down waits for it (within
+// MANTA_GCS_RECONNECT_TIMEOUT_S) instead of failing at once, then runs tasks.
+TEST(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  ClusterOptions options;
+  options.head.num_cpus = 2;
+  options.head.env = {{"MANTA_TEST_NODE", "head"}};
+  Cluster cluster(options);
+  MANTA_ASSERT_OK(cluster.StartHead());
+  const std::string dir = cluster.temp_dir();
+  MANTA_ASSERT_OK(cluster.KillGcs());
+  auto driver = cluster.StartProgram("drain_driver", {"submit_after", dir}, dir + "/waiting_driver.out");
+  MANTA_ASSERT_OK(driver.status());
+  auto output = [&] { return TailFile(dir + "/waiting_driver.out", 20); };
+  // Still waiting for the head, not failed.
+  EXPECT_FALSE(Cluster::WaitFor([&] { return !IsAlive(*driver); }, absl::Seconds(2))) << output();
+  MANTA_ASSERT_OK(cluster.RestartGcs());
+  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
+  { std::ofstream(dir + "/go") << "go"; }
+  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60)))
+      << output();
+  TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
 }
 
 }  // namespace

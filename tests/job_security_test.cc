@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/job_cluster.h"
+#include "tests/raw_socket.h"
 
 namespace manta::testing {
 namespace {
@@ -245,6 +246,49 @@ TEST_F(JobSecurityTest, InvalidJsonIsRejectedWithAClearMessage) {
   }
   CommandResult r = cluster_.Curl({"-X", "POST", u + "/api/jobs/", "-H", auth, "--data-binary", "{not json"});
   EXPECT_TRUE(absl::StrContains(r.out, "not valid JSON")) << r.out;
+  EXPECT_EQ(Snapshot(), before_);
+}
+
+// Slowloris: hundreds of idle and half-sent requests held open neither delay
+// a real request nor stay open past the header deadline.
+TEST_F(JobSecurityTest, IdleAndSlowConnectionsDoNotHoldTheServer) {
+  int port = std::stoi(cluster_.url().substr(cluster_.url().rfind(':') + 1));
+  std::vector<int> idle, partial;
+  for (int i = 0; i < 300; ++i) idle.push_back(ConnectLoopback(port));
+  for (int i = 0; i < 200; ++i) {
+    int fd = ConnectLoopback(port);
+    std::string half = "GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    if (fd >= 0) (void)!write(fd, half.data(), half.size());
+    partial.push_back(fd);
+  }
+  // Real requests are answered while the attack holds its connections; each
+  // is given a few seconds (with httplib's thread per connection it waited
+  // for minutes).
+  for (int i = 0; i < 5; ++i) {
+    SpawnOptions curl;
+    curl.executable = "/usr/bin/curl";
+    curl.args = {"-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H",
+                 "Authorization: Bearer " + cluster_.token(), cluster_.url() + "/api/version"};
+    auto r = RunAndCapture(curl, absl::Seconds(30));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->out, "200") << "request " << i << " was not served under the attack: " << r->err;
+  }
+  // The half-sent requests are closed by the server (408), the idle ones too.
+  for (int fd : partial) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 30000), 0) << "a half-sent request was kept open";
+    char buf[256];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) EXPECT_TRUE(absl::StartsWith(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 408"));
+  }
+  for (int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 30000), 0) << "an idle connection was kept open";
+    char buf[64];
+    EXPECT_LE(recv(fd, buf, sizeof(buf), 0), 0);
+  }
+  for (int fd : idle) close(fd);
+  for (int fd : partial) close(fd);
   EXPECT_EQ(Snapshot(), before_);
 }
 

@@ -18,16 +18,6 @@ namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
-// A channel that sends messages of any size, so the server's limit is the
-// one that applies.
-std::shared_ptr<grpc::Channel> UnlimitedChannel(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(-1);
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
 rpc::RegisterNodeRequest ValidRegistration() {
   rpc::RegisterNodeRequest req;
   rpc::NodeInfo* n = req.mutable_node_info();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/rpc/connection_gate.h"
 #include "common/token.h"
 
 namespace manta::rpc {
@@ -22,7 +23,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // The shortest time a connection attempt is given: a peer stalled for a
+  // moment (SIGSTOP, a long pause) still completes the HTTP/2 handshake.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 3000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Each client gets its own connection; channels to one target are not
   // shared across unrelated clients in the process.
@@ -42,6 +45,13 @@ void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Du
 }
 
 grpc::Status CheckAuth(const grpc::ServerContextBase& ctx, const std::string& token) {
+  grpc::Status status = CheckToken(ctx, token);
+  // The connection made an RPC that passed: its gate keeps it open.
+  if (status.ok() && ConnectionGate::AnyWaiting()) ConnectionGate::MarkAuthenticated(ctx.peer());
+  return status;
+}
+
+grpc::Status CheckToken(const grpc::ServerContextBase& ctx, const std::string& token) {
   if (token.empty()) return grpc::Status::OK;
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");

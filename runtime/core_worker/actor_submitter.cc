@@ -538,7 +538,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::GetNamedActor(const std::string& name, c
   rpc::GetNamedActorRequest req;
   req.set_name(name);
   req.set_ray_namespace(ray_namespace.empty() ? job_id_.Hex() : ray_namespace);
-  auto reply = SyncCall<rpc::GetNamedActorReply>(
+  auto reply = GcsCall<rpc::GetNamedActorReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_actors_->GetNamedActor(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   auto id = ActorId::FromBinary(reply->actor().actor_id());
@@ -550,7 +550,7 @@ absl::Status CoreWorkerImpl::KillActor(const ActorId& actor, bool no_restart) {
   rpc::KillActorRequest req;
   req.set_actor_id(actor.Binary());
   req.set_no_restart(no_restart);
-  return SyncCall<rpc::KillActorReply>(options_.token,
+  return GcsCall<rpc::KillActorReply>(options_.token,
                                        [&](auto* ctx, auto* r) { return gcs_actors_->KillActor(ctx, req, r); })
       .status();
 }

@@ -155,7 +155,7 @@ absl::Status CoreWorkerImpl::Start() {
     raylet_address_ = options_.raylet_address;
     return RegisterWithRaylet();
   }
-  auto cluster = SyncCall<rpc::GetClusterIdReply>(
+  auto cluster = GcsCall<rpc::GetClusterIdReply>(
       options_.token,
       [&](auto* ctx, auto* reply) { return gcs_nodes_->GetClusterId(ctx, rpc::GetClusterIdRequest(), reply); },
       absl::Seconds(5));
@@ -227,7 +227,7 @@ absl::Status CoreWorkerImpl::RegisterJob() {
   job->set_start_time_ms(absl::ToUnixMillis(absl::Now()));
   job->set_entrypoint(options_.worker_executable);
   auto reply =
-      SyncCall<rpc::AddJobReply>(options_.token, [&](auto* ctx, auto* r) { return gcs_jobs_->AddJob(ctx, req, r); });
+      GcsCall<rpc::AddJobReply>(options_.token, [&](auto* ctx, auto* r) { return gcs_jobs_->AddJob(ctx, req, r); });
   if (!reply.ok()) return Annotate(reply.status(), "cannot register the job with the GCS");
   auto id = JobId::FromBinary(reply->job_id());
   if (!id.ok()) return absl::InternalError("the GCS returned a malformed job id");
@@ -238,7 +238,7 @@ absl::Status CoreWorkerImpl::RegisterJob() {
 absl::StatusOr<rpc::GetAllNodeInfoReply> CoreWorkerImpl::AliveNodes(absl::Duration timeout) {
   rpc::GetAllNodeInfoRequest req;
   req.set_filter_alive(true);
-  return SyncCall<rpc::GetAllNodeInfoReply>(
+  return GcsCall<rpc::GetAllNodeInfoReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); }, timeout);
 }
 
@@ -497,6 +497,24 @@ void CoreWorkerImpl::PollLogs() {
         PollLogs();
         PrintLogs(reply);
       });
+}
+
+}  // namespace manta::core
+
+namespace manta::core {
+
+absl::Duration GcsReconnectTimeout() {
+  static const absl::Duration timeout = [] {
+    const char* env = std::getenv("MANTA_GCS_RECONNECT_TIMEOUT_S");
+    double seconds = 60;
+    if (env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      double v = std::strtod(env, &end);
+      if (end != env && *end == '\0' && v >= 0 && v <= 86400) seconds = v;
+    }
+    return absl::Seconds(seconds);
+  }();
+  return timeout;
 }
 
 }  // namespace manta::core

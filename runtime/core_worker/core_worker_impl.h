@@ -88,6 +88,28 @@ absl::StatusOr<Reply> SyncCall(const std::string& token, Call&& call, absl::Dura
   return reply;
 }
 
+// How long calls to the GCS wait out an unreachable GCS (a restarting head)
+// before they fail: MANTA_GCS_RECONNECT_TIMEOUT_S seconds, 60 by default (as
+// Ray's gcs_rpc_server_reconnect_timeout_s).
+absl::Duration GcsReconnectTimeout();
+
+// A SyncCall to the GCS, made again while the GCS is unreachable
+// (UNAVAILABLE), until GcsReconnectTimeout() has passed. The GCS's handlers
+// are idempotent for the requests retried here (ids are chosen by the caller).
+template <typename Reply, typename Call>
+absl::StatusOr<Reply> GcsCall(const std::string& token, Call&& call, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time give_up = absl::Now() + GcsReconnectTimeout();
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    absl::StatusOr<Reply> reply = SyncCall<Reply>(token, call, timeout);
+    if (reply.ok() || reply.status().code() != absl::StatusCode::kUnavailable || absl::Now() + backoff > give_up) {
+      return reply;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
 // Blocking fetch of a value from the process at `address` over the
 // GetObject stream. Any thread but the io loop.
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
@@ -312,6 +334,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
   // Any thread; the reply is handled on the loop.
   void RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks);
+  void RetryLocalLease(SchedulingQueue* q, absl::Duration delay);
   void OnLeaseReply(SchedulingQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
                     const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
                     std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
@@ -508,6 +531,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<EventLoop::Timer> idle_lease_timer_;
   // Lease requests to send again after a rejection; dropped at Stop().
   std::list<std::unique_ptr<EventLoop::Timer>> lease_retry_timers_;
+  // Since when lease requests to the local raylet fail (InfiniteFuture: they
+  // do not).
+  absl::Time local_raylet_failing_since_ = absl::InfiniteFuture();
   int64_t actor_poll_sequence_ = 0;
   std::string actor_poll_incarnation_;
   bool actor_poll_running_ = false;

@@ -59,7 +59,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroup(const Pl
   rpc::CreatePlacementGroupRequest req;
   *req.mutable_spec() =
       ToProto(spec, job_id_, spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace);
-  auto reply = SyncCall<rpc::CreatePlacementGroupReply>(options_.token, [&](auto* ctx, auto* r) {
+  auto reply = GcsCall<rpc::CreatePlacementGroupReply>(options_.token, [&](auto* ctx, auto* r) {
     return gcs_placement_groups_->CreatePlacementGroup(ctx, req, r);
   });
   if (!reply.ok()) return reply.status();
@@ -71,7 +71,7 @@ absl::Status CoreWorkerImpl::RemovePlacementGroup(const PlacementGroupId& id) {
   req.set_placement_group_id(id.Binary());
   // The GCS answers once the group's nodes have returned its bundles, each
   // within its own 10 s call.
-  return SyncCall<rpc::RemovePlacementGroupReply>(
+  return GcsCall<rpc::RemovePlacementGroupReply>(
              options_.token,
              [&](auto* ctx, auto* r) { return gcs_placement_groups_->RemovePlacementGroup(ctx, req, r); },
              absl::Seconds(30))
@@ -81,7 +81,7 @@ absl::Status CoreWorkerImpl::RemovePlacementGroup(const PlacementGroupId& id) {
 absl::StatusOr<PlacementGroupData> CoreWorkerImpl::GetPlacementGroup(const PlacementGroupId& id) {
   rpc::GetPlacementGroupRequest req;
   req.set_placement_group_id(id.Binary());
-  auto reply = SyncCall<rpc::GetPlacementGroupReply>(
+  auto reply = GcsCall<rpc::GetPlacementGroupReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_placement_groups_->GetPlacementGroup(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   return FromProto(reply->placement_group());
@@ -93,7 +93,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::GetNamedPlacementGroup(const 
   rpc::GetPlacementGroupRequest req;
   req.set_name(name);
   req.set_ray_namespace(ray_namespace.empty() ? job_id_.Hex() : ray_namespace);
-  auto reply = SyncCall<rpc::GetPlacementGroupReply>(
+  auto reply = GcsCall<rpc::GetPlacementGroupReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_placement_groups_->GetPlacementGroup(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   return FromProto(reply->placement_group());
@@ -109,7 +109,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
     rpc::WaitPlacementGroupReadyRequest req;
     req.set_placement_group_id(id.Binary());
     req.set_timeout_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(hold)));
-    auto reply = SyncCall<rpc::WaitPlacementGroupReadyReply>(
+    auto reply = GcsCall<rpc::WaitPlacementGroupReadyReply>(
         options_.token,
         [&](auto* ctx, auto* r) { return gcs_placement_groups_->WaitPlacementGroupReady(ctx, req, r); },
         hold + kWaitSlack);
@@ -121,7 +121,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
 
 absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {
   rpc::GetAllNodeInfoRequest req;
-  auto reply = SyncCall<rpc::GetAllNodeInfoReply>(
+  auto reply = GcsCall<rpc::GetAllNodeInfoReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   std::vector<NodeData> nodes;
@@ -132,7 +132,7 @@ absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {
 
 absl::StatusOr<std::vector<NodeResourcesData>> CoreWorkerImpl::GetClusterResources() {
   rpc::GetClusterResourcesRequest req;
-  auto reply = SyncCall<rpc::GetClusterResourcesReply>(
+  auto reply = GcsCall<rpc::GetClusterResourcesReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_resources_->GetClusterResources(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   std::vector<NodeResourcesData> nodes;

@@ -30,6 +30,9 @@ constexpr absl::Duration kPipelineAfter = absl::Milliseconds(10);
 constexpr int kMaxLeaseRequests = 4;
 // A lease with nothing to run is returned after this long.
 constexpr absl::Duration kLeaseIdle = absl::Milliseconds(500);
+// How long lease requests to the local raylet are retried while they fail: a
+// stalled raylet answers again; a dead one is declared dead well before.
+constexpr absl::Duration kLocalRayletPatience = absl::Seconds(30);
 constexpr int kMaxSpillbacks = 8;
 constexpr absl::Duration kPushTimeout = absl::InfiniteDuration();
 
@@ -337,13 +340,20 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
                                   const std::string& lease_id, const absl::Status& s,
                                   const rpc::RequestWorkerLeaseReply& reply, std::vector<PushCall*>* to_start) {
   if (!s.ok()) {
-    --q->lease_requests_in_flight;
     Logger("core_worker")->warn("lease request to {} failed: {}", raylet, s.ToString());
-    if (raylet != raylet_address_) return Pump(*q, to_start);  // spilled-to node gone: start over locally
+    if (raylet != raylet_address_) {  // spilled-to node gone: start over locally
+      --q->lease_requests_in_flight;
+      return Pump(*q, to_start);
+    }
+    absl::Time now = absl::Now();
+    if (local_raylet_failing_since_ == absl::InfiniteFuture()) local_raylet_failing_since_ = now;
+    if (now - local_raylet_failing_since_ < kLocalRayletPatience) return RetryLocalLease(q, absl::Milliseconds(200));
+    --q->lease_requests_in_flight;
     FailQueue(*q, ErrorType::kNodeDied,
               "the local raylet at " + raylet + " is unreachable: " + std::string(s.message()));
     return;
   }
+  if (raylet == raylet_address_) local_raylet_failing_since_ = absl::InfiniteFuture();
   switch (reply.outcome()) {
     case rpc::RequestWorkerLeaseReply::GRANTED: {
       --q->lease_requests_in_flight;
@@ -367,15 +377,7 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
       [[fallthrough]];
     case rpc::RequestWorkerLeaseReply::REJECTED:
     case rpc::RequestWorkerLeaseReply::CANCELLED: {
-      // Try again from the local raylet a little later. The timer is owned
-      // here (a reply comes on the loop), so Stop() drops it with the
-      // queues' other state.
-      auto timer = lease_retry_timers_.emplace(lease_retry_timers_.end());
-      *timer = loop_.RunAfter(absl::Milliseconds(50), [this, q, timer] {
-        if (!stopping_) RequestLease(q, raylet_address_, false, 0);
-        lease_retry_timers_.erase(timer);
-      });
-      return;
+      return RetryLocalLease(q, absl::Milliseconds(50));
     }
     case rpc::RequestWorkerLeaseReply::INFEASIBLE:
       --q->lease_requests_in_flight;
@@ -384,6 +386,17 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
       --q->lease_requests_in_flight;
       return FailQueue(*q, ErrorType::kInvalidArgument, reply.message());
   }
+}
+
+// Asks the local raylet again after `delay`; the request still counts as in
+// flight. The timer is owned here (a reply comes on the loop), so Stop()
+// drops it with the queues' other state.
+void CoreWorkerImpl::RetryLocalLease(SchedulingQueue* q, absl::Duration delay) {
+  auto timer = lease_retry_timers_.emplace(lease_retry_timers_.end());
+  *timer = loop_.RunAfter(delay, [this, q, timer] {
+    if (!stopping_) RequestLease(q, raylet_address_, false, 0);
+    lease_retry_timers_.erase(timer);
+  });
 }
 
 // ---------------------------------------------------------------- pushes

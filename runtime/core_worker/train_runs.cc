@@ -119,7 +119,7 @@ absl::Status CoreWorkerImpl::ReportTrainRun(const TrainRunData& run,
   rpc::ReportTrainRunRequest req;
   *req.mutable_run() = ToProto(run, job_id_);
   for (const TrainMetricPointData& p : new_metrics) ToProto(p, req.add_new_metrics());
-  return SyncCall<rpc::ReportTrainRunReply>(
+  return GcsCall<rpc::ReportTrainRunReply>(
              options_.token, [&](auto* ctx, auto* r) { return gcs_train_runs_->ReportTrainRun(ctx, req, r); })
       .status();
 }
@@ -128,7 +128,7 @@ absl::StatusOr<std::vector<TrainRunData>> CoreWorkerImpl::ListTrainRuns(bool wit
   rpc::ListTrainRunsRequest req;
   req.set_with_metrics(with_metrics);
   req.set_limit(std::max(0, limit));
-  auto reply = SyncCall<rpc::ListTrainRunsReply>(
+  auto reply = GcsCall<rpc::ListTrainRunsReply>(
       options_.token, [&](auto* ctx, auto* r) { return gcs_train_runs_->ListTrainRuns(ctx, req, r); });
   if (!reply.ok()) return reply.status();
   std::vector<TrainRunData> runs;

@@ -8,6 +8,10 @@
 //     DIR/drained exists it submits a plain CPU task and prints "RAN <node>"
 //     (where it ran), then waits for the held task and prints
 //     "HELD DONE <node>". Exits 0, or prints "FAIL ..." and exits 1.
+//
+//   drain_driver submit_after DIR
+//     Prints "READY", waits until DIR/go exists, then submits a CPU task and
+//     prints "RAN <node>" once it returns (or "FAIL ...").
 #include <manta/api.h>
 
 #include <unistd.h>
@@ -64,6 +68,15 @@ int Hold(const std::string& dir) {
   return 0;
 }
 
+int SubmitAfter(const std::string& dir) {
+  std::cout << "READY" << std::endl;
+  if (!WaitForPath(dir + "/go", std::chrono::seconds(60))) return Fail("never told to go");
+  auto where = manta::TryGet(manta::Task(NodeName).SetResources({{"CPU", 1}}).Remote(), absl::Seconds(60));
+  if (!where.ok()) return Fail("the task did not run: " + where.status().ToString());
+  std::cout << "RAN " << **where << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,8 +85,10 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (scenario == "hold" && argc > 2) {
     rc = Hold(argv[2]);
+  } else if (scenario == "submit_after" && argc > 2) {
+    rc = SubmitAfter(argv[2]);
   } else {
-    std::cerr << "usage: drain_driver hold DIR" << std::endl;
+    std::cerr << "usage: drain_driver hold|submit_after DIR" << std::endl;
   }
   manta::Shutdown();
   return rc;

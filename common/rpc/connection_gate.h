@@ -1,0 +1,148 @@
+// ConnectionGate: owns a gRPC server's listening socket and accepts its TCP
+// connections itself, so no flood of connections can stop the server from
+// accepting.
+//
+// The gRPC listener gives up for good when accept() fails with "Too many open
+// files". The gate never lets that happen to a server:
+//   * at most `max_connections` are open at once; past it a new connection is
+//     closed at once (the listener stays open and keeps accepting);
+//   * a connection that has not made an RPC which passed the token check
+//     (rpc::CheckAuth calls MarkAuthenticated) within `auth_deadline` is shut
+//     down; once half the cap is in use, within `pressure_deadline`;
+//   * when the process runs out of descriptors anyway, the gate drops the
+//     pending connection through a spare descriptor and backs off.
+// Accepted connections are handed to the server with AddInsecureChannelFromFd.
+// The gate keeps a duplicate of each one's descriptor to shut it down and to
+// see when gRPC has closed it.
+//
+//   ASSIGN_OR_RETURN(auto gate, ConnectionGate::Listen("0.0.0.0:6379", {}));
+//   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();   // no ports
+//   gate->Start(server.get());
+//   ...
+//   gate->Stop();            // before server->Shutdown()
+//
+// Threads: one accept thread per gate. Listen/Start/Stop from one thread;
+// MarkAuthenticated and counts from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Server;
+class ServerBuilder;
+}
+
+namespace manta::rpc {
+
+class ConnectionGate {
+ public:
+  struct Options {
+    // 0: a third of the process's descriptor limit (each connection holds two).
+    int max_connections = 0;
+    absl::Duration auth_deadline = absl::Seconds(20);
+    absl::Duration pressure_deadline = absl::Seconds(2);
+  };
+
+  // Binds and listens on "host:port" (port 0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<ConnectionGate>> Listen(const std::string& address, Options options);
+  ~ConnectionGate();
+
+  int port() const { return port_; }
+  int max_connections() const { return max_connections_; }
+
+  // Starts handing connections to `server` (started, with no listening port).
+  void Start(grpc::Server* server);
+  // Stops accepting and closes the listening socket; connections already
+  // handed over stay with the server. Idempotent.
+  void Stop();
+
+  // The connection `peer` (ServerContext::peer(): "fd:12" for connections
+  // from a gate) made an RPC that passed the token check. Cheap when no connection waits for it.
+  static void MarkAuthenticated(std::string_view peer);
+  // Whether any gate has a connection waiting for MarkAuthenticated.
+  static bool AnyWaiting();
+
+  // Open connections handed to the server, and connections refused or shut
+  // down by the gate so far.
+  int open_connections() const;
+  int64_t refused_connections() const { return refused_.load(); }
+
+ private:
+  struct Conn {
+    int dup_fd = -1;   // the gate's duplicate; the server owns the other
+    int server_fd = -1;
+    uint64_t inode = 0;
+    absl::Time accepted;
+    bool authenticated = false;
+  };
+
+  ConnectionGate(int listen_fd, int port, Options options);
+  void Run();
+  void AcceptReady();
+  void Admit(int fd);
+  void DropOnDescriptorExhaustion();
+  void Sweep();
+  void MarkPeer(int server_fd);
+
+  const int listen_fd_;
+  const int port_;
+  const Options options_;
+  int max_connections_ = 0;
+  int wake_fd_ = -1;
+  int spare_fd_ = -1;
+  grpc::Server* server_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> refused_{0};
+  absl::Time last_refusal_log_ = absl::InfinitePast();
+  absl::Time last_sweep_ = absl::InfinitePast();
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int, Conn> conns_ ABSL_GUARDED_BY(mu_);  // by server_fd
+  int unauthenticated_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A started gRPC server whose connections pass through a ConnectionGate, and
+// which answers methods it does not serve with UNAUTHENTICATED when the
+// token is missing or wrong (before reading the request), else UNIMPLEMENTED.
+//
+//   grpc::ServerBuilder builder;
+//   rpc::ConfigureServerBuilder(&builder);
+//   builder.RegisterService(&service);
+//   ASSIGN_OR_RETURN(auto server, GatedServer::Start(&builder, "0.0.0.0:0", token));
+//   ... server->port() ...
+//   server->Shutdown(absl::Seconds(1));
+class GatedServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GatedServer>> Start(grpc::ServerBuilder* builder,
+                                                            const std::string& address, const std::string& token,
+                                                            ConnectionGate::Options options = {});
+  ~GatedServer();
+
+  int port() const { return gate_->port(); }
+  ConnectionGate* gate() { return gate_.get(); }
+  // Stops accepting, then shuts the server down (waiting up to `grace` for
+  // calls in flight). Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  class UnknownMethods;
+  GatedServer() = default;
+
+  std::unique_ptr<UnknownMethods> unknown_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ConnectionGate> gate_;
+  bool shut_down_ = false;
+};
+
+}  // namespace manta::rpc

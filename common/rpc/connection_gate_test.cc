@@ -1,0 +1,157 @@
+#include "common/rpc/connection_gate.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/rpc/grpc_util.h"
+#include "gtest/gtest.h"
+#include "tests/raw_socket.h"
+
+namespace manta::rpc {
+namespace {
+
+constexpr char kToken[] = "gate-test-token";
+constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// A TCP connection to the gate that sends the HTTP/2 preface and nothing more.
+int IdleConnection(int port) {
+  int fd = testing::ConnectLoopback(port);
+  if (fd >= 0) (void)!write(fd, kPreface, sizeof(kPreface) - 1);
+  return fd;
+}
+
+// Whether the server closed `fd` within `timeout` (reads until EOF or error).
+bool ClosedByServer(int fd, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  char buf[4096];
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+class GateTest : public ::testing::Test {
+ protected:
+  void StartServer(ConnectionGate::Options options) {
+    grpc::ServerBuilder builder;
+    ConfigureServerBuilder(&builder);
+    auto server = GatedServer::Start(&builder, "127.0.0.1:0", kToken, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  // A call to a method no service has (on `channel`, else a new one):
+  // UNIMPLEMENTED when the token passes.
+  grpc::Status Call(const std::string& token, std::shared_ptr<grpc::Channel> channel = nullptr) {
+    if (!channel) channel = MakeChannel("127.0.0.1:" + std::to_string(server_->port()));
+    grpc::GenericStub stub(channel);
+    grpc::ClientContext ctx;
+    PrepareContext(&ctx, token, absl::Seconds(5));
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1), reply;
+    grpc::Status status;
+    absl::Notification done;
+    stub.UnaryCall(&ctx, "/manta.Nothing/Here", grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return status;
+  }
+
+  std::unique_ptr<GatedServer> server_;
+};
+
+TEST_F(GateTest, UnknownMethodsCheckTheTokenFirst) {
+  StartServer({});
+  EXPECT_EQ(Call("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Call("wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Call(kToken).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(GateTest, IdleUnauthenticatedConnectionsAreClosedAndAuthenticatedOnesStay) {
+  ConnectionGate::Options options;
+  options.auth_deadline = absl::Milliseconds(300);
+  StartServer(options);
+  int idle = IdleConnection(server_->port());
+  ASSERT_GE(idle, 0);
+  EXPECT_TRUE(ClosedByServer(idle, absl::Seconds(10)));
+  close(idle);
+  // A channel whose call passed the token keeps its connection past the deadline.
+  auto channel = MakeChannel("127.0.0.1:" + std::to_string(server_->port()));
+  EXPECT_EQ(Call(kToken, channel).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  absl::SleepFor(absl::Seconds(1));  // past the deadline
+  EXPECT_EQ(Call(kToken, channel).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_EQ(server_->gate()->open_connections(), 1);
+}
+
+TEST_F(GateTest, PastTheCapNewConnectionsAreRefusedAndTheListenerStaysOpen) {
+  ConnectionGate::Options options;
+  options.max_connections = 8;
+  StartServer(options);
+  std::vector<int> held;
+  for (int i = 0; i < 8; ++i) held.push_back(IdleConnection(server_->port()));
+  EXPECT_TRUE(WaitFor([&] { return server_->gate()->open_connections() == 8; }, absl::Seconds(5)));
+  int extra = IdleConnection(server_->port());
+  EXPECT_TRUE(ClosedByServer(extra, absl::Seconds(5))) << "a connection past the cap was kept";
+  close(extra);
+  for (int fd : held) close(fd);
+  // Once they are gone, a real client is served again.
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  grpc::Status status;
+  do {
+    status = Call(kToken);
+  } while (status.error_code() != grpc::StatusCode::UNIMPLEMENTED && absl::Now() < deadline);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+}
+
+TEST_F(GateTest, RunningOutOfDescriptorsDoesNotStopTheListener) {
+  StartServer({});
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // Fill the descriptor table up to a low limit with idle connections.
+  std::vector<int> held;
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (int i = 0; i < 400; ++i) {
+    int fd = IdleConnection(server_->port());
+    if (fd < 0) break;
+    held.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // let the gate run into the limit
+  for (int fd : held) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_GT(server_->gate()->refused_connections(), 0) << "the flood never reached the limit";
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  grpc::Status status;
+  do {
+    status = Call(kToken);
+  } while (status.error_code() != grpc::StatusCode::UNIMPLEMENTED && absl::Now() < deadline);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+}
+
+}  // namespace
+}  // namespace manta::rpc
