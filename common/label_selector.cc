@@ -34,7 +34,9 @@ bool LabelSelector::Condition::Holds(const std::string* value) const {
 absl::StatusOr<LabelSelector> LabelSelector::Parse(const std::map<std::string, std::string>& selector) {
   if (selector.size() > 64) return absl::InvalidArgumentError("label selector: more than 64 keys");
   LabelSelector out;
-  for (const auto& [key, raw] : selector) {
+  for (const auto& entry : selector) {
+    const std::string& key = entry.first;  // named: a lambda cannot capture a structured binding in C++17
+    const std::string& raw = entry.second;
     auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError("label selector '" + key.substr(0, 64) + "': " + why);
     };
