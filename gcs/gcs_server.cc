@@ -1,13 +1,12 @@
 #include "gcs/gcs_server.h"
 
-#include <malloc.h>
-
 #include <atomic>
 #include <optional>
 #include <thread>
 
 #include "common/id.h"
 #include "common/logging.h"
+#include "common/memory_release.h"
 #include "common/rpc/client_call.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
@@ -380,7 +379,7 @@ class GcsServer::Impl {
     health_timer_ = loop_->RunEvery(options_.health_check.tick, [this] { health_->Tick(); });
     // Large requests (and refused ones) leave freed heap pages behind; give
     // them back so a burst does not stay resident.
-    trim_timer_ = loop_->RunEvery(absl::Seconds(5), [] { malloc_trim(0); });
+    trim_timer_ = loop_->RunEvery(absl::Seconds(5), [] { ReleaseFreeMemory(); });
     Logger("gcs")->info("GCS serving on {} cluster_id={}", address, cluster_id_.Hex());
     return absl::OkStatus();
   }

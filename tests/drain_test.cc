@@ -338,5 +338,17 @@ TEST(RayletStallTest, ATaskSubmittedDuringAShortStallOfTheLocalRayletRuns) {
   TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
 }
 
+// Drivers and workers ignore SIGPIPE: a write to a peer that died (a
+// collective's connection) is an error, not the death of the process.
+TEST(SigpipeTest, WritesToAClosedPipeFailInsteadOfKillingDriversAndWorkers) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  Cluster cluster;
+  MANTA_ASSERT_OK(cluster.StartHead());
+  CommandResult r = cluster.RunProgram("drain_driver", {"write_to_closed_pipe"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "EPIPE worker")) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "EPIPE driver")) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace manta::testing

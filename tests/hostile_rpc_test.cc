@@ -128,5 +128,43 @@ TEST_F(HostileRpcTest, ARealMethodWithoutATokenStoresNothing) {
   EXPECT_FALSE(stored->has_value());
 }
 
+// A real method reads its body before the token check (gRPC reads a unary
+// request whole first); what the refused bodies took is given back.
+TEST_F(HostileRpcTest, LargeBodiesToARealMethodWithoutATokenAreNotKept) {
+  const pid_t gcs = cluster_.gcs().pid;
+  const int64_t before = RssBytes(gcs);
+  ASSERT_GT(before, 0);
+  auto channel = UnlimitedChannel(cluster_.gcs_address());
+  grpc::GenericStub generic(channel);
+  rpc::KvPutRequest put;
+  put.set_ns("flood");
+  put.set_key("k");
+  put.set_value(std::string(48 << 20, 'x'));
+  grpc::Slice slice(put.SerializeAsString());
+  grpc::ByteBuffer request(&slice, 1);
+  constexpr int kCalls = 32;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::ByteBuffer> replies(kCalls);
+  std::vector<std::promise<grpc::Status>> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    rpc::PrepareContext(contexts.back().get(), "", absl::Seconds(60));
+    generic.UnaryCall(contexts.back().get(), "/manta.rpc.InternalKvGcsService/Put", grpc::StubOptions(), &request,
+                      &replies[i], [&done, i](grpc::Status s) { done[i].set_value(std::move(s)); });
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::Status s = done[i].get_future().get();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << i << ": " << s.error_message();
+  }
+  int64_t after = 0;
+  bool returned = Cluster::WaitFor(
+      [&] {
+        after = RssBytes(gcs);
+        return after - before < (128 << 20);
+      },
+      absl::Seconds(15));
+  EXPECT_TRUE(returned) << "GCS RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20) << " MiB";
+}
+
 }  // namespace
 }  // namespace manta::testing

@@ -1,7 +1,9 @@
 // manta::Init / Shutdown: driver start-up and the worker entry point.
+#include <signal.h>
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -48,6 +50,12 @@ std::string SelfExecutable() {
 absl::Status TryInit(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(InitMutex());
   if (core::CoreWorker::Current() != nullptr) return absl::OkStatus();
+  // A write to a peer that died (a collective's TCP pair, a closed pipe) is
+  // an error the caller sees, not the end of the process: SIGPIPE is
+  // ignored, as Python-based drivers and workers have it. A program that
+  // installed its own handler keeps it.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
   InitOptions filled = options;
   if (filled.worker_executable.empty()) filled.worker_executable = SelfExecutable();
   if (core::CoreWorker::IsWorkerProcess()) RunWorkerOrExit(filled);

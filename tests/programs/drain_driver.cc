@@ -9,6 +9,10 @@
 //     (where it ran), then waits for the held task and prints
 //     "HELD DONE <node>". Exits 0, or prints "FAIL ..." and exits 1.
 //
+//   drain_driver write_to_closed_pipe
+//     Writes to a pipe whose reader is gone, inside a task and in the driver:
+//     prints "EPIPE worker" and "EPIPE driver" (SIGPIPE would kill them).
+//
 //   drain_driver submit_after DIR
 //     Prints "READY", waits until DIR/go exists, then submits a CPU task and
 //     prints "RAN <node>" once it returns (or "FAIL ...").
@@ -16,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -68,6 +73,27 @@ int Hold(const std::string& dir) {
   return 0;
 }
 
+// "EPIPE" when writing to a pipe without a reader fails with EPIPE.
+std::string WriteToClosedPipe() {
+  int fds[2];
+  if (pipe(fds) != 0) return "no pipe";
+  close(fds[0]);
+  ssize_t n = write(fds[1], "x", 1);
+  int err = errno;
+  close(fds[1]);
+  return n < 0 && err == EPIPE ? "EPIPE" : "wrote";
+}
+
+MANTA_REMOTE(WriteToClosedPipe);
+
+int ClosedPipe() {
+  auto in_worker = manta::TryGet(manta::Task(WriteToClosedPipe).Remote(), absl::Seconds(60));
+  if (!in_worker.ok()) return Fail("the task failed: " + in_worker.status().ToString());
+  std::cout << **in_worker << " worker" << std::endl;
+  std::cout << WriteToClosedPipe() << " driver" << std::endl;
+  return 0;
+}
+
 int SubmitAfter(const std::string& dir) {
   std::cout << "READY" << std::endl;
   if (!WaitForPath(dir + "/go", std::chrono::seconds(60))) return Fail("never told to go");
@@ -85,6 +111,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (scenario == "hold" && argc > 2) {
     rc = Hold(argv[2]);
+  } else if (scenario == "write_to_closed_pipe") {
+    rc = ClosedPipe();
   } else if (scenario == "submit_after" && argc > 2) {
     rc = SubmitAfter(argv[2]);
   } else {

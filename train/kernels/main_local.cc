@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -48,6 +49,9 @@ std::string SelfDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a peer process that died is an error of the collective, not
+  // the end of this one.
+  std::signal(SIGPIPE, SIG_IGN);
   int num_processes = 1, chips_per_host = 1, num_slices = 1, port = 0;
   std::vector<std::string> pass_flags, config_args;
   int i = 1;

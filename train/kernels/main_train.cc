@@ -7,6 +7,7 @@
 //   manta_train --chips_per_host=4 -- base.yml model_name=llama3-8b steps=100
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -46,6 +47,9 @@ bool ToInt(const std::string& name, const std::string& text, int* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a peer process that died is an error of the collective, not
+  // the end of this one.
+  std::signal(SIGPIPE, SIG_IGN);
   std::map<std::string, std::string> flags;
   std::vector<std::string> config_args;
   int i = 1;
