@@ -10,14 +10,10 @@
 namespace manta::gcs {
 namespace {
 
-std::string TempDbPath() {
-  char dir[] = "/tmp/manta_store_test_XXXXXX";
-  EXPECT_NE(mkdtemp(dir), nullptr);
-  return std::string(dir) + "/store.sqlite";
-}
-
 TEST(SqliteStoreTest, WritesSurviveReopenInOrder) {
-  std::string path = TempDbPath();
+  ScopedTempDir dir("manta_store_test");
+  ASSERT_FALSE(dir.path().empty());
+  std::string path = dir.path() + "/store.sqlite";
   EventLoop loop;
   int completed = 0;
   {

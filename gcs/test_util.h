@@ -1,6 +1,11 @@
 // Test helpers for loop-driven managers.
 #pragma once
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
 #include "common/event_loop.h"
 
 namespace manta::gcs {
@@ -13,5 +18,26 @@ inline void Pump(EventLoop& loop, int rounds = 4) {
     loop.Run();
   }
 }
+
+// A fresh directory under /tmp, removed with everything in it at the end of
+// the scope.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& prefix = "manta_gcs_test") {
+    std::string pattern = "/tmp/" + prefix + "_XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~ScopedTempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  // Empty when the directory could not be made.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace manta::gcs

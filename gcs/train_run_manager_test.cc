@@ -380,9 +380,9 @@ TEST_F(TrainRunManagerTest, StartUpAbortsRunsOfJobsThatEndedMeanwhile) {
 }
 
 TEST_F(TrainRunManagerTest, RunsAndSeriesSurviveASqliteReopen) {
-  char dir[] = "/tmp/manta_train_run_test_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/store.sqlite";
+  ScopedTempDir dir("manta_train_run_test");
+  ASSERT_FALSE(dir.path().empty());
+  std::string path = dir.path() + "/store.sqlite";
   int durable = 0;
   {
     auto store = SqliteStore::Open(path, &loop_);
@@ -412,7 +412,6 @@ TEST_F(TrainRunManagerTest, RunsAndSeriesSurviveASqliteReopen) {
   ASSERT_EQ((*runs)[1].metrics_size(), 2);
   EXPECT_EQ((*runs)[1].metrics(1).metrics().at("loss"), 2.5);
   EXPECT_EQ((*runs)[0].state(), TrainRunInfo::FINISHED);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(TrainRunManagerTest, CapEvictsTheOldestTerminalRuns) {
