@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -99,9 +100,19 @@ TEST_F(HostileRpcTest, RunningOutOfDescriptorsDoesNotStopTheGcsAccepting) {
     int fd = PrefaceOnly(cluster_.gcs_port());
     if (fd >= 0) held.push_back(fd);
   }
-  // Until the flood ends, new connections are dropped, not queued for ever.
-  absl::SleepFor(absl::Seconds(1));
+  // Past the limit, new connections are dropped (closed), not queued for ever.
+  bool dropped = Cluster::WaitFor(
+      [&] {
+        for (int fd : held) {
+          pollfd p{fd, POLLIN, 0};
+          char byte;
+          if (poll(&p, 1, 0) > 0 && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return true;
+        }
+        return false;
+      },
+      absl::Seconds(10));
   for (int fd : held) close(fd);
+  EXPECT_TRUE(dropped) << "no connection past the descriptor limit was dropped";
   ASSERT_EQ(prlimit(gcs, RLIMIT_NOFILE, &saved, nullptr), 0);
   EXPECT_TRUE(ServesWithin(absl::Seconds(20))) << "the GCS stopped accepting connections";
   EXPECT_EQ(cluster_.CountNodes(rpc::NodeInfo::ALIVE), 1);

@@ -80,6 +80,17 @@ class GateTest : public ::testing::Test {
     return status;
   }
 
+  // Calls with the token until the server answers it (UNIMPLEMENTED) or
+  // `timeout` passes; the last status.
+  grpc::Status CallUntilServed(absl::Duration timeout) {
+    absl::Time deadline = absl::Now() + timeout;
+    grpc::Status status;
+    do {
+      status = Call(kToken);
+    } while (status.error_code() != grpc::StatusCode::UNIMPLEMENTED && absl::Now() < deadline);
+    return status;
+  }
+
   std::unique_ptr<GatedServer> server_;
 };
 
@@ -101,10 +112,16 @@ TEST_F(GateTest, IdleUnauthenticatedConnectionsAreClosedAndAuthenticatedOnesStay
   // A channel whose call passed the token keeps its connection past the deadline.
   auto channel = MakeChannel("127.0.0.1:" + std::to_string(server_->port()));
   EXPECT_EQ(Call(kToken, channel).error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  absl::SleepFor(absl::Seconds(1));  // past the deadline
+  // A connection opened after it is closed: the channel's is past the deadline.
+  int later = IdleConnection(server_->port());
+  ASSERT_GE(later, 0);
+  EXPECT_TRUE(ClosedByServer(later, absl::Seconds(10)));
+  close(later);
   EXPECT_EQ(Call(kToken, channel).error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
-  EXPECT_EQ(server_->gate()->open_connections(), 1);
+  // The closed ones leave the gate's table; the authenticated one stays.
+  EXPECT_TRUE(WaitFor([&] { return server_->gate()->open_connections() == 1; }, absl::Seconds(5)))
+      << server_->gate()->open_connections() << " open";
 }
 
 TEST_F(GateTest, PastTheCapNewConnectionsAreRefusedAndTheListenerStaysOpen) {
@@ -119,11 +136,7 @@ TEST_F(GateTest, PastTheCapNewConnectionsAreRefusedAndTheListenerStaysOpen) {
   close(extra);
   for (int fd : held) close(fd);
   // Once they are gone, a real client is served again.
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  grpc::Status status;
-  do {
-    status = Call(kToken);
-  } while (status.error_code() != grpc::StatusCode::UNIMPLEMENTED && absl::Now() < deadline);
+  grpc::Status status = CallUntilServed(absl::Seconds(10));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
 }
 
@@ -141,15 +154,11 @@ TEST_F(GateTest, RunningOutOfDescriptorsDoesNotStopTheListener) {
     if (fd < 0) break;
     held.push_back(fd);
   }
-  absl::SleepFor(absl::Milliseconds(500));  // let the gate run into the limit
+  bool refused = WaitFor([&] { return server_->gate()->refused_connections() > 0; }, absl::Seconds(10));
   for (int fd : held) close(fd);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  EXPECT_GT(server_->gate()->refused_connections(), 0) << "the flood never reached the limit";
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  grpc::Status status;
-  do {
-    status = Call(kToken);
-  } while (status.error_code() != grpc::StatusCode::UNIMPLEMENTED && absl::Now() < deadline);
+  EXPECT_TRUE(refused) << "the flood never reached the limit";
+  grpc::Status status = CallUntilServed(absl::Seconds(20));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
 }
 
