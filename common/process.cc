@@ -16,7 +16,11 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <algorithm>
 #include <mutex>
+#include <random>
+#include <set>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -412,22 +416,59 @@ absl::StatusOr<std::string> WaitForFile(const std::string& path, absl::Time dead
   return absl::DeadlineExceededError(absl::StrCat("timed out waiting for ", path));
 }
 
-absl::StatusOr<int> PickFreePort() {
+namespace {
+
+// The low end of the range the kernel draws outgoing connections' local
+// ports from; 32768 when it cannot be read.
+int EphemeralPortLow() {
+  int low = 32768;
+  absl::StatusOr<std::string> text = ReadFile("/proc/sys/net/ipv4/ip_local_port_range");
+  if (text.ok()) {
+    std::vector<std::string> parts = absl::StrSplit(*text, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+    if (!parts.empty() && absl::SimpleAtoi(parts[0], &low) && low > 1024) return low;
+  }
+  return 32768;
+}
+
+// Whether a listening socket could bind 127.0.0.1:`port` right now.
+absl::StatusOr<bool> CanBindLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket: " + ErrnoText(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::InternalError("cannot pick a free port: " + ErrnoText(err));
-  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return ok;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickFreePort() {
+  // Ports below the ephemeral range: an outgoing connection (a gRPC client
+  // of the daemon about to listen) never takes one between the pick and the
+  // bind. A port is not handed out twice by one process.
+  static std::mutex mu;
+  static std::set<int> handed_out;
+  const int low = 10000, high = std::max(low + 1000, EphemeralPortLow());
+  thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> dist(low, high - 1);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int port = dist(rng);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (handed_out.count(port)) continue;
+    }
+    ASSIGN_OR_RETURN(bool free, CanBindLoopback(port));
+    if (!free) continue;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!handed_out.insert(port).second) continue;
+    return port;
+  }
+  return absl::UnavailableError(absl::StrCat("no free port between ", low, " and ", high));
 }
 
 absl::Status CheckPortFree(const std::string& host, int port) {

@@ -117,8 +117,10 @@ absl::StatusOr<std::string> WaitForFile(const std::string& path, absl::Time dead
 // when it cannot be read.
 std::string TailFile(const std::string& path, int max_lines);
 
-// A TCP port on 127.0.0.1 that nothing listens on right now (bind to port 0
-// and read it back). Another process may take it before the caller does.
+// A TCP port on 127.0.0.1 that nothing listens on right now, chosen at
+// random below the kernel's ephemeral range so that no outgoing connection
+// takes it before the caller binds it; never the same port twice in one
+// process. Another listener may still take it first.
 absl::StatusOr<int> PickFreePort();
 
 // FailedPrecondition when something already listens on `host`:`port` (an

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <set>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -221,6 +222,22 @@ TEST_F(ProcessTest, FreePortIsFreeUntilSomeoneListens) {
   EXPECT_EQ(CheckPortFree("not-an-ip", 80).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CheckPortFree("127.0.0.1", 70000).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CheckPortFree("192.0.2.1", *port).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ProcessTest, FreePortsAreDistinctAndNeverEphemeral) {
+  // Outgoing connections take local ports from the ephemeral range; a port
+  // picked there could be taken between the pick and the bind.
+  auto range = ReadFile("/proc/sys/net/ipv4/ip_local_port_range");
+  ASSERT_TRUE(range.ok());
+  int ephemeral_low = std::stoi(*range);
+  std::set<int> seen;
+  for (int i = 0; i < 300; ++i) {
+    auto port = PickFreePort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_LT(*port, ephemeral_low);
+    EXPECT_GE(*port, 1024);
+    EXPECT_TRUE(seen.insert(*port).second) << "port " << *port << " handed out twice";
+  }
 }
 
 }  // namespace
