@@ -11,27 +11,42 @@ Publisher::~Publisher() { Shutdown(); }
 
 void Publisher::Publish(rpc::PubMessage message) {
   message.set_sequence(next_sequence_++);
-  messages_.push_back(std::move(message));
-  if (messages_.size() > window_) messages_.pop_front();
-  const rpc::PubMessage& added = messages_.back();
-  const int64_t first_retained = messages_.front().sequence();
+  const int channel = message.channel();
+  Window& window = windows_[channel];
+  window.messages.push_back(std::move(message));
+  if (window.messages.size() > window_) {
+    window.last_dropped = window.messages.front().sequence();
+    window.messages.pop_front();
+  }
+  const rpc::PubMessage& added = window.messages.back();
   // A waiting poll saw nothing it wanted so far: only the new message, or a
-  // gap opened by the window moving past it, can wake it.
+  // gap opened by this channel's window moving past it, can wake it.
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     auto next = std::next(it);
-    bool gap = it->request.after_sequence() + 1 < first_retained;
-    if ((gap || Wanted(it->request, added)) && Fill(it->request, it->reply)) Finish(it);
+    if (WantsChannel(it->request, channel)) {
+      bool gap = it->request.after_sequence() < window.last_dropped;
+      if ((gap || WantsKey(it->request, added)) && Fill(it->request, it->reply)) Finish(it);
+    }
     it = next;
   }
 }
 
-bool Publisher::Wanted(const rpc::PollRequest& request, const rpc::PubMessage& m) {
-  if (!request.channels().empty() &&
-      std::find(request.channels().begin(), request.channels().end(), m.channel()) == request.channels().end()) {
-    return false;
-  }
+bool Publisher::WantsChannel(const rpc::PollRequest& request, int channel) {
+  return request.channels().empty() ||
+         std::find(request.channels().begin(), request.channels().end(), channel) != request.channels().end();
+}
+
+bool Publisher::WantsKey(const rpc::PollRequest& request, const rpc::PubMessage& m) {
   return request.keys().empty() ||
          std::find(request.keys().begin(), request.keys().end(), m.key()) != request.keys().end();
+}
+
+std::vector<const Publisher::Window*> Publisher::WindowsOf(const rpc::PollRequest& request) const {
+  std::vector<const Window*> out;
+  for (const auto& [channel, window] : windows_) {
+    if (WantsChannel(request, channel)) out.push_back(&window);
+  }
+  return out;
 }
 
 bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) const {
@@ -51,13 +66,23 @@ bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) con
     reply->set_gap(true);
     return true;
   }
-  int64_t first_retained = messages_.empty() ? next_sequence_ : messages_.front().sequence();
-  if (after + 1 < first_retained) reply->set_gap(true);
-
-  // Messages are contiguous by sequence: jump to the first one after `after`.
-  size_t start = after + 1 >= first_retained ? static_cast<size_t>(after + 1 - first_retained) : 0;
-  for (size_t i = start; i < messages_.size(); ++i) {
-    if (Wanted(request, messages_[i])) *reply->add_messages() = messages_[i];
+  // Merge the wanted channels' messages after `after`, in sequence order.
+  struct Cursor {
+    std::deque<rpc::PubMessage>::const_iterator at, end;
+  };
+  std::vector<Cursor> cursors;
+  for (const Window* window : WindowsOf(request)) {
+    if (after < window->last_dropped) reply->set_gap(true);
+    auto first = std::upper_bound(window->messages.begin(), window->messages.end(), after,
+                                  [](int64_t seq, const rpc::PubMessage& m) { return seq < m.sequence(); });
+    if (first != window->messages.end()) cursors.push_back({first, window->messages.end()});
+  }
+  while (!cursors.empty()) {
+    auto next = std::min_element(cursors.begin(), cursors.end(), [](const Cursor& a, const Cursor& b) {
+      return a.at->sequence() < b.at->sequence();
+    });
+    if (WantsKey(request, *next->at)) *reply->add_messages() = *next->at;
+    if (++next->at == next->end) cursors.erase(next);
   }
   // Nothing of interest yet: skip past the uninteresting ones only when
   // replying; a waiting poll keeps its original position.

@@ -85,6 +85,111 @@ TEST(PublisherTest, ReportsGapForOtherIncarnationOrTrimmedWindow) {
   EXPECT_EQ(reply.messages_size(), 2);
 }
 
+rpc::PubMessage LogMsg(int i) {
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::LOGS);
+  m.set_key("job-" + std::to_string(i % 3));
+  return m;
+}
+
+TEST(PublisherTest, ALogFloodNeverPushesNodeEventsOutOfTheirWindow) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1", /*window=*/4);
+  pub.Publish(NodeMsg("added"));
+  for (int i = 0; i < 1000; ++i) pub.Publish(LogMsg(i));
+  pub.Publish(NodeMsg("dead"));
+  rpc::PollRequest req;
+  req.add_channels(rpc::PubMessage::NODE_INFO);
+  req.set_gcs_incarnation("inc1");
+  rpc::PollReply reply;
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  EXPECT_FALSE(reply.gap());
+  ASSERT_EQ(reply.messages_size(), 2);
+  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "added");
+  EXPECT_EQ(reply.messages(0).sequence(), 1);
+  EXPECT_EQ(reply.messages(1).node_info().node_ip(), "dead");
+  EXPECT_EQ(reply.messages(1).sequence(), 1002);
+  EXPECT_EQ(reply.last_sequence(), 1002);
+
+  // The log reader did fall behind its own window.
+  rpc::PollRequest logs;
+  logs.add_channels(rpc::PubMessage::LOGS);
+  logs.set_gcs_incarnation("inc1");
+  pub.HandlePoll(logs, &reply, [](const absl::Status&) {});
+  EXPECT_TRUE(reply.gap());
+  ASSERT_EQ(reply.messages_size(), 4);
+  EXPECT_EQ(reply.messages(3).sequence(), 1001);
+}
+
+TEST(PublisherTest, SeveralChannelsAreMergedInSequenceOrder) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1");
+  pub.Publish(NodeMsg("a"));  // 1
+  pub.Publish(LogMsg(0));     // 2
+  pub.Publish(LogMsg(1));     // 3
+  pub.Publish(NodeMsg("b"));  // 4
+  rpc::PubMessage actor;
+  actor.set_channel(rpc::PubMessage::ACTOR);
+  pub.Publish(actor);         // 5
+  rpc::PollRequest req;
+  req.add_channels(rpc::PubMessage::NODE_INFO);
+  req.add_channels(rpc::PubMessage::LOGS);
+  req.set_after_sequence(1);
+  req.set_gcs_incarnation("inc1");
+  rpc::PollReply reply;
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  ASSERT_EQ(reply.messages_size(), 3);
+  EXPECT_EQ(reply.messages(0).sequence(), 2);
+  EXPECT_EQ(reply.messages(1).sequence(), 3);
+  EXPECT_EQ(reply.messages(2).sequence(), 4);
+  // No channel named: every channel.
+  req.clear_channels();
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  ASSERT_EQ(reply.messages_size(), 4);
+  EXPECT_EQ(reply.messages(3).sequence(), 5);
+}
+
+TEST(PublisherTest, AWaitingPollIsWokenOnlyByItsOwnChannelsGap) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1", /*window=*/2);
+  pub.Publish(NodeMsg("a"));
+  rpc::PollRequest req;
+  req.add_channels(rpc::PubMessage::NODE_INFO);
+  req.set_after_sequence(1);
+  req.set_max_wait_ms(10000);
+  req.set_gcs_incarnation("inc1");
+  rpc::PollReply reply;
+  bool done = false;
+  pub.HandlePoll(req, &reply, [&](const absl::Status&) { done = true; });
+  for (int i = 0; i < 50; ++i) pub.Publish(LogMsg(i));
+  EXPECT_FALSE(done);
+  pub.Publish(NodeMsg("b"));
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(reply.gap());
+  ASSERT_EQ(reply.messages_size(), 1);
+  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "b");
+
+  // A subscriber behind on its own channel is woken by the gap.
+  rpc::PollRequest behind = req;
+  behind.set_after_sequence(52);
+  done = false;
+  pub.HandlePoll(behind, &reply, [&](const absl::Status&) { done = true; });
+  ASSERT_FALSE(done);
+  pub.Publish(NodeMsg("c"));
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(reply.gap());
+  done = false;
+  behind.set_after_sequence(53);
+  pub.HandlePoll(behind, &reply, [&](const absl::Status&) { done = true; });
+  pub.Publish(NodeMsg("d"));  // drops "b" (52), which is not after 53: no gap
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(reply.gap());
+  rpc::PollRequest old = req;
+  old.set_after_sequence(0);
+  pub.HandlePoll(old, &reply, [](const absl::Status&) {});
+  EXPECT_TRUE(reply.gap());
+}
+
 TEST(PublisherTest, ShutdownAnswersWaitingPolls) {
   EventLoop loop;
   Publisher pub(&loop, "inc1");

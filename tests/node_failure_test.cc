@@ -8,6 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/id.h"
+#include "common/rpc/grpc_util.h"
+#include "gcs_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
 
@@ -72,6 +75,68 @@ TEST(NodeFailureTest, CleanlyStoppedRayletIsNotAFailure) {
   EXPECT_TRUE(absl::StrContains(status.out, "Recent failures:\n (no failures)\n")) << status.out;
   CommandResult list = cluster.RunManta({"list", "nodes"}, cluster.MantaEnv());
   EXPECT_TRUE(absl::StrContains(list.out, "DEAD")) << list.out;
+}
+
+// One poll of the GCS's publisher, without waiting.
+absl::StatusOr<rpc::PollReply> PollOnce(const Cluster& cluster, const rpc::PollRequest& request) {
+  auto stub = rpc::PubSubGcsService::NewStub(UnlimitedChannel(cluster.gcs_address()));
+  grpc::ClientContext ctx;
+  rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(10));
+  rpc::PollReply reply;
+  grpc::Status s = stub->Poll(&ctx, request, &reply);
+  if (!s.ok()) return rpc::ToAbslStatus(s);
+  return reply;
+}
+
+// Worker output shares the publisher with node events; a subscriber that
+// reads node events must never be pushed past a gap by a flood of logs.
+TEST(NodeFailureTest, ALogFloodNeverHidesANodeDeathFromItsSubscribers) {
+  Cluster cluster;
+  MANTA_ASSERT_OK(cluster.StartHead());
+  auto added = cluster.AddRaylet();
+  ASSERT_TRUE(added.ok()) << added.status();
+  const std::string victim = cluster.raylet(*added).node_id;
+
+  rpc::PollRequest nodes;
+  nodes.add_channels(rpc::PubMessage::NODE_INFO);
+  auto before = PollOnce(cluster, nodes);
+  ASSERT_TRUE(before.ok()) << before.status();
+  nodes.set_gcs_incarnation(before->gcs_incarnation());
+  nodes.set_after_sequence(before->last_sequence());
+
+  // More log batches than a channel's window holds, through the real RPC.
+  auto logs = rpc::TaskEventGcsService::NewStub(UnlimitedChannel(cluster.gcs_address()));
+  rpc::PublishLogsRequest flood;
+  flood.mutable_batch()->set_job_id(std::string(4, '\x01'));
+  flood.mutable_batch()->set_ip("127.0.0.1");
+  flood.mutable_batch()->add_lines("a line of worker output");
+  for (int i = 0; i < 10500; ++i) {
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(10));
+    rpc::PublishLogsReply reply;
+    ASSERT_TRUE(logs->PublishLogs(&ctx, flood, &reply).ok()) << "batch " << i;
+  }
+  MANTA_ASSERT_OK(cluster.KillRaylet(*added, SIGKILL));
+  ASSERT_TRUE(Cluster::WaitFor([&] { return IsState(cluster, victim, rpc::NodeInfo::DEAD); }, absl::Seconds(20)));
+
+  auto after = PollOnce(cluster, nodes);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->gap()) << "the log flood pushed node events out of their window";
+  bool saw_death = false;
+  for (const auto& m : after->messages()) {
+    EXPECT_EQ(m.channel(), rpc::PubMessage::NODE_INFO);
+    auto id = NodeId::FromBinary(m.node_info().node_id());
+    if (m.node_info().state() == rpc::NodeInfo::DEAD && id.ok() && id->Hex() == victim) saw_death = true;
+  }
+  EXPECT_TRUE(saw_death);
+
+  // The log channel itself did overflow: its reader from the same point
+  // is told to re-read.
+  rpc::PollRequest log_poll = nodes;
+  log_poll.set_channels(0, rpc::PubMessage::LOGS);
+  auto log_reply = PollOnce(cluster, log_poll);
+  ASSERT_TRUE(log_reply.ok()) << log_reply.status();
+  EXPECT_TRUE(log_reply->gap());
 }
 
 }  // namespace
