@@ -1,7 +1,9 @@
 #include "dashboard/gcs_job_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/id.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "common/rpc/grpc_util.h"
 #include "gcs_service.grpc.pb.h"
 
@@ -15,7 +17,8 @@ class GcsJobStore::Impl {
         timeout_(timeout),
         channel_(rpc::MakeChannel(address)),
         kv_(rpc::InternalKvGcsService::NewStub(channel_)),
-        nodes_(rpc::NodeInfoGcsService::NewStub(channel_)) {}
+        nodes_(rpc::NodeInfoGcsService::NewStub(channel_)),
+        groups_(rpc::PlacementGroupGcsService::NewStub(channel_)) {}
 
   absl::Status Error(const char* what, const grpc::Status& s) const {
     absl::Status status = rpc::ToAbslStatus(s);
@@ -98,6 +101,67 @@ class GcsJobStore::Impl {
     return absl::NotFoundError("no alive head node is registered with the GCS");
   }
 
+  // The job's reservation group, by its name; NotFound when there is none
+  // or it was removed.
+  absl::StatusOr<rpc::PlacementGroupInfo> FindReservation(const std::string& id) {
+    rpc::GetPlacementGroupRequest req;
+    req.set_name(EntrypointReservationName(id));
+    req.set_ray_namespace(kEntrypointNamespace);
+    rpc::GetPlacementGroupReply reply;
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, token_, timeout_);
+    grpc::Status s = groups_->GetPlacementGroup(&ctx, req, &reply);
+    if (!s.ok()) return Error("reading an entrypoint reservation", s);
+    if (reply.placement_group().state() == rpc::PlacementGroupInfo::REMOVED) {
+      return absl::NotFoundError("the entrypoint reservation was removed");
+    }
+    return reply.placement_group();
+  }
+
+  absl::StatusOr<bool> ReserveOnHead(const std::string& id, const std::map<std::string, double>& demand) {
+    auto found = FindReservation(id);
+    if (found.ok()) return found->state() == rpc::PlacementGroupInfo::CREATED;
+    if (!absl::IsNotFound(found.status())) return found.status();
+    rpc::CreatePlacementGroupRequest req;
+    rpc::PlacementGroupInfo* spec = req.mutable_spec();
+    spec->set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+    spec->set_name(EntrypointReservationName(id));
+    spec->set_ray_namespace(kEntrypointNamespace);
+    spec->set_strategy(rpc::PlacementGroupInfo::STRICT_PACK);
+    spec->set_detached(true);  // the dashboard is not a job; it removes the group itself
+    rpc::Bundle* bundle = spec->add_bundles();
+    bundle->set_index(0);
+    for (const auto& [name, quantity] : demand) (*bundle->mutable_resources())[name] = quantity;
+    (*bundle->mutable_resources())[kHeadNodeResource] = 0.0001;  // on the head node only
+    rpc::CreatePlacementGroupReply reply;
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, token_, timeout_);
+    grpc::Status s = groups_->CreatePlacementGroup(&ctx, req, &reply);
+    // Created meanwhile by an earlier attempt whose reply was lost.
+    if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return ReserveOnHeadExisting(id);
+    if (!s.ok()) return Error("reserving entrypoint resources", s);
+    return reply.placement_group().state() == rpc::PlacementGroupInfo::CREATED;
+  }
+
+  absl::StatusOr<bool> ReserveOnHeadExisting(const std::string& id) {
+    ASSIGN_OR_RETURN(rpc::PlacementGroupInfo group, FindReservation(id));
+    return group.state() == rpc::PlacementGroupInfo::CREATED;
+  }
+
+  absl::Status ReleaseOnHead(const std::string& id) {
+    auto found = FindReservation(id);
+    if (absl::IsNotFound(found.status())) return absl::OkStatus();
+    if (!found.ok()) return found.status();
+    rpc::RemovePlacementGroupRequest req;
+    req.set_placement_group_id(found->placement_group_id());
+    rpc::RemovePlacementGroupReply reply;
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, token_, timeout_);
+    grpc::Status s = groups_->RemovePlacementGroup(&ctx, req, &reply);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) return Error("releasing entrypoint resources", s);
+    return absl::OkStatus();
+  }
+
  private:
   const std::string address_;
   const std::string token_;
@@ -105,6 +169,7 @@ class GcsJobStore::Impl {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::InternalKvGcsService::Stub> kv_;
   std::unique_ptr<rpc::NodeInfoGcsService::Stub> nodes_;
+  std::unique_ptr<rpc::PlacementGroupGcsService::Stub> groups_;
 };
 
 GcsJobStore::GcsJobStore(const std::string& gcs_address, std::string token, absl::Duration timeout)
@@ -123,5 +188,9 @@ absl::Status GcsJobStore::Create(const JobRecord& job) {
 absl::StatusOr<std::vector<JobRecord>> GcsJobStore::List() { return impl_->List(); }
 absl::Status GcsJobStore::Delete(const std::string& id) { return impl_->Delete(id); }
 absl::StatusOr<HeadNode> GcsJobStore::GetHeadNode() { return impl_->GetHeadNode(); }
+absl::StatusOr<bool> GcsJobStore::ReserveOnHead(const std::string& id, const std::map<std::string, double>& demand) {
+  return impl_->ReserveOnHead(id, demand);
+}
+absl::Status GcsJobStore::ReleaseOnHead(const std::string& id) { return impl_->ReleaseOnHead(id); }
 
 }  // namespace manta::dashboard

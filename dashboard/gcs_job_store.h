@@ -1,6 +1,9 @@
 // GcsJobStore: job records in the GCS internal KV (namespace "job", key =
 // submission id, value = the record's JSON), as Ray keeps its job info, so
-// they outlive the dashboard process. Blocking gRPC calls with a deadline;
+// they outlive the dashboard process. A job's entrypoint resources are held
+// by a detached placement group of one bundle on the head node, named after
+// the job (kEntrypointNamespace), so the raylet counts them and tasks cannot
+// take them. Blocking gRPC calls with a deadline;
 // safe from any thread (the stubs are thread-safe). gRPC stays in the .cc.
 #pragma once
 
@@ -25,6 +28,9 @@ class GcsJobStore : public JobStore {
   absl::StatusOr<std::vector<JobRecord>> List() override;
   absl::Status Delete(const std::string& submission_id) override;
   absl::StatusOr<HeadNode> GetHeadNode() override;
+  absl::StatusOr<bool> ReserveOnHead(const std::string& submission_id,
+                                     const std::map<std::string, double>& demand) override;
+  absl::Status ReleaseOnHead(const std::string& submission_id) override;
 
  private:
   class Impl;

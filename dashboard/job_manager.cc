@@ -29,13 +29,15 @@ std::string FileTail(const std::string& path, size_t n) {
 }
 
 // The entrypoint resources a job holds while it runs.
-absl::StatusOr<ResourceSet> DemandOf(const JobRecord& job) {
+std::map<std::string, double> DemandMapOf(const JobRecord& job) {
   std::map<std::string, double> m = job.entrypoint_resources;
   if (job.entrypoint_num_cpus && *job.entrypoint_num_cpus > 0) m["CPU"] = *job.entrypoint_num_cpus;
   if (job.entrypoint_num_gpus && *job.entrypoint_num_gpus > 0) m["GPU"] = *job.entrypoint_num_gpus;
   if (job.entrypoint_memory && *job.entrypoint_memory > 0) m["memory"] = *job.entrypoint_memory;
-  return ResourceSet::FromMap(m);
+  return m;
 }
+
+absl::StatusOr<ResourceSet> DemandOf(const JobRecord& job) { return ResourceSet::FromMap(DemandMapOf(job)); }
 
 }  // namespace
 
@@ -70,6 +72,9 @@ absl::Status JobManager::Start() {
       Entry& e = jobs_[r.submission_id];
       e.record = std::move(r);
       JobRecord& job = e.record;
+      // A reservation a job that ended may still hold (the dashboard died
+      // before giving it back) is released by Poll.
+      if (!DemandMapOf(job).empty()) to_release_.insert(job.submission_id);
       if (IsTerminal(job.status)) continue;
       if (job.status == JobStatus::kPending || job.runner_pid <= 0) {
         FailLocked(&e, "JOB_SUPERVISOR_LOST",
@@ -82,8 +87,8 @@ absl::Status JobManager::Start() {
         continue;
       }
       Log()->info("adopted running job submission_id={} runner_pid={}", job.submission_id, job.runner_pid);
-      auto demand = DemandOf(job);
-      reserved_[job.submission_id] = demand.ok() ? *demand : ResourceSet();
+      to_release_.erase(job.submission_id);
+      if (!DemandMapOf(job).empty()) reserving_.insert(job.submission_id);
     }
   }
   for (const auto& [id, runner] : finished) Finish(id, runner);
@@ -227,8 +232,8 @@ absl::StatusOr<std::string> JobManager::LogPath(const std::string& id) const {
   return LogFile(id);
 }
 
-absl::StatusOr<std::string> JobManager::CheckResources(const std::string& id, const ResourceSet& demand) {
-  if (demand.empty()) return std::string();
+absl::Status JobManager::CheckFits(const ResourceSet& demand) {
+  if (demand.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(HeadNode head, store_->GetHeadNode());
   ASSIGN_OR_RETURN(ResourceSet total, ResourceSet::FromMap(head.resources_total));
   if (!total.Contains(demand)) {
@@ -236,15 +241,37 @@ absl::StatusOr<std::string> JobManager::CheckResources(const std::string& id, co
                                                      " do not fit on the head node, which has ",
                                                      total.DebugString(), " in total."));
   }
-  ResourceSet available = total;
-  for (const auto& [other, r] : reserved_) {
-    if (available.Contains(r)) available.Subtract(r);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> JobManager::Reserve(const std::string& id, const JobRecord& job) {
+  std::map<std::string, double> demand = DemandMapOf(job);
+  ASSIGN_OR_RETURN(ResourceSet set, ResourceSet::FromMap(demand));
+  RETURN_IF_ERROR(CheckFits(set));
+  if (demand.empty()) return std::string();
+  reserving_.insert(id);
+  ASSIGN_OR_RETURN(bool held, store_->ReserveOnHead(id, demand));
+  if (held) return std::string();
+  return absl::StrCat("Job is waiting for entrypoint resources ", set.DebugString(),
+                      " on the head node, held by other jobs or tasks.");
+}
+
+void JobManager::Release(const std::string& id) {
+  reserving_.erase(id);
+  to_release_.insert(id);
+  ReleasePending();
+}
+
+void JobManager::ReleasePending() {
+  for (auto it = to_release_.begin(); it != to_release_.end();) {
+    absl::Status s = store_->ReleaseOnHead(*it);
+    if (!s.ok()) {
+      Log()->warn("cannot release entrypoint resources submission_id={}, will retry: {}", *it,
+                  std::string(s.message()));
+      return;
+    }
+    it = to_release_.erase(it);
   }
-  if (!available.Contains(demand)) {
-    return absl::StrCat("Job is waiting for entrypoint resources ", demand.DebugString(),
-                        " held by other jobs on the head node.");
-  }
-  return std::string();
 }
 
 void JobManager::StartQueued() {
@@ -253,25 +280,34 @@ void JobManager::StartQueued() {
   while (!queue_.empty()) {
     std::string id = queue_.front();
     queue_.pop_front();
-    ResourceSet demand;
+    JobRecord job;
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return;
       auto it = jobs_.find(id);
-      if (it == jobs_.end() || it->second.record.status != JobStatus::kPending) continue;
-      auto parsed = DemandOf(it->second.record);
-      if (!parsed.ok()) {
-        FailLocked(&it->second, "ENTRYPOINT_RESOURCES_INVALID", std::string(parsed.status().message()));
+      bool pending = it != jobs_.end() && it->second.record.status == JobStatus::kPending;
+      if (pending) {
+        auto parsed = DemandOf(it->second.record);
+        if (!parsed.ok()) {
+          FailLocked(&it->second, "ENTRYPOINT_RESOURCES_INVALID", std::string(parsed.status().message()));
+          pending = false;
+        }
+      }
+      if (!pending) {
+        if (reserving_.count(id) > 0) loop_->Post([this, id] { Release(id); });  // stopped while waiting
         continue;
       }
-      demand = *parsed;
+      job = it->second.record;
     }
-    auto wait = CheckResources(id, demand);
+    auto wait = Reserve(id, job);
     if (!wait.ok() && !absl::IsUnavailable(wait.status())) {
-      absl::MutexLock lock(&mu_);
-      if (auto it = jobs_.find(id); it != jobs_.end()) {
-        FailLocked(&it->second, "ENTRYPOINT_RESOURCES_UNAVAILABLE", std::string(wait.status().message()));
+      {
+        absl::MutexLock lock(&mu_);
+        if (auto it = jobs_.find(id); it != jobs_.end()) {
+          FailLocked(&it->second, "ENTRYPOINT_RESOURCES_UNAVAILABLE", std::string(wait.status().message()));
+        }
       }
+      Release(id);
       continue;
     }
     if (!wait.ok() || !wait->empty()) {
@@ -284,7 +320,6 @@ void JobManager::StartQueued() {
       waiting.push_back(id);
       continue;
     }
-    reserved_[id] = demand;
     StartOne(id);
   }
   queue_ = std::move(waiting);
@@ -323,7 +358,7 @@ void JobManager::StartOne(const std::string& id) {
   Entry& e = jobs_[id];
   e.starting = false;
   if (!cwd.ok() || !runner.ok()) {
-    reserved_.erase(id);
+    loop_->Post([this, id] { Release(id); });
     if (!cwd.ok()) {
       FailLocked(&e, "RUNTIME_ENV_SETUP_FAILURE",
                  absl::StrCat("Failed to set up the working directory: ", cwd.status().message()));
@@ -376,6 +411,7 @@ void JobManager::Poll() {
   for (const auto& [id, runner] : running) {
     if (RunnerGone(runner)) Finish(id, runner);
   }
+  if (!to_release_.empty()) ReleasePending();
   StartQueued();
   Flush();
   if (shutdown_done_ && running.empty()) {
@@ -388,7 +424,7 @@ void JobManager::Poll() {
 void JobManager::Finish(const std::string& id, const Runner& runner) {
   KillLeftovers(runner);
   kill_timers_.erase(id);
-  reserved_.erase(id);
+  if (reserving_.count(id) > 0) Release(id);
   std::optional<int> exit = ReadExitFile(ExitFile(id));
   std::string tail;
   if (exit && !(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0)) tail = FileTail(LogFile(id), kLogTailInMessage);
@@ -456,6 +492,7 @@ void JobManager::Shutdown(std::function<void()> done) {
       if (job.status == JobStatus::kPending) {
         job.status = JobStatus::kStopped;
         job.end_time_ms = NowMs();
+        if (reserving_.count(id) > 0) loop_->Post([this, id = id] { Release(id); });
       } else if (job.runner_pid > 0) {
         running.emplace_back(id, Runner{job.runner_pid, job.runner_start_ticks});
       }

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,9 +108,14 @@ class JobManager {
 
   // Loop thread.
   void StartQueued();
-  // The reason a job cannot start yet (empty: it can), or an error when it
-  // never can.
-  absl::StatusOr<std::string> CheckResources(const std::string& id, const ResourceSet& demand);
+  // ResourceExhausted when `demand` can never fit on the head node.
+  absl::Status CheckFits(const ResourceSet& demand);
+  // Reserves the job's entrypoint resources: the reason it cannot start yet
+  // (empty: it can), or an error (Unavailable: ask again later).
+  absl::StatusOr<std::string> Reserve(const std::string& id, const JobRecord& job);
+  // Gives the job's reservation back now or, failing that, from Poll.
+  void Release(const std::string& id);
+  void ReleasePending();
   void StartOne(const std::string& id);
   void BeginStop(const std::string& id, const Runner& runner);
   void Poll();
@@ -132,7 +138,8 @@ class JobManager {
 
   // Loop thread only.
   std::deque<std::string> queue_;                         // PENDING jobs, in submission order
-  std::map<std::string, ResourceSet> reserved_;          // RUNNING jobs' entrypoint resources
+  std::set<std::string> reserving_;    // jobs holding or waiting for a reservation
+  std::set<std::string> to_release_;   // reservations to give back
   std::map<std::string, std::unique_ptr<EventLoop::Timer>> kill_timers_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;
   std::function<void()> shutdown_done_;

@@ -196,8 +196,34 @@ TEST_F(JobManagerTest, EntrypointResourcesMustFitTheHead) {
             absl::Now() + absl::Seconds(5));
   EXPECT_EQ(jobs_->Get(b)->status, JobStatus::kPending);
   EXPECT_NE(jobs_->Get(b)->message.find("waiting for entrypoint resources"), std::string::npos);
+  EXPECT_EQ(store_.Held(), std::vector<std::string>{a});
+  EXPECT_EQ(store_.NumReservations(), 2u);  // b waits in the store's queue
   ASSERT_TRUE(jobs_->Stop(a).ok());
   WaitFor(b, JobStatus::kSucceeded);
+  PollUntil([&] { return store_.NumReservations() == 0; }, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(store_.NumReservations(), 0u) << "an ended job still holds its entrypoint resources";
+}
+
+TEST_F(JobManagerTest, AJobStoppedWhileWaitingGivesItsReservationBack) {
+  store_.set_head({"127.0.0.1", {{"CPU", 4}}});
+  std::string a = Submit(R"({"entrypoint": "sleep 300", "entrypoint_num_cpus": 4})");
+  WaitFor(a, JobStatus::kRunning);
+  std::string b = Submit(R"({"entrypoint": "echo b ran", "entrypoint_num_cpus": 1})");
+  PollUntil([&] { return store_.NumReservations() == 2; }, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(jobs_->Stop(b).ok());
+  WaitFor(b, JobStatus::kStopped);
+  PollUntil([&] { return store_.NumReservations() == 1; }, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(store_.Held(), std::vector<std::string>{a});
+  EXPECT_EQ(store_.NumReservations(), 1u);
+
+  // A release the store refuses is retried until it lands.
+  store_.set_available(false);
+  ASSERT_TRUE(jobs_->Stop(a).ok());
+  WaitFor(a, JobStatus::kStopped);
+  EXPECT_EQ(store_.NumReservations(), 1u);
+  store_.set_available(true);
+  PollUntil([&] { return store_.NumReservations() == 0; }, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(store_.NumReservations(), 0u);
 }
 
 TEST_F(JobManagerTest, RejectionsChangeNothing) {

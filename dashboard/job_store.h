@@ -18,6 +18,14 @@
 
 namespace manta::dashboard {
 
+// Entrypoint reservations live in this placement-group namespace, one group
+// per job named EntrypointReservationName(submission id).
+inline constexpr char kEntrypointNamespace[] = "_manta_job_entrypoints";
+inline constexpr char kHeadNodeResource[] = "node:__internal_head__";
+inline std::string EntrypointReservationName(const std::string& submission_id) {
+  return "entrypoint:" + submission_id;
+}
+
 struct HeadNode {
   std::string node_ip;
   std::map<std::string, double> resources_total;
@@ -36,6 +44,13 @@ class JobStore {
   virtual absl::Status Delete(const std::string& submission_id) = 0;
   // The alive head node; NotFound when none is registered.
   virtual absl::StatusOr<HeadNode> GetHeadNode() = 0;
+  // Reserves `demand` on the head node for the job (idempotent: a second
+  // call reports on the first reservation). True once it is held; false
+  // while it waits for other holders to release.
+  virtual absl::StatusOr<bool> ReserveOnHead(const std::string& submission_id,
+                                             const std::map<std::string, double>& demand) = 0;
+  // Gives the job's reservation back; OK when it holds none.
+  virtual absl::Status ReleaseOnHead(const std::string& submission_id) = 0;
 };
 
 // In-memory JobStore for tests: `available` = false makes every call fail
@@ -78,6 +93,34 @@ class FakeJobStore : public JobStore {
     return head_;
   }
 
+  absl::StatusOr<bool> ReserveOnHead(const std::string& id, const std::map<std::string, double>& demand) override {
+    absl::MutexLock lock(&mu_);
+    if (!available_) return absl::UnavailableError("fake GCS is down");
+    auto [it, added] = reservations_.emplace(id, Reservation{demand, false});
+    TryHoldLocked();
+    return it->second.held;
+  }
+  absl::Status ReleaseOnHead(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    if (!available_) return absl::UnavailableError("fake GCS is down");
+    reservations_.erase(id);
+    TryHoldLocked();
+    return absl::OkStatus();
+  }
+  // Jobs whose reservation is held.
+  std::vector<std::string> Held() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const auto& [id, r] : reservations_) {
+      if (r.held) out.push_back(id);
+    }
+    return out;
+  }
+  size_t NumReservations() {
+    absl::MutexLock lock(&mu_);
+    return reservations_.size();
+  }
+
   void set_available(bool available) {
     absl::MutexLock lock(&mu_);
     available_ = available;
@@ -96,7 +139,29 @@ class FakeJobStore : public JobStore {
   }
 
  private:
+  struct Reservation {
+    std::map<std::string, double> demand;
+    bool held;
+  };
+  // Holds waiting reservations, in id order, while they fit beside the held ones.
+  void TryHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::map<std::string, double> free = head_.resources_total;
+    for (const auto& [id, r] : reservations_) {
+      if (!r.held) continue;
+      for (const auto& [name, q] : r.demand) free[name] -= q;
+    }
+    for (auto& [id, r] : reservations_) {
+      if (r.held) continue;
+      bool fits = true;
+      for (const auto& [name, q] : r.demand) fits = fits && free[name] >= q - 1e-9;
+      if (!fits) continue;
+      r.held = true;
+      for (const auto& [name, q] : r.demand) free[name] -= q;
+    }
+  }
+
   absl::Mutex mu_;
+  std::map<std::string, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
   bool available_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::string, std::string> records_ ABSL_GUARDED_BY(mu_);
   HeadNode head_ ABSL_GUARDED_BY(mu_){"127.0.0.1", {{"CPU", 4}}};

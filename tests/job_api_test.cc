@@ -80,6 +80,41 @@ TEST_F(JobApiTest, JobsSucceedFailAndAreListed) {
   EXPECT_EQ(client.ListJobs()->size(), 1u);
 }
 
+// Entrypoint resources are held by the head raylet, not only counted by the
+// dashboard: `manta status` shows them reserved, so tasks cannot take them.
+TEST_F(JobApiTest, EntrypointResourcesAreReservedOnTheHeadWhileTheJobRuns) {
+  cli::JobClient client = cluster_.Client();
+  auto status = [&] {
+    CommandResult r =
+        cluster_.RunManta({"status", "--address=" + cluster_.gcs_address(), "--temp-dir", cluster_.temp_dir()});
+    return r.out + r.err;
+  };
+  const std::string held = "(0.0 used of 3.0 reserved in placement groups)";
+  auto a = client.Submit({{"entrypoint", "sleep 300"}, {"entrypoint_num_cpus", 3}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  WaitForStatus(*a, "RUNNING");
+  std::string out;
+  EXPECT_TRUE(JobCluster::WaitFor([&] { return absl::StrContains(out = status(), held); })) << out;
+  EXPECT_TRUE(absl::StrContains(out, " 0.0/4.0 CPU")) << out;
+
+  // A second job that needs two more CPUs waits for the first.
+  auto b = client.Submit({{"entrypoint", "echo b ran"}, {"entrypoint_num_cpus", 2}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(JobCluster::WaitFor([&] {
+    auto job = client.GetJob(*b);
+    return job.ok() && absl::StrContains((*job)["message"].get<std::string>(), "waiting for entrypoint resources");
+  }));
+  EXPECT_EQ((*client.GetJob(*b))["status"], "PENDING");
+
+  ASSERT_TRUE(client.StopJob(*a).ok());
+  WaitForStatus(*a, "STOPPED");
+  WaitForStatus(*b, "SUCCEEDED");
+  // Everything is given back once both have ended.
+  EXPECT_TRUE(JobCluster::WaitFor([&] { return !absl::StrContains(out = status(), "reserved in placement groups"); }))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, " 0.0/4.0 CPU")) << out;
+}
+
 TEST_F(JobApiTest, StopMidRunLeavesNoProcessOfTheJob) {
   cli::JobClient client = cluster_.Client();
   auto id = client.Submit({{"entrypoint", "sleep 300 & sleep 300"}});
