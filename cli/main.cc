@@ -162,6 +162,13 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   start_cmd->add_option("--dashboard-port", start.dashboard_port,
                         "Head: the dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
+  start_cmd->add_option("--gcs-storage", start.gcs_storage,
+                        "Head: where the GCS keeps its tables: sqlite (default), memory, "
+                        "redis://[:PASSWORD@]HOST:PORT, or redis ($RAY_REDIS_ADDRESS; the password may also come "
+                        "from $RAY_REDIS_PASSWORD).");
+  start_cmd->add_option("--gcs-storage-namespace", start.gcs_storage_namespace,
+                        "Head, Redis: the namespace of this cluster's tables (default: manta). A head started "
+                        "again with the same Redis and namespace, on any machine, recovers the cluster.");
   start_cmd->add_option("--token-file", start.token_file,
                         "Join: a file holding the cluster token (default: $MANTA_TOKEN, else the local session's).");
   start_cmd->add_option("--drain-grace-s", start.node.drain_grace_s,

@@ -156,6 +156,8 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   std::vector<std::string> gcs_args = {absl::StrCat("--port=", o.port), "--bind_address=" + o.node_ip,
                                        "--session_dir=" + session.dir};
   for (auto& a : AuthArgs(token_file)) gcs_args.push_back(a);
+  if (!o.gcs_storage.empty()) gcs_args.push_back("--storage=" + o.gcs_storage);
+  if (!o.gcs_storage_namespace.empty()) gcs_args.push_back("--storage_namespace=" + o.gcs_storage_namespace);
   ASSIGN_OR_RETURN(Daemon gcs, LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args,
                                             o.gcs_ready_timeout));
 
@@ -251,6 +253,9 @@ absl::Status RunStart(const StartOptions& options, std::ostream& out, std::ostre
   o.temp_dir = Absolute(o.temp_dir);
   if (o.head && !o.address.empty()) return absl::InvalidArgumentError("--head and --address cannot be used together");
   if (o.head) return StartHead(o, out, err);
+  if (!o.gcs_storage.empty() || !o.gcs_storage_namespace.empty()) {
+    return absl::InvalidArgumentError("--gcs-storage and --gcs-storage-namespace are for the head (--head) only");
+  }
   if (!o.address.empty()) return JoinCluster(o, out, err);
   return absl::InvalidArgumentError("pass --head to start a cluster or --address=HOST:PORT to join one");
 }

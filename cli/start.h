@@ -26,6 +26,10 @@ struct StartOptions {
   std::string dashboard_host = "127.0.0.1";
   // -1: 8265, or a free port when 8265 is taken (by another cluster's dashboard).
   int dashboard_port = -1;
+  // Head: where the GCS keeps its tables (gcs_server's --storage: sqlite,
+  // memory, redis://[:PASSWORD@]HOST:PORT, redis); empty: its default.
+  std::string gcs_storage;
+  std::string gcs_storage_namespace;  // Redis: empty means gcs_server's default
   absl::Duration gcs_ready_timeout = absl::Seconds(15);
   absl::Duration raylet_ready_timeout = absl::Seconds(20);
   absl::Duration dashboard_ready_timeout = absl::Seconds(20);

@@ -14,7 +14,6 @@
 #include "gcs/actor_manager.h"
 #include "gcs/actor_scheduler.h"
 #include "gcs/core_worker_client.h"
-#include "gcs/in_memory_store.h"
 #include "gcs/job_manager.h"
 #include "gcs/kv_manager.h"
 #include "gcs/node_manager.h"
@@ -23,7 +22,6 @@
 #include "gcs/publisher.h"
 #include "gcs/resource_manager.h"
 #include "gcs/raylet_client.h"
-#include "gcs/sqlite_store.h"
 #include "gcs/task_event_manager.h"
 #include "gcs/train_run_manager.h"
 #include "proto/gcs_service.grpc.pb.h"
@@ -267,13 +265,7 @@ class GcsServer::Impl {
   }
 
   absl::Status Start() {
-    if (options_.storage == "memory") {
-      store_ = std::make_unique<InMemoryStore>(loop_);
-    } else if (options_.storage == "sqlite") {
-      ASSIGN_OR_RETURN(store_, SqliteStore::Open(options_.storage_path, loop_));
-    } else {
-      return absl::InvalidArgumentError("unknown storage '" + options_.storage + "' (sqlite or memory)");
-    }
+    ASSIGN_OR_RETURN(store_, OpenStore(options_.storage, loop_));
     RETURN_IF_ERROR(LoadOrCreateClusterId());
     char inc[8];
     FillRandom(inc, sizeof(inc));

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "common/event_loop.h"
 #include "gcs/health_check_manager.h"
+#include "gcs/storage_config.h"
 
 namespace manta::gcs {
 
@@ -22,8 +23,7 @@ struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 6379;
   std::string token;                 // empty: auth off
-  std::string storage = "sqlite";    // "sqlite" or "memory"
-  std::string storage_path;          // for sqlite
+  StorageConfig storage;             // sqlite needs its path
   HealthCheckOptions health_check;
 };
 

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -19,8 +20,14 @@ ABSL_FLAG(std::string, bind_address, "127.0.0.1", "Address to bind; loopback unl
 ABSL_FLAG(std::string, session_dir, "", "The cluster's session directory (required).");
 ABSL_FLAG(std::string, token_file, "", "File holding the cluster token (required unless --auth=none).");
 ABSL_FLAG(std::string, auth, "token", "token: every call must carry the cluster token; none: no check.");
-ABSL_FLAG(std::string, storage, "sqlite", "Table storage: sqlite (durable, default) or memory.");
+ABSL_FLAG(std::string, storage, "",
+          "Table storage: sqlite (durable, the default), memory, redis://[:PASSWORD@]HOST:PORT, or redis (the "
+          "Redis at $MANTA_REDIS_ADDRESS or $RAY_REDIS_ADDRESS, which also select redis when this is empty).");
 ABSL_FLAG(std::string, storage_path, "", "SQLite file; default <session_dir>/gcs_store.sqlite.");
+ABSL_FLAG(std::string, storage_password_file, "",
+          "File whose first line is the Redis password (else $MANTA_REDIS_PASSWORD or $RAY_REDIS_PASSWORD).");
+ABSL_FLAG(std::string, storage_namespace, "manta",
+          "Redis: the tables are hashes <namespace>@<table>; one namespace per cluster sharing a Redis.");
 ABSL_FLAG(int, health_check_period_ms, 2000, "How often each raylet is routinely health-checked.");
 ABSL_FLAG(int, health_check_timeout_ms, 1000, "Deadline of one health check.");
 ABSL_FLAG(int, health_check_failure_threshold, 3, "Consecutive failed checks before a node is dead.");
@@ -52,9 +59,15 @@ int main(int argc, char** argv) {
   auto token = manta::LoadDaemonToken(absl::GetFlag(FLAGS_auth), absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(std::string(token.status().message()));
   options.token = *token;
-  options.storage = absl::GetFlag(FLAGS_storage);
-  options.storage_path = absl::GetFlag(FLAGS_storage_path);
-  if (options.storage_path.empty()) options.storage_path = session_dir + "/gcs_store.sqlite";
+  manta::gcs::StorageFlags storage;
+  storage.storage = absl::GetFlag(FLAGS_storage);
+  storage.sqlite_path = absl::GetFlag(FLAGS_storage_path);
+  if (storage.sqlite_path.empty()) storage.sqlite_path = session_dir + "/gcs_store.sqlite";
+  storage.password_file = absl::GetFlag(FLAGS_storage_password_file);
+  storage.ns = absl::GetFlag(FLAGS_storage_namespace);
+  auto storage_config = manta::gcs::ResolveStorage(storage, [](const char* name) { return std::getenv(name); });
+  if (!storage_config.ok()) return Fail(std::string(storage_config.status().message()));
+  options.storage = *storage_config;
   options.health_check.period = absl::Milliseconds(absl::GetFlag(FLAGS_health_check_period_ms));
   options.health_check.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_check_timeout_ms));
   options.health_check.failure_threshold = absl::GetFlag(FLAGS_health_check_failure_threshold);

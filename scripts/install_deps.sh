@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 curl
-  procps
+  procps libhiredis-dev redis-server
 )
 
 missing=()
@@ -25,3 +25,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+# Tests start their own redis-server on free ports; the packaged service
+# would hold 6379, the GCS's default port.
+if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+  $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || $SUDO service redis-server stop >/dev/null 2>&1 || true
+fi

@@ -158,6 +158,7 @@ absl::Status Cluster::StartHead() {
   gcs_.args = {absl::StrCat("--port=", gcs_port_), "--session_dir=" + session_dir_};
   gcs_.args.push_back(options_.auth ? "--token_file=" + token_file_ : "--auth=none");
   for (const auto& a : options_.gcs_extra_args) gcs_.args.push_back(a);
+  gcs_.env = options_.gcs_env;
   if (auto s = Launch(&gcs_); !s.ok()) return s;
   if (auto s = WaitReady(&gcs_); !s.ok()) return s;
   raylets_.push_back(MakeRaylet(options_.head, 0, /*head=*/true));

@@ -62,6 +62,7 @@ struct ClusterOptions {
   bool auth = true;
   RayletOptions head;
   std::vector<std::string> gcs_extra_args;
+  std::vector<std::pair<std::string, std::string>> gcs_env;  // e.g. RAY_REDIS_PASSWORD
   absl::Duration ready_timeout = absl::Seconds(30);
 };
 

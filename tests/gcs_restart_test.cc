@@ -1,22 +1,85 @@
-// The head's GCS killed and restarted on the same session directory: nodes,
-// KV and cluster id come back from the durable store, and the raylets that
-// were alive re-register without restarting.
+// The head's GCS killed and restarted: nodes, KV and cluster id come back
+// from the durable store, the raylets that were alive re-register without
+// restarting, and actors, tasks and placement groups live on. Each scenario
+// runs with the tables in SQLite (the session directory) and in an external
+// Redis (a real redis-server per test).
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
+#include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/process.h"
+#include "gcs/redis_server_process.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
 
 namespace manta::testing {
 namespace {
 
-TEST(GcsRestartTest, RestartedHeadRecoversTablesAndRayletsReRegister) {
-  Cluster cluster;
+constexpr char kRedisPassword[] = "restart-test-password";
+
+class GcsRestartTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!redis_backend()) return;
+    if (!gcs::RedisServerProcess::Installed()) GTEST_SKIP() << gcs::RedisServerProcess::kNotInstalled;
+    redis_ = std::make_unique<gcs::RedisServerProcess>(gcs::RedisServerOptions{.password = kRedisPassword});
+    MANTA_ASSERT_OK(redis_->Start());
+  }
+
+  bool redis_backend() const { return GetParam() == "redis"; }
+
+  // `options` with the GCS's tables in this test's store. The Redis password
+  // comes from Ray's variable, not the command line.
+  ClusterOptions WithStore(ClusterOptions options = {}) {
+    if (redis_backend()) {
+      options.gcs_extra_args.push_back(absl::StrCat("--storage=redis://127.0.0.1:", redis_->port()));
+      options.gcs_env.emplace_back("RAY_REDIS_PASSWORD", kRedisPassword);
+    }
+    return options;
+  }
+
+  // Empties the store of a GCS that is down, as a lost disk or a new Redis.
+  void WipeStore(const Cluster& cluster) {
+    if (redis_backend()) {
+      auto reply = redis_->Command({"FLUSHALL"});
+      ASSERT_TRUE(reply.ok() && !reply->is_error()) << reply.status() << (reply.ok() ? reply->str : "");
+      return;
+    }
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::string path = cluster.session_dir() + "/gcs_store.sqlite" + suffix;
+      ASSERT_TRUE(unlink(path.c_str()) == 0 || errno == ENOENT) << path;
+    }
+  }
+
+  // Where the tables are: the Redis hash of the cluster table, or the file.
+  void ExpectTablesInTheStore(const Cluster& cluster, const std::string& cluster_id) {
+    const bool file = PathExists(cluster.session_dir() + "/gcs_store.sqlite");
+    if (!redis_backend()) {
+      EXPECT_TRUE(file);
+      return;
+    }
+    EXPECT_FALSE(file) << "the GCS wrote SQLite although told to use Redis";
+    auto id = redis_->Command({"HGET", "manta@cluster", "cluster_id"});
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(id->str, cluster_id);
+  }
+
+  std::unique_ptr<gcs::RedisServerProcess> redis_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Store, GcsRestartTest, ::testing::Values("sqlite", "redis"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST_P(GcsRestartTest, RestartedHeadRecoversTablesAndRayletsReRegister) {
+  Cluster cluster(WithStore());
   MANTA_ASSERT_OK(cluster.StartHead());
   ASSERT_TRUE(cluster.AddRaylets({RayletOptions(), RayletOptions()}).ok());
   auto cluster_id = cluster.GetClusterId();
@@ -38,6 +101,7 @@ TEST(GcsRestartTest, RestartedHeadRecoversTablesAndRayletsReRegister) {
   auto recovered_id = cluster.GetClusterId();
   ASSERT_TRUE(recovered_id.ok()) << recovered_id.status();
   EXPECT_EQ(*recovered_id, *cluster_id);
+  ExpectTablesInTheStore(cluster, *cluster_id);
   auto value = cluster.KvGet("test", "durable-key");
   ASSERT_TRUE(value.ok()) << value.status();
   ASSERT_TRUE(value->has_value());
@@ -80,12 +144,12 @@ TEST(GcsRestartTest, RestartedHeadRecoversTablesAndRayletsReRegister) {
 // A driver that exits while the GCS is down never says so; the restarted GCS
 // finishes its job once the driver fails to return, which stops its workers
 // and gives back what they held.
-TEST(GcsRestartTest, AJobWhoseDriverDiedWhileTheGcsWasDownIsFinished) {
+TEST_P(GcsRestartTest, AJobWhoseDriverDiedWhileTheGcsWasDownIsFinished) {
   if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
   ClusterOptions options;
   options.head.num_cpus = 2;
   options.head.resources = R"({"victim": 1})";
-  Cluster cluster(options);
+  Cluster cluster(WithStore(options));
   MANTA_ASSERT_OK(cluster.StartHead());
   const std::string dir = cluster.temp_dir();
   auto driver = cluster.StartProgram("drain_driver", {"hold", dir}, dir + "/driver.out");
@@ -106,12 +170,12 @@ TEST(GcsRestartTest, AJobWhoseDriverDiedWhileTheGcsWasDownIsFinished) {
 
 // A driver started while the head is down waits for it (within
 // MANTA_GCS_RECONNECT_TIMEOUT_S) instead of failing at once, then runs tasks.
-TEST(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
+TEST_P(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
   if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
   ClusterOptions options;
   options.head.num_cpus = 2;
   options.head.env = {{"MANTA_TEST_NODE", "head"}};
-  Cluster cluster(options);
+  Cluster cluster(WithStore(options));
   MANTA_ASSERT_OK(cluster.StartHead());
   const std::string dir = cluster.temp_dir();
   MANTA_ASSERT_OK(cluster.KillGcs());
@@ -126,6 +190,68 @@ TEST(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
   EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60)))
       << output();
   TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
+}
+
+// Work in flight lives through a kill -9 of the head: the actor keeps its
+// process and state and answers, the held task finishes, the placement
+// group keeps its bundles and runs tasks, new tasks and actors run, and
+// nothing is leaked.
+TEST_P(GcsRestartTest, ActorsTasksAndGroupsLiveThroughAKilledHead) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  ClusterOptions options;
+  options.head.num_cpus = 4;
+  Cluster cluster(WithStore(options));
+  MANTA_ASSERT_OK(cluster.StartHead());
+  RayletOptions second;
+  second.num_cpus = 2;
+  ASSERT_TRUE(cluster.AddRaylet(second).ok());
+  const std::string dir = cluster.temp_dir();
+  const std::string log = dir + "/restart_driver.out";
+  auto driver = cluster.StartProgram("drain_driver", {"across_restart", dir}, log);
+  MANTA_ASSERT_OK(driver.status());
+  auto output = [&] { return TailFile(log, 20); };
+  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
+
+  MANTA_ASSERT_OK(cluster.KillGcs());
+  MANTA_ASSERT_OK(cluster.RestartGcs());
+  { std::ofstream(dir + "/go") << "go"; }
+  ASSERT_TRUE(Cluster::WaitFor([&] { return !IsAlive(*driver); }, absl::Seconds(120))) << output();
+  auto status = ExitStatusOf(*driver);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(DescribeWaitStatus(*status), DescribeWaitStatus(0)) << output();
+  EXPECT_TRUE(absl::StrContains(output(), "OK")) << output();
+  for (int i = 0; i < cluster.num_raylets(); ++i) {
+    EXPECT_TRUE(RunsExecutable(cluster.raylet(i).pid, "raylet")) << "raylet " << i << " restarted or died";
+  }
+  std::string why;
+  EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.ResourcesFull(&why); }, absl::Seconds(30))) << why;
+}
+
+// A head whose store was wiped (a lost disk, a new or flushed Redis) serves a
+// new cluster: the raylets of the old one are refused and exit.
+TEST_P(GcsRestartTest, AWipedStoreMakesTheOldRayletsExit) {
+  Cluster cluster(WithStore());
+  MANTA_ASSERT_OK(cluster.StartHead());
+  ASSERT_TRUE(cluster.AddRaylet().ok());
+  auto old_id = cluster.GetClusterId();
+  ASSERT_TRUE(old_id.ok()) << old_id.status();
+
+  MANTA_ASSERT_OK(cluster.KillGcs());
+  WipeStore(cluster);
+  MANTA_ASSERT_OK(cluster.RestartGcs());
+  auto new_id = cluster.GetClusterId();
+  ASSERT_TRUE(new_id.ok()) << new_id.status();
+  EXPECT_NE(*new_id, *old_id);
+  for (int i = 0; i < cluster.num_raylets(); ++i) {
+    const DaemonProcess& raylet = cluster.raylet(i);
+    ASSERT_TRUE(Cluster::WaitFor([&] { return !IsAlive(raylet.pid); }, absl::Seconds(30)))
+        << "raylet " << i << " still runs: " << TailFile(raylet.out_file, 10);
+    auto status = ExitStatusOf(raylet.pid);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << DescribeWaitStatus(*status);
+    EXPECT_TRUE(absl::StrContains(TailFile(raylet.out_file, 20), "cluster")) << TailFile(raylet.out_file, 20);
+  }
+  EXPECT_EQ(cluster.CountNodes(rpc::NodeInfo::ALIVE), 0);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// A driver for the drain integration tests (tests/drain_test.cc). Each node
+// A driver for the drain and GCS restart integration tests
+// (tests/drain_test.cc, tests/gcs_restart_test.cc). Each node
 // of the test cluster has MANTA_TEST_NODE set to its name; the driver's
 // local raylet is the head's.
 //
@@ -16,6 +17,15 @@
 //   drain_driver submit_after DIR
 //     Prints "READY", waits until DIR/go exists, then submits a CPU task and
 //     prints "RAN <node>" once it returns (or "FAIL ...").
+//
+//   drain_driver across_restart DIR
+//     For the GCS restart tests. Before the restart: an actor holding a
+//     count, a placement group of two one-CPU bundles, and a task held until
+//     DIR/release exists; prints "READY" and waits for DIR/go (the test kills
+//     and restarts the GCS in between). After: the same actor process
+//     answers with its count kept; the group is still CREATED on the same
+//     nodes and a task runs in each bundle; a new task and a new actor run;
+//     the held task finishes once released. Prints "OK", or "FAIL ...".
 #include <manta/api.h>
 
 #include <unistd.h>
@@ -28,6 +38,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -103,6 +114,81 @@ int SubmitAfter(const std::string& dir) {
   return 0;
 }
 
+class Counter {
+ public:
+  explicit Counter(int start) : value_(start) {}
+  static Counter* Create(int start) { return new Counter(start); }
+  int Incr(int by) { return value_ += by; }
+  int Pid() { return getpid(); }
+
+ private:
+  int value_;
+};
+
+int Pid() { return getpid(); }
+
+MANTA_REMOTE(Counter::Create, &Counter::Incr, &Counter::Pid, Pid);
+
+template <typename T>
+absl::StatusOr<T> Value(const manta::ObjectRef<T>& ref) {
+  auto v = manta::TryGet(ref, absl::Seconds(60));
+  if (!v.ok()) return v.status();
+  return **v;
+}
+
+std::vector<std::string> NodesOf(const manta::PlacementGroup& pg) {
+  std::vector<std::string> nodes;
+  for (const manta::BundleLocation& b : pg.Bundles()) nodes.push_back(b.node_id);
+  return nodes;
+}
+
+// The checks after the restart; "" when all pass.
+std::string CheckAfterRestart(manta::ActorHandle<Counter>& counter, int actor_pid, const manta::PlacementGroup& pg,
+                              const std::vector<std::string>& nodes) {
+  auto count = Value(counter.Task(&Counter::Incr).Remote(1));
+  if (!count.ok()) return "the actor did not answer after the restart: " + count.status().ToString();
+  if (*count != 12) return "the actor lost its count: " + std::to_string(*count);
+  auto pid = Value(counter.Task(&Counter::Pid).Remote());
+  if (!pid.ok() || *pid != actor_pid) return "the actor was restarted";
+  if (pg.State() != manta::PlacementGroupState::kCreated) return "the group is not CREATED: " + pg.StateMessage();
+  if (NodesOf(pg) != nodes) return "the group's bundles moved";
+  for (int i = 0; i < 2; ++i) {
+    auto in_bundle = Value(manta::Task(Pid).SetPlacementGroup(pg, i).Remote());
+    if (!in_bundle.ok()) return "no task ran in bundle " + std::to_string(i) + ": " + in_bundle.status().ToString();
+  }
+  auto task = Value(manta::Task(Pid).Remote());
+  if (!task.ok()) return "a new task did not run: " + task.status().ToString();
+  auto fresh = manta::Actor(Counter::Create).Remote(100);
+  auto fresh_count = Value(fresh.Task(&Counter::Incr).Remote(1));
+  if (!fresh_count.ok() || *fresh_count != 101) return "a new actor did not answer";
+  return "";
+}
+
+int AcrossRestart(const std::string& dir) {
+  auto counter = manta::Actor(Counter::Create).Remote(10);
+  auto first = Value(counter.Task(&Counter::Incr).Remote(1));
+  auto actor_pid = Value(counter.Task(&Counter::Pid).Remote());
+  if (!first.ok() || *first != 11 || !actor_pid.ok()) return Fail("the actor did not answer before the restart");
+  manta::PlacementGroupOptions options;
+  options.bundles = {{.resources = {{"CPU", 1}}}, {.resources = {{"CPU", 1}}}};
+  manta::PlacementGroup pg = manta::CreatePlacementGroup(options);
+  if (!pg.Wait(absl::Seconds(30))) return Fail("the group is not ready: " + pg.StateMessage());
+  const std::vector<std::string> nodes = NodesOf(pg);
+  auto held = manta::Task(HoldUntilReleased).Remote(dir);
+  if (!WaitForPath(dir + "/started", std::chrono::seconds(60))) return Fail("the held task never started");
+  std::cout << "READY" << std::endl;
+
+  if (!WaitForPath(dir + "/go", std::chrono::seconds(120))) return Fail("never told to go");
+  std::string failed = CheckAfterRestart(counter, *actor_pid, pg, nodes);
+  if (!failed.empty()) return Fail(failed);
+  std::ofstream(dir + "/release") << "go";
+  auto released = Value(held);
+  if (!released.ok()) return Fail("the held task failed: " + released.status().ToString());
+  manta::RemovePlacementGroup(pg);
+  std::cout << "OK" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,8 +201,14 @@ int main(int argc, char** argv) {
     rc = ClosedPipe();
   } else if (scenario == "submit_after" && argc > 2) {
     rc = SubmitAfter(argv[2]);
+  } else if (scenario == "across_restart" && argc > 2) {
+    try {
+      rc = AcrossRestart(argv[2]);
+    } catch (const manta::Error& e) {
+      rc = Fail(e.what());
+    }
   } else {
-    std::cerr << "usage: drain_driver hold|submit_after DIR" << std::endl;
+    std::cerr << "usage: drain_driver hold|submit_after|across_restart DIR" << std::endl;
   }
   manta::Shutdown();
   return rc;
