@@ -88,6 +88,8 @@ absl::Status RedisServerProcess::Start() {
 
 absl::Status RedisServerProcess::Kill() {
   if (pid_ <= 0) return absl::OkStatus();
+  // The group too: a background save or AOF rewrite runs in a forked child.
+  SignalProcessGroup(pid_, SIGKILL).IgnoreError();
   SendSignal(pid_, SIGKILL).IgnoreError();
   absl::Status s = WaitForExit(pid_, absl::Now() + absl::Seconds(10));
   if (s.ok()) pid_ = 0;
