@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/tpu.h"
 
 namespace manta {
 namespace {
@@ -56,6 +57,9 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(const std::map<std::string, s
       if (!ValidValue(v)) return bad("invalid value '" + std::string(v.substr(0, 64)) +
                                      "' (at most 63 of letters, digits, '.', '_', '-'; or !v, in(a,b), !in(a,b))");
       c.values.emplace_back(v);
+    }
+    for (const std::string& value : c.values) {
+      if (absl::Status s = tpu::ValidateTpuLabel(key, value); !s.ok()) return bad(std::string(s.message()));
     }
     out.conditions_.push_back(std::move(c));
   }

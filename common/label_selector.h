@@ -25,7 +25,8 @@ class LabelSelector {
 
   // InvalidArgument, naming the key, for a malformed key (Kubernetes' rules:
   // 1-253 of [A-Za-z0-9._/-]), value (at most 63 of [A-Za-z0-9._-]) or
-  // operator, or an empty in() list.
+  // operator, an empty in() list, or a value of a TPU label that names no
+  // known accelerator type, pod type or topology (tpu::ValidateTpuLabel).
   template <typename Map>
   static absl::StatusOr<LabelSelector> Parse(const Map& selector) {
     return Parse(std::map<std::string, std::string>(selector.begin(), selector.end()));

@@ -41,5 +41,18 @@ TEST(LabelSelectorTest, RejectsMalformed) {
   EXPECT_FALSE(LabelSelector::Parse(Labels{{"bad key", "a"}}).ok());
 }
 
+TEST(LabelSelectorTest, RejectsUnknownTpuValues) {
+  EXPECT_TRUE(LabelSelector::Parse(Labels{{"manta.io/accelerator-type", "TPU-V6E"}}).ok());
+  EXPECT_TRUE(LabelSelector::Parse(Labels{{"manta.io/tpu-pod-type", "in(v6e-16,v4-8)"}}).ok());
+  EXPECT_TRUE(LabelSelector::Parse(Labels{{"manta.io/tpu-topology", "!4x4"}}).ok());
+  auto bad = LabelSelector::Parse(Labels{{"manta.io/accelerator-type", "TPU-V99"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TPU-V99"), std::string::npos) << bad.status();
+  EXPECT_FALSE(LabelSelector::Parse(Labels{{"manta.io/tpu-pod-type", "in(v6e-16,v99-8)"}}).ok());
+  EXPECT_FALSE(LabelSelector::Parse(Labels{{"manta.io/tpu-topology", "0x9"}}).ok());
+  // Other keys keep any well-formed value.
+  EXPECT_TRUE(LabelSelector::Parse(Labels{{"accelerator-type", "TPU-V99"}}).ok());
+}
+
 }  // namespace
 }  // namespace manta

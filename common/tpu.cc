@@ -441,4 +441,19 @@ bool IsValidTpuRequest(double num_chips) {
   return num_chips == 1 || num_chips == 2 || num_chips == 4 || num_chips == 8;
 }
 
+absl::Status ValidateTpuLabel(std::string_view key, std::string_view value) {
+  absl::Status s;
+  if (key == kLabelAcceleratorType) {
+    s = AcceleratorTypeName(value).status();
+  } else if (key == kLabelPodType) {
+    s = ParsePodType(value).status();
+  } else if (key == kLabelTopology) {
+    s = ParseTopology(value).status();
+  }
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", std::string(value.substr(0, 64)), "' is not a valid ", std::string(key.substr(key.find('/') + 1)),
+                   ": ", s.message()));
+}
+
 }  // namespace manta::tpu

@@ -185,4 +185,11 @@ absl::StatusOr<std::map<std::string, std::string>> VisibleChipsEnv(
 // Whether a task or actor may hold `num_chips` TPU: 1, 2, 4 or 8.
 bool IsValidTpuRequest(double num_chips);
 
+// Checks one value of a TPU label, as a node carries it or a label selector
+// names it: kLabelAcceleratorType must name a known generation ("TPU-V6E"),
+// kLabelPodType a valid pod type ("v6e-16"), kLabelTopology a well-formed
+// topology ("4x4"). InvalidArgument, naming the value, otherwise; OK for
+// every other key.
+absl::Status ValidateTpuLabel(std::string_view key, std::string_view value);
+
 }  // namespace manta::tpu

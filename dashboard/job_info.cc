@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/placement_group_resources.h"
 #include "common/resources.h"
 #include "common/status.h"
 #include "common/utf8.h"
@@ -144,6 +145,9 @@ absl::StatusOr<JobSubmitRequest> ParseSubmitRequest(std::string_view body) {
                                     "entrypoint_memory for '", name, "'"));
       }
       RETURN_IF_ERROR(Annotate(ResourceSet::ValidateName(name), "entrypoint_resources"));
+      if (pg::ParseGroupResource(name)) {
+        return Invalid(absl::StrCat("entrypoint_resources: '", name, "' is a placement-group resource"));
+      }
       ASSIGN_OR_RETURN(std::optional<double> q, ParseQuantity(value, absl::StrCat("entrypoint_resources.", name)));
       if (!q) return Invalid(absl::StrCat("'entrypoint_resources.", name, "' must be a number"));
       req.entrypoint_resources[name] = *q;

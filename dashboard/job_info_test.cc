@@ -58,6 +58,8 @@ TEST(ParseSubmitRequestTest, RejectsBadInputWithClearMessages) {
            {R"({"entrypoint": "x", "entrypoint_resources": {"TPU": -4}})", "entrypoint_resources.TPU"},
            {R"({"entrypoint": "x", "entrypoint_resources": {"CPU": 1}})", "entrypoint_num_cpus"},
            {R"({"entrypoint": "x", "entrypoint_resources": {"": 1}})", "entrypoint_resources"},
+           {R"({"entrypoint": "x", "entrypoint_resources": {"CPU_group_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": 1}})",
+            "placement-group resource"},
        }) {
     auto req = ParseSubmitRequest(c.body);
     ASSERT_FALSE(req.ok()) << c.body;

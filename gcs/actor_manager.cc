@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/label_selector.h"
 #include "common/logging.h"
 #include "common/resources.h"
 
@@ -45,11 +46,7 @@ absl::Status ValidateActorCreationSpec(const rpc::TaskSpec& spec) {
   if (spec.resources_size() > 1024) return Invalid("too many resources");
   std::map<std::string, double> resources(spec.resources().begin(), spec.resources().end());
   if (auto r = ResourceSet::FromMap(resources); !r.ok()) return Invalid(absl::StrCat("resources: ", r.status().message()));
-  if (spec.label_selector_size() > 256) return Invalid("too many label selectors");
-  for (const auto& [k, v] : spec.label_selector()) {
-    if (k.empty() || k.size() > 253) return Invalid("label selector keys must be 1 to 253 characters");
-    if (v.size() > 1024) return Invalid("label selector '" + k + "' value is too long");
-  }
+  if (auto selector = LabelSelector::Parse(spec.label_selector()); !selector.ok()) return selector.status();
   const rpc::ActorCreationOptions& o = spec.actor_creation();
   if (o.max_restarts() < -1) return Invalid("max_restarts must be -1 (unlimited) or more");
   if (o.max_task_retries() < -1) return Invalid("max_task_retries must be -1 (unlimited) or more");

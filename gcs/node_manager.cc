@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/resources.h"
+#include "common/tpu.h"
 #include "common/utf8.h"
 
 namespace manta::gcs {
@@ -16,6 +17,9 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 absl::Status ValidateLabel(const std::string& key, const std::string& value) {
   if (key.empty() || key.size() > 253) return absl::InvalidArgumentError("label key must be 1 to 253 characters");
   if (value.size() > 1024) return absl::InvalidArgumentError("label '" + key + "' value is too long");
+  if (auto s = tpu::ValidateTpuLabel(key, value); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("label '", key, "': ", s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -60,6 +64,9 @@ absl::Status ValidateNodeInfo(const rpc::NodeInfo& info) {
     return absl::InvalidArgumentError(absl::StrCat("node_manager_port ", info.node_manager_port(), " is invalid"));
   }
   if (info.node_name().size() > 255) return absl::InvalidArgumentError("node_name is too long");
+  if (!rpc::NodeInfo::State_IsValid(info.state())) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown node state ", info.state()));
+  }
   if (info.resources_total_size() > 1024) return absl::InvalidArgumentError("too many resources");
   std::map<std::string, double> resources(info.resources_total().begin(), info.resources_total().end());
   if (auto r = ResourceSet::FromMap(resources); !r.ok()) return r.status();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/placement_group_resources.h"
 
 namespace manta::gcs {
 namespace {
@@ -67,6 +68,12 @@ absl::StatusOr<std::pair<ResourceSet, LabelSelector>> ParseBundle(const rpc::Bun
   if (resources->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), " is empty: a bundle must reserve ",
                                                    "at least one resource"));
+  }
+  for (const auto& [name, q] : resources->entries()) {
+    if (pg::ParseGroupResource(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), ": '", name,
+                                                     "' is a placement-group resource; a bundle reserves plain ones"));
+    }
   }
   auto selector = LabelSelector::Parse(bundle.label_selector());
   if (!selector.ok()) {

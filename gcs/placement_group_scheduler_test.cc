@@ -283,6 +283,10 @@ TEST(ParseBundleTest, RejectsBadBundles) {
   (*selector.mutable_resources())["CPU"] = 1;
   (*selector.mutable_label_selector())["bad key!"] = "x";
   EXPECT_EQ(ParseBundle(selector).status().code(), absl::StatusCode::kInvalidArgument);
+  // Another group's resources are not a bundle's to reserve.
+  rpc::Bundle group_resource;
+  (*group_resource.mutable_resources())["CPU_group_0_" + std::string(36, 'a')] = 1;
+  EXPECT_EQ(ParseBundle(group_resource).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "common/id.h"
+
 namespace manta::gcs {
 
 Publisher::Publisher(EventLoop* loop, std::string incarnation, size_t window)
@@ -89,7 +92,31 @@ bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) con
   return reply->gap() || reply->messages_size() > 0;
 }
 
+namespace {
+
+absl::Status ValidatePollRequest(const rpc::PollRequest& request) {
+  for (int channel : request.channels()) {
+    if (!rpc::PubMessage::Channel_IsValid(channel)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown channel ", channel));
+    }
+  }
+  if (request.keys_size() > Publisher::kMaxPollKeys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.keys_size(), " keys; a poll filters on at most ", Publisher::kMaxPollKeys));
+  }
+  if (!request.subscriber_node_id().empty() && !NodeId::FromBinary(request.subscriber_node_id()).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("subscriber_node_id must be ", NodeId::kSize, " bytes"));
+  }
+  if (!request.subscriber_job_id().empty() && !JobId::FromBinary(request.subscriber_job_id()).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("subscriber_job_id must be ", JobId::kSize, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* reply, rpc::Done done) {
+  if (absl::Status s = ValidatePollRequest(request); !s.ok()) return done(s);
   if (shut_down_ || Fill(request, reply)) {
     done(absl::OkStatus());
     return;

@@ -38,6 +38,11 @@ class Publisher {
   // Assigns the next sequence number and wakes matching polls.
   void Publish(rpc::PubMessage message);
 
+  // Most keys one poll may filter on.
+  static constexpr int kMaxPollKeys = 10000;
+
+  // InvalidArgument, changing nothing, for an unknown channel, more than
+  // kMaxPollKeys keys, or a subscriber node or job id of the wrong length.
   void HandlePoll(const rpc::PollRequest& request, rpc::PollReply* reply, rpc::Done done);
 
   // Replies to every waiting poll (empty) so a server can shut down.

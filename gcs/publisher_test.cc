@@ -32,6 +32,22 @@ TEST(PublisherTest, WaitingPollIsAnsweredByPublish) {
   EXPECT_EQ(reply.messages(0).node_info().node_ip(), "10.0.0.1");
 }
 
+TEST(PublisherTest, MalformedPollsAreRefusedAtOnce) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1");
+  std::vector<rpc::PollRequest> bad(4);
+  bad[0].add_channels(static_cast<rpc::PubMessage::Channel>(99));
+  for (int i = 0; i <= Publisher::kMaxPollKeys; ++i) bad[1].add_keys("k");
+  bad[2].set_subscriber_node_id("abc");
+  bad[3].set_subscriber_job_id("abcdefgh");
+  for (const rpc::PollRequest& req : bad) {
+    rpc::PollReply reply;
+    absl::Status got = absl::UnknownError("not answered");
+    pub.HandlePoll(req, &reply, [&](const absl::Status& s) { got = s; });
+    EXPECT_EQ(got.code(), absl::StatusCode::kInvalidArgument) << got;
+  }
+}
+
 TEST(PublisherTest, ReturnsOnlyNewerMessagesOfWantedChannels) {
   EventLoop loop;
   Publisher pub(&loop, "inc1");

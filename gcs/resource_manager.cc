@@ -47,6 +47,9 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
   if (request.demands_size() > 10000) return done(absl::InvalidArgumentError("too many demands"));
   for (const auto& d : request.demands()) {
     if (auto s = ValidateResourceMap(d.shape(), "demand"); !s.ok()) return done(s);
+    if (d.num_ready_requests_queued() < 0 || d.num_infeasible_requests_queued() < 0) {
+      return done(absl::InvalidArgumentError("a demand's queued request count is negative"));
+    }
   }
   auto it = view_.find(*id);
   if (nodes_->GetAliveNode(*id) == nullptr || it == view_.end()) {
