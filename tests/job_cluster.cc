@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -151,6 +153,20 @@ CommandResult JobCluster::Curl(const std::vector<std::string>& args, absl::Durat
     return failed;
   }
   return *r;
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  while (d != nullptr) {
+    dirent* e = readdir(d);
+    if (e == nullptr) break;
+    std::string name = e->d_name;
+    if (name != "." && name != "..") out.push_back(name);
+  }
+  if (d != nullptr) closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {

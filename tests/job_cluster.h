@@ -77,6 +77,9 @@ class JobCluster {
   pid_t restarted_pid_ = 0;
 };
 
+// The names in `dir` (without "." and ".."), sorted; empty if unreadable.
+std::vector<std::string> ListDir(const std::string& dir);
+
 // Live processes whose process group is `pgid`.
 std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
 

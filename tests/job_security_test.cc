@@ -7,8 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dashboard/tar_writer.h"
@@ -21,20 +19,6 @@ namespace manta::testing {
 namespace {
 
 using nlohmann::json;
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  while (d != nullptr) {
-    dirent* e = readdir(d);
-    if (e == nullptr) break;
-    std::string name = e->d_name;
-    if (name != "." && name != "..") out.push_back(name);
-  }
-  if (d != nullptr) closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 class JobSecurityTest : public ::testing::Test {
  protected:
