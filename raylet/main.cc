@@ -1,17 +1,25 @@
 // raylet: the Manta node daemon. Parses flags, detects resources, runs the
 // loop until SIGINT, SIGTERM (which drains first with --drain_grace_s), a
-// drain that completes, or until it must exit (GCS gone, node refused).
+// drain that completes, or until it must exit (GCS gone, node refused). When
+// the GCS declared the node dead while it ran, it executes itself again to
+// rejoin as a new node.
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/id.h"
 #include "common/logging.h"
 #include "common/token.h"
 #include "raylet/raylet.h"
+#include "raylet/rejoin.h"
 
 ABSL_FLAG(std::string, gcs_address, "", "host:port of the GCS (required).");
 ABSL_FLAG(std::string, node_ip_address, "127.0.0.1", "This node's address; the server binds to it.");
@@ -36,6 +44,11 @@ ABSL_FLAG(int, worker_start_timeout_ms, 30000, "A worker that has not registered
 ABSL_FLAG(int, drain_grace_s, 0,
           "When > 0, SIGTERM drains this node (no new work; exit once idle, at most this many seconds later) "
           "instead of stopping at once; a second SIGTERM or SIGINT stops at once.");
+ABSL_FLAG(std::string, cluster_id, "",
+          "Hex id of the cluster this node belongs to; a GCS serving another one refuses it. Set when rejoining.");
+ABSL_FLAG(bool, rejoin_when_dead, true,
+          "When the GCS declares this live node dead (e.g. after a network partition), stop every worker and rejoin "
+          "as a new node; otherwise exit 1.");
 
 namespace {
 
@@ -50,10 +63,25 @@ std::optional<std::string> GetEnv(const char* name) {
   return std::string(v);
 }
 
+// Runs the raylet until its loop stops. Returns its exit code, or fills
+// `rejoin_cluster` (hex) when it should rejoin as a new node.
+int RunRaylet(const manta::raylet::RayletOptions& options, bool* rejoin, std::string* rejoin_cluster) {
+  manta::EventLoop loop;
+  manta::raylet::Raylet raylet(options, &loop);
+  if (auto s = raylet.Start(); !s.ok()) return Fail(std::string(s.message()));
+  loop.OnSignal(SIGTERM, [&] { raylet.OnSigterm(); });
+  loop.OnSignal(SIGINT, [&] { raylet.Shutdown(0, "SIGINT"); });
+  loop.Run();
+  *rejoin = raylet.rejoin_requested();
+  *rejoin_cluster = raylet.cluster_id_hex();
+  return raylet.exit_code();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("The Manta node daemon.");
+  const std::vector<std::string> original_args(argv, argv + argc);
   absl::ParseCommandLine(argc, argv);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -96,13 +124,21 @@ int main(int argc, char** argv) {
   int drain_grace_s = absl::GetFlag(FLAGS_drain_grace_s);
   if (drain_grace_s < 0 || drain_grace_s > 86400) return Fail("--drain_grace_s must be 0 to 86400");
   options.drain_grace = absl::Seconds(drain_grace_s);
+  if (std::string hex = absl::GetFlag(FLAGS_cluster_id); !hex.empty()) {
+    auto id = manta::FromHex(hex);
+    if (!id.ok()) return Fail("--cluster_id: " + std::string(id.status().message()));
+    options.cluster_id = *id;
+  }
+  options.rejoin_when_dead = absl::GetFlag(FLAGS_rejoin_when_dead);
 
   manta::InitLogging({absl::GetFlag(FLAGS_log_file)});
-  manta::EventLoop loop;
-  manta::raylet::Raylet raylet(options, &loop);
-  if (auto s = raylet.Start(); !s.ok()) return Fail(std::string(s.message()));
-  loop.OnSignal(SIGTERM, [&] { raylet.OnSigterm(); });
-  loop.OnSignal(SIGINT, [&] { raylet.Shutdown(0, "SIGINT"); });
-  loop.Run();
-  return raylet.exit_code();
+  bool rejoin = false;
+  std::string cluster;
+  int code = RunRaylet(options, &rejoin, &cluster);
+  if (!rejoin) return code;
+  // The new run writes the ready file again, with its new node id.
+  if (!options.ready_file.empty()) unlink(options.ready_file.c_str());
+  auto s = manta::raylet::ReExec(manta::raylet::RejoinArgs(
+      original_args, cluster, absl::GetFlag(FLAGS_gcs_reconnect_timeout_s)));
+  return Fail("cannot rejoin: " + std::string(s.message()));
 }

@@ -57,7 +57,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
         loop_(loop),
         node_id_(NodeId::FromRandom()),
         local_(options_.resources.total, options_.resources.tpu ? options_.resources.tpu->chips_per_host : 0),
-        view_(node_id_) {}
+        view_(node_id_) {
+    cluster_id_ = options_.cluster_id;
+  }
   ~Impl() override {
     if (shutdown_thread_.joinable()) shutdown_thread_.join();
   }
@@ -297,8 +299,12 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     if (shutting_down_) return;
     shutting_down_ = true;
     exit_code_ = exit_code;
-    (exit_code == 0 ? Log()->info("raylet stopping: {}", why) : Log()->error("raylet exiting: {}", why));
-    if (exit_code != 0) std::fprintf(stderr, "raylet: error: %s\n", why.c_str());
+    if (rejoin_) {
+      Log()->warn("raylet rejoining as a new node: {}", why);
+    } else {
+      (exit_code == 0 ? Log()->info("raylet stopping: {}", why) : Log()->error("raylet exiting: {}", why));
+      if (exit_code != 0) std::fprintf(stderr, "raylet: error: %s\n", why.c_str());
+    }
     liveness_timer_.reset();
     group_check_timer_.reset();
     retry_timer_.reset();
@@ -372,7 +378,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
         loop_->Stop();
       });
     };
-    if (!registered_ || exit_code != 0) return finish();
+    if (!registered_ || exit_code != 0 || rejoin_) return finish();
     rpc::UnregisterNodeRequest req;
     req.set_node_id(node_id_.Binary());
     req.set_reason(why);
@@ -428,6 +434,12 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
         case absl::StatusCode::kUnavailable:
         case absl::StatusCode::kDeadlineExceeded:
           return RetryRegistration(s);
+        case absl::StatusCode::kFailedPrecondition:
+          // Refused after having joined: this node was declared dead, or the
+          // GCS now serves another cluster. Asked which, below.
+          if (registered_) return RejoinUnlessForeign(std::string(s.message()));
+          return Shutdown(1, "the GCS at " + options_.gcs_address + " refused this node: " +
+                                 std::string(s.message()));
         case absl::StatusCode::kUnauthenticated:
           return Shutdown(1, "the GCS at " + options_.gcs_address + " refused the cluster token (" +
                                  std::string(s.message()) + ")");
@@ -491,7 +503,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   }
 
   // Long-polls node events and resource reports: keeps the view of alive
-  // nodes and the cluster view, and exits when the GCS says this node is dead.
+  // nodes and the cluster view, and learns when the GCS says this node is
+  // dead.
   void Poll() {
     if (shutting_down_) return;
     rpc::PollRequest req;
@@ -552,9 +565,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     bool changed = view_.OnNodeInfo(info);
     if (info.state() == rpc::NodeInfo::DEAD) {
       alive_nodes_.erase(*id);
-      if (*id == node_id_ && !shutting_down_) {
-        Shutdown(1, "the GCS marked this node dead: " + info.death_reason());
-      }
+      if (*id == node_id_ && !shutting_down_) OnDeclaredDead(info);
     } else {
       alive_nodes_[*id] = info;
       if (*id == node_id_ && info.draining()) {
@@ -585,10 +596,44 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
                                ToHex(reply.cluster_id()) + ")");
       }
       // Health checks stopped coming although the GCS answers: it may have
-      // declared this node dead (e.g. it was paused). Registering again is
-      // idempotent and is refused for a dead node, which ends this raylet.
+      // declared this node dead (e.g. it was paused or cut off). Registering
+      // again is idempotent and is refused for a dead node, which makes this
+      // raylet rejoin as a new one.
       Register();
     });
+  }
+
+  // --- declared dead while alive ---
+  // The GCS published this node as DEAD. An expected death (drained,
+  // unregistered) or a draining node ends the raylet as before; any other
+  // death (the GCS lost contact with it) makes it rejoin as a new node.
+  void OnDeclaredDead(const rpc::NodeInfo& info) {
+    std::string why = "the GCS marked this node dead: " + info.death_reason();
+    if (info.death_expected() || drain_.draining() || !options_.rejoin_when_dead) return Shutdown(1, why);
+    Rejoin(why);
+  }
+
+  // The GCS refused to register this node again (`refusal`): rejoin when it
+  // still serves this cluster, exit when it serves another or cannot say.
+  void RejoinUnlessForeign(const std::string& refusal) {
+    gcs_->GetClusterId([this, refusal](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
+      if (shutting_down_) return;
+      std::string why = "the GCS at " + options_.gcs_address + " refused this node: " + refusal;
+      if (!s.ok()) return RetryRegistration(s);
+      if (reply.cluster_id() != cluster_id_) {
+        return Shutdown(1, why + " (it now serves cluster " + ToHex(reply.cluster_id()) + ")");
+      }
+      if (drain_.draining() || !options_.rejoin_when_dead) return Shutdown(1, why);
+      Rejoin(why);
+    });
+  }
+
+  // Stops every worker (the cluster has replaced them) and the server
+  // without unregistering; main then starts this raylet over as a new node.
+  void Rejoin(const std::string& why) {
+    if (shutting_down_) return;
+    rejoin_ = true;
+    Shutdown(1, why + "; stopping every worker and rejoining as a new node");
   }
 
   const RayletOptions options_;
@@ -606,7 +651,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   bool registering_ = false;
   bool shutting_down_ = false;
   bool pinging_ = false;
-  std::string cluster_id_;       // binary; empty until the first registration
+  bool rejoin_ = false;          // shutting down to rejoin as a new node
+  std::string cluster_id_;       // binary; options_.cluster_id until the first registration
   std::string gcs_incarnation_;  // of the GCS we last registered with
   absl::Time last_gcs_contact_;
   int64_t resource_version_ = 0;
@@ -643,6 +689,8 @@ absl::Status Raylet::Start() { return impl_->Start(); }
 void Raylet::Shutdown(int exit_code, const std::string& why) { impl_->Shutdown(exit_code, why); }
 void Raylet::OnSigterm() { impl_->OnSigterm(); }
 int Raylet::exit_code() const { return impl_->exit_code_; }
+bool Raylet::rejoin_requested() const { return impl_->rejoin_; }
+std::string Raylet::cluster_id_hex() const { return ToHex(impl_->cluster_id_); }
 std::string Raylet::node_id_hex() const { return impl_->node_id_.Hex(); }
 int Raylet::port() const { return impl_->port_; }
 

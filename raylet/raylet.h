@@ -16,6 +16,15 @@
 // leased and no bundle is held, or at the deadline, stopping its workers
 // first as any shutdown does.
 //
+// Declared dead while alive (a partition, a long pause): the GCS has already
+// restarted this node's actors and moved its bundles elsewhere, and it never
+// takes the node id back. Unless draining (or rejoin_when_dead is off), the
+// raylet stops all its workers, shuts down without unregistering, and
+// rejoin_requested() tells main to start over as a new node (RejoinArgs,
+// ReExec in raylet/rejoin.h). It still exits instead when the GCS serves
+// another cluster, when the death was expected (drained, unregistered), or
+// when the GCS stays unreachable longer than gcs_reconnect_timeout.
+//
 // Thread: everything runs on the loop thread; gRPC handlers post to it.
 //
 //   Raylet raylet(options, &loop);
@@ -54,6 +63,11 @@ struct RayletOptions {
   absl::Duration worker_start_timeout = absl::Seconds(30);
   // > 0: SIGTERM drains the node (deadline now + this) instead of stopping.
   absl::Duration drain_grace = absl::ZeroDuration();
+  // Binary; when set, the first registration names it and a GCS serving
+  // another cluster refuses this node (set when rejoining).
+  std::string cluster_id;
+  // Declared dead while alive: rejoin as a new node (true) or exit 1.
+  bool rejoin_when_dead = true;
 };
 
 class Raylet {
@@ -72,6 +86,10 @@ class Raylet {
   void OnSigterm();
 
   int exit_code() const;
+  // The loop stopped because this node was declared dead and should rejoin
+  // as a new node; the workers are gone. The hex cluster id to rejoin.
+  bool rejoin_requested() const;
+  std::string cluster_id_hex() const;
   std::string node_id_hex() const;
   int port() const;
 

@@ -111,6 +111,11 @@ absl::Status Cluster::Launch(DaemonProcess* d) {
   SpawnOptions o;
   o.executable = BinDir() + "/" + (absl::StartsWith(d->name, "raylet") ? "raylet" : "gcs_server");
   o.args = d->args;
+  if (!d->wrapper.empty()) {
+    o.args.insert(o.args.begin(), o.executable);
+    o.args.insert(o.args.begin(), d->wrapper.begin() + 1, d->wrapper.end());
+    o.executable = d->wrapper.front();
+  }
   o.args.push_back("--ready_file=" + d->ready_file);
   o.log_file = d->out_file;
   o.env = d->env;
@@ -136,7 +141,8 @@ absl::Status Cluster::WaitReady(DaemonProcess* d) {
 DaemonProcess Cluster::MakeRaylet(const RayletOptions& o, int index, bool head) {
   DaemonProcess d;
   d.name = absl::StrCat("raylet_", index);
-  d.args = {"--gcs_address=" + gcs_address_, "--node_ip_address=127.0.0.1", "--session_dir=" + session_dir_,
+  const std::string& ip = o.node_ip.empty() ? options_.node_ip : o.node_ip;
+  d.args = {"--gcs_address=" + gcs_address_, "--node_ip_address=" + ip, "--session_dir=" + session_dir_,
             "--num_cpus=" + FormatNumber(o.num_cpus), "--memory=" + FormatNumber(o.memory)};
   d.args.push_back(options_.auth ? "--token_file=" + token_file_ : "--auth=none");
   if (head) d.args.push_back("--head");
@@ -144,6 +150,7 @@ DaemonProcess Cluster::MakeRaylet(const RayletOptions& o, int index, bool head) 
   if (!o.labels.empty()) d.args.push_back("--labels=" + o.labels);
   for (const auto& a : o.extra_args) d.args.push_back(a);
   d.env = o.env;
+  d.wrapper = o.wrapper;
   return d;
 }
 
@@ -152,10 +159,11 @@ absl::Status Cluster::StartHead() {
   auto port = PickFreePort();
   if (!port.ok()) return port.status();
   gcs_port_ = *port;
-  gcs_address_ = absl::StrCat("127.0.0.1:", gcs_port_);
+  gcs_address_ = absl::StrCat(options_.node_ip, ":", gcs_port_);
   if (auto s = WriteFileAtomic(SessionPaths{session_dir_}.gcs_address(), gcs_address_ + "\n"); !s.ok()) return s;
   gcs_.name = "gcs_server";
-  gcs_.args = {absl::StrCat("--port=", gcs_port_), "--session_dir=" + session_dir_};
+  gcs_.args = {absl::StrCat("--port=", gcs_port_), "--session_dir=" + session_dir_,
+               "--bind_address=" + options_.node_ip};
   gcs_.args.push_back(options_.auth ? "--token_file=" + token_file_ : "--auth=none");
   for (const auto& a : options_.gcs_extra_args) gcs_.args.push_back(a);
   gcs_.env = options_.gcs_env;
@@ -205,6 +213,20 @@ absl::StatusOr<std::vector<int>> Cluster::AddTpuSlice(const std::string& name, c
     raylets.push_back(std::move(o));
   }
   return AddRaylets(raylets);
+}
+
+absl::Status Cluster::WaitRayletReadyAgain(int i) {
+  if (i < 0 || i >= num_raylets()) return absl::OutOfRangeError(absl::StrCat("no raylet ", i));
+  DaemonProcess& d = raylets_[static_cast<size_t>(i)];
+  const std::string old = d.node_id;
+  auto rewritten = [&] {
+    auto json = ReadFile(d.ready_file);
+    return json.ok() && absl::StrContains(*json, "\"node_id\"") && !absl::StrContains(*json, old);
+  };
+  if (!PollUntil(rewritten, absl::Now() + options_.ready_timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(d.name, ": no ready file with a node id other than ", old));
+  }
+  return WaitReady(&d);
 }
 
 absl::Status Cluster::KillRaylet(int i, int sig) {
@@ -428,6 +450,7 @@ CommandResult Cluster::RunProgram(const std::string& program, std::vector<std::s
 std::vector<std::pair<std::string, std::string>> Cluster::MantaEnv() const {
   std::vector<std::pair<std::string, std::string>> env = {{"MANTA_ADDRESS", gcs_address_}};
   if (!token_.empty()) env.emplace_back("MANTA_TOKEN", token_);
+  if (options_.node_ip != "127.0.0.1") env.emplace_back("MANTA_NODE_IP", options_.node_ip);
   return env;
 }
 

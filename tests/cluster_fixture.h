@@ -56,10 +56,18 @@ struct RayletOptions {
   std::string labels;          // "k=v,...", or empty
   std::vector<std::pair<std::string, std::string>> env;  // e.g. TPU_* variables
   std::vector<std::string> extra_args;
+  // The address it serves on and advertises; empty: the cluster's node_ip.
+  std::string node_ip;
+  // A command the raylet is started through, which must exec it (keeping
+  // the pid), e.g. {"/usr/sbin/ip", "netns", "exec", "NAME"}; empty: none.
+  std::vector<std::string> wrapper;
 };
 
 struct ClusterOptions {
   bool auth = true;
+  // The GCS binds to it and the head raylet serves on it; drivers started
+  // by RunProgram and StartProgram get it as MANTA_NODE_IP.
+  std::string node_ip = "127.0.0.1";
   RayletOptions head;
   std::vector<std::string> gcs_extra_args;
   std::vector<std::pair<std::string, std::string>> gcs_env;  // e.g. RAY_REDIS_PASSWORD
@@ -72,6 +80,7 @@ struct DaemonProcess {
   pid_t pid = 0;
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::string> wrapper;  // RayletOptions::wrapper
   std::string out_file;    // its stdout and stderr
   std::string ready_file;
   std::string ready_json;  // contents once ready
@@ -100,6 +109,11 @@ class Cluster {
   // worker ids 0..hosts-1.
   absl::StatusOr<std::vector<int>> AddTpuSlice(const std::string& name, const std::string& pod_type,
                                                const std::string& topology, RayletOptions base = {});
+
+  // Waits until raylet `i` has written its ready file with a node id other
+  // than the one it had (it rejoined as a new node after being declared
+  // dead) and reloads its node id and port.
+  absl::Status WaitRayletReadyAgain(int i);
 
   // Signals raylet `i` (0 is the head's) and, for SIGKILL, waits until it is
   // gone.

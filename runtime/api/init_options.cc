@@ -101,6 +101,7 @@ absl::StatusOr<core::CoreWorkerOptions> ResolveDriverOptions(const InitOptions& 
     if (!token.ok()) return Annotate(token.status(), session->token());
     out.token = *token;
   }
+  if (std::string ip = Env(kNodeIpEnv); !ip.empty()) out.node_ip = ip;
   out.worker_executable = options.worker_executable.empty() ? "/proc/self/exe" : options.worker_executable;
   out.worker_args = options.worker_args;
   return out;

@@ -14,6 +14,7 @@ namespace manta::internal {
 
 inline constexpr char kAddressEnv[] = "MANTA_ADDRESS";
 inline constexpr char kTokenEnv[] = "MANTA_TOKEN";
+inline constexpr char kNodeIpEnv[] = "MANTA_NODE_IP";
 
 struct InitArgs {
   InitOptions options;                     // address and temp_dir from the flags
@@ -32,7 +33,9 @@ absl::StatusOr<std::string> ResolveGcsAddress(const std::string& flag, const std
 // The driver's options: the GCS address as above; the token from
 // $MANTA_TOKEN, else the session's token file when session_latest belongs to
 // that address (never another cluster's token); the session directory when
-// it belongs to that address; worker_executable defaults to /proc/self/exe.
+// it belongs to that address; worker_executable defaults to /proc/self/exe;
+// the address the driver serves on and finds its local raylet by is
+// $MANTA_NODE_IP when set (a host whose raylet is not on 127.0.0.1).
 // Errors: no cluster found (NotFound), a malformed token (InvalidArgument), a
 // token file readable by others (FailedPrecondition).
 absl::StatusOr<core::CoreWorkerOptions> ResolveDriverOptions(const InitOptions& options);

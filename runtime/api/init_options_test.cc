@@ -141,5 +141,21 @@ TEST_F(InitOptionsTest, TokenFromEnvironmentWins) {
   EXPECT_TRUE(absl::IsInvalidArgument(ResolveDriverOptions(options).status()));
 }
 
+TEST_F(InitOptionsTest, NodeAddressFromEnvironment) {
+  InitOptions options;
+  options.address = "10.1.2.1:7000";
+  options.temp_dir = temp_dir_;
+  {
+    ScopedEnv unset(kNodeIpEnv, nullptr);
+    auto resolved = ResolveDriverOptions(options);
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
+    EXPECT_EQ(resolved->node_ip, "127.0.0.1");
+  }
+  ScopedEnv env(kNodeIpEnv, "10.1.2.1");
+  auto resolved = ResolveDriverOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->node_ip, "10.1.2.1");
+}
+
 }  // namespace
 }  // namespace manta::internal

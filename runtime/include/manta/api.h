@@ -77,7 +77,8 @@ struct InitOptions {
 // program's own; workers are started as this executable with the original
 // argv[1..]. The GCS address is --address, else $MANTA_ADDRESS, else
 // <temp-dir>/session_latest/gcs_address; the token is $MANTA_TOKEN, else the
-// token file of that session when it is the same cluster's.
+// token file of that session when it is the same cluster's. The driver's
+// node is the raylet serving on $MANTA_NODE_IP (default 127.0.0.1).
 //
 // In a worker process (started by a raylet) it runs the task loop and never
 // returns; a worker that cannot start prints why and exits with status 1.
