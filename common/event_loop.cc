@@ -5,6 +5,18 @@
 #include "common/check.h"
 
 namespace manta {
+namespace {
+
+void CloseAllHandles(uv_loop_t* loop) {
+  uv_walk(
+      loop,
+      [](uv_handle_t* h, void*) {
+        if (!uv_is_closing(h)) uv_close(h, nullptr);
+      },
+      nullptr);
+}
+
+}  // namespace
 
 class EventLoop::TimerImpl : public EventLoop::Timer {
  public:
@@ -63,20 +75,17 @@ EventLoop::~EventLoop() {
     uv_close(reinterpret_cast<uv_handle_t*>(&s->handle), nullptr);
   }
   uv_close(reinterpret_cast<uv_handle_t*>(async_), nullptr);
-  // No callback runs once the loop is being destroyed: a handle still open
-  // (a timer whose owner never dropped it) is closed here, which stops it,
-  // so it is not fired by the runs below. Its memory stays with its owner.
-  // Every handle must be closed for uv_loop_close to free the loop's own
-  // allocations: with one left open it fails with UV_EBUSY and they leak.
-  uv_walk(
-      loop_,
-      [](uv_handle_t* h, void*) {
-        if (!uv_is_closing(h)) uv_close(h, nullptr);
-      },
-      nullptr);
-  // Let close callbacks (timers destroyed earlier, the handles above) run.
-  uv_run(loop_, UV_RUN_NOWAIT);
-  uv_run(loop_, UV_RUN_NOWAIT);
+  // No timer or watcher fires once the loop is being destroyed: a handle
+  // still open (a timer whose owner never dropped it) is closed here, which
+  // stops it. Its memory stays with its owner. Requests still in flight (a
+  // worker log read on libuv's thread pool) are waited for, and their
+  // callbacks run: they free what they own, and the thread pool must not
+  // complete them into a freed loop. Every handle a callback opens meanwhile
+  // is closed too. uv_loop_close then frees the loop's own allocations
+  // (with a handle open or a request pending it fails with UV_EBUSY and
+  // they leak).
+  CloseAllHandles(loop_);
+  while (uv_run(loop_, UV_RUN_ONCE) != 0) CloseAllHandles(loop_);
   uv_loop_close(loop_);
   delete async_;
   delete loop_;
