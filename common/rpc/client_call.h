@@ -5,9 +5,15 @@
 //         stub->async()->RegisterNode(ctx, req, reply, std::move(cb));
 //       },
 //       [this](const absl::Status& s, RegisterNodeReply reply) { ... });
+//
+// RetryingUnaryCall is the same for idempotent methods: a call that fails
+// UNAVAILABLE (the connection broke; the server may or may not have handled
+// it) is made again with the same request.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "common/event_loop.h"
@@ -43,6 +49,76 @@ void UnaryCall(EventLoop* loop, const std::string& token, absl::Duration timeout
             deliver();
           }
         });
+}
+
+// How RetryingUnaryCall retries.
+struct RetryPolicy {
+  int max_attempts = 5;  // in all, the first included
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(1);
+
+  // For calls whose loss costs something (a leaked lease or bundle, a failed
+  // actor): twice the attempts, about 6 s of backoff in all.
+  static RetryPolicy Patient() {
+    RetryPolicy p;
+    p.max_attempts = 10;
+    return p;
+  }
+};
+
+// Like UnaryCall, but while an attempt fails UNAVAILABLE and attempts are
+// left, the same request is sent again after a backoff that doubles (each
+// attempt with its own `timeout`). Only for methods whose handler is
+// idempotent: the server may see the request more than once. `callback` gets
+// the last attempt's outcome, once, on `loop`, which must not be null (the
+// backoff waits on it). Safe from any thread.
+template <typename Reply, typename Request, typename Start>
+void RetryingUnaryCall(EventLoop* loop, const std::string& token, absl::Duration timeout, RetryPolicy policy,
+                       Request request, Start start, ReplyCallback<Reply> callback) {
+  struct State : std::enable_shared_from_this<State> {
+    State(EventLoop* loop, std::string token, absl::Duration timeout, RetryPolicy policy, Request request, Start start,
+          ReplyCallback<Reply> callback)
+        : loop(loop),
+          token(std::move(token)),
+          timeout(timeout),
+          policy(policy),
+          request(std::move(request)),
+          start(std::move(start)),
+          callback(std::move(callback)),
+          backoff(policy.initial_backoff) {}
+
+    void Attempt() {
+      ++attempt;
+      UnaryCall<Reply>(loop, token, timeout, request, Start(start),
+                       [self = this->shared_from_this()](const absl::Status& s, Reply&& reply) {
+                         self->OnReply(s, std::move(reply));
+                       });
+    }
+    void OnReply(const absl::Status& s, Reply&& reply) {
+      if (s.code() != absl::StatusCode::kUnavailable || attempt >= policy.max_attempts) {
+        return callback(s, std::move(reply));
+      }
+      // The timer holds this state until it fires, and is dropped then.
+      timer = loop->RunAfter(backoff, [self = this->shared_from_this()] {
+        auto fired = std::move(self->timer);
+        self->Attempt();
+      });
+      backoff = std::min(backoff * 2, policy.max_backoff);
+    }
+
+    EventLoop* const loop;
+    const std::string token;
+    const absl::Duration timeout;
+    const RetryPolicy policy;
+    const Request request;
+    const Start start;
+    ReplyCallback<Reply> callback;
+    absl::Duration backoff;
+    int attempt = 0;
+    std::unique_ptr<EventLoop::Timer> timer;
+  };
+  std::make_shared<State>(loop, token, timeout, policy, std::move(request), std::move(start), std::move(callback))
+      ->Attempt();
 }
 
 }  // namespace manta::rpc

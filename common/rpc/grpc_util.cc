@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/rpc/connection_gate.h"
+#include "common/rpc/rpc_chaos_interceptor.h"
 #include "common/token.h"
 
 namespace manta::rpc {
@@ -30,6 +31,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   // Each client gets its own connection; channels to one target are not
   // shared across unrelated clients in the process.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Tests only (MANTA_testing_rpc_failure): calls through the channel may be
+  // failed on purpose. Unset, this is the one check fault injection costs.
+  if (RpcChaos* chaos = ProcessRpcChaos()) {
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(MakeRpcChaosInterceptorFactory(chaos));
+    return grpc::experimental::CreateCustomChannelWithInterceptors(target, grpc::InsecureChannelCredentials(), args,
+                                                                   std::move(interceptors));
+  }
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 

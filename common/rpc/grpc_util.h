@@ -21,6 +21,8 @@ absl::Status ToAbslStatus(const grpc::Status& s);
 
 // A channel to `target` ("host:port" or "unix:/path") with Manta's limits and
 // a short reconnect backoff, so a restarted peer is reached again quickly.
+// With MANTA_testing_rpc_failure set, its calls are subject to fault
+// injection (rpc_chaos.h).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
 
 // Sets the deadline (none for absl::InfiniteDuration()) and the token header
