@@ -238,9 +238,12 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
   done(absl::OkStatus());
 }
 
-void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply*, rpc::Done done) {
+void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done) {
   auto id = ActorId::FromBinary(request.actor_id());
   if (!id.ok()) return done(Invalid(absl::StrCat("actor_id must be ", ActorId::kSize, " bytes")));
+  if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
+  if (kills_.Replay(request.request_id(), reply, done)) return;
+  done = kills_.Record(request.request_id(), reply, std::move(done));
   auto it = actors_.find(*id);
   if (it == actors_.end()) return done(absl::NotFoundError("no actor " + id->Hex()));
   Actor& a = it->second;

@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/rpc/reply_cache.h"
 #include "gcs/actor_scheduler.h"
 #include "gcs/core_worker_client.h"
 #include "gcs/job_manager.h"
@@ -73,7 +74,8 @@ class ActorManager {
   // Registration order; limit <= 0 means all.
   void HandleListActors(const rpc::ListActorsRequest& request, rpc::ListActorsReply* reply, rpc::Done done);
   // Kills (or, worker_died, reports the death of) an actor. NotFound for an
-  // unknown id; killing a DEAD actor is OK.
+  // unknown id; killing a DEAD actor is OK. A retry (the same request_id)
+  // changes nothing: a kill with restart restarts the actor once.
   void HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done);
   // A raylet's worker exited; its actor, if any, restarts or dies.
   void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
@@ -133,6 +135,7 @@ class ActorManager {
   std::deque<ActorId> dead_order_;                      // DEAD actors, oldest first
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;
+  rpc::ReplyCache<rpc::KillActorReply> kills_;  // by request_id
 };
 
 // Checks an actor creation task from outside; the error names the field.

@@ -261,6 +261,8 @@ void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, con
   }
   if (!s.ok()) {
     Logger("gcs")->debug("lease for actor_id={} on node_id={} failed: {}", actor.Hex(), node.Hex(), s.ToString());
+    // The raylet may have granted it with a reply that was lost: return it.
+    ReturnLease(node, lease, /*worker_id=*/"", /*disconnect=*/false);
   }
   a.refused.insert(node);
   TrySchedule(actor);

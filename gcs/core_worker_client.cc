@@ -12,14 +12,20 @@ constexpr absl::Duration kCallTimeout = absl::Seconds(5);
 // the GCS was down): past this many, the cache starts over.
 constexpr size_t kMaxCachedStubs = 10000;
 
+// A call whose connection broke is made again: a worker runs a pushed
+// creation task once and answers a resend with its first reply; killing and
+// exiting are idempotent. A creation given up on costs the actor a restart,
+// so it is tried longer.
+rpc::RetryPolicy Retry() { return rpc::RetryPolicy{}; }
+
 class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
  public:
   GrpcCoreWorkerClientPool(EventLoop* loop, std::string token) : loop_(loop), token_(std::move(token)) {}
 
   void PushTask(const rpc::Address& worker, const rpc::PushTaskRequest& request, absl::Duration timeout,
                 Callback<rpc::PushTaskReply> cb) override {
-    rpc::UnaryCall<rpc::PushTaskReply>(
-        loop_, token_, timeout, request,
+    rpc::RetryingUnaryCall<rpc::PushTaskReply>(
+        loop_, token_, timeout, rpc::RetryPolicy::Patient(), request,
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->PushTask(ctx, req, reply, std::move(done));
         },
@@ -28,8 +34,8 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
 
   void KillActor(const rpc::Address& worker, const rpc::KillActorOnWorkerRequest& request,
                  Callback<rpc::KillActorOnWorkerReply> cb) override {
-    rpc::UnaryCall<rpc::KillActorOnWorkerReply>(
-        loop_, token_, kCallTimeout, request,
+    rpc::RetryingUnaryCall<rpc::KillActorOnWorkerReply>(
+        loop_, token_, kCallTimeout, Retry(), request,
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->KillActor(ctx, req, reply, std::move(done));
         },
@@ -37,8 +43,8 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
   }
 
   void Exit(const rpc::Address& worker, const rpc::ExitRequest& request, Callback<rpc::ExitReply> cb) override {
-    rpc::UnaryCall<rpc::ExitReply>(
-        loop_, token_, kCallTimeout, request,
+    rpc::RetryingUnaryCall<rpc::ExitReply>(
+        loop_, token_, kCallTimeout, Retry(), request,
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->Exit(ctx, req, reply, std::move(done));
         },

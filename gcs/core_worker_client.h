@@ -5,7 +5,10 @@
 //       [](const absl::Status& s, rpc::PushTaskReply&& reply) { ... });
 //
 // Connections are kept per worker id until Forget(). Every call has a
-// deadline; its callback runs once, on the GCS loop thread. Callers and
+// deadline; its callback runs once, on the GCS loop thread. Every method is
+// idempotent on the worker (a pushed task attempt runs once), and the gRPC
+// implementation makes a call whose connection broke (UNAVAILABLE) again, a
+// few times, before it reports the failure. Callers and
 // callbacks: the GCS loop thread only.
 #pragma once
 

@@ -70,6 +70,7 @@ absl::Status JobManager::Initialize() {
     uint32_t n = JobIdToInt(*id);
     if (n != UINT32_MAX && n >= next_job_) next_job_ = n + 1;
     bool alive = !info.is_dead();
+    if (!info.driver_address().worker_id().empty()) by_driver_[info.driver_address().worker_id()] = *id;
     jobs_[*id] = std::move(info);
     if (alive) ArmDriverTimer(*id, options_.driver_recovery_grace, "its driver did not return after the GCS restarted");
   }
@@ -102,6 +103,12 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
     if (n == 0 || n == UINT32_MAX) return done(absl::InvalidArgumentError("job_id " + id.Hex() + " is reserved"));
     if (n >= next_job_) next_job_ = n + 1;
   } else {
+    const std::string& driver = in.driver_address().worker_id();
+    if (auto known = by_driver_.find(driver); !driver.empty() && known != by_driver_.end()) {
+      // A retry whose first reply was lost: the driver's job, not a second one.
+      reply->set_job_id(known->second.Binary());
+      return done(absl::OkStatus());
+    }
     if (next_job_ == UINT32_MAX) return done(absl::ResourceExhaustedError("job ids are exhausted"));
     id = JobIdFromInt(next_job_++);
   }
@@ -112,6 +119,7 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
   info.set_start_time_ms(NowMs());
   info.clear_end_time_ms();
   jobs_[id] = info;
+  if (!info.driver_address().worker_id().empty()) by_driver_[info.driver_address().worker_id()] = id;
   reply->set_job_id(id.Binary());
   Logger("gcs")->info("job added job_id={} driver_pid={} driver_ip={}", id.Hex(), info.driver_pid(),
                       info.driver_ip());

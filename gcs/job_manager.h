@@ -65,9 +65,10 @@ class JobManager {
 
   void AddJobFinishedListener(Listener l) { finished_listeners_.push_back(std::move(l)); }
 
-  // Assigns the next job id when request.job().job_id() is empty; a known
-  // alive job id is accepted again (idempotent); a finished one is
-  // FailedPrecondition. Replies once the job is durable.
+  // Assigns the next job id when request.job().job_id() is empty, unless the
+  // driver (driver_address.worker_id) already added a job: a retry gets that
+  // job's id. A known alive job id is accepted again (idempotent); a
+  // finished one is FailedPrecondition. Replies once the job is durable.
   void HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobReply* reply, rpc::Done done);
   // NotFound for an unknown job; finishing a finished job is OK.
   void HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& request, rpc::MarkJobFinishedReply* reply,
@@ -105,6 +106,7 @@ class JobManager {
   const JobManagerOptions options_;
 
   std::map<JobId, rpc::JobInfo> jobs_;  // ordered by id, so by age
+  absl::flat_hash_map<std::string, JobId> by_driver_;  // driver worker id -> its job
   uint32_t next_job_ = 1;               // persisted before an id is handed out
   absl::flat_hash_map<JobId, DriverWatch> drivers_;  // alive jobs whose driver polled
   std::vector<Listener> finished_listeners_;

@@ -25,6 +25,9 @@ absl::Status KvManager::Initialize() {
 
 void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* reply, rpc::Done done) {
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), false); !s.ok()) return done(s);
+  if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
+  if (puts_.Replay(request.request_id(), reply, done)) return;
+  done = puts_.Record(request.request_id(), reply, std::move(done));
   std::string k = StoreKey(request.ns(), request.key());
   auto it = data_.find(k);
   reply->set_added(it == data_.end());
@@ -44,6 +47,9 @@ void KvManager::HandleGet(const rpc::KvGetRequest& request, rpc::KvGetReply* rep
 
 void KvManager::HandleDel(const rpc::KvDelRequest& request, rpc::KvDelReply* reply, rpc::Done done) {
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), request.by_prefix()); !s.ok()) return done(s);
+  if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
+  if (dels_.Replay(request.request_id(), reply, done)) return;
+  done = dels_.Record(request.request_id(), reply, std::move(done));
   std::string k = StoreKey(request.ns(), request.key());
   std::vector<std::string> doomed;
   if (request.by_prefix()) {

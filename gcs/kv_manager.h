@@ -1,13 +1,16 @@
 // KvManager: the internal key/value store (namespaced byte keys and values).
 //
 // Owns an in-memory copy of the store's "kv" table; every write goes to the
-// store and replies once durable. Thread: the GCS loop thread.
+// store and replies once durable. A Put or Del that carries a request_id is
+// idempotent: a retry gets the first attempt's reply. Thread: the GCS loop
+// thread.
 #pragma once
 
 #include <map>
 #include <string>
 
 #include "common/rpc/done.h"
+#include "common/rpc/reply_cache.h"
 #include "gcs/store.h"
 #include "proto/gcs_service.pb.h"
 
@@ -37,6 +40,9 @@ class KvManager {
 
   Store* const store_;
   std::map<std::string, std::string> data_;  // by StoreKey, so a prefix scan is a range
+  // Replies of recent writes by request_id.
+  rpc::ReplyCache<rpc::KvPutReply> puts_;
+  rpc::ReplyCache<rpc::KvDelReply> dels_;
 };
 
 }  // namespace manta::gcs

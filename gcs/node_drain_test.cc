@@ -127,14 +127,16 @@ TEST_F(NodeDrainTest, RepeatedDrainOnlyMovesTheDeadlineEarlier) {
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), 0);
   ASSERT_TRUE(Send(Drain(id, "preemption", now + 60000)).ok());  // none -> 60 s: earlier
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), now + 60000);
+  uint64_t sent = raylets_.drains.size();
   ASSERT_TRUE(Send(Drain(id, "preemption", now + 90000)).ok());  // later: kept
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), now + 60000);
+  EXPECT_EQ(raylets_.drains.size(), sent);              // nothing changed: nothing sent
   ASSERT_TRUE(Send(Drain(id, "maintenance", 0)).ok());  // none: kept
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), now + 60000);
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_reason(), "maintenance");
   ASSERT_TRUE(Send(Drain(id, "preemption", now + 10000)).ok());
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), now + 10000);
-  EXPECT_EQ(raylets_.drains.size(), 5u);
+  EXPECT_EQ(raylets_.drains.size(), 4u);
   EXPECT_EQ(raylets_.drains.back().request.deadline_ms(), now + 10000);
 }
 

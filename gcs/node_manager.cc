@@ -8,6 +8,7 @@
 #include "common/resources.h"
 #include "common/tpu.h"
 #include "common/utf8.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace manta::gcs {
 namespace {
@@ -140,6 +141,14 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
   if (dead_.contains(id)) {
     return done(absl::FailedPreconditionError("node " + id.Hex() + " was marked dead; start a new raylet"));
   }
+  reply->set_cluster_id(cluster_id_.Binary());
+  reply->set_gcs_incarnation(incarnation_);
+  if (auto r = registered_.find(id); r != registered_.end() && alive_.contains(id) &&
+                                     google::protobuf::util::MessageDifferencer::Equals(r->second, in)) {
+    // The same registration again, to this GCS: a retry whose reply was lost.
+    return done(absl::OkStatus());
+  }
+  registered_[id] = in;
   rpc::NodeInfo info = in;
   info.set_state(rpc::NodeInfo::ALIVE);
   info.clear_end_time_ms();
@@ -159,8 +168,6 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
     info.clear_drain_deadline_ms();
   }
   alive_[id] = info;
-  reply->set_cluster_id(cluster_id_.Binary());
-  reply->set_gcs_incarnation(incarnation_);
   Logger("gcs")->info("{} node_id={} address={}:{} head={}", reregister ? "node re-registered" : "node registered",
                       id.Hex(), info.node_ip(), info.node_manager_port(), info.is_head());
   // Reply only once the entry is durable; tell everyone else at once.
@@ -205,11 +212,15 @@ void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::Dra
   rpc::NodeInfo& info = it->second;
   int64_t deadline = request.deadline_ms();
   if (info.draining()) deadline = EarlierDeadline(info.drain_deadline_ms(), deadline);
+  reply->set_accepted(true);
+  if (info.draining() && info.drain_reason() == request.reason() && info.drain_deadline_ms() == deadline) {
+    // Nothing new (a retry whose reply was lost): already persisted and told.
+    return done(absl::OkStatus());
+  }
   info.set_draining(true);
   info.set_drain_reason(request.reason());
   info.set_drain_deadline_ms(deadline);
   Logger("gcs")->info("node draining node_id={} reason={} deadline_ms={}", id.Hex(), request.reason(), deadline);
-  reply->set_accepted(true);
   const rpc::NodeInfo published = info;  // listeners may change the table
   Persist(published, std::move(done));
   PublishNode(published);
@@ -235,6 +246,7 @@ void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bo
   if (it == alive_.end()) return;
   rpc::NodeInfo info = std::move(it->second);
   alive_.erase(it);
+  registered_.erase(node);
   info.set_state(rpc::NodeInfo::DEAD);
   info.set_end_time_ms(NowMs());
   info.set_death_reason(reason);

@@ -3,7 +3,9 @@
 // Owns every node's NodeInfo, alive and recently dead, and keeps it in the
 // store's "nodes" table so a restarted GCS recovers it. Registration is
 // idempotent by node id: a raylet that registers again (after a GCS restart)
-// keeps its entry. A node once DEAD stays dead; its raylet must exit.
+// keeps its entry, and the same registration repeated to this GCS (a retry
+// whose reply was lost) changes nothing and tells no listener again. A node
+// once DEAD stays dead; its raylet must exit.
 // A node may be marked draining (DrainNode): it stays ALIVE, its NodeInfo
 // says draining with a reason and deadline, the mark is persisted and kept
 // across re-registration, and the node's raylet is told (DrainRaylet) so it
@@ -86,6 +88,9 @@ class NodeManager {
   RayletClientPool* const raylets_;  // may be null
 
   absl::flat_hash_map<NodeId, rpc::NodeInfo> alive_;
+  // What each alive node's raylet sent in its latest RegisterNode to this
+  // process (not recovered from the store).
+  absl::flat_hash_map<NodeId, rpc::NodeInfo> registered_;
   absl::flat_hash_map<NodeId, rpc::NodeInfo> dead_;
   std::deque<NodeId> dead_order_;  // oldest first; same ids as dead_
   std::vector<Listener> added_listeners_;

@@ -46,7 +46,15 @@ TEST_F(NodeManagerTest, RegisterIsIdempotentAndPublishes) {
   m.AddNodeAddedListener([&](const rpc::NodeInfo&) { ++added; });
   NodeId id = NodeId::FromRandom();
   ASSERT_TRUE(Register(m, MakeNode(id)).ok());
+  // The same registration again (a retry whose reply was lost): no change.
   ASSERT_TRUE(Register(m, MakeNode(id), cluster_.Binary()).ok());
+  EXPECT_EQ(m.num_alive(), 1u);
+  EXPECT_EQ(added, 1);
+  EXPECT_EQ(pub_.last_sequence(), 1);
+  // A registration that says something new is taken, and told.
+  rpc::NodeInfo changed = MakeNode(id);
+  (*changed.mutable_labels())["zone"] = "b";
+  ASSERT_TRUE(Register(m, changed, cluster_.Binary()).ok());
   EXPECT_EQ(m.num_alive(), 1u);
   EXPECT_EQ(added, 2);
   EXPECT_EQ(pub_.last_sequence(), 2);

@@ -347,6 +347,14 @@ void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Cal
     return done(std::move(r));
   }
   Cancel(*id);
+  if (auto r = returning_.find(*id); r != returning_.end()) {
+    // A late cancel of the earlier attempt would return this one's bundles
+    // (the same group and indices): place again once they are all back.
+    PlacementResult wait;
+    wait.outcome = PlacementResult::kFailed;
+    wait.message = "bundles of an earlier attempt are still being returned";
+    return done(std::move(wait));
+  }
   PlacementResult choice = Choose(group);
   if (choice.outcome != PlacementResult::kCreated) return done(std::move(choice));
   Attempt& a = attempts_[*id];
@@ -493,14 +501,18 @@ void PlacementGroupScheduler::CancelOnRaylets(const Attempt& a) {
     rpc::CancelBundlesRequest request;
     request.set_placement_group_id(a.group.Binary());
     for (int i : indices) request.add_indices(i);
-    raylets_->CancelBundles(node, RayletAddress(it->second.info), request,
-                            [this, node = node](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
-                              if (s.ok() && reply.has_resources()) apply_(reply.resources());
-                              if (!s.ok()) {
-                                Logger("gcs")->warn("CancelBundles on node_id={} failed: {}", node.Hex(),
-                                                    s.ToString());
-                              }
-                            });
+    ++returning_[a.group];
+    raylets_->CancelBundles(
+        node, RayletAddress(it->second.info), request,
+        [this, node = node, group = a.group](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
+          if (auto r = returning_.find(group); r != returning_.end() && --r->second == 0) {
+            returning_.erase(r);
+          }
+          if (s.ok() && reply.has_resources()) apply_(reply.resources());
+          if (!s.ok()) {
+            Logger("gcs")->warn("CancelBundles on node_id={} failed: {}", node.Hex(), s.ToString());
+          }
+        });
   }
 }
 

@@ -12,7 +12,9 @@
 // new bundles go to one node, that node prepares and commits them in one
 // call (atomic by itself). If any prepare or commit fails, or a chosen node
 // dies, it cancels every bundle it sent and reports kFailed so the caller
-// retries. Node choice per strategy:
+// retries; a retry reports kFailed again until those cancels have landed (a
+// cancel retried after a lost reply must not return the next attempt's
+// bundles, which have the same keys). Node choice per strategy:
 //   STRICT_PACK    every bundle on one node
 //   PACK           one node if possible, else as few as possible
 //   STRICT_SPREAD  every bundle on a node of its own (a bipartite matching)
@@ -155,6 +157,9 @@ class PlacementGroupScheduler {
   absl::flat_hash_map<PlacementGroupId, Attempt> attempts_;
   // Cancelled attempts whose replies are still due, by generation.
   std::map<uint64_t, Attempt> zombies_;
+  // Groups with CancelBundles calls in flight (how many): no new attempt
+  // starts for them until those have landed.
+  absl::flat_hash_map<PlacementGroupId, int> returning_;
   uint64_t next_generation_ = 1;
 };
 

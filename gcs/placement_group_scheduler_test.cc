@@ -225,6 +225,43 @@ TEST_F(PlacementGroupSchedulerTest, ARefusedPrepareCancelsEveryPreparedBundle) {
   EXPECT_EQ(cancelled, (std::set<NodeId>{first.node, second.node}));
 }
 
+TEST_F(PlacementGroupSchedulerTest, NoNewAttemptWhileTheLastOnesBundlesAreBeingReturned) {
+  AddNode({{"CPU", 4}});
+  AddNode({{"CPU", 4}});
+  Info g = Group(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}});
+  std::optional<PlacementResult> result;
+  scheduler_.Schedule(g, [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_EQ(raylets_.prepares.size(), 2u);
+  auto first = std::move(raylets_.prepares[0]);
+  auto second = std::move(raylets_.prepares[1]);
+  raylets_.prepares.clear();
+  first.cb(absl::OkStatus(), PrepareOk(first));
+  second.cb(absl::UnavailableError("connection lost"), {});
+  ASSERT_EQ(result->outcome, PlacementResult::kFailed);
+  ASSERT_EQ(raylets_.cancels.size(), 2u);
+  // A cancel still on its way (retried after a lost reply, say) would return
+  // the next attempt's bundles, which have the same keys: no next attempt yet.
+  result.reset();
+  scheduler_.Schedule(g, [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->outcome, PlacementResult::kFailed);
+  EXPECT_TRUE(raylets_.prepares.empty());
+  for (auto& c : std::exchange(raylets_.cancels, {})) {
+    rpc::CancelBundlesReply returned;  // the node is whole again
+    rpc::NodeResources r = view_.at(c.node);
+    *r.mutable_available() = r.total();
+    r.set_version(r.version() + 1);
+    *returned.mutable_resources() = r;
+    c.cb(absl::OkStatus(), std::move(returned));
+  }
+  result.reset();
+  scheduler_.Schedule(g, [&](PlacementResult r) { result = std::move(r); });
+  EXPECT_EQ(raylets_.prepares.size(), 2u);
+  AnswerAll();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->outcome, PlacementResult::kCreated);
+}
+
 TEST_F(PlacementGroupSchedulerTest, ANodeDyingBetweenPrepareAndCommitRollsBack) {
   NodeId a = AddNode({{"CPU", 4}});
   NodeId b = AddNode({{"CPU", 4}});

@@ -11,56 +11,34 @@ namespace {
 constexpr absl::Duration kLeaseTimeout = absl::Seconds(30);
 constexpr absl::Duration kCallTimeout = absl::Seconds(10);
 
+// Every raylet method the GCS calls is idempotent (a lease by its id, a
+// bundle by group and index), so a call whose connection broke is made again;
+// calls that give something back for longer (a miss leaks it).
+rpc::RetryPolicy Retry() { return rpc::RetryPolicy{}; }
+rpc::RetryPolicy RetryLonger() { return rpc::RetryPolicy::Patient(); }
+
 class GrpcRayletClientPool : public RayletClientPool {
  public:
   GrpcRayletClientPool(EventLoop* loop, std::string token) : loop_(loop), token_(std::move(token)) {}
 
-  void RequestWorkerLease(const NodeId& node, const std::string& address,
-                          const rpc::RequestWorkerLeaseRequest& request,
-                          Callback<rpc::RequestWorkerLeaseReply> cb) override {
-    rpc::UnaryCall<rpc::RequestWorkerLeaseReply>(
-        loop_, token_, kLeaseTimeout, request,
-        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {
-          stub->async()->RequestWorkerLease(ctx, req, reply, std::move(done));
-        },
-        std::move(cb));
+#define MANTA_RAYLET_CALL(Method, timeout, policy)                                                 \
+  void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request, \
+              Callback<rpc::Method##Reply> cb) override {                                          \
+    rpc::RetryingUnaryCall<rpc::Method##Reply>(                                                    \
+        loop_, token_, timeout, policy, request,                                                   \
+        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {               \
+          stub->async()->Method(ctx, req, reply, std::move(done));                                 \
+        },                                                                                         \
+        std::move(cb));                                                                            \
   }
-
-  void ReturnWorker(const NodeId& node, const std::string& address, const rpc::ReturnWorkerRequest& request,
-                    Callback<rpc::ReturnWorkerReply> cb) override {
-    rpc::UnaryCall<rpc::ReturnWorkerReply>(
-        loop_, token_, kCallTimeout, request,
-        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {
-          stub->async()->ReturnWorker(ctx, req, reply, std::move(done));
-        },
-        std::move(cb));
-  }
-
-  void KillJobWorkers(const NodeId& node, const std::string& address, const rpc::KillJobWorkersRequest& request,
-                      Callback<rpc::KillJobWorkersReply> cb) override {
-    rpc::UnaryCall<rpc::KillJobWorkersReply>(
-        loop_, token_, kCallTimeout, request,
-        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {
-          stub->async()->KillJobWorkers(ctx, req, reply, std::move(done));
-        },
-        std::move(cb));
-  }
-
-#define MANTA_RAYLET_CALL(Method)                                                                           \
-  void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request,           \
-              Callback<rpc::Method##Reply> cb) override {                                                    \
-    rpc::UnaryCall<rpc::Method##Reply>(                                                                      \
-        loop_, token_, kCallTimeout, request,                                                                \
-        [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {                         \
-          stub->async()->Method(ctx, req, reply, std::move(done));                                           \
-        },                                                                                                   \
-        std::move(cb));                                                                                      \
-  }
-  MANTA_RAYLET_CALL(PrepareBundles)
-  MANTA_RAYLET_CALL(CommitBundles)
-  MANTA_RAYLET_CALL(CancelBundles)
-  MANTA_RAYLET_CALL(ReleaseUnusedBundles)
-  MANTA_RAYLET_CALL(DrainRaylet)
+  MANTA_RAYLET_CALL(RequestWorkerLease, kLeaseTimeout, Retry())
+  MANTA_RAYLET_CALL(ReturnWorker, kCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(KillJobWorkers, kCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(PrepareBundles, kCallTimeout, Retry())
+  MANTA_RAYLET_CALL(CommitBundles, kCallTimeout, Retry())
+  MANTA_RAYLET_CALL(CancelBundles, kCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(ReleaseUnusedBundles, kCallTimeout, Retry())
+  MANTA_RAYLET_CALL(DrainRaylet, kCallTimeout, Retry())
 #undef MANTA_RAYLET_CALL
 
   void Forget(const NodeId& node) override { stubs_.erase(node); }

@@ -6,7 +6,10 @@
 //       [](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) { ... });
 //
 // Implementations keep one connection per node until Forget(). Every call has
-// a deadline; its callback runs once, on the GCS loop thread. Callers and
+// a deadline; its callback runs once, on the GCS loop thread. Every method
+// is idempotent on the raylet, and the gRPC implementation makes a call
+// whose connection broke (UNAVAILABLE) again, a few times, before it reports
+// the failure. Callers and
 // callbacks: the GCS loop thread only. The gRPC implementation is made by
 // MakeGrpcRayletClientPool; managers' tests hand in fakes.
 #pragma once

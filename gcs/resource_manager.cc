@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/resources.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace manta::gcs {
 namespace {
@@ -79,6 +80,10 @@ bool ResourceManager::Apply(const rpc::NodeResources& resources) {
 
 bool ResourceManager::Take(Entry& e, const rpc::NodeResources& r) {
   if (r.version() < e.resources.version()) return false;
+  // The same report again (a retry whose reply was lost): nothing new.
+  if (r.version() == e.resources.version() && google::protobuf::util::MessageDifferencer::Equals(r, e.resources)) {
+    return false;
+  }
   e.resources = r;
   e.published = false;
   return true;

@@ -50,7 +50,8 @@ class ResourceManager {
     bool published = false;  // `resources` went out on NODE_RESOURCES
     std::vector<rpc::ResourceDemand> demands;
   };
-  // Takes `r` unless it is older than the view held.
+  // Takes `r` unless it is older than the view held, or the same (false
+  // then: nothing changed).
   static bool Take(Entry& e, const rpc::NodeResources& r);
   void PublishIfNew(Entry& e);
 

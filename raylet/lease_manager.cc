@@ -98,6 +98,10 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
     existing.waiters.push_back({reply, std::move(done)});
     return;
   }
+  if (auto it = ended_.find(request.lease_id()); it != ended_.end()) {
+    *reply = it->second.reply;
+    return done(absl::OkStatus());
+  }
   auto demand = LeaseDemand(request.spec());
   if (!demand.ok()) return invalid(demand.status());
   auto selector = LabelSelector::Parse(request.spec().label_selector());
@@ -150,9 +154,11 @@ void LeaseManager::HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& 
                                            rpc::CancelWorkerLeaseReply* reply, rpc::Done done) {
   auto it = leases_.find(request.lease_id());
   if (it != leases_.end() && it->second->state != State::kGranted) {
-    Finish(*it->second, Reply::CANCELLED, "the lease was cancelled");
+    Finish(*it->second, Reply::CANCELLED, "the lease was cancelled", nullptr, /*cancelled=*/true);
     reply->set_cancelled(true);
     Schedule();
+  } else if (auto e = ended_.find(request.lease_id()); e != ended_.end() && e->second.cancelled) {
+    reply->set_cancelled(true);  // a retry
   }
   done(absl::OkStatus());
 }
@@ -410,22 +416,37 @@ void LeaseManager::FillGrant(const Lease& lease, Reply* reply) const {
 }
 
 void LeaseManager::Finish(Lease& lease, Reply::Outcome outcome, const std::string& message,
-                          const rpc::Address* retry_at) {
+                          const rpc::Address* retry_at, bool cancelled) {
   std::vector<Waiter> waiters = std::move(lease.waiters);
-  Erase(lease.id);  // `lease` is gone from here on
+  Reply last;
+  last.set_outcome(outcome);
+  last.set_message(message);
+  if (retry_at != nullptr) *last.mutable_retry_at() = *retry_at;
+  Erase(lease.id, &last, cancelled);  // `lease` is gone from here on
   for (Waiter& w : waiters) {
-    w.reply->set_outcome(outcome);
-    w.reply->set_message(message);
-    if (retry_at != nullptr) *w.reply->mutable_retry_at() = *retry_at;
+    *w.reply = last;
     w.done(absl::OkStatus());
   }
 }
 
-void LeaseManager::Erase(const std::string& id) {
+void LeaseManager::Erase(const std::string& id, const Reply* last, bool cancelled) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
   std::unique_ptr<Lease> lease = std::move(it->second);
   leases_.erase(it);
+  Ended& ended = ended_[id];
+  if (last != nullptr) {
+    ended.reply = *last;
+  } else {
+    ended.reply.set_outcome(Reply::CANCELLED);
+    ended.reply.set_message("lease " + ToHex(id) + " has ended (returned, or its worker exited)");
+  }
+  ended.cancelled = cancelled;
+  ended_order_.push_back(id);
+  while (ended_order_.size() > kMaxEndedLeases) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
   if (lease->state == State::kQueued || lease->state == State::kInfeasible) queue_.remove(id);
   if (lease->state == State::kGranted) lease_of_worker_.erase(lease->worker.worker_id);
   if (lease->allocation.id != 0) local_->Release(lease->allocation.id);

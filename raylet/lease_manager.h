@@ -19,6 +19,13 @@
 // other node could ever hold it, it is infeasible (INFEASIBLE with
 // fail_if_infeasible). Granted leases keep their workers.
 //
+// Every handler is idempotent by lease id: a retried RequestWorkerLease
+// joins its lease (a granted one is answered with the same grant), and one
+// for a lease that has ended (answered, returned, cancelled, its worker
+// dead) gets the lease's last answer again (CANCELLED once it was granted
+// and returned) instead of a second lease. The last kMaxEndedLeases ended
+// leases are remembered.
+//
 // Invariants: a lease holds resources from the moment it is chosen for this
 // node until it is returned, cancelled, fails to get a worker, or its worker
 // dies; a worker serves at most one lease. Thread: the raylet's loop thread;
@@ -29,6 +36,7 @@
 //   leases.OnClusterChanged();                                 // view updated
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -56,6 +64,8 @@ struct LeaseManagerOptions {
 
 class LeaseManager {
  public:
+  static constexpr size_t kMaxEndedLeases = 10000;
+
   LeaseManager(LeaseManagerOptions options, LocalResourceManager* local, ClusterView* view,
                WorkerPoolInterface* pool);
   ~LeaseManager();
@@ -63,14 +73,15 @@ class LeaseManager {
   // Replies (status OK) GRANTED, SPILLBACK, REJECTED, INFEASIBLE (only with
   // fail_if_infeasible), INVALID or WORKER_START_FAILED, or holds the call
   // until one of those or CANCELLED. A retried lease id joins the existing
-  // lease: a granted one is answered again with the same grant.
+  // lease: a granted one is answered again with the same grant; an ended one
+  // with its last answer.
   void HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request, rpc::RequestWorkerLeaseReply* reply,
                                 rpc::Done done);
   // Idempotent. InvalidArgument when worker_id names another worker.
   void HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply* reply, rpc::Done done);
   // A queued lease, or one still waiting for its worker, is answered
   // CANCELLED and its resources freed; a granted one is left alone
-  // (cancelled = false).
+  // (cancelled = false). Asked again, cancelled is true again.
   void HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request, rpc::CancelWorkerLeaseReply* reply,
                                rpc::Done done);
   // Cancels the job's waiting leases and stops its workers, except those
@@ -170,8 +181,10 @@ class LeaseManager {
   // Answers every waiter with `outcome` and forgets the lease (freeing its
   // resources and dequeuing it).
   void Finish(Lease& lease, rpc::RequestWorkerLeaseReply::Outcome outcome, const std::string& message,
-              const rpc::Address* retry_at = nullptr);
-  void Erase(const std::string& id);
+              const rpc::Address* retry_at = nullptr, bool cancelled = false);
+  // Forgets the lease, freeing what it holds; `last` is what a retried
+  // request for it is answered (CANCELLED when null).
+  void Erase(const std::string& id, const rpc::RequestWorkerLeaseReply* last = nullptr, bool cancelled = false);
   // The lease is infeasible and in a group: ask whether the group exists.
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);
@@ -190,6 +203,14 @@ class LeaseManager {
   // Queued and infeasible leases in arrival order.
   std::list<std::string> queue_;
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_;  // granted leases
+  // Leases that have ended, with the answer a retried request gets, and
+  // whether a CancelWorkerLease ended it.
+  struct Ended {
+    rpc::RequestWorkerLeaseReply reply;
+    bool cancelled = false;
+  };
+  absl::flat_hash_map<std::string, Ended> ended_;
+  std::deque<std::string> ended_order_;  // oldest first
   uint64_t next_seq_ = 1;
   bool draining_ = false;
   std::string drain_reason_;

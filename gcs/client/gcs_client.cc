@@ -1,6 +1,7 @@
 #include "gcs/client/gcs_client.h"
 
 #include "common/rpc/client_call.h"
+#include "common/rpc/reply_cache.h"
 #include "proto/gcs_service.grpc.pb.h"
 
 namespace manta::gcs {
@@ -22,6 +23,12 @@ class GcsClient::Impl {
   template <typename Reply, typename Request, typename Start>
   void Call(Start start, Request request, absl::Duration deadline, Callback<Reply> cb) {
     rpc::UnaryCall<Reply>(loop, token, deadline, std::move(request), std::move(start), std::move(cb));
+  }
+  // For methods idempotent on the GCS: made again when the connection broke.
+  template <typename Reply, typename Request, typename Start>
+  void RetryingCall(Start start, Request request, absl::Duration deadline, Callback<Reply> cb) {
+    rpc::RetryingUnaryCall<Reply>(loop, token, deadline, rpc::RetryPolicy{}, std::move(request), std::move(start),
+                                  std::move(cb));
   }
 
   EventLoop* const loop;
@@ -60,14 +67,12 @@ void GcsClient::RegisterNode(const rpc::RegisterNodeRequest& request, Callback<r
 
 void GcsClient::UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
                                Callback<rpc::UnregisterNodeReply> cb) {
-  impl_->Call<rpc::UnregisterNodeReply>(
-      MANTA_ASYNC(nodes, UnregisterNode), request, timeout,
-      std::move(cb));
+  impl_->RetryingCall<rpc::UnregisterNodeReply>(MANTA_ASYNC(nodes, UnregisterNode), request, timeout, std::move(cb));
 }
 
 void GcsClient::DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout,
                           Callback<rpc::DrainNodeReply> cb) {
-  impl_->Call<rpc::DrainNodeReply>(MANTA_ASYNC(nodes, DrainNode), request, timeout, std::move(cb));
+  impl_->RetryingCall<rpc::DrainNodeReply>(MANTA_ASYNC(nodes, DrainNode), request, timeout, std::move(cb));
 }
 
 void GcsClient::GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) {
@@ -95,8 +100,9 @@ void GcsClient::Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> c
 }
 
 void GcsClient::KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) {
-  impl_->Call<rpc::KvPutReply>(MANTA_ASYNC(kv, Put),
-                               request, impl_->timeout, std::move(cb));
+  rpc::KvPutRequest req = request;
+  if (req.request_id().empty()) req.set_request_id(rpc::NewRequestId());
+  impl_->RetryingCall<rpc::KvPutReply>(MANTA_ASYNC(kv, Put), std::move(req), impl_->timeout, std::move(cb));
 }
 
 void GcsClient::KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) {
@@ -106,8 +112,8 @@ void GcsClient::KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply
 
 void GcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                     Callback<rpc::ReportWorkerFailureReply> cb) {
-  impl_->Call<rpc::ReportWorkerFailureReply>(MANTA_ASYNC(actors, ReportWorkerFailure), request, impl_->timeout,
-                                             std::move(cb));
+  impl_->RetryingCall<rpc::ReportWorkerFailureReply>(MANTA_ASYNC(actors, ReportWorkerFailure), request, impl_->timeout,
+                                                     std::move(cb));
 }
 
 void GcsClient::PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) {

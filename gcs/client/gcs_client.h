@@ -1,7 +1,9 @@
 // GcsClient: asynchronous calls to the GCS for raylets and core workers.
 //
 // Every call has a deadline and carries the cluster token; its callback runs
-// on the owner's EventLoop. Safe to call from the loop thread only.
+// on the owner's EventLoop. Calls idempotent on the GCS (UnregisterNode,
+// DrainNode, KvPut, ReportWorkerFailure) are made again, a few times, when
+// their connection breaks. Safe to call from the loop thread only.
 //
 //   GcsClient gcs(&loop, "127.0.0.1:6379", token);
 //   gcs.RegisterNode(request, [](const absl::Status& s, rpc::RegisterNodeReply r) { ... });
@@ -40,6 +42,8 @@ class GcsClient {
   void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb);
   // A long poll: the deadline is the request's max_wait plus the timeout.
   void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb);
+  // A request without request_id gets one, so a retry is answered as the
+  // first attempt was.
   void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb);
   void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb);
   // A raylet reports that one of its workers exited.

@@ -14,6 +14,7 @@
 
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
+#include "common/rpc/reply_cache.h"
 #include "runtime/core_worker/core_worker_impl.h"
 
 namespace manta::core {
@@ -106,8 +107,10 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
     loop_.Post([this, spec, registered]() mutable {
       rpc::RegisterActorRequest req;
       *req.mutable_creation_task() = spec;
-      rpc::UnaryCall<rpc::RegisterActorReply>(
-          &loop_, options_.token, kRpcTimeout, std::move(req),
+      // Idempotent by actor id: made again if the connection breaks (giving
+      // up fails the actor).
+      rpc::RetryingUnaryCall<rpc::RegisterActorReply>(
+          &loop_, options_.token, kRpcTimeout, rpc::RetryPolicy::Patient(), std::move(req),
           [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
             stub->async()->RegisterActor(ctx, r, reply, std::move(done));
           },
@@ -161,8 +164,8 @@ void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
     }
     rpc::RegisterActorRequest req;
     *req.mutable_creation_task() = std::move(*resolved);
-    rpc::UnaryCall<rpc::RegisterActorReply>(
-        &loop_, options_.token, kRpcTimeout, std::move(req),
+    rpc::RetryingUnaryCall<rpc::RegisterActorReply>(
+        &loop_, options_.token, kRpcTimeout, rpc::RetryPolicy::Patient(), std::move(req),
         [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
           stub->async()->RegisterActor(ctx, r, reply, std::move(done));
         },
@@ -550,6 +553,8 @@ absl::Status CoreWorkerImpl::KillActor(const ActorId& actor, bool no_restart) {
   rpc::KillActorRequest req;
   req.set_actor_id(actor.Binary());
   req.set_no_restart(no_restart);
+  // The same on every retry: a retried kill with restart restarts once.
+  req.set_request_id(rpc::NewRequestId());
   return GcsCall<rpc::KillActorReply>(options_.token,
                                        [&](auto* ctx, auto* r) { return gcs_actors_->KillActor(ctx, req, r); })
       .status();

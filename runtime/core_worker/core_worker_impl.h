@@ -256,12 +256,16 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     std::string address;
     int64_t sequence = 0;       // -1: a skip
     int64_t incarnation = 0;    // the actor's num_restarts when pushed
+    int resends = 0;            // a normal task's pushes after a broken connection
   };
   // Start calls made under tasks_mu_ or actors_mu_, once it is released.
   // Once stopping, calls are dropped instead.
   void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
   void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
   void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
+  // A normal task's push whose connection broke goes out again (true) while
+  // resends are left and this process is not stopping.
+  bool ResendPush(PushCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(live_mu_);
   // Stopping: cancels the pushes in flight and the call streams, and waits
   // for their completions; false if some did not end (this object must then
   // not be freed).
@@ -332,9 +336,12 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Asks for leases the queue needs and makes the pushes it can; the caller
   // starts `to_start` once tasks_mu_ is released.
   void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  // Any thread; the reply is handled on the loop.
-  void RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks);
-  void RetryLocalLease(SchedulingQueue* q, absl::Duration delay);
+  // Any thread; the reply is handled on the loop. An empty `lease_id` is a
+  // new lease; a given one asks again for that lease (idempotent on the
+  // raylet). Calls whose connection broke are made again a few times.
+  void RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks,
+                    std::string lease_id = "");
+  void RetryLocalLease(SchedulingQueue* q, absl::Duration delay, std::string lease_id = "");
   void OnLeaseReply(SchedulingQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
                     const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
                     std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
@@ -344,6 +351,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void OnNormalTaskFailed(SchedulingQueue& q, rpc::TaskSpec spec, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
   void ReturnLease(const std::shared_ptr<Lease>& lease, bool disconnect);
+  // Returns lease `lease_id` at `raylet` in case it was granted with a reply
+  // that never arrived.
+  void ReleaseLease(const std::string& raylet, const std::string& lease_id);
+  void SendReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req);
   void ReturnIdleLeases() ABSL_LOCKS_EXCLUDED(tasks_mu_);  // io loop (timer)
   // Returns the leases idle long enough; true while any lease is left.
   bool ReturnIdleLeasesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);

@@ -131,10 +131,12 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
                            grpc::ServerUnaryReactor* reactor, PushTasksReactor::Push* streamed) {
   Work w{req, reply, reactor, streamed};
   Wake wake;
-  std::vector<Work> stale, skipped;
+  std::vector<Work> stale, skipped, answered;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
+    if (JoinSeenPush(w, &answered)) {
+      // A retry: answered below, or when the first push finishes.
+    } else if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
       main_queue_.push_back(w);
       wake.main = true;
     } else {
@@ -179,6 +181,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
     }
   }
   for (const Work& s : skipped) s.Finish(grpc::Status::OK);
+  for (const Work& a : answered) a.Finish(grpc::Status::OK);
   for (const Work& old : stale) {
     old.Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }
@@ -186,6 +189,46 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
   if (wake.main) main_cv_.notify_one();
   if (wake.pool == 1) pool_cv_.notify_one();
   if (wake.pool > 1) pool_cv_.notify_all();
+}
+
+std::string TaskReceiver::PushKey(const Work& w) {
+  const rpc::TaskSpec& spec = w.req->spec();
+  if (w.streamed != nullptr || spec.type() == rpc::TaskSpec::ACTOR_TASK) return "";
+  return spec.task_id() + "/" + std::to_string(spec.attempt());
+}
+
+bool TaskReceiver::JoinSeenPush(const Work& w, std::vector<Work>* answered) {
+  std::string key = PushKey(w);
+  if (key.empty()) return false;
+  if (auto done = finished_.find(key); done != finished_.end()) {
+    *w.reply = done->second;
+    answered->push_back(w);
+    return true;
+  }
+  auto [it, fresh] = running_.try_emplace(key);
+  if (fresh) return false;
+  it->second.push_back(w);
+  return true;
+}
+
+void TaskReceiver::Complete(const Work& w) {
+  std::vector<Work> retries;
+  std::string key = PushKey(w);
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = running_.find(key); it != running_.end()) {
+      retries = std::move(it->second);
+      running_.erase(it);
+    }
+    if (finished_.emplace(key, *w.reply).second) finished_order_.push_back(key);
+    while (finished_order_.size() > kRememberedReplies) {
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+  }
+  for (const Work& r : retries) *r.reply = *w.reply;
+  w.Finish(grpc::Status::OK);
+  for (const Work& r : retries) r.Finish(grpc::Status::OK);
 }
 
 void TaskReceiver::Dispatch(Work w, Wake* wake) {
@@ -264,7 +307,7 @@ void TaskReceiver::Execute(const Work& w) {
     if (!v.ok()) {
       SetError(reply, spec, GetErrorType(v.status()), std::string(v.status().message()));
       cw_->WithdrawTaskEvent(running);  // its pusher reports the failure
-      w.Finish(grpc::Status::OK);
+      Complete(w);
       return;
     }
     held.push_back(*v);
@@ -346,7 +389,7 @@ void TaskReceiver::Execute(const Work& w) {
   // The task failed: its result's refs go with it.
   for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
   cw_->WithdrawTaskEvent(running);
-  w.Finish(grpc::Status::OK);
+  Complete(w);
 }
 
 void TaskReceiver::ExitSoon(int code) {

@@ -3,6 +3,11 @@
 // threads that run user code: the process's main thread, plus a pool when
 // the actor allows concurrent calls.
 //
+// A normal task or actor creation pushed again by PushTask (a retry whose
+// reply was lost: the same task id and attempt) does not run again: it gets
+// the first push's reply, at once or when that push finishes. The replies of
+// the last kRememberedReplies such pushes are kept.
+//
 // Thread-safety: Enqueue from gRPC threads; RunMainLoop on the main thread.
 #pragma once
 
@@ -24,6 +29,8 @@ class CoreWorkerImpl;
 
 class TaskReceiver {
  public:
+  static constexpr size_t kRememberedReplies = 64;
+
   explicit TaskReceiver(CoreWorkerImpl* cw) : cw_(cw) {}
 
   // Takes a pushed task, from a PushTask call (`reactor`) or a PushTasks
@@ -61,7 +68,16 @@ class TaskReceiver {
   };
   void Dispatch(Work w, Wake* wake);  // requires mu_
   void Execute(const Work& w);
+  // Finishes `w` OK, and the retries of it that wait.
+  void Complete(const Work& w);
   void StartPool(int threads);
+
+  // Pushes by PushTask of a task attempt: the key of `req`, or "" for pushes
+  // not deduplicated (actor calls, which have their own sequence numbers).
+  static std::string PushKey(const Work& w);
+  // A retry of a push already seen (requires mu_): answered now (added to
+  // `answered`) or when the first finishes. False for a new push.
+  bool JoinSeenPush(const Work& w, std::vector<Work>* answered);
 
   CoreWorkerImpl* const cw_;
   std::mutex mu_;
@@ -70,6 +86,11 @@ class TaskReceiver {
   std::deque<Work> main_queue_;     // guarded by mu_
   std::deque<Work> pool_queue_;     // guarded by mu_
   std::map<std::string, CallerState> callers_;  // guarded by mu_
+  // By PushKey, guarded by mu_: pushes running (their waiting retries), and
+  // the replies of finished ones (oldest first in finished_order_).
+  std::map<std::string, std::vector<Work>> running_;
+  std::map<std::string, rpc::PushTaskReply> finished_;
+  std::deque<std::string> finished_order_;
   std::vector<std::thread> pool_;
   int max_concurrency_ = 1;         // guarded by mu_; set at actor creation
 

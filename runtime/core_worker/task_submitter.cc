@@ -35,6 +35,17 @@ constexpr absl::Duration kLeaseIdle = absl::Milliseconds(500);
 constexpr absl::Duration kLocalRayletPatience = absl::Seconds(30);
 constexpr int kMaxSpillbacks = 8;
 constexpr absl::Duration kPushTimeout = absl::InfiniteDuration();
+// A push of a normal task whose connection broke (UNAVAILABLE) goes to the
+// same worker again, at once, this many times before the worker counts as
+// dead (a dead worker refuses the connection, so this costs little); the
+// worker runs an attempt once and answers a resend with its reply.
+constexpr int kPushResends = 9;
+
+// Raylet calls are idempotent by lease id: made again when the connection
+// broke. Returning a lease is tried longer (a miss leaks it until the job
+// ends).
+rpc::RetryPolicy LeaseRetry() { return rpc::RetryPolicy{}; }
+rpc::RetryPolicy ReturnRetry() { return rpc::RetryPolicy::Patient(); }
 
 void AppendDouble(std::string* out, double v) {
   char bytes[sizeof(v)];
@@ -310,27 +321,27 @@ void CoreWorkerImpl::Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) 
   }
 }
 
-void CoreWorkerImpl::RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject,
-                                  int spillbacks) {
+void CoreWorkerImpl::RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks,
+                                  std::string lease_id) {
   rpc::RequestWorkerLeaseRequest req;
-  req.set_lease_id(LeaseId::FromRandom().Binary());
+  req.set_lease_id(lease_id.empty() ? LeaseId::FromRandom().Binary() : std::move(lease_id));
   *req.mutable_spec() = *q->shape;
   req.set_grant_or_reject(grant_or_reject);
   req.set_spillback_count(spillbacks);
-  std::string lease_id = req.lease_id();
+  std::string id = req.lease_id();
   // The reply is delivered on the loop (never inline), so this may be
   // called with tasks_mu_ held.
-  rpc::UnaryCall<rpc::RequestWorkerLeaseReply>(
-      &loop_, options_.token, absl::Hours(24), std::move(req),
+  rpc::RetryingUnaryCall<rpc::RequestWorkerLeaseReply>(
+      &loop_, options_.token, absl::Hours(24), LeaseRetry(), std::move(req),
       [stub = pool_.Raylet(raylet)](auto* ctx, auto* r, auto* reply, auto done) {
         stub->async()->RequestWorkerLease(ctx, r, reply, std::move(done));
       },
-      [this, q, raylet, spillbacks, lease_id](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
+      [this, q, raylet, spillbacks, id](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
         if (stopping_) return;
         std::vector<PushCall*> to_start;
         {
           absl::MutexLock lock(&tasks_mu_);
-          OnLeaseReply(q, raylet, spillbacks, lease_id, s, reply, &to_start);
+          OnLeaseReply(q, raylet, spillbacks, id, s, reply, &to_start);
         }
         StartPushes(to_start);
       });
@@ -342,12 +353,17 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
   if (!s.ok()) {
     Logger("core_worker")->warn("lease request to {} failed: {}", raylet, s.ToString());
     if (raylet != raylet_address_) {  // spilled-to node gone: start over locally
+      // It may have granted the lease with a reply that was lost.
+      ReleaseLease(raylet, lease_id);
       --q->lease_requests_in_flight;
       return Pump(*q, to_start);
     }
     absl::Time now = absl::Now();
     if (local_raylet_failing_since_ == absl::InfiniteFuture()) local_raylet_failing_since_ = now;
-    if (now - local_raylet_failing_since_ < kLocalRayletPatience) return RetryLocalLease(q, absl::Milliseconds(200));
+    // The same lease id: a grant whose reply was lost is answered again.
+    if (now - local_raylet_failing_since_ < kLocalRayletPatience) {
+      return RetryLocalLease(q, absl::Milliseconds(200), lease_id);
+    }
     --q->lease_requests_in_flight;
     FailQueue(*q, ErrorType::kNodeDied,
               "the local raylet at " + raylet + " is unreachable: " + std::string(s.message()));
@@ -391,10 +407,10 @@ void CoreWorkerImpl::OnLeaseReply(SchedulingQueue* q, const std::string& raylet,
 // Asks the local raylet again after `delay`; the request still counts as in
 // flight. The timer is owned here (a reply comes on the loop), so Stop()
 // drops it with the queues' other state.
-void CoreWorkerImpl::RetryLocalLease(SchedulingQueue* q, absl::Duration delay) {
+void CoreWorkerImpl::RetryLocalLease(SchedulingQueue* q, absl::Duration delay, std::string lease_id) {
   auto timer = lease_retry_timers_.emplace(lease_retry_timers_.end());
-  *timer = loop_.RunAfter(delay, [this, q, timer] {
-    if (!stopping_) RequestLease(q, raylet_address_, false, 0);
+  *timer = loop_.RunAfter(delay, [this, q, timer, lease_id] {
+    if (!stopping_) RequestLease(q, raylet_address_, false, 0, lease_id);
     lease_retry_timers_.erase(timer);
   });
 }
@@ -471,7 +487,28 @@ void CoreWorkerImpl::StartPushes(const std::vector<PushCall*>& calls) {
   for (PushCall* call : calls) StartPush(call);
 }
 
+bool CoreWorkerImpl::ResendPush(PushCall* call, const grpc::Status& status) {
+  if (call->queue == nullptr || status.error_code() != grpc::StatusCode::UNAVAILABLE || call->resends >= kPushResends) {
+    return false;
+  }
+  {
+    // Under live_mu_, as CancelPushes reads ctx: no resend once stopping.
+    absl::MutexLock lock(&live_mu_);
+    if (stopping_) return false;
+    ++call->resends;
+    call->reply.Clear();
+    call->ctx = std::make_unique<grpc::ClientContext>();
+    rpc::PrepareContext(call->ctx.get(), options_.token, kPushTimeout);
+  }
+  call->stub->async()->PushTask(call->ctx.get(), &call->request, &call->reply,
+                                [this, call](grpc::Status s) { OnPushDone(call, s); });
+  return true;
+}
+
 void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
+  // The connection broke: the same push to the same worker, which runs the
+  // task at most once and answers a resend with the first push's reply.
+  if (ResendPush(call, status)) return;
   // Stop() waits for this: what is below runs before it returns.
   auto done = [this, call] {
     absl::MutexLock lock(&live_mu_);
@@ -646,9 +683,19 @@ void CoreWorkerImpl::ReturnLease(const std::shared_ptr<Lease>& lease, bool disco
   req.set_lease_id(lease->lease_id.Binary());
   req.set_worker_id(lease->worker.worker_id());
   req.set_disconnect_worker(disconnect);
-  rpc::UnaryCall<rpc::ReturnWorkerReply>(
-      &loop_, options_.token, absl::Seconds(10), std::move(req),
-      [stub = pool_.Raylet(lease->raylet)](auto* ctx, auto* r, auto* reply, auto done) {
+  SendReturnWorker(lease->raylet, std::move(req));
+}
+
+void CoreWorkerImpl::ReleaseLease(const std::string& raylet, const std::string& lease_id) {
+  rpc::ReturnWorkerRequest req;
+  req.set_lease_id(lease_id);
+  SendReturnWorker(raylet, std::move(req));
+}
+
+void CoreWorkerImpl::SendReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req) {
+  rpc::RetryingUnaryCall<rpc::ReturnWorkerReply>(
+      &loop_, options_.token, absl::Seconds(10), ReturnRetry(), std::move(req),
+      [stub = pool_.Raylet(raylet)](auto* ctx, auto* r, auto* reply, auto done) {
         stub->async()->ReturnWorker(ctx, r, reply, std::move(done));
       },
       [](const absl::Status&, rpc::ReturnWorkerReply&&) {});
