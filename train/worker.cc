@@ -1,7 +1,5 @@
 #include "train/worker.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include "manta/api.h"
 #include "manta/state.h"
 #include "train/controller.h"
+#include "train/kernels/rendezvous.h"
 #include "train/worker_session.h"
 
 namespace manta::train {
@@ -33,22 +32,6 @@ struct Session {
 Session& TheSession() {
   static Session* s = new Session();
   return *s;
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 // Sets (or, for "", removes) each variable.
@@ -108,7 +91,7 @@ WorkerInfo TrainWorker::Setup() {
   info.pid = here.pid;
   info.node_id = here.node_id;
   info.node_ip = here.node_ip;
-  info.free_port = FreePort();
+  info.free_port = PickCoordinatorPort().value_or(0);
   return info;
 }
 

@@ -67,8 +67,12 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
       if (!server.ok()) return server.status();
       server_ = std::move(*server);
     }
-    auto store = RendezvousClient::Connect(env_.coordinator_address, timeout);
-    if (!store.ok()) return store.status();
+    auto store = RendezvousClient::Connect(env_.coordinator_address, timeout, &broken_);
+    if (!store.ok()) {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
+      return store.status();
+    }
     {
       std::lock_guard<std::mutex> lock(abort_mu_);
       store_ = std::move(*store);

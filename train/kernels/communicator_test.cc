@@ -3,30 +3,21 @@
 // process, each with its own device threads).
 #include "train/kernels/communicator.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "train/kernels/rendezvous.h"
 
 namespace manta::train {
 namespace {
 
 int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = PickCoordinatorPort();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.value_or(0);
 }
 
 ParallelismConfig Par(int64_t fsdp, int64_t tensor, int64_t dcn_fsdp = 1) {
@@ -161,6 +152,42 @@ TEST(TrainCommunicatorTest, UnreachableCoordinatorIsAnError) {
   auto comm = Communicator::Create(*mesh, env, absl::Milliseconds(300));
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// gloo's pairs listen on ephemeral ports and take the first connection that
+// arrives, so nothing of ours may ever retry a connection into that range:
+// coordinators live below it.
+TEST(TrainCommunicatorTest, CoordinatorPortsAreFreeAndNeverEphemeral) {
+  const int ephemeral = EphemeralPortLow();
+  for (int i = 0; i < 200; ++i) {
+    auto port = PickCoordinatorPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_GE(*port, 1024);
+    EXPECT_LT(*port, ephemeral);
+  }
+  auto port = PickCoordinatorPort();
+  ASSERT_TRUE(port.ok());
+  auto server = RendezvousServer::Start(*port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->port(), *port);
+}
+
+// A join whose run was aborted stops knocking on the coordinator at once
+// rather than until its timeout.
+TEST(TrainCommunicatorTest, AnAbortStopsAJoinStillLookingForItsCoordinator) {
+  DistributedEnv env;
+  env.coordinator_address = "127.0.0.1:" + std::to_string(FreePort());  // nobody listens
+  env.process_id = 1;
+  env.num_processes = 2;
+  auto mesh = Mesh::Create(Par(2, 1), env);
+  ASSERT_TRUE(mesh.ok());
+  std::unique_ptr<Communicator> comm = Communicator::Make(*mesh, env);
+  absl::Status joined;
+  std::thread join([&] { joined = comm->Connect(absl::Seconds(30)); });
+  comm->Abort("the attempt ended");
+  join.join();
+  EXPECT_EQ(joined.code(), absl::StatusCode::kCancelled) << joined;
+  EXPECT_NE(joined.message().find("the attempt ended"), std::string::npos) << joined;
 }
 
 }  // namespace

@@ -4,12 +4,10 @@
 //   manta_train_local --num_processes=2 --chips_per_host=2 [--num_slices=2]
 //       -- train/kernels/configs/base.yml model_name=tiny steps=20
 //
-// Process 0 hosts the coordinator on a free loopback port. If any process
+// Process 0 hosts the coordinator on a free port below the ephemeral range. If any process
 // fails, the others are stopped and the launcher exits non-zero.
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <climits>
@@ -20,23 +18,9 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "train/kernels/rendezvous.h"
 
 namespace {
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string SelfDir() {
   char buf[PATH_MAX];
@@ -85,7 +69,14 @@ int main(int argc, char** argv) {
     std::cerr << "manta_train_local: --num_slices must divide --num_processes\n";
     return 2;
   }
-  if (port == 0) port = FreePort();
+  if (port == 0) {
+    auto picked = manta::train::PickCoordinatorPort();
+    if (!picked.ok()) {
+      std::cerr << "manta_train_local: " << picked.status().message() << "\n";
+      return 1;
+    }
+    port = *picked;
+  }
   const std::string binary = SelfDir() + "/manta_train";
   const std::string coordinator = "127.0.0.1:" + std::to_string(port);
   std::vector<pid_t> children;

@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -62,6 +65,34 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, int* p
   }
   *host = address.substr(0, colon);
   return absl::OkStatus();
+}
+
+int EphemeralPortLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 1024) return low;
+  return 32768;
+}
+
+absl::StatusOr<int> PickCoordinatorPort() {
+  const int low = 20000, high = std::max(low + 1000, EphemeralPortLow());
+  std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> dist(low, high - 1);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = dist(rng);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return absl::UnavailableError(absl::StrCat("no free coordinator port between ", low, " and ", high));
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(int port) {
@@ -150,7 +181,7 @@ void RendezvousServer::Serve(int fd) {
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(
-    const std::string& address, absl::Duration timeout) {
+    const std::string& address, absl::Duration timeout, const std::atomic<bool>* aborted) {
   std::string host;
   int port = 0;
   absl::Status parsed = ParseHostPort(address, &host, &port);
@@ -158,6 +189,9 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(
   const absl::Time deadline = absl::Now() + timeout;
   std::string last_error;
   while (absl::Now() < deadline) {
+    if (aborted != nullptr && aborted->load()) {
+      return absl::CancelledError("stopped reaching the coordinator at " + address);
+    }
     addrinfo hints{};
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;

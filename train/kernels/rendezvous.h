@@ -54,9 +54,12 @@ class RendezvousServer {
 class RendezvousClient : public gloo::rendezvous::Store {
  public:
   // Connects to "host:port", retrying until `timeout` (the server may start
-  // after its clients).
+  // after its clients). Stops with Cancelled as soon as `aborted` (when
+  // given) turns true: a process left knocking on a coordinator that has
+  // gone would reach whatever listens on that port next.
   static absl::StatusOr<std::unique_ptr<RendezvousClient>> Connect(const std::string& address,
-                                                                    absl::Duration timeout);
+                                                                    absl::Duration timeout,
+                                                                    const std::atomic<bool>* aborted = nullptr);
   ~RendezvousClient() override;
 
   // The local IP address of the connection to the server: an address on
@@ -80,6 +83,16 @@ class RendezvousClient : public gloo::rendezvous::Store {
   const int fd_;
   const absl::Duration timeout_;
 };
+
+// A port for a coordinator, free on every interface now, drawn at random
+// below the range the kernel hands out for ephemeral ports
+// (net.ipv4.ip_local_port_range). gloo's pairs listen on ephemeral ports and
+// take the first connection that arrives; a client still retrying a
+// coordinator that never came up must not be able to reach one of them.
+absl::StatusOr<int> PickCoordinatorPort();
+
+// The low end of net.ipv4.ip_local_port_range (32768 when unreadable).
+int EphemeralPortLow();
 
 // Splits "host:port"; the error names the address.
 absl::Status ParseHostPort(const std::string& address, std::string* host, int* port);
