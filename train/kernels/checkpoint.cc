@@ -87,6 +87,11 @@ absl::StatusOr<int64_t> CheckpointStore::LatestStep() const {
   return best;
 }
 
+// Bounds a manifest read from disk must respect before anything is sized
+// from it: shard counts and each model dimension.
+constexpr int kMaxShards = 1 << 16;
+constexpr int64_t kMaxDim = int64_t{1} << 22;
+
 absl::StatusOr<CheckpointManifest> CheckpointStore::ReadManifest(int64_t step) const {
   const std::string path = StepDir(step) + "/manifest.json";
   std::ifstream in(path);
@@ -110,7 +115,17 @@ absl::StatusOr<CheckpointManifest> CheckpointStore::ReadManifest(int64_t step) c
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("manifest ", path, ": ", e.what()));
   }
-  if (m.step != step || m.tensor < 1 || m.fsdp < 1) return absl::DataLossError("inconsistent manifest " + path);
+  if (m.step != step || m.data_position < 0 || m.tensor < 1 || m.tensor > kMaxShards || m.fsdp < 1 ||
+      m.fsdp > kMaxShards) {
+    return absl::DataLossError("inconsistent manifest " + path);
+  }
+  const ModelShape& s = m.model;
+  for (int64_t dim : {s.emb_dim, s.num_query_heads, s.num_kv_heads, s.head_dim, s.mlp_dim, s.num_layers, s.vocab_size}) {
+    if (dim < 1 || dim > kMaxDim) return absl::DataLossError("manifest " + path + " has an impossible model shape");
+  }
+  if (absl::Status split = ParamLayout::CheckTensorSplit(s, m.tensor); !split.ok()) {
+    return absl::DataLossError(absl::StrCat("manifest ", path, ": ", split.message()));
+  }
   return m;
 }
 
@@ -164,13 +179,16 @@ absl::Status CheckpointStore::WriteManifest(const CheckpointManifest& m) const {
 absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLayout& layout,
                                       int fsdp, int fsdp_rank, const ShardView& out) const {
   const ModelShape& a = m.model;
-  std::vector<ParamLayout> old_layouts;
-  for (int r = 0; r < m.tensor; ++r) old_layouts.emplace_back(a, m.tensor, r);
-  if (old_layouts[0].num_blocks() != layout.num_blocks()) {
+  // The caller's layout is real memory; nothing is sized from the manifest
+  // until its shape matches it.
+  if (a.num_layers + 2 != layout.num_blocks()) {
     return absl::FailedPreconditionError("checkpoint model has a different number of layers");
   }
+  // Rank 0's layout of the old split: every rank's tensors have the same
+  // offsets in their files, only the slice of columns or rows differs.
+  const ParamLayout old(a, m.tensor, 0);
   for (int blk = 0; blk < layout.num_blocks(); ++blk) {
-    const auto& ot = old_layouts[0].block(blk).tensors;
+    const auto& ot = old.block(blk).tensors;
     const auto& nt = layout.block(blk).tensors;
     for (size_t i = 0; i < nt.size(); ++i) {
       if (ot[i].rows != nt[i].rows || ot[i].cols != nt[i].cols) {
@@ -184,7 +202,7 @@ absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLa
   std::vector<int64_t> old_shard(layout.num_blocks()), old_block_offset(layout.num_blocks());
   int64_t file_floats = 0;
   for (int blk = 0; blk < layout.num_blocks(); ++blk) {
-    old_shard[blk] = ShardSize(old_layouts[0].block(blk).size, m.fsdp);
+    old_shard[blk] = ShardSize(old.block(blk).size, m.fsdp);
     old_block_offset[blk] = file_floats;
     file_floats += 3 * old_shard[blk];
   }
@@ -212,7 +230,7 @@ absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLa
       for (int64_t pos = lo; pos < hi; ++pos) {
         const int64_t g = t.GlobalIndex(layout.tensor_rank(), pos - t.offset);
         const int64_t row = g / t.cols, col = g % t.cols;
-        const TensorSpec& o = old_layouts[0].block(blk).tensors[ti];
+        const TensorSpec& o = old.block(blk).tensors[ti];
         int r = 0;
         int64_t orow = row, ocol = col;
         if (o.split == Split::kColumns) { r = static_cast<int>(col / o.local_cols); ocol = col % o.local_cols; }

@@ -1,5 +1,6 @@
 // Checkpoints: resharding restore and saves killed midway.
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "train/kernels/checkpoint.h"
@@ -145,6 +146,34 @@ TEST(TrainCheckpointTest, RestoreFromChoosesTheCheckpointAndStepDoneNamesEachSav
   RunOptions bad;
   bad.restore_from = dir.path() + "/chosen/checkpoints/latest";
   EXPECT_EQ(RunTraining(TinyConfig(more), LocalEnv(1), bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A manifest is read from disk, so nothing it says is trusted: a split the
+// model's heads do not divide by, an absurd shape or shard count is a
+// DataLoss error naming the file, never a crash or an allocation.
+TEST(TrainCheckpointTest, AHostileManifestIsAnErrorNotACrash) {
+  TempDir dir;
+  CheckpointStore store(dir.path());
+  std::filesystem::create_directories(dir.path() + "/3");
+  const std::string shape =
+      R"("emb_dim": 8, "num_query_heads": 2, "num_kv_heads": 2, "head_dim": 4, "mlp_dim": 16, "vocab_size": 16)";
+  auto manifest = [&](const std::string& fields, const std::string& layers) {
+    std::ofstream(dir.path() + "/3/manifest.json")
+        << R"({"step": 3, "data_position": 0, )" << fields << R"(, "model": {)" << shape << R"(, "num_layers": )"
+        << layers << "}}";
+    return store.ReadManifest(3);
+  };
+  ASSERT_TRUE(manifest(R"("tensor": 2, "fsdp": 2)", "1").ok());
+  for (const auto& [fields, layers] : std::vector<std::pair<std::string, std::string>>{
+           {R"("tensor": 3, "fsdp": 1)", "1"},           // 2 heads over 3 ranks
+           {R"("tensor": 1, "fsdp": 1000000000)", "1"},  // more shards than any job
+           {R"("tensor": 1, "fsdp": 1)", "0"},
+           {R"("tensor": 1, "fsdp": 1)", "-4"},
+           {R"("tensor": 1, "fsdp": 1)", "1099511627776"}}) {
+    auto m = manifest(fields, layers);
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << fields << " layers " << layers;
+    EXPECT_NE(m.status().message().find("manifest"), std::string::npos) << m.status();
+  }
 }
 
 }  // namespace
