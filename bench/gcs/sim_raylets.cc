@@ -35,6 +35,9 @@ constexpr absl::Duration kRetryDelay = absl::Milliseconds(300);
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
 constexpr absl::Duration kPollRetry = absl::Seconds(1);
 constexpr int kPollWaitMs = 30000;
+// The raylet's --gcs_connect_timeout_s default: a raylet whose registration
+// has not succeeded this long after it started gives up and exits.
+constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
 // Longer than this between two health checks of a node (the GCS checks
 // every 2 s by default): the GCS went quiet on it.
 constexpr int64_t kQuietGapMs = 3000;
@@ -152,6 +155,7 @@ class SimulatedRaylets::Impl {
     int64_t poll_sequence = 0;
     std::string poll_incarnation;
     std::unique_ptr<EventLoop::Timer> retry;
+    absl::Time first_attempt = absl::InfinitePast();  // of RegisterNode
     // When the last health check arrived (steady clock, ms); written on gRPC's threads.
     std::atomic<int64_t> last_check_ms{0};
   };
@@ -336,6 +340,8 @@ class SimulatedRaylets::Impl {
   SimStats stats() const {
     SimStats s;
     s.registered = registered_.load();
+    s.register_retries = register_retries_.load();
+    s.late_registrations = late_registrations_.load();
     s.health_checks = health_checks_.load();
     s.health_checks_late = health_checks_late_.load();
     s.health_check_gaps = health_check_gaps_.load();
@@ -444,6 +450,7 @@ class SimulatedRaylets::Impl {
 
   void Register(Node& n) {
     if (stopping_.load()) return;
+    if (n.first_attempt == absl::InfinitePast()) n.first_attempt = absl::Now();
     rpc::RegisterNodeRequest req;
     *req.mutable_node_info() = n.book.Info();
     req.set_cluster_id(n.cluster_id);
@@ -455,6 +462,7 @@ class SimulatedRaylets::Impl {
         n.cluster_id = reply.cluster_id();
         if (!n.registered) {
           n.registered = true;
+          if (absl::Now() - n.first_attempt > kConnectTimeout) late_registrations_.fetch_add(1);
           if (registered_.fetch_add(1) + 1 == options_.nodes && !all_registered_.HasBeenNotified()) {
             all_registered_.Notify();
           }
@@ -462,6 +470,7 @@ class SimulatedRaylets::Impl {
         }
         n.book.MarkDirty();
       } else if (Retryable(s)) {
+        register_retries_.fetch_add(1, std::memory_order_relaxed);
         if (!stopping_.load()) n.retry = loop_.RunAfter(kRetryDelay, [this, &n] { Register(n); });
       } else {
         Fail(s, /*fatal=*/true);
@@ -591,7 +600,7 @@ class SimulatedRaylets::Impl {
   absl::Notification all_registered_;  // or a registration failed for good
   std::atomic<int> in_flight_{0};
   bool abandoned_ = false;
-  std::atomic<int64_t> registered_{0}, health_checks_{0}, health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_gaps_{0},
+  std::atomic<int64_t> registered_{0}, register_retries_{0}, late_registrations_{0}, health_checks_{0}, health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_gaps_{0},
       leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0},
       errors_{0};
   mutable absl::Mutex mu_;

@@ -52,6 +52,10 @@ struct SimOptions {
 // Counts since Start.
 struct SimStats {
   int64_t registered = 0;
+  int64_t register_retries = 0;    // RegisterNode calls that timed out or found the GCS unavailable
+  // Nodes registered more than 5 s after their first attempt: a raylet with
+  // the default --gcs_connect_timeout_s would have given up and exited.
+  int64_t late_registrations = 0;
   int64_t health_checks = 0;
   int64_t health_checks_late = 0;  // answered with under 500 ms of their deadline left
   int64_t health_check_gaps = 0;   // over 3 s between two checks of a node
@@ -74,8 +78,9 @@ class SimulatedRaylets {
   SimulatedRaylets(const SimulatedRaylets&) = delete;
   SimulatedRaylets& operator=(const SimulatedRaylets&) = delete;
 
-  // Registers every node at once (retrying while the GCS is unavailable, as
-  // a raylet does) and returns when the GCS has accepted them all.
+  // Registers every node at once (retrying while the GCS is unavailable or
+  // slow, as a raylet does, but without giving up) and returns when the GCS
+  // has accepted them all.
   // DeadlineExceeded after `timeout`; the GCS's error when it refuses one.
   absl::Status RegisterAll(absl::Duration timeout);
   // Waits until no node has a resource change left to report and none is
