@@ -242,10 +242,8 @@ void NodeRows(const Target& t, std::vector<BadInput>* out) {
             "node_id must be 28 bytes");
   drain.Add("negative deadline", [&t](auto* r) { r->set_node_id(t.node_id), r->set_reason("x"), r->set_deadline_ms(-5); },
             "INVALID_ARGUMENT", "negative");
-  // `reason` is a proto3 string: the server's protobuf refuses the bytes
-  // before the handler (which checks UTF-8 too) sees them.
   drain.Add("non-UTF-8 reason", [&t](auto* r) { r->set_node_id(t.node_id), r->set_reason("\xff\xfe"); },
-            "UNIMPLEMENTED", "");
+            "INVALID_ARGUMENT", "not valid UTF-8");
   drain.AddTokens();
 
   auto unreg = MakeRows(t, out, kNodeInfo, "UnregisterNode", t.gcs_address, rpc::UnregisterNodeRequest());
