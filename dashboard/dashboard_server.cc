@@ -14,6 +14,55 @@
 
 namespace manta::dashboard {
 
+void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api) {
+  auto refuse = [](const GuardVerdict& v, httplib::Response& res) {
+    res.status = v.status;
+    res.set_header("Connection", "close");
+    res.set_content(v.message + "\n", "text/plain; charset=utf-8");
+  };
+  http->set_pre_routing_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
+    // A request with neither Content-Length nor Transfer-Encoding has an
+    // empty body (RFC 9112 6.3), as `curl -X POST .../stop` sends it; httplib
+    // would wait for the connection to close instead. The request object is
+    // httplib's own mutable one.
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+    }
+    GuardVerdict v = CheckRequest(*config, req);
+    if (v.allowed()) return httplib::Server::HandlerResponse::Unhandled;
+    Logger("dashboard")->info("refused {} {}: {} {}", req.method, req.path.substr(0, 200), v.status, v.message);
+    refuse(v, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http->set_expect_100_continue_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
+    GuardVerdict v = CheckRequest(*config, req);
+    if (v.allowed()) return 100;
+    refuse(v, res);
+    return v.status;
+  });
+  http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) {
+      res.set_content(absl::StrCat("No route for ", req.method, " ", req.path.substr(0, 200), "\n"),
+                      "text/plain; charset=utf-8");
+    } else if (res.status == 413 && res.body.empty()) {
+      res.set_content("Request body is too large.\n", "text/plain; charset=utf-8");
+    }
+  });
+  http->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    Logger("dashboard")->error("handler for {} {} threw: {}", req.method, req.path.substr(0, 200), what);
+    res.status = 500;
+    res.set_content("Internal error.\n", "text/plain; charset=utf-8");
+  });
+  api->Register(http);
+}
+
 DashboardServer::DashboardServer(DashboardOptions options, EventLoop* loop)
     : options_(std::move(options)), loop_(loop) {}
 
@@ -54,52 +103,7 @@ absl::Status DashboardServer::Start() {
   // The origins are final once the port is known; the handlers read them
   // only after the server starts.
   auto config = std::make_shared<GuardConfig>(guard);
-  auto refuse = [](const GuardVerdict& v, httplib::Response& res) {
-    res.status = v.status;
-    res.set_header("Connection", "close");
-    res.set_content(v.message + "\n", "text/plain; charset=utf-8");
-  };
-  http_->set_pre_routing_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
-    // A request with neither Content-Length nor Transfer-Encoding has an
-    // empty body (RFC 9112 6.3), as `curl -X POST .../stop` sends it; httplib
-    // would wait for the connection to close instead. The request object is
-    // httplib's own mutable one.
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
-    }
-    GuardVerdict v = CheckRequest(*config, req);
-    if (v.allowed()) return httplib::Server::HandlerResponse::Unhandled;
-    Logger("dashboard")->info("refused {} {}: {} {}", req.method, req.path.substr(0, 200), v.status, v.message);
-    refuse(v, res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  http_->set_expect_100_continue_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
-    GuardVerdict v = CheckRequest(*config, req);
-    if (v.allowed()) return 100;
-    refuse(v, res);
-    return v.status;
-  });
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty()) {
-      res.set_content(absl::StrCat("No route for ", req.method, " ", req.path.substr(0, 200), "\n"),
-                      "text/plain; charset=utf-8");
-    } else if (res.status == 413 && res.body.empty()) {
-      res.set_content("Request body is too large.\n", "text/plain; charset=utf-8");
-    }
-  });
-  http_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    Logger("dashboard")->error("handler for {} {} threw: {}", req.method, req.path.substr(0, 200), what);
-    res.status = 500;
-    res.set_content("Internal error.\n", "text/plain; charset=utf-8");
-  });
-  api_->Register(http_.get());
+  InstallRoutes(http_.get(), config, api_.get());
 
   absl::Status bound = http_->Bind(options_.host, options_.port);
   if (!bound.ok()) {

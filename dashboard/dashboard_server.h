@@ -31,6 +31,13 @@ class PackageStore;
 class JobManager;
 class JobsApi;
 class GatedHttpServer;
+struct GuardConfig;
+
+// Installs on `http` what answers a request before and around the routes
+// (the token, origin and size guard of request_guard.h, the error and
+// exception handlers) and the Jobs API's routes. `config` is read on every
+// request.
+void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api);
 
 struct DashboardOptions {
   std::string host = "127.0.0.1";

@@ -21,7 +21,7 @@ fi
 flock /tmp/manta_build.lock cmake --build build-fuzz -j2 --target fuzz_targets
 mkdir -p build-fuzz/crashes
 status=0
-for target in tar_fuzz resources_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz; do
+for target in tar_fuzz resources_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz gcs_handlers_fuzz raylet_handlers_fuzz dashboard_http_fuzz; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   seeds=fuzz/corpus/$target

@@ -81,7 +81,7 @@ int RunGlooChild(int rank, int port) {
 }
 
 std::map<std::string, double> MeasureGloo(const std::string& self) {
-  const int port = 20000 + static_cast<int>(::getpid() % 20000);
+  const int port = PickCoordinatorPort().value_or(20000 + static_cast<int>(::getpid() % 10000));
   int pipe_fd[2];
   if (::pipe(pipe_fd) != 0) return {};
   std::vector<pid_t> pids;
