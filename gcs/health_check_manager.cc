@@ -18,6 +18,7 @@ void HealthCheckManager::AddNode(const NodeId& node, const std::string& address)
   state.generation = next_generation_++;
   // The first routine check is one period after joining.
   state.last_sent = clock_();
+  state.last_answer = state.last_sent;
 }
 
 void HealthCheckManager::RemoveNode(const NodeId& node) {
@@ -55,17 +56,31 @@ void HealthCheckManager::OnResult(const NodeId& node, uint64_t generation, const
   if (it == nodes_.end() || it->second.generation != generation) return;
   NodeState& state = it->second;
   state.in_flight = false;
+  const absl::Time now = clock_();
   if (status.ok()) {
     state.failures = 0;
+    state.timed_out = false;
     state.suspect = false;
+    state.last_answer = now;
     return;
   }
   ++state.failures;
+  state.timed_out |= status.code() == absl::StatusCode::kDeadlineExceeded;
   Logger("gcs")->debug("health check failed node_id={} failures={} status={}", node.Hex(), state.failures,
                        status.ToString());
   if (state.failures < options_.failure_threshold) return;
+  const absl::Duration silent = now - state.last_answer;
+  if (state.timed_out && silent < options_.unresponsive_timeout) {
+    if (state.failures == options_.failure_threshold) {
+      Logger("gcs")->warn("node_id={} has not answered for {:.1f} s; declared dead after {:.0f} s unless it answers",
+                          node.Hex(), absl::ToDoubleSeconds(silent),
+                          absl::ToDoubleSeconds(options_.unresponsive_timeout));
+    }
+    return;  // slow, perhaps not gone: keep checking
+  }
   std::string reason = absl::StrCat("health check failed ", state.failures, " times in a row (last: ",
                                     status.message(), ")");
+  if (state.timed_out) absl::StrAppend(&reason, "; no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))));
   nodes_.erase(it);
   client_->Forget(node);
   on_dead_(node, reason);

@@ -7,8 +7,15 @@
 // `suspect_period` until one check succeeds. Either way a node is declared
 // dead after `failure_threshold` consecutive failures; one success resets the
 // count. A killed raylet drops its connection and refuses new ones, so it is
-// declared dead within about threshold × suspect_period; a live raylet on a
-// loaded machine must miss `failure_threshold` checks in a row first.
+// declared dead within about threshold × suspect_period.
+//
+// A check that times out is weaker evidence than one refused: the node may
+// only be slow (its host overloaded, or the GCS itself starved). A node whose
+// failures include a timeout is declared dead only once it has also not
+// answered for `unresponsive_timeout`: otherwise a loaded host loses its
+// workers, whose restarts load it more, and a cluster under stress declares
+// live nodes dead one after another. Hung and partitioned nodes are found
+// after that timeout; killed ones stay fast.
 //
 // Thread: the GCS loop thread. Tick() is called every `tick` by the owner;
 // time comes from an injected clock, so tests drive it without sleeping.
@@ -41,6 +48,9 @@ struct HealthCheckOptions {
   absl::Duration period = absl::Seconds(2);
   absl::Duration timeout = absl::Seconds(1);
   int failure_threshold = 3;
+  // How long a node whose checks time out may go unanswered before it is
+  // dead (measured from its last answer).
+  absl::Duration unresponsive_timeout = absl::Seconds(15);
   absl::Duration suspect_period = absl::Milliseconds(100);
   // How often the owner calls Tick(); the finest period the manager keeps.
   absl::Duration tick = absl::Milliseconds(100);
@@ -71,6 +81,8 @@ class HealthCheckManager {
   struct NodeState {
     std::string address;
     int failures = 0;
+    bool timed_out = false;  // a timeout among the current run of failures
+    absl::Time last_answer;  // of the last successful check, or of joining
     bool in_flight = false;
     bool suspect = false;
     absl::Time last_sent = absl::InfinitePast();

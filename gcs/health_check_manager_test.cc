@@ -133,4 +133,52 @@ TEST_F(HealthCheckManagerTest, OneCheckInFlightPerNodeAndLateResultsIgnored) {
 }
 
 }  // namespace
+// Timeouts are weaker evidence than refusals: a node that only answers
+// slowly is dead only after `unresponsive_timeout` without an answer, so a
+// loaded host keeps its workers; one answer in between starts it over.
+TEST_F(HealthCheckManagerTest, ANodeThatOnlyTimesOutIsDeadOnlyAfterTheUnresponsiveTimeout) {
+  std::vector<std::string> reasons;
+  HealthCheckOptions o = Options();
+  o.unresponsive_timeout = absl::Seconds(15);
+  HealthCheckManager m(&client_, o, [&](const NodeId&, const std::string& why) { reasons.push_back(why); }, Clock());
+  NodeId a = NodeId::FromRandom();
+  m.AddNode(a, "127.0.0.1:1");
+  // 7 timed-out checks, 2 s apart: 14 s without an answer, far past the threshold of 3.
+  for (int i = 0; i < 7; ++i) {
+    Advance(m, absl::Seconds(2));
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+  }
+  EXPECT_TRUE(reasons.empty());
+  Advance(m, absl::Seconds(2));
+  client_.ReplyAll(absl::OkStatus());  // it answers after all
+  for (int i = 0; i < 7; ++i) {
+    Advance(m, absl::Seconds(2));
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+  }
+  EXPECT_TRUE(reasons.empty()) << "the count restarted at the answer";
+  Advance(m, absl::Seconds(2));
+  client_.ReplyAll(absl::DeadlineExceededError("slow"));  // 16 s since the answer
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("no answer for 16s"), std::string::npos) << reasons[0];
+  EXPECT_EQ(m.num_nodes(), 0u);
+}
+
+// Refusals prove the node's process is gone: a run of them is a death at
+// once, whatever the unresponsive timeout.
+TEST_F(HealthCheckManagerTest, RefusalsAloneAreFastEvenWithALongUnresponsiveTimeout) {
+  int deaths = 0;
+  HealthCheckOptions o = Options();
+  o.unresponsive_timeout = absl::Minutes(10);
+  HealthCheckManager m(&client_, o, [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
+  NodeId a = NodeId::FromRandom();
+  m.AddNode(a, "127.0.0.1:1");
+  m.Suspect(a);
+  client_.ReplyAll(absl::UnavailableError("refused"));
+  for (int i = 0; i < 2; ++i) {
+    Advance(m, absl::Milliseconds(100));
+    client_.ReplyAll(absl::UnavailableError("refused"));
+  }
+  EXPECT_EQ(deaths, 1);
+}
+
 }  // namespace manta::gcs

@@ -31,6 +31,8 @@ ABSL_FLAG(std::string, storage_namespace, "manta",
 ABSL_FLAG(int, health_check_period_ms, 2000, "How often each raylet is routinely health-checked.");
 ABSL_FLAG(int, health_check_timeout_ms, 1000, "Deadline of one health check.");
 ABSL_FLAG(int, health_check_failure_threshold, 3, "Consecutive failed checks before a node is dead.");
+ABSL_FLAG(int, health_check_unresponsive_timeout_ms, 15000,
+          "A raylet whose checks time out (rather than being refused) is dead only after this long unanswered.");
 ABSL_FLAG(int, health_check_suspect_period_ms, 100,
           "How often a raylet whose connection dropped is checked until it answers.");
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, pid, cluster_id) once serving.");
@@ -72,9 +74,12 @@ int main(int argc, char** argv) {
   options.health_check.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_health_check_timeout_ms));
   options.health_check.failure_threshold = absl::GetFlag(FLAGS_health_check_failure_threshold);
   options.health_check.suspect_period = absl::Milliseconds(absl::GetFlag(FLAGS_health_check_suspect_period_ms));
+  options.health_check.unresponsive_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_health_check_unresponsive_timeout_ms));
   options.health_check.tick = std::min(options.health_check.period, options.health_check.suspect_period);
   if (options.health_check.period <= absl::ZeroDuration() || options.health_check.timeout <= absl::ZeroDuration() ||
-      options.health_check.suspect_period <= absl::ZeroDuration() || options.health_check.failure_threshold < 1) {
+      options.health_check.suspect_period <= absl::ZeroDuration() || options.health_check.failure_threshold < 1 ||
+      options.health_check.unresponsive_timeout < absl::ZeroDuration()) {
     return Fail("health check period, timeout and threshold must be positive");
   }
 
