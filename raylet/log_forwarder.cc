@@ -291,7 +291,9 @@ bool LogForwarder::Flush() {
   last_flush_ = absl::Now();
   auto pending = std::move(pending_);
   pending_.clear();
-  for (auto& [key, p] : pending) {
+  for (auto& entry : pending) {
+    const auto& key = entry.first;
+    auto& p = entry.second;  // a plain reference: lambdas below capture it (C++17)
     if (p.dropped > 0) {
       p.lines.push_back(absl::StrCat("[manta: ", p.dropped, " lines dropped: output came faster than it could be forwarded]"));
     }
