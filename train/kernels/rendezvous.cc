@@ -55,6 +55,25 @@ bool ReadBytes(int fd, std::string* s) {
   return ReadAll(fd, s->data(), n);
 }
 
+// A TCP socket bound to `port` on every interface, with SO_REUSEADDR (as the
+// server listens); Unavailable when the port is taken.
+absl::StatusOr<int> BindAnyInterface(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(std::strerror(err));
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::Status ParseHostPort(const std::string& address, std::string* host, int* port) {
@@ -80,36 +99,30 @@ absl::StatusOr<int> PickCoordinatorPort() {
   std::uniform_int_distribution<int> dist(low, high - 1);
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int port = dist(rng);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    if (free) return port;
+    auto fd = BindAnyInterface(port);
+    if (fd.ok()) {
+      ::close(*fd);
+      return port;
+    }
+    if (fd.status().code() != absl::StatusCode::kUnavailable) return fd.status();
   }
   return absl::UnavailableError(absl::StrCat("no free coordinator port between ", low, " and ", high));
 }
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0) {
+  auto bound = BindAnyInterface(port);
+  if (!bound.ok()) {
+    return absl::Status(bound.status().code(),
+                        absl::StrCat("rendezvous server cannot listen on port ", port, ": ", bound.status().message()));
+  }
+  const int fd = *bound;
+  if (::listen(fd, 128) != 0) {
     int err = errno;
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("rendezvous server cannot listen on port ", port,
                                                ": ", std::strerror(err)));
   }
+  sockaddr_in addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<RendezvousServer> server(new RendezvousServer());
