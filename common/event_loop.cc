@@ -60,16 +60,25 @@ EventLoop::EventLoop() {
   async_ = new uv_async_t;
   uv_async_init(loop_, async_, &EventLoop::OnAsync);
   async_->data = this;
+  mailbox_ = std::make_shared<Mailbox>();
+  {
+    absl::MutexLock lock(&mailbox_->mu_);
+    mailbox_->async_ = async_;
+  }
   absl::MutexLock lock(&mu_);
   loop_thread_ = std::this_thread::get_id();
 }
 
 EventLoop::~EventLoop() {
+  // From here on a Post drops its closure. Those still queued are destroyed
+  // unrun, outside the lock: their destructors may post.
+  std::vector<std::function<void()>> unrun;
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    queue_.clear();
+    absl::MutexLock lock(&mailbox_->mu_);
+    mailbox_->async_ = nullptr;
+    unrun.swap(mailbox_->queue_);
   }
+  unrun.clear();
   for (auto& s : signals_) {
     uv_signal_stop(&s->handle);
     uv_close(reinterpret_cast<uv_handle_t*>(&s->handle), nullptr);
@@ -91,12 +100,12 @@ EventLoop::~EventLoop() {
   delete loop_;
 }
 
-void EventLoop::Post(std::function<void()> fn) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    queue_.push_back(std::move(fn));
-  }
+void EventLoop::Mailbox::Post(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  if (async_ == nullptr) return;
+  queue_.push_back(std::move(fn));
+  // Under the lock: the loop's destructor closes the handle only after
+  // taking it, so it is open here.
   uv_async_send(async_);
 }
 
@@ -110,8 +119,8 @@ void EventLoop::OnAsync(uv_async_s* handle) { static_cast<EventLoop*>(handle->da
 void EventLoop::Drain() {
   std::vector<std::function<void()>> batch;
   {
-    absl::MutexLock lock(&mu_);
-    batch.swap(queue_);
+    absl::MutexLock lock(&mailbox_->mu_);
+    batch.swap(mailbox_->queue_);
   }
   for (auto& fn : batch) fn();
 }

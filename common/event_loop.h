@@ -34,9 +34,26 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
+  // The way into the loop for code that may run after the loop is gone (a
+  // gRPC completion on a library thread): it holds the mailbox, not the loop,
+  // and a Post after the loop's destruction drops `fn` unrun. Safe from any
+  // thread.
+  class Mailbox {
+   public:
+    void Post(std::function<void()> fn);
+
+   private:
+    friend class EventLoop;
+    absl::Mutex mu_;
+    std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+    uv_async_s* async_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once the loop is destroyed
+  };
+
   // Runs `fn` on the loop thread, in order of posting. Safe from any thread,
-  // including the loop thread; a no-op after the loop has been destroyed.
-  void Post(std::function<void()> fn);
+  // including the loop thread, while the loop exists; code that may outlive
+  // the loop posts through mailbox() instead.
+  void Post(std::function<void()> fn) { mailbox_->Post(std::move(fn)); }
+  const std::shared_ptr<Mailbox>& mailbox() const { return mailbox_; }
 
   bool IsInLoopThread() const;
 
@@ -62,11 +79,10 @@ class EventLoop {
 
   uv_loop_s* loop_;
   uv_async_s* async_;
+  std::shared_ptr<Mailbox> mailbox_;
   std::vector<std::unique_ptr<SignalHandle>> signals_;  // loop thread only
 
   mutable absl::Mutex mu_;
-  std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread::id loop_thread_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,6 +1,7 @@
 #include "common/event_loop.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,25 @@ TEST(EventLoopTest, ATimerStillArmedWhenTheLoopIsDestroyedNeverFires) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_FALSE(fired);  // and forgotten_timer must not be touched: its loop is gone
+}
+
+TEST(EventLoopTest, AMailboxOutlivesItsLoopAndDropsWhatIsPostedAfterIt) {
+  std::shared_ptr<EventLoop::Mailbox> mailbox;
+  bool ran = false;
+  auto owned = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owned;
+  {
+    EventLoop loop;
+    mailbox = loop.mailbox();
+    loop.Post([&] { ran = true; });  // queued, never run: the loop never runs
+  }
+  EXPECT_FALSE(ran);
+  std::thread late([&, owned = std::move(owned)]() mutable {
+    mailbox->Post([&ran, owned = std::move(owned)] { ran = true; });
+  });
+  late.join();
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(watch.expired());  // the dropped closure was destroyed, not kept
 }
 
 }  // namespace

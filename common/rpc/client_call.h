@@ -37,14 +37,19 @@ void UnaryCall(EventLoop* loop, const std::string& token, absl::Duration timeout
   auto* state = new State;
   state->request = std::move(request);
   PrepareContext(&state->ctx, token, timeout);
+  // The completion may come after the loop is gone (a call still in flight
+  // when its owner's process exits): it posts through the mailbox, which
+  // outlives the loop, and is dropped then.
+  std::shared_ptr<EventLoop::Mailbox> mailbox = loop != nullptr ? loop->mailbox() : nullptr;
   start(&state->ctx, &state->request, &state->reply,
-        [state, loop, callback = std::move(callback)](grpc::Status status) mutable {
-          auto deliver = [state, status, callback = std::move(callback)]() mutable {
-            callback(ToAbslStatus(status), std::move(state->reply));
-            delete state;
+        [state, mailbox = std::move(mailbox), callback = std::move(callback)](grpc::Status status) mutable {
+          // Owns the state: a delivery dropped unrun frees it too.
+          auto deliver = [owned = std::shared_ptr<State>(state), status, callback = std::move(callback)]() mutable {
+            callback(ToAbslStatus(status), std::move(owned->reply));
+            owned.reset();
           };
-          if (loop != nullptr) {
-            loop->Post(std::move(deliver));
+          if (mailbox != nullptr) {
+            mailbox->Post(std::move(deliver));
           } else {
             deliver();
           }

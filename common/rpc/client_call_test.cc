@@ -70,6 +70,28 @@ class RetryingCallTest : public ::testing::Test {
   std::atomic<int> attempts_{0};
 };
 
+// A call still in flight when its loop is destroyed (a daemon exiting) may
+// complete afterwards on a gRPC thread: that completion is dropped, and frees
+// the call's state and callback, instead of touching the freed loop.
+TEST(UnaryCallTest, ACompletionAfterItsLoopIsGoneIsDroppedAndFreesTheCall) {
+  std::function<void(grpc::Status)> complete;
+  bool delivered = false;
+  auto owned = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owned;
+  {
+    EventLoop loop;
+    UnaryCall<KvPutReply>(
+        &loop, "", absl::Seconds(5), KvPutRequest(),
+        [&](auto*, auto*, auto*, auto cb) { complete = std::move(cb); },
+        [&delivered, owned = std::move(owned)](const absl::Status&, KvPutReply&&) { delivered = true; });
+  }
+  ASSERT_TRUE(complete != nullptr);
+  std::thread grpc_thread([&] { complete(grpc::Status::OK); });
+  grpc_thread.join();
+  EXPECT_FALSE(delivered);
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST_F(RetryingCallTest, DroppedRepliesAreRetriedUntilOneArrives) {
   UseSpec("Put=2:0:100");
   absl::Status s = Put(Fast(5));
