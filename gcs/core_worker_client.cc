@@ -51,6 +51,17 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
         std::move(cb));
   }
 
+  void CheckWorker(const rpc::Address& worker, Callback<rpc::CheckWorkerReply> cb) override {
+    rpc::CheckWorkerRequest request;
+    request.set_worker_id(worker.worker_id());
+    rpc::RetryingUnaryCall<rpc::CheckWorkerReply>(
+        loop_, token_, kCallTimeout, Retry(), std::move(request),
+        [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
+          stub->async()->CheckWorker(ctx, req, reply, std::move(done));
+        },
+        std::move(cb));
+  }
+
   void Forget(const std::string& worker_id) override { stubs_.erase(worker_id); }
 
  private:

@@ -1,5 +1,6 @@
 // CoreWorkerClientPool: the GCS's calls to workers (pushing an actor's
-// creation task, killing an actor, asking a worker to exit).
+// creation task, killing an actor, asking a worker to exit, asking whether a
+// driver still lives).
 //
 //   pool->PushTask(worker_address, request, absl::Minutes(10),
 //       [](const absl::Status& s, rpc::PushTaskReply&& reply) { ... });
@@ -38,6 +39,8 @@ class CoreWorkerClientPool {
   virtual void KillActor(const rpc::Address& worker, const rpc::KillActorOnWorkerRequest& request,
                          Callback<rpc::KillActorOnWorkerReply> cb) = 0;
   virtual void Exit(const rpc::Address& worker, const rpc::ExitRequest& request, Callback<rpc::ExitReply> cb) = 0;
+  // Whether the process at `worker`'s address is that worker (reply.same).
+  virtual void CheckWorker(const rpc::Address& worker, Callback<rpc::CheckWorkerReply> cb) = 0;
   // The worker is gone: drop its connection.
   virtual void Forget(const std::string& worker_id) = 0;
 };

@@ -31,7 +31,17 @@ class FakeCoreWorkerClientPool : public CoreWorkerClientPool {
     exits.push_back(worker.worker_id());
     cb(absl::OkStatus(), {});
   }
+  // Answered later, through `checks`.
+  void CheckWorker(const rpc::Address& worker, Callback<rpc::CheckWorkerReply> cb) override {
+    checks.push_back({worker, std::move(cb)});
+  }
   void Forget(const std::string& worker_id) override { forgotten.push_back(worker_id); }
+
+  struct Check {
+    rpc::Address worker;
+    Callback<rpc::CheckWorkerReply> cb;
+  };
+  std::deque<Check> checks;
 
   Push PopPush() {
     Push p = std::move(pushes.front());

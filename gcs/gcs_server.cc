@@ -285,6 +285,16 @@ class GcsServer::Impl {
     task_events_ = std::make_unique<TaskEventManager>(publisher_.get());
     train_runs_ = std::make_unique<TrainRunManager>(store_.get(), jobs_.get());
     worker_clients_ = MakeGrpcCoreWorkerClientPool(loop_, options_.token);
+    jobs_->SetDriverProbe([this](const rpc::Address& driver, std::function<void(bool)> answer) {
+      // Gone: nothing listens at its address (refused, after the pool's
+      // retries), or another worker does. A timeout says nothing.
+      if (driver.ip().empty() || driver.port() <= 0 || driver.worker_id().empty()) return answer(false);
+      worker_clients_->CheckWorker(driver, [this, driver, answer](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
+        bool gone = s.ok() ? !reply.same() : absl::IsUnavailable(s);
+        if (gone) worker_clients_->Forget(driver.worker_id());
+        answer(gone);
+      });
+    });
     actor_scheduler_ = std::make_unique<ActorScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); }, raylet_clients_.get(), worker_clients_.get(),
         run_after);

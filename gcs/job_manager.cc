@@ -178,6 +178,7 @@ void JobManager::OnDriverPollStarted(const JobId& job) {
   if (it == jobs_.end() || it->second.is_dead()) return;
   DriverWatch& w = drivers_[job];
   ++w.held_polls;
+  ++w.polls_started;
   w.timer.reset();
 }
 
@@ -189,9 +190,29 @@ void JobManager::OnDriverPollEnded(const JobId& job, bool connection_lost) {
   if (w.held_polls > 0) return;
   if (connection_lost) {
     ArmDriverTimer(job, options_.driver_reconnect_grace, "the driver's connection to the GCS dropped");
+  } else if (probe_ != nullptr) {
+    w.timer = run_after_(options_.driver_probe_delay, [this, job] { ProbeDriver(job); });
   } else {
     ArmDriverTimer(job, options_.driver_poll_gap, "the driver stopped polling the GCS");
   }
+}
+
+void JobManager::ProbeDriver(const JobId& job) {
+  auto it = drivers_.find(job);
+  auto info = jobs_.find(job);
+  if (it == drivers_.end() || it->second.held_polls > 0 || info == jobs_.end()) return;
+  it->second.timer.reset();  // this one fired; the answer arms the next
+  const uint64_t polls_started = it->second.polls_started;
+  probe_(info->second.driver_address(), [this, job, polls_started](bool gone) {
+    auto it = drivers_.find(job);
+    if (it == drivers_.end() || it->second.held_polls > 0 || it->second.polls_started != polls_started) return;
+    if (gone) {
+      Logger("gcs")->warn("driver of job_id={} is gone: its process no longer answers", job.Hex());
+      return FinishJob(job, "the driver's process is gone");
+    }
+    ArmDriverTimer(job, std::max(options_.driver_poll_gap - options_.driver_probe_delay, absl::ZeroDuration()),
+                   "the driver stopped polling the GCS");
+  });
 }
 
 void JobManager::ArmDriverTimer(const JobId& job, absl::Duration delay, const std::string& reason) {

@@ -13,6 +13,12 @@
 // after one ended normally, the job is finished. A timer exists only for a
 // job whose driver holds no poll at that moment.
 //
+// A driver killed between two polls (its last one answered, the next not yet
+// sent) drops no held connection. So when no poll follows a normal end within
+// `driver_probe_delay`, the driver's core worker is asked whether it lives
+// (the DriverProbe); a process that is gone (nothing listens at its address,
+// or another worker does) finishes the job then, not `driver_poll_gap` later.
+//
 // On finish, listeners run (the actor manager kills the job's non-detached
 // actors) and every alive raylet is asked to stop the job's workers.
 //
@@ -44,6 +50,7 @@ struct JobManagerOptions {
   // polls again within this long (a driver that exited while the GCS was
   // down never will).
   absl::Duration driver_recovery_grace = absl::Seconds(10);
+  absl::Duration driver_probe_delay = absl::Seconds(1);
 };
 
 class JobManager {
@@ -52,6 +59,9 @@ class JobManager {
   // Schedules `fn` after a delay; destroying the timer cancels it.
   using RunAfter = std::function<std::unique_ptr<EventLoop::Timer>(absl::Duration, std::function<void()>)>;
   using AliveNodes = std::function<std::vector<rpc::NodeInfo>()>;
+  // Asks whether the driver at `driver` lives; `gone` is true only when its
+  // process is known to be gone (a hung or unreachable one is not).
+  using DriverProbe = std::function<void(const rpc::Address& driver, std::function<void(bool gone)> answer)>;
 
   static constexpr char kTable[] = "jobs";
   static constexpr char kCounterTable[] = "job_counter";
@@ -64,6 +74,8 @@ class JobManager {
   absl::Status Initialize();
 
   void AddJobFinishedListener(Listener l) { finished_listeners_.push_back(std::move(l)); }
+  // Without one, a driver between polls is given the whole poll gap.
+  void SetDriverProbe(DriverProbe probe) { probe_ = std::move(probe); }
 
   // Assigns the next job id when request.job().job_id() is empty, unless the
   // driver (driver_address.worker_id) already added a job: a retry gets that
@@ -92,11 +104,13 @@ class JobManager {
  private:
   struct DriverWatch {
     int held_polls = 0;
+    uint64_t polls_started = 0;               // tells a stale probe answer from a current one
     std::unique_ptr<EventLoop::Timer> timer;  // set only while held_polls == 0
   };
 
   void Publish(const rpc::JobInfo& info);
   void ArmDriverTimer(const JobId& job, absl::Duration delay, const std::string& reason);
+  void ProbeDriver(const JobId& job);
 
   Store* const store_;
   Publisher* const publisher_;
@@ -110,6 +124,7 @@ class JobManager {
   uint32_t next_job_ = 1;               // persisted before an id is handed out
   absl::flat_hash_map<JobId, DriverWatch> drivers_;  // alive jobs whose driver polled
   std::vector<Listener> finished_listeners_;
+  DriverProbe probe_;
 };
 
 // 4 bytes, big-endian.

@@ -158,5 +158,63 @@ TEST_F(JobManagerTest, DriverThatPollsAgainStaysAlive) {
   EXPECT_EQ(timers_.num_armed(), 0u);
 }
 
+// A driver killed between two polls drops no held connection: after a
+// normal end with no next poll, its process is probed, and a gone one
+// finishes the job at once rather than after the whole poll gap.
+TEST_F(JobManagerTest, ADriverGoneBetweenPollsIsFoundByAProbe) {
+  auto m = Make();
+  std::vector<std::function<void(bool)>> answers;
+  std::vector<std::string> probed;
+  m->SetDriverProbe([&](const rpc::Address& driver, std::function<void(bool)> answer) {
+    probed.push_back(driver.worker_id());
+    answers.push_back(std::move(answer));
+  });
+  rpc::JobInfo info;
+  const std::string driver = WorkerId::FromRandom().Binary();
+  info.mutable_driver_address()->set_worker_id(driver);
+  JobId job = *JobId::FromBinary(*Add(*m, info));
+  m->OnDriverPollStarted(job);
+  m->OnDriverPollEnded(job, /*connection_lost=*/false);
+  ASSERT_EQ(timers_.num_armed(), 1u);
+  EXPECT_EQ(timers_.last_delay(), absl::Seconds(1));
+  timers_.FireAll();
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(probed[0], driver);
+  EXPECT_FALSE(m->IsFinished(job));
+  answers[0](/*gone=*/true);
+  EXPECT_TRUE(m->IsFinished(job));
+  EXPECT_EQ(m->num_watched_drivers(), 0u);
+}
+
+TEST_F(JobManagerTest, ALiveDriverBetweenPollsGetsTheRestOfThePollGap) {
+  auto m = Make();
+  std::vector<std::function<void(bool)>> answers;
+  m->SetDriverProbe([&](const rpc::Address&, std::function<void(bool)> answer) { answers.push_back(answer); });
+  JobId job = *JobId::FromBinary(*Add(*m));
+  m->OnDriverPollStarted(job);
+  m->OnDriverPollEnded(job, false);
+  timers_.FireAll();
+  ASSERT_EQ(answers.size(), 1u);
+  answers[0](/*gone=*/false);  // alive (or unreachable: no verdict)
+  EXPECT_FALSE(m->IsFinished(job));
+  ASSERT_EQ(timers_.num_armed(), 1u);
+  EXPECT_EQ(timers_.last_delay(), absl::Seconds(29));
+  timers_.FireAll();  // and it never polled again
+  EXPECT_TRUE(m->IsFinished(job));
+
+  // An answer that comes after the driver polled again is stale: ignored,
+  // even when it says gone.
+  JobId other = *JobId::FromBinary(*Add(*m));
+  m->OnDriverPollStarted(other);
+  m->OnDriverPollEnded(other, false);
+  timers_.FireAll();
+  ASSERT_EQ(answers.size(), 2u);
+  m->OnDriverPollStarted(other);
+  m->OnDriverPollEnded(other, false);
+  answers[1](/*gone=*/true);
+  EXPECT_FALSE(m->IsFinished(other));
+  EXPECT_EQ(timers_.num_armed(), 1u);  // the newer end's probe timer
+}
+
 }  // namespace
 }  // namespace manta::gcs
