@@ -154,6 +154,7 @@ class ActorManagerTest : public ::testing::Test {
     rpc::PollReply reply;
     pub_.HandlePoll(req, &reply, [](const absl::Status&) {});
     std::vector<State::State> out;
+    reply = AsReceived(reply);
     for (const auto& m : reply.messages()) out.push_back(m.actor_info().state());
     return out;
   }

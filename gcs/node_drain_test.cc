@@ -65,6 +65,7 @@ class NodeDrainTest : public ::testing::Test {
     rpc::PollReply reply;
     pub_.HandlePoll(req, &reply, [](const absl::Status&) {});
     std::vector<rpc::NodeInfo> out;
+    reply = AsReceived(reply);
     for (const auto& m : reply.messages()) out.push_back(m.node_info());
     return out;
   }

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/id.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace manta::gcs {
 
@@ -16,20 +19,41 @@ void Publisher::Publish(rpc::PubMessage message) {
   message.set_sequence(next_sequence_++);
   const int channel = message.channel();
   Window& window = windows_[channel];
-  window.messages.push_back(std::move(message));
+  ++window.published;
+  window.messages.push_back(Stored{message.sequence(), channel, message.key(), message.SerializeAsString()});
   if (window.messages.size() > window_) {
-    window.last_dropped = window.messages.front().sequence();
+    window.last_dropped = window.messages.front().sequence;
     window.messages.pop_front();
   }
-  const rpc::PubMessage& added = window.messages.back();
+  if (shut_down_) return;
+  Wake(&waiting_, window);
+  if (flush_timer_ != nullptr) return;  // the pending flush answers for this one too
+  if (batched_.size() < kBatchFrom) return Wake(&batched_, window);
+  absl::Duration delay = std::min(kMaxBatch, kBatchPerPoll * static_cast<int64_t>(batched_.size()));
+  flush_timer_ = loop_->RunAfter(delay, [this] {
+    auto fired = std::move(flush_timer_);
+    Flush();
+  });
+}
+
+void Publisher::Wake(std::list<Waiting>* polls, const Window& window) {
+  const Stored& added = window.messages.back();
   // A waiting poll saw nothing it wanted so far: only the new message, or a
   // gap opened by this channel's window moving past it, can wake it.
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
+  for (auto it = polls->begin(); it != polls->end();) {
     auto next = std::next(it);
-    if (WantsChannel(it->request, channel)) {
+    if (WantsChannel(it->request, added.channel)) {
       bool gap = it->request.after_sequence() < window.last_dropped;
-      if ((gap || WantsKey(it->request, added)) && Fill(it->request, it->reply)) Finish(it);
+      if ((gap || WantsKey(it->request, added.key)) && Fill(it->request, it->reply)) Finish(polls, it);
     }
+    it = next;
+  }
+}
+
+void Publisher::Flush() {
+  for (auto it = batched_.begin(); it != batched_.end();) {
+    auto next = std::next(it);
+    if (Fill(it->request, it->reply)) Finish(&batched_, it);
     it = next;
   }
 }
@@ -39,9 +63,8 @@ bool Publisher::WantsChannel(const rpc::PollRequest& request, int channel) {
          std::find(request.channels().begin(), request.channels().end(), channel) != request.channels().end();
 }
 
-bool Publisher::WantsKey(const rpc::PollRequest& request, const rpc::PubMessage& m) {
-  return request.keys().empty() ||
-         std::find(request.keys().begin(), request.keys().end(), m.key()) != request.keys().end();
+bool Publisher::WantsKey(const rpc::PollRequest& request, const std::string& key) {
+  return request.keys().empty() || std::find(request.keys().begin(), request.keys().end(), key) != request.keys().end();
 }
 
 std::vector<const Publisher::Window*> Publisher::WindowsOf(const rpc::PollRequest& request) const {
@@ -71,25 +94,41 @@ bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) con
   }
   // Merge the wanted channels' messages after `after`, in sequence order.
   struct Cursor {
-    std::deque<rpc::PubMessage>::const_iterator at, end;
+    std::deque<Stored>::const_iterator at, end;
   };
   std::vector<Cursor> cursors;
   for (const Window* window : WindowsOf(request)) {
     if (after < window->last_dropped) reply->set_gap(true);
     auto first = std::upper_bound(window->messages.begin(), window->messages.end(), after,
-                                  [](int64_t seq, const rpc::PubMessage& m) { return seq < m.sequence(); });
+                                  [](int64_t seq, const Stored& m) { return seq < m.sequence; });
     if (first != window->messages.end()) cursors.push_back({first, window->messages.end()});
   }
+  std::vector<const Stored*> picked;
   while (!cursors.empty()) {
     auto next = std::min_element(cursors.begin(), cursors.end(), [](const Cursor& a, const Cursor& b) {
-      return a.at->sequence() < b.at->sequence();
+      return a.at->sequence < b.at->sequence;
     });
-    if (WantsKey(request, *next->at)) *reply->add_messages() = *next->at;
+    if (WantsKey(request, next->at->key)) picked.push_back(&*next->at);
     if (++next->at == next->end) cursors.erase(next);
+  }
+  // A node's resources: only its newest view. Later ones win, so walk back.
+  absl::flat_hash_set<absl::string_view> newest_seen;
+  for (auto it = picked.rbegin(); it != picked.rend(); ++it) {
+    if ((*it)->channel != rpc::PubMessage::NODE_RESOURCES || (*it)->key.empty()) continue;
+    if (!newest_seen.insert((*it)->key).second) *it = nullptr;
+  }
+  // Each message goes in as the bytes of a `messages` entry, serialized
+  // once at publishing: the wire form of a repeated message field.
+  google::protobuf::UnknownFieldSet* wire = reply->GetReflection()->MutableUnknownFields(reply);
+  int added = 0;
+  for (const Stored* m : picked) {
+    if (m == nullptr) continue;
+    wire->AddLengthDelimited(rpc::PollReply::kMessagesFieldNumber, m->wire);
+    ++added;
   }
   // Nothing of interest yet: skip past the uninteresting ones only when
   // replying; a waiting poll keeps its original position.
-  return reply->gap() || reply->messages_size() > 0;
+  return reply->gap() || added > 0;
 }
 
 namespace {
@@ -117,7 +156,10 @@ absl::Status ValidatePollRequest(const rpc::PollRequest& request) {
 
 void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* reply, rpc::Done done) {
   if (absl::Status s = ValidatePollRequest(request); !s.ok()) return done(s);
-  if (shut_down_ || Fill(request, reply)) {
+  const bool batched = WantsChannel(request, rpc::PubMessage::NODE_RESOURCES);
+  const bool ready = Fill(request, reply);
+  // A resource reader with something to read waits for a pending flush.
+  if (shut_down_ || (ready && !(batched && flush_timer_ != nullptr))) {
     done(absl::OkStatus());
     return;
   }
@@ -126,27 +168,31 @@ void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* repl
     done(absl::OkStatus());
     return;
   }
-  waiting_.push_back(Waiting{request, reply, std::move(done), nullptr});
-  auto it = std::prev(waiting_.end());
-  it->timer = loop_->RunAfter(wait, [this, it] {
+  std::list<Waiting>* polls = batched ? &batched_ : &waiting_;
+  polls->push_back(Waiting{request, reply, std::move(done), nullptr});
+  auto it = std::prev(polls->end());
+  it->timer = loop_->RunAfter(wait, [this, polls, it] {
     // Nothing arrived: reply empty with the current sequence so the
     // subscriber does not re-scan what it was not interested in.
     Fill(it->request, it->reply);
-    Finish(it);
+    Finish(polls, it);
   });
 }
 
-void Publisher::Finish(std::list<Waiting>::iterator it) {
+void Publisher::Finish(std::list<Waiting>* polls, std::list<Waiting>::iterator it) {
   rpc::Done done = std::move(it->done);
-  waiting_.erase(it);
+  polls->erase(it);
   done(absl::OkStatus());
 }
 
 void Publisher::Shutdown() {
   shut_down_ = true;
-  while (!waiting_.empty()) {
-    Fill(waiting_.front().request, waiting_.front().reply);
-    Finish(waiting_.begin());
+  flush_timer_.reset();
+  for (std::list<Waiting>* polls : {&waiting_, &batched_}) {
+    while (!polls->empty()) {
+      Fill(polls->front().request, polls->front().reply);
+      Finish(polls, polls->begin());
+    }
   }
 }
 

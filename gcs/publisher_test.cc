@@ -27,9 +27,9 @@ TEST(PublisherTest, WaitingPollIsAnsweredByPublish) {
   EXPECT_EQ(pub.num_waiting(), 1u);
   pub.Publish(NodeMsg("10.0.0.1"));
   ASSERT_TRUE(done);
-  ASSERT_EQ(reply.messages_size(), 1);
-  EXPECT_EQ(reply.messages(0).sequence(), 1);
-  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "10.0.0.1");
+  ASSERT_EQ(AsReceived(reply).messages_size(), 1);
+  EXPECT_EQ(AsReceived(reply).messages(0).sequence(), 1);
+  EXPECT_EQ(AsReceived(reply).messages(0).node_info().node_ip(), "10.0.0.1");
 }
 
 TEST(PublisherTest, MalformedPollsAreRefusedAtOnce) {
@@ -62,8 +62,8 @@ TEST(PublisherTest, ReturnsOnlyNewerMessagesOfWantedChannels) {
   req.set_gcs_incarnation("inc1");
   rpc::PollReply reply;
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
-  ASSERT_EQ(reply.messages_size(), 1);
-  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "b");
+  ASSERT_EQ(AsReceived(reply).messages_size(), 1);
+  EXPECT_EQ(AsReceived(reply).messages(0).node_info().node_ip(), "b");
   EXPECT_FALSE(reply.gap());
 }
 
@@ -80,8 +80,8 @@ TEST(PublisherTest, FiltersByKey) {
   req.set_gcs_incarnation("inc1");
   rpc::PollReply reply;
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
-  ASSERT_EQ(reply.messages_size(), 2);
-  EXPECT_EQ(reply.messages(1).sequence(), 3);
+  ASSERT_EQ(AsReceived(reply).messages_size(), 2);
+  EXPECT_EQ(AsReceived(reply).messages(1).sequence(), 3);
 }
 
 TEST(PublisherTest, ReportsGapForOtherIncarnationOrTrimmedWindow) {
@@ -98,7 +98,7 @@ TEST(PublisherTest, ReportsGapForOtherIncarnationOrTrimmedWindow) {
   req.set_after_sequence(1);
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
   EXPECT_TRUE(reply.gap());
-  EXPECT_EQ(reply.messages_size(), 2);
+  EXPECT_EQ(AsReceived(reply).messages_size(), 2);
 }
 
 rpc::PubMessage LogMsg(int i) {
@@ -120,11 +120,11 @@ TEST(PublisherTest, ALogFloodNeverPushesNodeEventsOutOfTheirWindow) {
   rpc::PollReply reply;
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
   EXPECT_FALSE(reply.gap());
-  ASSERT_EQ(reply.messages_size(), 2);
-  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "added");
-  EXPECT_EQ(reply.messages(0).sequence(), 1);
-  EXPECT_EQ(reply.messages(1).node_info().node_ip(), "dead");
-  EXPECT_EQ(reply.messages(1).sequence(), 1002);
+  ASSERT_EQ(AsReceived(reply).messages_size(), 2);
+  EXPECT_EQ(AsReceived(reply).messages(0).node_info().node_ip(), "added");
+  EXPECT_EQ(AsReceived(reply).messages(0).sequence(), 1);
+  EXPECT_EQ(AsReceived(reply).messages(1).node_info().node_ip(), "dead");
+  EXPECT_EQ(AsReceived(reply).messages(1).sequence(), 1002);
   EXPECT_EQ(reply.last_sequence(), 1002);
 
   // The log reader did fall behind its own window.
@@ -133,8 +133,8 @@ TEST(PublisherTest, ALogFloodNeverPushesNodeEventsOutOfTheirWindow) {
   logs.set_gcs_incarnation("inc1");
   pub.HandlePoll(logs, &reply, [](const absl::Status&) {});
   EXPECT_TRUE(reply.gap());
-  ASSERT_EQ(reply.messages_size(), 4);
-  EXPECT_EQ(reply.messages(3).sequence(), 1001);
+  ASSERT_EQ(AsReceived(reply).messages_size(), 4);
+  EXPECT_EQ(AsReceived(reply).messages(3).sequence(), 1001);
 }
 
 TEST(PublisherTest, SeveralChannelsAreMergedInSequenceOrder) {
@@ -154,15 +154,15 @@ TEST(PublisherTest, SeveralChannelsAreMergedInSequenceOrder) {
   req.set_gcs_incarnation("inc1");
   rpc::PollReply reply;
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
-  ASSERT_EQ(reply.messages_size(), 3);
-  EXPECT_EQ(reply.messages(0).sequence(), 2);
-  EXPECT_EQ(reply.messages(1).sequence(), 3);
-  EXPECT_EQ(reply.messages(2).sequence(), 4);
+  ASSERT_EQ(AsReceived(reply).messages_size(), 3);
+  EXPECT_EQ(AsReceived(reply).messages(0).sequence(), 2);
+  EXPECT_EQ(AsReceived(reply).messages(1).sequence(), 3);
+  EXPECT_EQ(AsReceived(reply).messages(2).sequence(), 4);
   // No channel named: every channel.
   req.clear_channels();
   pub.HandlePoll(req, &reply, [](const absl::Status&) {});
-  ASSERT_EQ(reply.messages_size(), 4);
-  EXPECT_EQ(reply.messages(3).sequence(), 5);
+  ASSERT_EQ(AsReceived(reply).messages_size(), 4);
+  EXPECT_EQ(AsReceived(reply).messages(3).sequence(), 5);
 }
 
 TEST(PublisherTest, AWaitingPollIsWokenOnlyByItsOwnChannelsGap) {
@@ -182,8 +182,8 @@ TEST(PublisherTest, AWaitingPollIsWokenOnlyByItsOwnChannelsGap) {
   pub.Publish(NodeMsg("b"));
   ASSERT_TRUE(done);
   EXPECT_FALSE(reply.gap());
-  ASSERT_EQ(reply.messages_size(), 1);
-  EXPECT_EQ(reply.messages(0).node_info().node_ip(), "b");
+  ASSERT_EQ(AsReceived(reply).messages_size(), 1);
+  EXPECT_EQ(AsReceived(reply).messages(0).node_info().node_ip(), "b");
 
   // A subscriber behind on its own channel is woken by the gap.
   rpc::PollRequest behind = req;
@@ -217,6 +217,86 @@ TEST(PublisherTest, ShutdownAnswersWaitingPolls) {
   pub.HandlePoll(req, &reply, [&](const absl::Status&) { done = true; });
   pub.Shutdown();
   EXPECT_TRUE(done);
+}
+
+rpc::PubMessage ResourcesMsg(const std::string& node, double cpus) {
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::NODE_RESOURCES);
+  m.set_key(node);
+  m.mutable_node_resources()->set_node_id(node);
+  (*m.mutable_node_resources()->mutable_available())["CPU"] = cpus;
+  return m;
+}
+
+// A node's resource message is its whole view: a reply carries only each
+// node's newest, in sequence order, and other channels untouched.
+TEST(PublisherTest, AReplyCarriesOnlyEachNodesNewestResources) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1");
+  pub.Publish(ResourcesMsg("a", 1));  // 1
+  pub.Publish(ResourcesMsg("b", 1));  // 2
+  pub.Publish(NodeMsg("x"));          // 3
+  pub.Publish(ResourcesMsg("a", 2));  // 4
+  pub.Publish(NodeMsg("x"));          // 5: node events are not merged
+  rpc::PollRequest req;
+  req.set_gcs_incarnation("inc1");
+  rpc::PollReply reply;
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  rpc::PollReply got = AsReceived(reply);
+  ASSERT_EQ(got.messages_size(), 4);
+  EXPECT_EQ(got.messages(0).sequence(), 2);
+  EXPECT_EQ(got.messages(1).sequence(), 3);
+  EXPECT_EQ(got.messages(2).sequence(), 4);
+  EXPECT_EQ(got.messages(2).node_resources().available().at("CPU"), 2);
+  EXPECT_EQ(got.messages(3).sequence(), 5);
+  EXPECT_EQ(got.last_sequence(), 5);
+}
+
+// Thousands of subscribers: a publish does not answer each waiting poll at
+// once; one flush after a short delay answers them all, and a poll that
+// arrives meanwhile waits for it too.
+TEST(PublisherTest, ManyWaitingPollsAreAnsweredTogetherAfterABatchingDelay) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1");
+  const int n = static_cast<int>(Publisher::kBatchFrom);
+  rpc::PollRequest req;
+  req.set_max_wait_ms(10000);
+  req.set_gcs_incarnation("inc1");
+  std::vector<rpc::PollReply> replies(n + 1);
+  int answered = 0;
+  for (int i = 0; i < n; ++i) pub.HandlePoll(req, &replies[i], [&](const absl::Status&) { ++answered; });
+  pub.Publish(ResourcesMsg("a", 1));
+  pub.Publish(ResourcesMsg("a", 2));
+  EXPECT_EQ(answered, 0);
+  EXPECT_TRUE(pub.flush_pending());
+  pub.HandlePoll(req, &replies[n], [&](const absl::Status&) { ++answered; });  // has something to read
+  EXPECT_EQ(answered, 0);
+  auto stop = loop.RunAfter(absl::Seconds(5), [&] { loop.Stop(); });
+  auto check = loop.RunEvery(absl::Milliseconds(1), [&] {
+    if (answered == n + 1) loop.Stop();
+  });
+  loop.Run();
+  ASSERT_EQ(answered, n + 1);
+  EXPECT_FALSE(pub.flush_pending());
+  for (const rpc::PollReply& r : replies) {
+    rpc::PollReply got = AsReceived(r);
+    ASSERT_EQ(got.messages_size(), 1);
+    EXPECT_EQ(got.messages(0).node_resources().available().at("CPU"), 2);
+  }
+  // Polls that do not read resources are not batched.
+  req.set_after_sequence(2);  // seen everything so far
+  for (int i = 0; i < n; ++i) pub.HandlePoll(req, &replies[i], [](const absl::Status&) {});
+  rpc::PollRequest actors = req;
+  actors.add_channels(rpc::PubMessage::ACTOR);
+  bool actor_done = false;
+  pub.HandlePoll(actors, &replies[n], [&](const absl::Status&) { actor_done = true; });
+  rpc::PubMessage actor;
+  actor.set_channel(rpc::PubMessage::ACTOR);
+  pub.Publish(actor);
+  EXPECT_TRUE(actor_done);
+  EXPECT_TRUE(pub.flush_pending());  // for the n resource readers
+  pub.Shutdown();
+  EXPECT_FALSE(pub.flush_pending());
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ void ResourceManager::PublishIfNew(Entry& e) {
   e.published = true;
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::NODE_RESOURCES);
+  msg.set_key(e.resources.node_id());  // a poll reply keeps only a node's newest
   *msg.mutable_node_resources() = e.resources;
   publisher_->Publish(std::move(msg));
 }

@@ -1,6 +1,7 @@
 #include "gcs/task_event_manager.h"
 
 #include "common/id.h"
+#include "gcs/test_util.h"
 #include "gtest/gtest.h"
 
 namespace manta::gcs {
@@ -136,6 +137,7 @@ TEST_F(TaskEventManagerTest, PublishesLogsKeyedByJobWithinLimits) {
   poll.add_keys(std::string("\0\0\0\7", 4));
   rpc::PollReply got;
   pub_.HandlePoll(poll, &got, [](const absl::Status&) {});
+  got = AsReceived(got);
   ASSERT_EQ(got.messages_size(), 1);
   EXPECT_EQ(got.messages(0).channel(), rpc::PubMessage::LOGS);
   EXPECT_EQ(got.messages(0).log_batch().lines(0), "hello");

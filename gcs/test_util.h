@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/event_loop.h"
+#include "proto/gcs_service.pb.h"
 
 namespace manta::gcs {
 
@@ -17,6 +18,14 @@ inline void Pump(EventLoop& loop, int rounds = 4) {
     loop.Post([&loop] { loop.Stop(); });
     loop.Run();
   }
+}
+
+// A poll reply as its subscriber reads it: the publisher adds messages in
+// their wire form, which only parsing turns into `messages`.
+inline rpc::PollReply AsReceived(const rpc::PollReply& reply) {
+  rpc::PollReply parsed;
+  parsed.ParseFromString(reply.SerializeAsString());
+  return parsed;
 }
 
 // A fresh directory under /tmp, removed with everything in it at the end of
