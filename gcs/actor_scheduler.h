@@ -115,7 +115,7 @@ class ActorScheduler {
     std::unique_ptr<EventLoop::Timer> retry;
   };
 
-  bool Fits(const Node& node, const Attempt& a) const;
+  bool Fits(const NodeId& id, const Node& node, const Attempt& a) const;
   bool AvailableFits(const NodeId& node, const ResourceSet& demand) const;
   void TrySchedule(const ActorId& actor);
   void Lease(const ActorId& actor, Attempt& a, const NodeId& node);

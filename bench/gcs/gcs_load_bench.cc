@@ -30,6 +30,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "bench/cluster/proc_stats.h"
 #include "bench/common/cluster.h"
 #include "bench/common/report.h"
@@ -328,6 +329,8 @@ int Run(const Config& cfg) {
 }  // namespace manta::bench
 
 int main(int argc, char** argv) {
+  // As the daemons do: the simulated nodes share the machine with the GCS.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   manta::bench::Config cfg;
   bool quick = false;
   CLI::App app{"GCS load: simulated nodes with actors and placement groups, and real raylets."};

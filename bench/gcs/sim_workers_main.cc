@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/rpc/grpc_util.h"
 #include "proto/core_worker.grpc.pb.h"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s READY_FILE\n", argv[0]);
     return 2;
   }
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Signals are taken by sigwait below, in this thread, before gRPC starts its own.
   sigset_t signals;
   sigemptyset(&signals);
