@@ -14,7 +14,12 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "common/file_util.h"
+#include "common/id.h"
+#include "common/process.h"
 #include "common/rpc/grpc_util.h"
+#include "core_worker.grpc.pb.h"
 #include "gcs_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
@@ -38,6 +43,34 @@ int64_t RssBytes(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
   }
   return -1;
+}
+
+// Preface-only connections to `port` until some are dropped for want of
+// descriptors (the process's limit lowered to 300 meanwhile); true when one was.
+bool FloodUntilDropped(pid_t pid, int port) {
+  rlimit saved{};
+  if (prlimit(pid, RLIMIT_NOFILE, nullptr, &saved) != 0) return false;
+  rlimit low = saved;
+  low.rlim_cur = 300;
+  if (prlimit(pid, RLIMIT_NOFILE, &low, nullptr) != 0) return false;
+  std::vector<int> held;
+  for (int i = 0; i < 600; ++i) {
+    int fd = PrefaceOnly(port);
+    if (fd >= 0) held.push_back(fd);
+  }
+  bool dropped = Cluster::WaitFor(
+      [&] {
+        for (int fd : held) {
+          pollfd p{fd, POLLIN, 0};
+          char byte;
+          if (poll(&p, 1, 0) > 0 && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return true;
+        }
+        return false;
+      },
+      absl::Seconds(10));
+  for (int fd : held) close(fd);
+  prlimit(pid, RLIMIT_NOFILE, &saved, nullptr);
+  return dropped;
 }
 
 class HostileRpcTest : public ::testing::Test {
@@ -89,33 +122,67 @@ class HostileRpcTest : public ::testing::Test {
 };
 
 TEST_F(HostileRpcTest, RunningOutOfDescriptorsDoesNotStopTheGcsAccepting) {
-  const pid_t gcs = cluster_.gcs().pid;
-  rlimit saved{};
-  ASSERT_EQ(prlimit(gcs, RLIMIT_NOFILE, nullptr, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = 300;
-  ASSERT_EQ(prlimit(gcs, RLIMIT_NOFILE, &low, nullptr), 0);
-  std::vector<int> held;
-  for (int i = 0; i < 600; ++i) {
-    int fd = PrefaceOnly(cluster_.gcs_port());
-    if (fd >= 0) held.push_back(fd);
-  }
   // Past the limit, new connections are dropped (closed), not queued for ever.
-  bool dropped = Cluster::WaitFor(
-      [&] {
-        for (int fd : held) {
-          pollfd p{fd, POLLIN, 0};
-          char byte;
-          if (poll(&p, 1, 0) > 0 && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return true;
-        }
-        return false;
-      },
-      absl::Seconds(10));
-  for (int fd : held) close(fd);
-  EXPECT_TRUE(dropped) << "no connection past the descriptor limit was dropped";
-  ASSERT_EQ(prlimit(gcs, RLIMIT_NOFILE, &saved, nullptr), 0);
+  EXPECT_TRUE(FloodUntilDropped(cluster_.gcs().pid, cluster_.gcs_port()))
+      << "no connection past the descriptor limit was dropped";
   EXPECT_TRUE(ServesWithin(absl::Seconds(20))) << "the GCS stopped accepting connections";
   EXPECT_EQ(cluster_.CountNodes(rpc::NodeInfo::ALIVE), 1);
+}
+
+// A driver's core worker is behind the same gate: out of descriptors, it
+// drops connections instead of ending its accepting, answers a call with the
+// token, and its program's work (actors, a group, tasks) goes on.
+TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) {
+  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
+  ClusterOptions options;
+  options.head.num_cpus = 4;
+  Cluster cluster(options);
+  MANTA_ASSERT_OK(cluster.StartHead());
+  RayletOptions second;
+  second.num_cpus = 2;
+  ASSERT_TRUE(cluster.AddRaylet(second).ok());
+  const std::string dir = cluster.temp_dir();
+  const std::string log = dir + "/flooded_driver.out";
+  auto driver = cluster.StartProgram("drain_driver", {"across_restart", dir}, log);
+  MANTA_ASSERT_OK(driver.status());
+  auto output = [&] { return TailFile(log, 20); };
+  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
+
+  // The driver's address, from the job table.
+  auto channel = rpc::MakeChannel(cluster.gcs_address());
+  auto jobs = rpc::JobGcsService::NewStub(channel);
+  rpc::GetAllJobInfoReply all;
+  {
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(5));
+    ASSERT_TRUE(jobs->GetAllJobInfo(&ctx, rpc::GetAllJobInfoRequest(), &all).ok());
+  }
+  rpc::Address address;
+  for (const auto& j : all.jobs()) {
+    if (j.driver_pid() == *driver) address = j.driver_address();
+  }
+  ASSERT_GT(address.port(), 0) << "no job of driver pid " << *driver;
+
+  EXPECT_TRUE(FloodUntilDropped(*driver, address.port())) << "no connection past the descriptor limit was dropped";
+  auto worker = rpc::CoreWorkerService::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string(address.port())));
+  bool answered = Cluster::WaitFor(
+      [&] {
+        rpc::CheckWorkerRequest req;
+        req.set_worker_id(address.worker_id());
+        rpc::CheckWorkerReply reply;
+        grpc::ClientContext ctx;
+        rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(2));
+        return worker->CheckWorker(&ctx, req, &reply).ok() && reply.same();
+      },
+      absl::Seconds(20));
+  EXPECT_TRUE(answered) << "the driver stopped accepting connections";
+
+  { std::ofstream(dir + "/go") << "go"; }
+  ASSERT_TRUE(Cluster::WaitFor([&] { return !IsAlive(*driver); }, absl::Seconds(120))) << output();
+  auto status = ExitStatusOf(*driver);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(DescribeWaitStatus(*status), DescribeWaitStatus(0)) << output();
+  EXPECT_TRUE(absl::StrContains(output(), "OK")) << output();
 }
 
 // Bodies to a method no service has are refused from the headers alone:

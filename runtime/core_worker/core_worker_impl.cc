@@ -141,13 +141,17 @@ absl::Status CoreWorkerImpl::Start() {
   if (is_worker_) receiver_ = std::make_unique<TaskReceiver>(this);
   grpc::ServerBuilder builder;
   rpc::ConfigureServerBuilder(&builder);
-  int port = 0;
-  builder.AddListeningPort(options_.node_ip + ":0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(this);
-  server_ = builder.BuildAndStart();
-  if (!server_ || port == 0) return absl::UnavailableError("cannot listen on " + options_.node_ip);
+  // Behind the connection gate, as the GCS and the raylet are: a flood of
+  // idle connections cannot stop this worker accepting its owner's calls.
+  auto server = rpc::GatedServer::Start(&builder, options_.node_ip + ":0", options_.token);
+  if (!server.ok()) {
+    return absl::UnavailableError("cannot listen on " + options_.node_ip + ": " +
+                                  std::string(server.status().message()));
+  }
+  server_ = std::move(*server);
   address_proto_.set_ip(options_.node_ip);
-  address_proto_.set_port(port);
+  address_proto_.set_port(server_->port());
   address_proto_.set_worker_id(worker_id_.Binary());
   address_ = address_proto_.SerializeAsString();
 
@@ -206,7 +210,7 @@ bool CoreWorkerImpl::Stop() {
         absl::Seconds(3))
         .IgnoreError();
   }
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  if (server_) server_->Shutdown(absl::Milliseconds(500));
   loop_.Post([this] {
     idle_lease_timer_.reset();
     lease_retry_timers_.clear();

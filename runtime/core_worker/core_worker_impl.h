@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/event_loop.h"
+#include "common/rpc/connection_gate.h"
 #include "common/rpc/grpc_util.h"
 #include "proto/core_worker.grpc.pb.h"
 #include "proto/gcs_service.grpc.pb.h"
@@ -473,7 +474,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
 
   EventLoop loop_;
   std::thread io_thread_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::GatedServer> server_;
   ClientPool pool_;
   MemoryStore store_;
   std::shared_ptr<grpc::Channel> gcs_channel_;
