@@ -19,6 +19,7 @@
 #include "gcs/redis_server_process.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
+#include "tests/held_work_driver.h"
 
 namespace manta::testing {
 namespace {
@@ -197,29 +198,14 @@ TEST_P(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
 // group keeps its bundles and runs tasks, new tasks and actors run, and
 // nothing is leaked.
 TEST_P(GcsRestartTest, ActorsTasksAndGroupsLiveThroughAKilledHead) {
-  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
-  ClusterOptions options;
-  options.head.num_cpus = 4;
-  Cluster cluster(WithStore(options));
-  MANTA_ASSERT_OK(cluster.StartHead());
-  RayletOptions second;
-  second.num_cpus = 2;
-  ASSERT_TRUE(cluster.AddRaylet(second).ok());
-  const std::string dir = cluster.temp_dir();
-  const std::string log = dir + "/restart_driver.out";
-  auto driver = cluster.StartProgram("drain_driver", {"across_restart", dir}, log);
-  MANTA_ASSERT_OK(driver.status());
-  auto output = [&] { return TailFile(log, 20); };
-  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
+  if (!HeldWorkDriver::Built()) GTEST_SKIP() << "drain_driver was not built";
+  Cluster cluster(WithStore(HeldWorkDriver::Options()));
+  HeldWorkDriver driver(&cluster, "restart_driver");
+  ASSERT_TRUE(driver.StartAndWaitReady());
 
   MANTA_ASSERT_OK(cluster.KillGcs());
   MANTA_ASSERT_OK(cluster.RestartGcs());
-  { std::ofstream(dir + "/go") << "go"; }
-  ASSERT_TRUE(Cluster::WaitFor([&] { return !IsAlive(*driver); }, absl::Seconds(120))) << output();
-  auto status = ExitStatusOf(*driver);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(DescribeWaitStatus(*status), DescribeWaitStatus(0)) << output();
-  EXPECT_TRUE(absl::StrContains(output(), "OK")) << output();
+  EXPECT_TRUE(driver.GoAndExitOk());
   for (int i = 0; i < cluster.num_raylets(); ++i) {
     EXPECT_TRUE(RunsExecutable(cluster.raylet(i).pid, "raylet")) << "raylet " << i << " restarted or died";
   }

@@ -23,6 +23,7 @@
 #include "gcs_service.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
+#include "tests/held_work_driver.h"
 #include "tests/raw_socket.h"
 
 namespace manta::testing {
@@ -133,20 +134,10 @@ TEST_F(HostileRpcTest, RunningOutOfDescriptorsDoesNotStopTheGcsAccepting) {
 // drops connections instead of ending its accepting, answers a call with the
 // token, and its program's work (actors, a group, tasks) goes on.
 TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) {
-  if (!PathExists(Cluster::BinDir() + "/drain_driver")) GTEST_SKIP() << "drain_driver was not built";
-  ClusterOptions options;
-  options.head.num_cpus = 4;
-  Cluster cluster(options);
-  MANTA_ASSERT_OK(cluster.StartHead());
-  RayletOptions second;
-  second.num_cpus = 2;
-  ASSERT_TRUE(cluster.AddRaylet(second).ok());
-  const std::string dir = cluster.temp_dir();
-  const std::string log = dir + "/flooded_driver.out";
-  auto driver = cluster.StartProgram("drain_driver", {"across_restart", dir}, log);
-  MANTA_ASSERT_OK(driver.status());
-  auto output = [&] { return TailFile(log, 20); };
-  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
+  if (!HeldWorkDriver::Built()) GTEST_SKIP() << "drain_driver was not built";
+  Cluster cluster(HeldWorkDriver::Options());
+  HeldWorkDriver driver(&cluster, "flooded_driver");
+  ASSERT_TRUE(driver.StartAndWaitReady());
 
   // The driver's address, from the job table.
   auto channel = rpc::MakeChannel(cluster.gcs_address());
@@ -159,11 +150,11 @@ TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) 
   }
   rpc::Address address;
   for (const auto& j : all.jobs()) {
-    if (j.driver_pid() == *driver) address = j.driver_address();
+    if (j.driver_pid() == driver.pid()) address = j.driver_address();
   }
-  ASSERT_GT(address.port(), 0) << "no job of driver pid " << *driver;
+  ASSERT_GT(address.port(), 0) << "no job of driver pid " << driver.pid();
 
-  EXPECT_TRUE(FloodUntilDropped(*driver, address.port())) << "no connection past the descriptor limit was dropped";
+  EXPECT_TRUE(FloodUntilDropped(driver.pid(), address.port())) << "no connection past the descriptor limit was dropped";
   auto worker = rpc::CoreWorkerService::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string(address.port())));
   bool answered = Cluster::WaitFor(
       [&] {
@@ -177,12 +168,7 @@ TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) 
       absl::Seconds(20));
   EXPECT_TRUE(answered) << "the driver stopped accepting connections";
 
-  { std::ofstream(dir + "/go") << "go"; }
-  ASSERT_TRUE(Cluster::WaitFor([&] { return !IsAlive(*driver); }, absl::Seconds(120))) << output();
-  auto status = ExitStatusOf(*driver);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(DescribeWaitStatus(*status), DescribeWaitStatus(0)) << output();
-  EXPECT_TRUE(absl::StrContains(output(), "OK")) << output();
+  EXPECT_TRUE(driver.GoAndExitOk());
 }
 
 // Bodies to a method no service has are refused from the headers alone:
