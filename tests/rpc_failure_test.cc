@@ -143,9 +143,13 @@ TEST(RpcFailureTest, WorkloadSurvivesDroppedRequestsAndReplies) {
   std::string seen;
   for (const auto& [what, n] : injected) absl::StrAppend(&seen, what, "=", n, " ");
   std::cout << "injected failures: " << seen << std::endl;
-  for (const char* what :
-       {"RequestWorkerLease reply", "RequestWorkerLease request", "PushTask reply", "PushTask request"}) {
-    EXPECT_GT(injected[what], 0) << what << "; injected: " << seen;
+  // Each kind on each of the two is left to chance (a seeded run once
+  // dropped no lease request in ~40): both kinds across the two, and each
+  // of the two hit.
+  EXPECT_GT(injected["RequestWorkerLease request"] + injected["PushTask request"], 0) << seen;
+  EXPECT_GT(injected["RequestWorkerLease reply"] + injected["PushTask reply"], 0) << seen;
+  for (const char* m : {"RequestWorkerLease", "PushTask"}) {
+    EXPECT_GT(injected[absl::StrCat(m, " request")] + injected[absl::StrCat(m, " reply")], 0) << m << "; " << seen;
   }
   auto sum = [&](std::initializer_list<const char*> methods) {
     int n = 0;
