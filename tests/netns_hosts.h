@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tests/tun_link.h"
 
 namespace manta::testing {
 
@@ -48,24 +49,36 @@ class NetnsHosts {
   // {"/path/to/ip", "netns", "exec", netns(h)}: runs a command inside host h.
   std::vector<std::string> Wrapper(int h) const;
 
-  // Takes the root side of host h's link down (nothing passes either way)
-  // or brings it up again.
+  // Takes the root side of host h's link (and of its user-space link, if
+  // any) down, so nothing passes either way, or brings it up again.
   absl::Status Cut(int h);
   absl::Status Heal(int h);
-  // `tc qdisc ... netem <spec>` on both ends of host h's link, e.g.
-  // "delay 100ms loss 5%"; Unimplemented when the kernel has no netem.
+  // Delay and loss on host h's link to the head, both ways, e.g.
+  // "delay 200ms loss 5%": `tc qdisc ... netem <spec>` on both ends of its
+  // veth, or, where the kernel has no netem qdisc, a user-space link
+  // (tests/tun_link.h) that the head's and the host's addresses are routed
+  // over (then only "delay <duration>" and "loss <percent>%" are
+  // understood, and only traffic between the host and the head is slowed).
   absl::Status Impair(int h, const std::string& spec);
+  // "netem" or "tun" once host h is impaired, else empty.
+  std::string impairment(int h) const;
+  // Packets the user-space link of host h carried and lost; zeros for netem.
+  TunLink::Counts link_counts(int h) const;
 
  private:
   struct Host {
     std::string netns;
     std::string outer;  // root-side veth, a port of the bridge
     std::string inner;  // the host's end
+    std::string impairment;
+    std::unique_ptr<TunLink> link;  // the user-space link, when impaired with one
   };
   NetnsHosts(std::string ip_tool, std::string prefix, std::string subnet);
   // Runs `ip` (or `tc` when `tool` is it) with `args`; Internal with stderr.
   absl::Status Run(const std::string& tool, const std::vector<std::string>& args) const;
   absl::Status Ip(const std::vector<std::string>& args) const { return Run(ip_, args); }
+  absl::Status Netem(Host& host, const std::string& spec);
+  absl::Status EmulateLink(int h, const std::string& spec);
 
   const std::string ip_;      // path of the ip command
   const std::string prefix_;  // of every link name ("mt<pid>x<k>")

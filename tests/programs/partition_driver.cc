@@ -13,9 +13,10 @@
 //   partition_driver remove NAME
 //     Kills actor NAME and removes its group; prints "REMOVED".
 //
-//   partition_driver tasks N
-//     Runs N short tasks at once; prints "DONE <count per node id>..." once
-//     every result has arrived.
+//   partition_driver tasks N [RESOURCE]
+//     Runs N short tasks at once, each needing one RESOURCE if given (so
+//     they run only on the hosts that have it); prints "DONE <node id>=<count>
+//     ..." once every result has arrived.
 //
 // Exits 0, or prints "FAIL ..." and exits 1.
 #include <manta/api.h>
@@ -108,9 +109,13 @@ int Remove(const std::string& name) {
   return 0;
 }
 
-int Tasks(int n) {
+int Tasks(int n, const std::string& resource) {
   std::vector<manta::ObjectRef<std::string>> refs;
-  for (int i = 0; i < n; ++i) refs.push_back(manta::Task(NodeOf).SetMaxRetries(3).Remote(i));
+  for (int i = 0; i < n; ++i) {
+    auto task = manta::Task(NodeOf).SetMaxRetries(3);
+    if (!resource.empty()) task.SetResources({{resource, 1}});
+    refs.push_back(task.Remote(i));
+  }
   std::map<std::string, int> per_node;
   for (int i = 0; i < n; ++i) {
     auto node = manta::TryGet(refs[static_cast<size_t>(i)], absl::Seconds(90));
@@ -138,9 +143,9 @@ int main(int argc, char** argv) {
     } else if (scenario == "remove" && !arg.empty()) {
       rc = Remove(arg);
     } else if (scenario == "tasks" && !arg.empty()) {
-      rc = Tasks(std::atoi(arg.c_str()));
+      rc = Tasks(std::atoi(arg.c_str()), argc > 3 ? argv[3] : "");
     } else {
-      std::cerr << "usage: partition_driver place|where|remove NAME | tasks N" << std::endl;
+      std::cerr << "usage: partition_driver place|where|remove NAME | tasks N [RESOURCE]" << std::endl;
     }
   } catch (const manta::Error& e) {
     rc = Fail(e.what());
