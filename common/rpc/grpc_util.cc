@@ -1,5 +1,7 @@
 #include "common/rpc/grpc_util.h"
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -19,7 +21,44 @@ absl::Status ToAbslStatus(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+namespace {
+
+// gRPC 1.51 without a background poller runs callback-API completions on
+// the threads of one process-wide completion queue, counted by the channels
+// (and servers) that use it. When the last such channel is destroyed on one
+// of those threads (a completion dropping the last reference to its client,
+// as at shutdown), gRPC shuts the queue down, joins that thread from itself
+// and frees the queue under it: a double free, then a crash. One channel
+// that is never destroyed, made to take the queue by one call, keeps the
+// count above zero for the life of the process.
+struct CallbackQueueAnchor {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<grpc::GenericStub> stub;
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer reply;
+};
+
+void AnchorCallbackQueue() {
+  static CallbackQueueAnchor* const anchor = [] {
+    auto* a = new CallbackQueueAnchor();
+    // Never connected: the call fails at once on its past deadline.
+    a->channel = grpc::CreateChannel("unix:/nonexistent/manta-callback-anchor", grpc::InsecureChannelCredentials());
+    a->stub = std::make_unique<grpc::GenericStub>(a->channel);
+    a->context.set_deadline(std::chrono::system_clock::now());
+    grpc::Slice empty("");
+    a->request = grpc::ByteBuffer(&empty, 1);  // a default ByteBuffer is no message at all
+    a->stub->UnaryCall(&a->context, "/manta.Anchor/None", grpc::StubOptions(), &a->request, &a->reply,
+                       [](grpc::Status) {});
+    return a;
+  }();
+  (void)anchor;
+}
+
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
+  AnchorCallbackQueue();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
