@@ -7,6 +7,7 @@
 #
 #   scripts/fuzz.sh            # one minute each
 #   scripts/fuzz.sh 3600       # an hour each
+#   MANTA_FUZZ_TARGETS="tar_fuzz core_worker_fuzz" scripts/fuzz.sh 600   # some of them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
@@ -21,7 +22,9 @@ fi
 flock /tmp/manta_build.lock cmake --build build-fuzz -j2 --target fuzz_targets
 mkdir -p build-fuzz/crashes
 status=0
-for target in tar_fuzz resources_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz gcs_handlers_fuzz raylet_handlers_fuzz dashboard_http_fuzz; do
+# core_worker_fuzz starts a one-node cluster from these daemons.
+export MANTA_BIN_DIR=${MANTA_BIN_DIR:-$PWD/build-fuzz/bin}
+for target in ${MANTA_FUZZ_TARGETS:-tar_fuzz resources_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz gcs_handlers_fuzz raylet_handlers_fuzz dashboard_http_fuzz core_worker_fuzz}; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   seeds=fuzz/corpus/$target
