@@ -99,7 +99,7 @@ TrainRunView ToView(const rpc::TrainRunInfo& r) {
 }  // namespace
 
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
-                                             absl::Duration timeout, bool probe_auth) {
+                                             absl::Duration timeout, bool summary) {
   // The calls go out together on one connection, so the whole costs one
   // round trip (and one GCS handler's time) rather than the sum.
   auto channel = rpc::MakeChannel(address);
@@ -110,17 +110,21 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   rpc::PrepareContext(&nodes_ctx, token, timeout);
   rpc::PrepareContext(&resources_ctx, token, timeout);
   rpc::PrepareContext(&probe_ctx, "", timeout);  // no token: answered only by a GCS that checks none
+  rpc::GetAllNodeInfoRequest nodes_request;
+  nodes_request.set_brief(summary);
+  rpc::GetClusterResourcesRequest resources_request;
+  resources_request.set_totals_only(summary);
   rpc::GetAllNodeInfoReply nodes;
   rpc::GetClusterResourcesReply resources;
   rpc::GetClusterIdReply probe;
   grpc::Status nodes_status, resources_status, probe_status;
-  auto nodes_call = nodes_stub->AsyncGetAllNodeInfo(&nodes_ctx, rpc::GetAllNodeInfoRequest(), &cq);
-  auto resources_call = resources_stub->AsyncGetClusterResources(&resources_ctx, rpc::GetClusterResourcesRequest(), &cq);
+  auto nodes_call = nodes_stub->AsyncGetAllNodeInfo(&nodes_ctx, nodes_request, &cq);
+  auto resources_call = resources_stub->AsyncGetClusterResources(&resources_ctx, resources_request, &cq);
   nodes_call->Finish(&nodes, &nodes_status, &nodes);
   resources_call->Finish(&resources, &resources_status, &resources);
   int pending = 2;
   std::unique_ptr<grpc::ClientAsyncResponseReader<rpc::GetClusterIdReply>> probe_call;
-  if (probe_auth && !token.empty()) {
+  if (summary && !token.empty()) {
     probe_call = nodes_stub->AsyncGetClusterId(&probe_ctx, rpc::GetClusterIdRequest(), &cq);
     probe_call->Finish(&probe, &probe_status, &probe);
     ++pending;
@@ -136,7 +140,7 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   if (!resources_status.ok()) return CallError(address, resources_status);
 
   ClusterView view;
-  view.auth_disabled = probe_auth && (token.empty() || probe_status.ok());
+  view.auth_disabled = summary && (token.empty() || probe_status.ok());
   for (const rpc::NodeInfo& n : nodes.nodes()) {
     NodeView v;
     v.node_id = ToHex(n.node_id());
@@ -159,6 +163,7 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   for (const rpc::NodeResources& r : resources.nodes()) {
     view.usage.push_back({ToHex(r.node_id()), ToMap(r.total()), ToMap(r.available())});
   }
+  if (summary) view.usage.push_back({"", ToMap(resources.totals().total()), ToMap(resources.totals().available())});
   for (const rpc::ResourceDemand& d : resources.demands()) {
     view.demands.push_back({ToMap(d.shape()), d.num_ready_requests_queued(), d.num_infeasible_requests_queued()});
   }

@@ -15,12 +15,14 @@
 namespace manta::cli {
 
 // The node table, the resource view and the pending placement groups.
-// With `probe_auth`, also whether the GCS checks no token (auth_disabled:
-// the token is empty, or a call without it is answered). The calls run
-// together. Errors: Unavailable when the GCS cannot be reached,
-// Unauthenticated when it refuses the token; the message names the address.
+// With `summary` (what `manta status` prints): nodes without labels and
+// resources, one usage entry with the cluster's sums (node_id empty), and
+// whether the GCS checks no token (auth_disabled: the token is empty, or a
+// call without it is answered). The calls run together. Errors: Unavailable
+// when the GCS cannot be reached, Unauthenticated when it refuses the token;
+// the message names the address.
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
-                                             absl::Duration timeout, bool probe_auth = false);
+                                             absl::Duration timeout, bool summary = false);
 
 // The cluster id as hex. A cheap check that the GCS is up and takes `token`.
 absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std::string& token,

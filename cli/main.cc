@@ -38,7 +38,7 @@ absl::StatusOr<ClusterView> Fetch(const QueryOptions& q) {
 absl::Status RunStatus(const QueryOptions& q) {
   ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout, /*probe_auth=*/true));
+  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout, /*summary=*/true));
   std::cout << FormatStatus(view, absl::Now(), absl::LocalTimeZone());
   return absl::OkStatus();
 }

@@ -189,11 +189,39 @@ void NodeManager::HandleUnregisterNode(const rpc::UnregisterNodeRequest& request
   done(absl::OkStatus());
 }
 
+namespace {
+
+// `info` without its maps (labels, resources).
+void CopyBrief(const rpc::NodeInfo& info, rpc::NodeInfo* out) {
+  out->set_node_id(info.node_id());
+  out->set_node_ip(info.node_ip());
+  out->set_node_name(info.node_name());
+  out->set_is_head(info.is_head());
+  out->set_state(info.state());
+  out->set_start_time_ms(info.start_time_ms());
+  out->set_end_time_ms(info.end_time_ms());
+  out->set_death_reason(info.death_reason());
+  out->set_death_expected(info.death_expected());
+  out->set_pid(info.pid());
+  out->set_draining(info.draining());
+  out->set_drain_reason(info.drain_reason());
+  out->set_drain_deadline_ms(info.drain_deadline_ms());
+}
+
+}  // namespace
+
 void NodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, rpc::GetAllNodeInfoReply* reply,
                                        rpc::Done done) {
-  for (const auto& [id, info] : alive_) *reply->add_nodes() = info;
+  auto add = [&](const rpc::NodeInfo& info) {
+    if (request.brief()) {
+      CopyBrief(info, reply->add_nodes());
+    } else {
+      *reply->add_nodes() = info;
+    }
+  };
+  for (const auto& [id, info] : alive_) add(info);
   if (!request.filter_alive()) {
-    for (const auto& id : dead_order_) *reply->add_nodes() = dead_.at(id);
+    for (const auto& id : dead_order_) add(dead_.at(id));
   }
   done(absl::OkStatus());
 }

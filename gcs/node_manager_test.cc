@@ -119,5 +119,34 @@ TEST_F(NodeManagerTest, UnregisterIsExpectedDeath) {
   EXPECT_EQ(m.num_alive(), 0u);
 }
 
+TEST_F(NodeManagerTest, ABriefListHasEachNodeWithoutItsLabelsAndResources) {
+  NodeManager m(&store_, &pub_, cluster_, "inc");
+  rpc::NodeInfo n = MakeNode(NodeId::FromRandom());
+  (*n.mutable_labels())["zone"] = "a";
+  n.set_node_name("host-a");
+  n.set_is_head(true);
+  n.set_pid(42);
+  ASSERT_TRUE(Register(m, n).ok());
+  rpc::GetAllNodeInfoRequest brief;
+  brief.set_brief(true);
+  rpc::GetAllNodeInfoReply reply;
+  m.HandleGetAllNodeInfo(brief, &reply, [](const absl::Status&) {});
+  ASSERT_EQ(reply.nodes_size(), 1);
+  const rpc::NodeInfo& b = reply.nodes(0);
+  EXPECT_TRUE(b.labels().empty());
+  EXPECT_TRUE(b.resources_total().empty());
+  const rpc::NodeInfo full = All(m).at(0);
+  EXPECT_FALSE(full.labels().empty());
+  for (const rpc::NodeInfo* x : {&b, &full}) {
+    EXPECT_EQ(x->node_id(), n.node_id());
+    EXPECT_EQ(x->node_ip(), "127.0.0.1");
+    EXPECT_EQ(x->node_name(), "host-a");
+    EXPECT_TRUE(x->is_head());
+    EXPECT_EQ(x->pid(), 42);
+    EXPECT_EQ(x->state(), rpc::NodeInfo::ALIVE);
+    EXPECT_EQ(x->start_time_ms(), full.start_time_ms());
+  }
+}
+
 }  // namespace
 }  // namespace manta::gcs

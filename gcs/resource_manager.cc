@@ -1,5 +1,6 @@
 #include "gcs/resource_manager.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/resources.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -99,12 +100,18 @@ void ResourceManager::PublishIfNew(Entry& e) {
   publisher_->Publish(std::move(msg));
 }
 
-void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest&,
+void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                                 rpc::GetClusterResourcesReply* reply, rpc::Done done) {
   // Merge identical demand shapes from different nodes.
   std::map<std::map<std::string, double>, rpc::ResourceDemand> merged;
+  absl::flat_hash_map<std::string, double> total, available;
   for (const auto& [id, e] : view_) {
-    *reply->add_nodes() = e.resources;
+    if (request.totals_only()) {
+      for (const auto& [name, q] : e.resources.total()) total[name] += q;
+      for (const auto& [name, q] : e.resources.available()) available[name] += q;
+    } else {
+      *reply->add_nodes() = e.resources;
+    }
     for (const auto& d : e.demands) {
       std::map<std::string, double> key(d.shape().begin(), d.shape().end());
       rpc::ResourceDemand& m = merged[key];
@@ -114,6 +121,10 @@ void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRe
     }
   }
   for (auto& [k, d] : merged) *reply->add_demands() = std::move(d);
+  if (request.totals_only()) {
+    reply->mutable_totals()->mutable_total()->insert(total.begin(), total.end());
+    reply->mutable_totals()->mutable_available()->insert(available.begin(), available.end());
+  }
   done(absl::OkStatus());
 }
 

@@ -115,5 +115,42 @@ TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {
   EXPECT_EQ(resources_.Get(node_)->version(), 1);
 }
 
+TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThem) {
+  NodeId other = NodeId::FromRandom();
+  rpc::RegisterNodeRequest req;
+  req.mutable_node_info()->set_node_id(other.Binary());
+  req.mutable_node_info()->set_node_ip("127.0.0.2");
+  req.mutable_node_info()->set_node_manager_port(7000);
+  (*req.mutable_node_info()->mutable_resources_total())["TPU"] = 4;
+  (*req.mutable_node_info()->mutable_resources_total())["CPU"] = 2;
+  rpc::RegisterNodeReply registered;
+  nodes_.HandleRegisterNode(req, &registered, [](const absl::Status&) {});
+  Pump(loop_);
+  ASSERT_TRUE(Report(View(1, 1)).ok());
+  rpc::NodeResources second;
+  second.set_node_id(other.Binary());
+  second.set_version(1);
+  (*second.mutable_total())["TPU"] = 4;
+  (*second.mutable_total())["CPU"] = 2;
+  (*second.mutable_available())["TPU"] = 3;
+  (*second.mutable_available())["CPU"] = 0.5;
+  ASSERT_TRUE(Report(second).ok());
+
+  rpc::GetClusterResourcesRequest totals_only;
+  totals_only.set_totals_only(true);
+  rpc::GetClusterResourcesReply reply;
+  resources_.HandleGetClusterResources(totals_only, &reply, [](const absl::Status&) {});
+  EXPECT_EQ(reply.nodes_size(), 0);
+  EXPECT_EQ(reply.totals().total().at("TPU"), 8);
+  EXPECT_EQ(reply.totals().total().at("CPU"), 2);
+  EXPECT_EQ(reply.totals().available().at("TPU"), 4);
+  EXPECT_EQ(reply.totals().available().at("CPU"), 0.5);
+
+  rpc::GetClusterResourcesReply full;
+  resources_.HandleGetClusterResources({}, &full, [](const absl::Status&) {});
+  EXPECT_EQ(full.nodes_size(), 2);
+  EXPECT_FALSE(full.has_totals());
+}
+
 }  // namespace
 }  // namespace manta::gcs

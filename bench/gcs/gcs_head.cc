@@ -176,8 +176,12 @@ absl::StatusOr<std::vector<double>> GcsHead::TimeStatusCalls(int runs) const {
     rpc::PrepareContext(&resources_ctx, token_, absl::Seconds(30));
     rpc::GetAllNodeInfoReply node_reply;
     rpc::GetClusterResourcesReply resource_reply;
-    grpc::Status s = nodes->GetAllNodeInfo(&nodes_ctx, rpc::GetAllNodeInfoRequest(), &node_reply);
-    if (s.ok()) s = resources->GetClusterResources(&resources_ctx, rpc::GetClusterResourcesRequest(), &resource_reply);
+    rpc::GetAllNodeInfoRequest node_request;
+    node_request.set_brief(true);
+    rpc::GetClusterResourcesRequest resource_request;
+    resource_request.set_totals_only(true);
+    grpc::Status s = nodes->GetAllNodeInfo(&nodes_ctx, node_request, &node_reply);
+    if (s.ok()) s = resources->GetClusterResources(&resources_ctx, resource_request, &resource_reply);
     if (!s.ok()) return rpc::ToAbslStatus(s);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }

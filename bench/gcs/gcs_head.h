@@ -46,9 +46,10 @@ class GcsHead {
     return TimeManta({"status", "--temp-dir=" + temp_dir_}, runs);
   }
 
-  // The two calls `manta status` makes (GetAllNodeInfo, then
-  // GetClusterResources) made from this process on one connection, `runs`
-  // times: the GCS's share of a status, in ms each.
+  // The two calls `manta status` makes (GetAllNodeInfo brief, then
+  // GetClusterResources with totals only) made one after the other from
+  // this process on one connection, `runs` times: the GCS's share of a
+  // status, in ms each.
   absl::StatusOr<std::vector<double>> TimeStatusCalls(int runs) const;
 
   // The last `lines` lines of the GCS's log, for an error report.
