@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/time/clock.h"
+#include "common/process.h"
 
 #include "gtest/gtest.h"
 
@@ -60,9 +61,9 @@ TEST(MakeChannelTest, AChannelReleasedInItsOwnCompletionLeavesCallbacksWorking) 
                            completed.fetch_add(1);
                            last.reset();  // the channel goes here, on the callback thread
                          });
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (completed.load() <= i && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-    ASSERT_EQ(completed.load(), i + 1) << "round " << i << " never completed";
+    ASSERT_TRUE(PollUntil([&] { return completed.load() > i; }, absl::Now() + absl::Seconds(10)))
+        << "round " << i << " never completed";
+    ASSERT_EQ(completed.load(), i + 1);
   }
 }
 
