@@ -75,6 +75,10 @@ struct ClusterView {
   // CPU_group_<i>_<hex>, bundle_group_<hex>, ...); a plain resource's
   // `available` excludes what bundles reserve of it.
   std::vector<NodeUsage> usage;
+  // A summary (what `manta status` asks for) instead holds one `usage`
+  // entry with the plain sums over the alive nodes, and here what committed
+  // bundles reserve, by base name (CPU: every CPU_group_<pg> summed).
+  NodeUsage reserved;
   std::vector<DemandView> demands;
   std::vector<PlacementGroupView> pending_placement_groups;  // PENDING or RESCHEDULING
   // The GCS answers calls that carry no token (a cluster started with

@@ -163,7 +163,10 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   for (const rpc::NodeResources& r : resources.nodes()) {
     view.usage.push_back({ToHex(r.node_id()), ToMap(r.total()), ToMap(r.available())});
   }
-  if (summary) view.usage.push_back({"", ToMap(resources.totals().total()), ToMap(resources.totals().available())});
+  if (summary) {
+    view.usage.push_back({"", ToMap(resources.totals().total()), ToMap(resources.totals().available())});
+    view.reserved = {"", ToMap(resources.reserved().total()), ToMap(resources.reserved().available())};
+  }
   for (const rpc::ResourceDemand& d : resources.demands()) {
     view.demands.push_back({ToMap(d.shape()), d.num_ready_requests_queued(), d.num_infeasible_requests_queued()});
   }

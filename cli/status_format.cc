@@ -48,6 +48,8 @@ std::string UsageReport(const ClusterView& view) {
     for (const auto& [name, v] : node.total) add(name, v, &Sum::total);
     for (const auto& [name, v] : node.available) add(name, v, &Sum::available);
   }
+  for (const auto& [base, v] : view.reserved.total) reserved[base].total += Units(v);
+  for (const auto& [base, v] : view.reserved.available) reserved[base].available += Units(v);
   std::string out;
   for (const auto& [name, sum] : sums) {
     if (name.find("node:") != std::string::npos) continue;

@@ -1,6 +1,7 @@
 #include "cli/status_format.h"
 
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -229,6 +230,37 @@ TEST(StatusFormatTest, PlacementGroupsLikeRayStatus) {
                 " {'TPU': 4.0} * 4 (STRICT_SPREAD): 2+ pending placement groups\n"
                 " {'CPU': 1.0} * 1, {'TPU': 8.0} * 2 (PACK): 1+ pending placement groups (infeasible)\n");
   EXPECT_EQ(out.find("_group_"), std::string::npos) << out;
+}
+
+// What the GCS answers `manta status` (GetClusterResources with
+// totals_only): plain sums, and reservations folded by base name.
+ClusterView Summarize(const ClusterView& full) {
+  ClusterView summary = full;
+  summary.usage.assign(1, NodeUsage{});
+  for (const NodeUsage& node : full.usage) {
+    for (auto [map, out, reserved] : {std::tuple(&node.total, &summary.usage[0].total, &summary.reserved.total),
+                                      std::tuple(&node.available, &summary.usage[0].available,
+                                                 &summary.reserved.available)}) {
+      for (const auto& [name, v] : *map) {
+        auto g = pg::ParseGroupResource(name);
+        if (!g) {
+          if (name.rfind("node:", 0) != 0) (*out)[name] += v;
+        } else if (g->index < 0 && g->base != pg::kBundleMarker) {
+          (*reserved)[g->base] += v;
+        }
+      }
+    }
+  }
+  return summary;
+}
+
+TEST(StatusFormatTest, ASummaryFormatsAsTheFullView) {
+  ClusterView full = SliceReserved();
+  ClusterView summary = Summarize(full);
+  EXPECT_EQ(summary.usage.size(), 1u);
+  EXPECT_EQ(summary.reserved.total.at("TPU"), 16);
+  EXPECT_EQ(summary.reserved.available.at("TPU"), 12);
+  EXPECT_EQ(FormatStatus(summary, When(), absl::UTCTimeZone()), FormatStatus(full, When(), absl::UTCTimeZone()));
 }
 
 TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {

@@ -1,7 +1,9 @@
 #include "gcs/resource_manager.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/placement_group_resources.h"
 #include "common/resources.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -100,15 +102,45 @@ void ResourceManager::PublishIfNew(Entry& e) {
   publisher_->Publish(std::move(msg));
 }
 
+namespace {
+
+// The folded sums of a totals_only reply (see GetClusterResourcesRequest).
+struct TotalsSum {
+  struct Pair {
+    double total = 0;
+    double available = 0;
+  };
+  absl::flat_hash_map<std::string, Pair> plain, reserved;
+
+  void Add(const std::string& name, double q, double Pair::*field) {
+    if (absl::StartsWith(name, "node:")) return;
+    if (name.find("_group_") != std::string::npos) {
+      if (auto g = pg::ParseGroupResource(name)) {
+        if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += q;
+        return;
+      }
+    }
+    plain[name].*field += q;
+  }
+  static void Fill(const absl::flat_hash_map<std::string, Pair>& sums, rpc::NodeResources* out) {
+    for (const auto& [name, p] : sums) {
+      (*out->mutable_total())[name] = p.total;
+      (*out->mutable_available())[name] = p.available;
+    }
+  }
+};
+
+}  // namespace
+
 void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                                 rpc::GetClusterResourcesReply* reply, rpc::Done done) {
   // Merge identical demand shapes from different nodes.
   std::map<std::map<std::string, double>, rpc::ResourceDemand> merged;
-  absl::flat_hash_map<std::string, double> total, available;
+  TotalsSum sum;
   for (const auto& [id, e] : view_) {
     if (request.totals_only()) {
-      for (const auto& [name, q] : e.resources.total()) total[name] += q;
-      for (const auto& [name, q] : e.resources.available()) available[name] += q;
+      for (const auto& [name, q] : e.resources.total()) sum.Add(name, q, &TotalsSum::Pair::total);
+      for (const auto& [name, q] : e.resources.available()) sum.Add(name, q, &TotalsSum::Pair::available);
     } else {
       *reply->add_nodes() = e.resources;
     }
@@ -122,8 +154,8 @@ void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRe
   }
   for (auto& [k, d] : merged) *reply->add_demands() = std::move(d);
   if (request.totals_only()) {
-    reply->mutable_totals()->mutable_total()->insert(total.begin(), total.end());
-    reply->mutable_totals()->mutable_available()->insert(available.begin(), available.end());
+    sum.Fill(sum.plain, reply->mutable_totals());
+    sum.Fill(sum.reserved, reply->mutable_reserved());
   }
   done(absl::OkStatus());
 }

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/placement_group_resources.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -134,6 +135,16 @@ TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThem) {
   (*second.mutable_total())["CPU"] = 2;
   (*second.mutable_available())["TPU"] = 3;
   (*second.mutable_available())["CPU"] = 0.5;
+  // A committed bundle of 2 TPU, half in use, and the node's own resource:
+  // folded into `reserved` by base name, or left out.
+  PlacementGroupId group = PlacementGroupId::FromRandom();
+  for (const auto& [name, q] : pg::CommittedResources(*ResourceSet::FromMap({{"TPU", 2}}), group, 0).ToMap()) {
+    (*second.mutable_total())[name] = q;
+    (*second.mutable_available())[name] = q;
+  }
+  (*second.mutable_available())[pg::WildcardName("TPU", group)] = 1;
+  (*second.mutable_total())["node:127.0.0.2"] = 1;
+  (*second.mutable_available())["node:127.0.0.2"] = 1;
   ASSERT_TRUE(Report(second).ok());
 
   rpc::GetClusterResourcesRequest totals_only;
@@ -145,6 +156,11 @@ TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThem) {
   EXPECT_EQ(reply.totals().total().at("CPU"), 2);
   EXPECT_EQ(reply.totals().available().at("TPU"), 4);
   EXPECT_EQ(reply.totals().available().at("CPU"), 0.5);
+  EXPECT_EQ(reply.totals().total_size(), 2);  // no node:<ip>, no group names
+  EXPECT_EQ(reply.totals().available_size(), 2);
+  EXPECT_EQ(reply.reserved().total_size(), 1);
+  EXPECT_EQ(reply.reserved().total().at("TPU"), 2);
+  EXPECT_EQ(reply.reserved().available().at("TPU"), 1);
 
   rpc::GetClusterResourcesReply full;
   resources_.HandleGetClusterResources({}, &full, [](const absl::Status&) {});

@@ -17,7 +17,7 @@
 // `manta status` latency then, against the same with a few raylets.
 //
 //   bench_gcs_load [--nodes=2000 --actors=10000 --pgs=1000 --raylets=64]
-//                  [--quick] [--mode=all|sim|raylets] [--json FILE]
+//                  [--quick] [--mode=all|sim|raylets] [--json FILE] [--hold-seconds=S]
 //
 // Timings are reported, never asserted.
 #include <unistd.h>
@@ -53,6 +53,7 @@ struct Config {
   int raylets = 64;
   int baseline_raylets = 4;
   int status_runs = 20;
+  double hold_seconds = 0;  // keep the full simulated cluster up this long after measuring
   double cpu_seconds = 10;
   double settle_seconds = 3;
   double node_cpus = 8;
@@ -165,6 +166,11 @@ absl::Status MeasureSimulated(const Config& cfg, const Sizes& sizes, GcsHead& he
   ASSIGN_OR_RETURN(ms, head.TimeStatusCalls(cfg.status_runs));
   f.calls_p50_ms = Quantile(ms, 0.5);
   f.stats = sim->stats();
+  if (cfg.hold_seconds > 0 && sizes.nodes == cfg.nodes) {  // the measured run, not the baseline
+    Progress(absl::StrCat("holding the cluster for ", cfg.hold_seconds, " s: MANTA_TOKEN=", head.token(),
+                          " manta status --address ", head.address()));
+    Sleep(cfg.hold_seconds);
+  }
   return sim->Healthy();
 }
 
@@ -343,6 +349,8 @@ int main(int argc, char** argv) {
   app.add_option("--baseline-raylets", cfg.baseline_raylets, "Real raylets of the baseline run.")
       ->check(CLI::Range(1, 256));
   auto* runs = app.add_option("--status-runs", cfg.status_runs, "`manta status` runs.")->check(CLI::Range(1, 1000));
+  app.add_option("--hold-seconds", cfg.hold_seconds, "Keep the full simulated cluster up this long, to try it.")
+      ->check(CLI::Range(0.0, 3600.0));
   auto* cpu = app.add_option("--cpu-seconds", cfg.cpu_seconds, "CPU measuring window.")->check(CLI::Range(0.1, 600.0));
   auto* settle = app.add_option("--settle-seconds", cfg.settle_seconds, "Pause before measuring.")
                      ->check(CLI::Range(0.0, 60.0));
