@@ -1,4 +1,5 @@
 // The manta command: start, stop, status, drain-node, list nodes/actors/tasks/placement-groups/train-runs, job.
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -133,139 +134,180 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-int Main(int argc, char** argv) {
-  CLI::App app{"Manta: a distributed actor runtime for multi-host TPU training.", "manta"};
-  app.require_subcommand(1);
-
+// What the command line fills as CLI11 parses it.
+struct Options {
   StartOptions start;
-  CLI::App* start_cmd = app.add_subcommand("start", "Start Manta processes on this host.");
-  start_cmd->add_flag("--head", start.head, "Start the head: the GCS and this host's raylet.");
-  start_cmd->add_option("--address", start.address, "Join the cluster whose GCS is at HOST:PORT.");
-  start_cmd->add_option("--port", start.port, "The GCS port (head only).")->capture_default_str();
-  start_cmd->add_option("--node-ip-address", start.node_ip, "This host's address; daemons bind to it.")
-      ->capture_default_str();
-  start_cmd->add_option("--num-cpus", start.node.num_cpus, "CPUs this node offers (default: detected).");
-  start_cmd->add_option("--memory", start.node.memory, "Memory in bytes this node offers (default: detected).");
-  start_cmd->add_option("--resources", start.node.resources, "Custom resources as JSON, e.g. '{\"custom\": 2}'.");
-  start_cmd->add_option("--labels", start.node.labels, "Node labels as k=v,k2=v2.");
-  start_cmd->add_option("--node-name", start.node.node_name, "A name for this node (default: its IP).");
-  start_cmd->add_option("--temp-dir", start.temp_dir, "Root of the session directories.")->capture_default_str();
-  start_cmd->add_flag("--block", start.block, "Stay in the foreground; stop the daemons on a signal.");
-  start_cmd->add_option("--auth", start.auth, "token (default) or none: whether calls need the cluster token.")
-      ->capture_default_str();
-  start_cmd->add_option("--include-dashboard", start.include_dashboard,
-                        "Head: start the dashboard with the Jobs REST API.")
-      ->capture_default_str();
-  start_cmd->add_option("--dashboard-host", start.dashboard_host, "Head: the dashboard's HTTP address.")
-      ->capture_default_str();
-  start_cmd->add_option("--dashboard-port", start.dashboard_port,
-                        "Head: the dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
-  start_cmd->add_option("--gcs-storage", start.gcs_storage,
-                        "Head: where the GCS keeps its tables: sqlite (default), memory, "
-                        "redis://[:PASSWORD@]HOST:PORT, or redis ($RAY_REDIS_ADDRESS; the password may also come "
-                        "from $RAY_REDIS_PASSWORD).");
-  start_cmd->add_option("--gcs-storage-namespace", start.gcs_storage_namespace,
-                        "Head, Redis: the namespace of this cluster's tables (default: manta). A head started "
-                        "again with the same Redis and namespace, on any machine, recovers the cluster.");
-  start_cmd->add_option("--token-file", start.token_file,
-                        "Join: a file holding the cluster token (default: $MANTA_TOKEN, else the local session's).");
-  start_cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
-                        "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
-                        "before stopping (default 0: stop at once). `manta stop` always stops at once.");
-
   StopOptions stop;
-  stop.temp_dir = kDefaultTempDir;
   int grace_s = 10;
-  CLI::App* stop_cmd = app.add_subcommand("stop", "Stop the Manta processes this host started.");
-  stop_cmd->add_flag("-f,--force", stop.force, "Kill with SIGKILL at once.");
-  stop_cmd->add_option("--temp-dir", stop.temp_dir, "Root of the session directories.")->capture_default_str();
-  stop_cmd->add_option("-g,--grace-period", grace_s, "Seconds to wait after SIGTERM before SIGKILL.")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 3600));
-
   QueryOptions status;
-  CLI::App* status_cmd = app.add_subcommand("status", "Show the cluster's nodes and resource usage.");
-  status_cmd->add_option("--address", status.address, "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
-  status_cmd->add_option("--temp-dir", status.temp_dir, "Root of the session directories.")->capture_default_str();
-
   DrainOptions drain;
-  CLI::App* drain_cmd =
-      app.add_subcommand("drain-node", "Drain a node: it takes no new work and leaves once idle or at the deadline.");
-  drain_cmd->add_option("node_id", drain.node_id, "The node's hex id, or a unique prefix of 8+ hex digits.")
-      ->required();
-  // A value may be empty ("--reason="), so that RunDrainNode reports it.
-  drain_cmd->add_option("--reason", drain.reason, "Why, e.g. preemption, idle, maintenance (required).")
-      ->expected(0, 1);
-  drain_cmd->add_option("--deadline", drain.deadline, "When the node goes away at the latest: 30s, 2m, ... (0: none).")
-      ->capture_default_str();
-  drain_cmd->add_option("--address", drain.query.address,
-                        "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
-  drain_cmd->add_option("--temp-dir", drain.query.temp_dir, "Root of the session directories.")
-      ->capture_default_str();
-
   QueryOptions list;
-  CLI::App* list_cmd = app.add_subcommand("list", "List cluster state.");
-  list_cmd->require_subcommand(1);
-  CLI::App* list_nodes = list_cmd->add_subcommand("nodes", "List the nodes of the cluster.");
-  CLI::App* list_actors = list_cmd->add_subcommand("actors", "List the actors of the cluster.");
-  CLI::App* list_tasks = list_cmd->add_subcommand("tasks", "List the latest state of recent tasks.");
-  CLI::App* list_pgs = list_cmd->add_subcommand("placement-groups", "List the placement groups of the cluster.");
-  CLI::App* list_train_runs = list_cmd->add_subcommand("train-runs", "List the training runs of the cluster.");
   bool list_detail = false;
-  list_pgs->add_flag("--detail", list_detail, "Every bundle with its node, and more columns.");
-  list_train_runs->add_flag("--detail", list_detail, "Every attempt, and every worker of the latest attempt.");
   int list_limit = 100;
-  for (CLI::App* cmd : {list_actors, list_tasks, list_pgs, list_train_runs}) {
-    cmd->add_option("--limit", list_limit, "At most this many entries (0: all).")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1000000));
-  }
-  for (CLI::App* cmd : {list_cmd, list_nodes, list_actors, list_tasks, list_pgs, list_train_runs}) {
-    cmd->add_option("--address", list.address, "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).");
-    cmd->add_option("--temp-dir", list.temp_dir, "Root of the session directories.")->capture_default_str();
-    cmd->add_option("--format", list.format, "table or json.")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"table", "json"}));
-  }
-
   JobSubmitOptions job_submit;
   JobCommonOptions job_common;
   std::string job_id;
   bool job_follow = false, job_no_wait = false;
-  CLI::App* job_cmd = app.add_subcommand("job", "Submit and manage jobs through the dashboard's Jobs API.");
-  job_cmd->require_subcommand(1);
-  auto add_common = [](CLI::App* cmd, JobCommonOptions* common) {
-    cmd->add_option("--address", common->address,
-                    "The dashboard, http://HOST:8265 (default: $MANTA_DASHBOARD_ADDRESS, else this host's).");
-    cmd->add_option("--temp-dir", common->temp_dir, "Root of the session directories.")->capture_default_str();
-  };
-  CLI::App* job_submit_cmd = job_cmd->add_subcommand("submit", "Submit a job; follows its logs until it ends.");
-  add_common(job_submit_cmd, &job_submit.common);
-  job_submit_cmd->add_option("--submission-id", job_submit.submission_id, "The job's id (default: generated).");
-  job_submit_cmd->add_option("--working-dir", job_submit.working_dir, "A directory to upload and run the job in.");
-  job_submit_cmd->add_option("--runtime-env-json", job_submit.runtime_env_json,
-                             "Runtime environment as JSON: {\"working_dir\": ..., \"env_vars\": {...}}.");
-  job_submit_cmd->add_option("--entrypoint-num-cpus", job_submit.entrypoint_num_cpus, "CPUs for the entrypoint.");
-  job_submit_cmd->add_option("--entrypoint-num-gpus", job_submit.entrypoint_num_gpus, "GPUs for the entrypoint.");
-  job_submit_cmd->add_option("--entrypoint-memory", job_submit.entrypoint_memory, "Memory (bytes) for the entrypoint.");
-  job_submit_cmd->add_option("--entrypoint-resources", job_submit.entrypoint_resources,
-                             "Custom resources for the entrypoint as JSON, e.g. '{\"TPU\": 4}'.");
-  job_submit_cmd->add_option("--metadata-json", job_submit.metadata_json, "Metadata as a JSON object of strings.");
-  job_submit_cmd->add_flag("--no-wait", job_submit.no_wait, "Do not follow the logs; return once submitted.");
-  job_submit_cmd->add_option("entrypoint", job_submit.entrypoint, "The command to run, after --.")->required();
-  CLI::App* job_status_cmd = job_cmd->add_subcommand("status", "Show a job's status.");
-  CLI::App* job_logs_cmd = job_cmd->add_subcommand("logs", "Print a job's logs.");
-  job_logs_cmd->add_flag("-f,--follow", job_follow, "Follow the logs until the job ends.");
-  CLI::App* job_stop_cmd = job_cmd->add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL).");
-  job_stop_cmd->add_flag("--no-wait", job_no_wait, "Do not wait for the job to exit.");
-  CLI::App* job_delete_cmd = job_cmd->add_subcommand("delete", "Delete a job that has ended, with its logs.");
-  for (CLI::App* cmd : {job_status_cmd, job_logs_cmd, job_stop_cmd, job_delete_cmd}) {
-    add_common(cmd, &job_common);
-    cmd->add_option("submission_id", job_id, "The job's submission id.")->required();
-  }
-  CLI::App* job_list_cmd = job_cmd->add_subcommand("list", "List the jobs of the cluster.");
-  add_common(job_list_cmd, &job_common);
+};
 
+CLI::App* AddStart(CLI::App& app, StartOptions& start) {
+  CLI::App* cmd = app.add_subcommand("start", "Start Manta processes on this host.");
+  cmd->add_flag("--head", start.head, "Start the head: the GCS and this host's raylet.");
+  cmd->add_option("--address", start.address, "Join the cluster whose GCS is at HOST:PORT.");
+  cmd->add_option("--port", start.port, "The GCS port (head only).")->capture_default_str();
+  cmd->add_option("--node-ip-address", start.node_ip, "This host's address; daemons bind to it.")
+      ->capture_default_str();
+  cmd->add_option("--num-cpus", start.node.num_cpus, "CPUs this node offers (default: detected).");
+  cmd->add_option("--memory", start.node.memory, "Memory in bytes this node offers (default: detected).");
+  cmd->add_option("--resources", start.node.resources, "Custom resources as JSON, e.g. '{\"custom\": 2}'.");
+  cmd->add_option("--labels", start.node.labels, "Node labels as k=v,k2=v2.");
+  cmd->add_option("--node-name", start.node.node_name, "A name for this node (default: its IP).");
+  cmd->add_option("--temp-dir", start.temp_dir, "Root of the session directories.")->capture_default_str();
+  cmd->add_flag("--block", start.block, "Stay in the foreground; stop the daemons on a signal.");
+  cmd->add_option("--auth", start.auth, "token (default) or none: whether calls need the cluster token.")
+      ->capture_default_str();
+  cmd->add_option("--include-dashboard", start.include_dashboard, "Head: start the dashboard with the Jobs REST API.")
+      ->capture_default_str();
+  cmd->add_option("--dashboard-host", start.dashboard_host, "Head: the dashboard's HTTP address.")
+      ->capture_default_str();
+  cmd->add_option("--dashboard-port", start.dashboard_port,
+                  "Head: the dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
+  cmd->add_option("--gcs-storage", start.gcs_storage,
+                  "Head: where the GCS keeps its tables: sqlite (default), memory, "
+                  "redis://[:PASSWORD@]HOST:PORT, or redis ($RAY_REDIS_ADDRESS; the password may also come "
+                  "from $RAY_REDIS_PASSWORD).");
+  cmd->add_option("--gcs-storage-namespace", start.gcs_storage_namespace,
+                  "Head, Redis: the namespace of this cluster's tables (default: manta). A head started "
+                  "again with the same Redis and namespace, on any machine, recovers the cluster.");
+  cmd->add_option("--token-file", start.token_file,
+                  "Join: a file holding the cluster token (default: $MANTA_TOKEN, else the local session's).");
+  cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
+                  "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
+                  "before stopping (default 0: stop at once). `manta stop` always stops at once.");
+  return cmd;
+}
+
+CLI::App* AddStop(CLI::App& app, Options& o) {
+  o.stop.temp_dir = kDefaultTempDir;
+  CLI::App* cmd = app.add_subcommand("stop", "Stop the Manta processes this host started.");
+  cmd->add_flag("-f,--force", o.stop.force, "Kill with SIGKILL at once.");
+  cmd->add_option("--temp-dir", o.stop.temp_dir, "Root of the session directories.")->capture_default_str();
+  cmd->add_option("-g,--grace-period", o.grace_s, "Seconds to wait after SIGTERM before SIGKILL.")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
+  return cmd;
+}
+
+constexpr char kAddressHelp[] = "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).";
+
+CLI::App* AddStatus(CLI::App& app, QueryOptions& status) {
+  CLI::App* cmd = app.add_subcommand("status", "Show the cluster's nodes and resource usage.");
+  cmd->add_option("--address", status.address, kAddressHelp);
+  cmd->add_option("--temp-dir", status.temp_dir, "Root of the session directories.")->capture_default_str();
+  return cmd;
+}
+
+CLI::App* AddDrainNode(CLI::App& app, DrainOptions& drain) {
+  CLI::App* cmd =
+      app.add_subcommand("drain-node", "Drain a node: it takes no new work and leaves once idle or at the deadline.");
+  cmd->add_option("node_id", drain.node_id, "The node's hex id, or a unique prefix of 8+ hex digits.")->required();
+  // A value may be empty ("--reason="), so that RunDrainNode reports it.
+  cmd->add_option("--reason", drain.reason, "Why, e.g. preemption, idle, maintenance (required).")->expected(0, 1);
+  cmd->add_option("--deadline", drain.deadline, "When the node goes away at the latest: 30s, 2m, ... (0: none).")
+      ->capture_default_str();
+  cmd->add_option("--address", drain.query.address, kAddressHelp);
+  cmd->add_option("--temp-dir", drain.query.temp_dir, "Root of the session directories.")->capture_default_str();
+  return cmd;
+}
+
+struct ListCommands {
+  CLI::App *nodes, *actors, *tasks, *placement_groups, *train_runs;
+};
+
+ListCommands AddList(CLI::App& app, Options& o) {
+  CLI::App* cmd = app.add_subcommand("list", "List cluster state.");
+  cmd->require_subcommand(1);
+  ListCommands l;
+  l.nodes = cmd->add_subcommand("nodes", "List the nodes of the cluster.");
+  l.actors = cmd->add_subcommand("actors", "List the actors of the cluster.");
+  l.tasks = cmd->add_subcommand("tasks", "List the latest state of recent tasks.");
+  l.placement_groups = cmd->add_subcommand("placement-groups", "List the placement groups of the cluster.");
+  l.train_runs = cmd->add_subcommand("train-runs", "List the training runs of the cluster.");
+  l.placement_groups->add_flag("--detail", o.list_detail, "Every bundle with its node, and more columns.");
+  l.train_runs->add_flag("--detail", o.list_detail, "Every attempt, and every worker of the latest attempt.");
+  for (CLI::App* sub : {l.actors, l.tasks, l.placement_groups, l.train_runs}) {
+    sub->add_option("--limit", o.list_limit, "At most this many entries (0: all).")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000000));
+  }
+  for (CLI::App* sub : {cmd, l.nodes, l.actors, l.tasks, l.placement_groups, l.train_runs}) {
+    sub->add_option("--address", o.list.address, kAddressHelp);
+    sub->add_option("--temp-dir", o.list.temp_dir, "Root of the session directories.")->capture_default_str();
+    sub->add_option("--format", o.list.format, "table or json.")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"table", "json"}));
+  }
+  return l;
+}
+
+struct JobCommands {
+  CLI::App *submit, *status, *logs, *stop, *del, *list;
+};
+
+void AddJobCommon(CLI::App* cmd, JobCommonOptions* common) {
+  cmd->add_option("--address", common->address,
+                  "The dashboard, http://HOST:8265 (default: $MANTA_DASHBOARD_ADDRESS, else this host's).");
+  cmd->add_option("--temp-dir", common->temp_dir, "Root of the session directories.")->capture_default_str();
+}
+
+CLI::App* AddJobSubmit(CLI::App* job, JobSubmitOptions& o) {
+  CLI::App* cmd = job->add_subcommand("submit", "Submit a job; follows its logs until it ends.");
+  AddJobCommon(cmd, &o.common);
+  cmd->add_option("--submission-id", o.submission_id, "The job's id (default: generated).");
+  cmd->add_option("--working-dir", o.working_dir, "A directory to upload and run the job in.");
+  cmd->add_option("--runtime-env-json", o.runtime_env_json,
+                  "Runtime environment as JSON: {\"working_dir\": ..., \"env_vars\": {...}}.");
+  cmd->add_option("--entrypoint-num-cpus", o.entrypoint_num_cpus, "CPUs for the entrypoint.");
+  cmd->add_option("--entrypoint-num-gpus", o.entrypoint_num_gpus, "GPUs for the entrypoint.");
+  cmd->add_option("--entrypoint-memory", o.entrypoint_memory, "Memory (bytes) for the entrypoint.");
+  cmd->add_option("--entrypoint-resources", o.entrypoint_resources,
+                  "Custom resources for the entrypoint as JSON, e.g. '{\"TPU\": 4}'.");
+  cmd->add_option("--metadata-json", o.metadata_json, "Metadata as a JSON object of strings.");
+  cmd->add_flag("--no-wait", o.no_wait, "Do not follow the logs; return once submitted.");
+  cmd->add_option("entrypoint", o.entrypoint, "The command to run, after --.")->required();
+  return cmd;
+}
+
+JobCommands AddJob(CLI::App& app, Options& o) {
+  CLI::App* cmd = app.add_subcommand("job", "Submit and manage jobs through the dashboard's Jobs API.");
+  cmd->require_subcommand(1);
+  JobCommands j;
+  j.submit = AddJobSubmit(cmd, o.job_submit);
+  j.status = cmd->add_subcommand("status", "Show a job's status.");
+  j.logs = cmd->add_subcommand("logs", "Print a job's logs.");
+  j.logs->add_flag("-f,--follow", o.job_follow, "Follow the logs until the job ends.");
+  j.stop = cmd->add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL).");
+  j.stop->add_flag("--no-wait", o.job_no_wait, "Do not wait for the job to exit.");
+  j.del = cmd->add_subcommand("delete", "Delete a job that has ended, with its logs.");
+  for (CLI::App* sub : {j.status, j.logs, j.stop, j.del}) {
+    AddJobCommon(sub, &o.job_common);
+    sub->add_option("submission_id", o.job_id, "The job's submission id.")->required();
+  }
+  j.list = cmd->add_subcommand("list", "List the jobs of the cluster.");
+  AddJobCommon(j.list, &o.job_common);
+  return j;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Manta: a distributed actor runtime for multi-host TPU training.", "manta"};
+  app.require_subcommand(1);
+  Options o;
+  CLI::App* start = AddStart(app, o.start);
+  CLI::App* stop = AddStop(app, o);
+  CLI::App* status = AddStatus(app, o.status);
+  CLI::App* drain = AddDrainNode(app, o.drain);
+  ListCommands list = AddList(app, o);
+  JobCommands job = AddJob(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -274,42 +316,37 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  absl::Status s;
-  if (*start_cmd) {
-    s = RunStart(start, std::cout, std::cerr);
-  } else if (*stop_cmd) {
-    stop.grace = absl::Seconds(grace_s);
-    s = RunStop(stop, std::cout);
-  } else if (*status_cmd) {
-    s = RunStatus(status);
-  } else if (*drain_cmd) {
-    s = RunDrainNode(drain);
-  } else if (*list_nodes) {
-    s = RunListNodes(list);
-  } else if (*list_actors) {
-    s = RunListActors(list, list_limit);
-  } else if (*list_tasks) {
-    s = RunListTasks(list, list_limit);
-  } else if (*list_pgs) {
-    s = RunListPlacementGroups(list, list_limit, list_detail);
-  } else if (*list_train_runs) {
-    s = RunListTrainRuns(list, list_limit, list_detail);
-  } else if (*job_submit_cmd) {
-    auto code = RunJobSubmit(job_submit, std::cout);
+  if (*job.submit) {  // the only command whose exit code is the job's
+    auto code = RunJobSubmit(o.job_submit, std::cout);
     if (!code.ok()) return Fail(std::string(code.status().message()));
     return *code;
-  } else if (*job_status_cmd) {
-    s = RunJobStatus(job_common, job_id, std::cout);
-  } else if (*job_logs_cmd) {
-    s = RunJobLogs(job_common, job_id, job_follow, std::cout);
-  } else if (*job_stop_cmd) {
-    s = RunJobStop(job_common, job_id, job_no_wait, std::cout);
-  } else if (*job_list_cmd) {
-    s = RunJobList(job_common, std::cout);
-  } else if (*job_delete_cmd) {
-    s = RunJobDelete(job_common, job_id, std::cout);
   }
-  if (!s.ok()) return Fail(std::string(s.message()));
+  const std::pair<CLI::App*, std::function<absl::Status()>> commands[] = {
+      {start, [&] { return RunStart(o.start, std::cout, std::cerr); }},
+      {stop,
+       [&] {
+         o.stop.grace = absl::Seconds(o.grace_s);
+         return RunStop(o.stop, std::cout);
+       }},
+      {status, [&] { return RunStatus(o.status); }},
+      {drain, [&] { return RunDrainNode(o.drain); }},
+      {list.nodes, [&] { return RunListNodes(o.list); }},
+      {list.actors, [&] { return RunListActors(o.list, o.list_limit); }},
+      {list.tasks, [&] { return RunListTasks(o.list, o.list_limit); }},
+      {list.placement_groups, [&] { return RunListPlacementGroups(o.list, o.list_limit, o.list_detail); }},
+      {list.train_runs, [&] { return RunListTrainRuns(o.list, o.list_limit, o.list_detail); }},
+      {job.status, [&] { return RunJobStatus(o.job_common, o.job_id, std::cout); }},
+      {job.logs, [&] { return RunJobLogs(o.job_common, o.job_id, o.job_follow, std::cout); }},
+      {job.stop, [&] { return RunJobStop(o.job_common, o.job_id, o.job_no_wait, std::cout); }},
+      {job.list, [&] { return RunJobList(o.job_common, std::cout); }},
+      {job.del, [&] { return RunJobDelete(o.job_common, o.job_id, std::cout); }},
+  };
+  for (const auto& [cmd, run] : commands) {
+    if (!*cmd) continue;
+    absl::Status s = run();
+    if (!s.ok()) return Fail(std::string(s.message()));
+    return 0;
+  }
   return 0;
 }
 

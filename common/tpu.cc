@@ -295,113 +295,107 @@ std::map<std::string, std::string> TpuHost::Labels() const {
   };
 }
 
-absl::StatusOr<std::optional<TpuHost>> DetectTpuHost(const EnvLookup& env) {
-  auto get = [&env](const char* name) -> std::optional<std::string> {
-    std::optional<std::string> value = env(name);
-    if (!value.has_value()) return std::nullopt;
-    std::string stripped(absl::StripAsciiWhitespace(*value));
-    if (stripped.empty()) return std::nullopt;
-    return stripped;
-  };
-  auto context = [](const char* name, const std::string& value) {
-    return absl::StrCat(name, "=\"", value, "\"");
-  };
-  auto missing = [](const char* name, const std::string& why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " is not set; it is required ", why));
-  };
+namespace {
 
-  const std::optional<std::string> type = get(kEnvAcceleratorType);
+// A variable's value without surrounding whitespace; nullopt when unset or
+// blank.
+std::optional<std::string> EnvValue(const EnvLookup& env, const char* name) {
+  std::optional<std::string> value = env(name);
+  if (!value.has_value()) return std::nullopt;
+  std::string stripped(absl::StripAsciiWhitespace(*value));
+  if (stripped.empty()) return std::nullopt;
+  return stripped;
+}
+
+std::string EnvContext(const char* name, const std::string& value) { return absl::StrCat(name, "=\"", value, "\""); }
+
+absl::Status Missing(const char* name, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(name, " is not set; it is required ", why));
+}
+
+// TPU_WORKER_ID: required on a multi-host slice, a host index.
+absl::Status SetWorkerId(const std::optional<std::string>& worker_id, TpuHost& host) {
+  if (!worker_id.has_value()) {
+    if (host.hosts_per_slice <= 1) return absl::OkStatus();
+    return Missing(kEnvWorkerId, absl::StrCat("on a host of a multi-host slice (", host.pod_type.ToString(), " has ",
+                                              host.hosts_per_slice, " hosts)"));
+  }
+  if (!IsDigits(*worker_id) || !absl::SimpleAtoi(*worker_id, &host.worker_id) ||
+      host.worker_id >= host.hosts_per_slice) {
+    return absl::InvalidArgumentError(absl::StrCat(EnvContext(kEnvWorkerId, *worker_id),
+                                                   ": expected a host index in [0, ", host.hosts_per_slice, ") for ",
+                                                   host.pod_type.ToString(), " with topology ", host.topology_str));
+  }
+  return absl::OkStatus();
+}
+
+// TPU_CHIPS_PER_HOST_BOUNDS: positive bounds whose product is the chips
+// per host.
+absl::Status CheckChipsPerHostBounds(const std::string& bounds, const TpuHost& host) {
+  int64_t product = 1;
+  bool well_formed = true;
+  for (absl::string_view part : absl::StrSplit(bounds, ',')) {
+    int dim = 0;
+    part = absl::StripAsciiWhitespace(part);
+    if (!IsDigits(part) || !absl::SimpleAtoi(part, &dim) || dim <= 0 || product * dim > kMaxChipsInTopology) {
+      well_formed = false;
+      break;
+    }
+    product *= dim;
+  }
+  if (well_formed && product == host.chips_per_host) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      EnvContext(kEnvChipsPerHostBounds, bounds), ": expected positive comma-separated bounds whose product is the ",
+      host.chips_per_host, " chips per host of ", host.pod_type.ToString(), " with topology ", host.topology_str));
+}
+
+// TPU_WORKER_HOSTNAMES: one name per host of the slice.
+absl::Status SetWorkerHostnames(const std::string& hostnames, TpuHost& host) {
+  host.worker_hostnames = absl::StrSplit(hostnames, ',', absl::SkipWhitespace());
+  for (std::string& h : host.worker_hostnames) absl::StripAsciiWhitespace(&h);
+  if (static_cast<int>(host.worker_hostnames.size()) == host.hosts_per_slice) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(EnvContext(kEnvWorkerHostnames, hostnames), ": lists ",
+                                                 host.worker_hostnames.size(), " hosts but ",
+                                                 host.pod_type.ToString(), " with topology ", host.topology_str,
+                                                 " has ", host.hosts_per_slice));
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<TpuHost>> DetectTpuHost(const EnvLookup& env) {
+  const std::optional<std::string> type = EnvValue(env, kEnvAcceleratorType);
   if (!type.has_value()) return std::nullopt;
 
   TpuHost host;
   absl::StatusOr<PodType> pod_type = ParsePodType(*type);
-  if (!pod_type.ok()) {
-    return Annotate(pod_type.status(), context(kEnvAcceleratorType, *type));
-  }
+  if (!pod_type.ok()) return Annotate(pod_type.status(), EnvContext(kEnvAcceleratorType, *type));
   host.pod_type = *std::move(pod_type);
 
-  const std::optional<std::string> topology = get(kEnvTopology);
-  if (!topology.has_value()) {
-    return missing(kEnvTopology, "on a TPU host to size the slice");
-  }
+  const std::optional<std::string> topology = EnvValue(env, kEnvTopology);
+  if (!topology.has_value()) return Missing(kEnvTopology, "on a TPU host to size the slice");
   absl::StatusOr<std::vector<int>> dims = ParseTopology(*topology);
-  if (!dims.ok()) {
-    return Annotate(dims.status(), context(kEnvTopology, *topology));
-  }
+  if (!dims.ok()) return Annotate(dims.status(), EnvContext(kEnvTopology, *topology));
   host.topology = *std::move(dims);
   host.topology_str = TopologyToString(host.topology);
 
-  absl::StatusOr<int> chips_per_host =
-      ChipsPerHost(host.pod_type, host.topology);
+  absl::StatusOr<int> chips_per_host = ChipsPerHost(host.pod_type, host.topology);
   if (!chips_per_host.ok()) {
-    return Annotate(chips_per_host.status(),
-                    absl::StrCat(context(kEnvTopology, *topology), " with ",
-                                 context(kEnvAcceleratorType, *type)));
+    return Annotate(chips_per_host.status(), absl::StrCat(EnvContext(kEnvTopology, *topology), " with ",
+                                                          EnvContext(kEnvAcceleratorType, *type)));
   }
   host.chips_per_host = *chips_per_host;
-  host.hosts_per_slice =
-      (ChipsInTopology(host.topology) + host.chips_per_host - 1) /
-      host.chips_per_host;
+  host.hosts_per_slice = (ChipsInTopology(host.topology) + host.chips_per_host - 1) / host.chips_per_host;
 
-  const std::optional<std::string> name = get(kEnvName);
-  if (!name.has_value()) {
-    return missing(kEnvName, "on a TPU host to name its slice");
-  }
+  const std::optional<std::string> name = EnvValue(env, kEnvName);
+  if (!name.has_value()) return Missing(kEnvName, "on a TPU host to name its slice");
   host.slice_name = *name;
 
-  const std::optional<std::string> worker_id = get(kEnvWorkerId);
-  if (!worker_id.has_value()) {
-    if (host.hosts_per_slice > 1) {
-      return missing(kEnvWorkerId,
-                     absl::StrCat("on a host of a multi-host slice (",
-                                  host.pod_type.ToString(), " has ",
-                                  host.hosts_per_slice, " hosts)"));
-    }
-  } else if (!IsDigits(*worker_id) ||
-             !absl::SimpleAtoi(*worker_id, &host.worker_id) ||
-             host.worker_id >= host.hosts_per_slice) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        context(kEnvWorkerId, *worker_id), ": expected a host index in [0, ",
-        host.hosts_per_slice, ") for ", host.pod_type.ToString(),
-        " with topology ", host.topology_str));
+  RETURN_IF_ERROR(SetWorkerId(EnvValue(env, kEnvWorkerId), host));
+  if (const std::optional<std::string> bounds = EnvValue(env, kEnvChipsPerHostBounds)) {
+    RETURN_IF_ERROR(CheckChipsPerHostBounds(*bounds, host));
   }
-
-  if (const std::optional<std::string> bounds = get(kEnvChipsPerHostBounds)) {
-    int64_t product = 1;
-    bool well_formed = true;
-    for (absl::string_view part : absl::StrSplit(*bounds, ',')) {
-      int dim = 0;
-      part = absl::StripAsciiWhitespace(part);
-      if (!IsDigits(part) || !absl::SimpleAtoi(part, &dim) || dim <= 0 ||
-          product * dim > kMaxChipsInTopology) {
-        well_formed = false;
-        break;
-      }
-      product *= dim;
-    }
-    if (!well_formed || product != host.chips_per_host) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          context(kEnvChipsPerHostBounds, *bounds),
-          ": expected positive comma-separated bounds whose product is the ",
-          host.chips_per_host, " chips per host of ", host.pod_type.ToString(),
-          " with topology ", host.topology_str));
-    }
-  }
-
-  if (const std::optional<std::string> hostnames = get(kEnvWorkerHostnames)) {
-    host.worker_hostnames =
-        absl::StrSplit(*hostnames, ',', absl::SkipWhitespace());
-    for (std::string& h : host.worker_hostnames) {
-      absl::StripAsciiWhitespace(&h);
-    }
-    if (static_cast<int>(host.worker_hostnames.size()) !=
-        host.hosts_per_slice) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          context(kEnvWorkerHostnames, *hostnames), ": lists ",
-          host.worker_hostnames.size(), " hosts but ", host.pod_type.ToString(),
-          " with topology ", host.topology_str, " has ", host.hosts_per_slice));
-    }
+  if (const std::optional<std::string> hostnames = EnvValue(env, kEnvWorkerHostnames)) {
+    RETURN_IF_ERROR(SetWorkerHostnames(*hostnames, host));
   }
   return host;
 }

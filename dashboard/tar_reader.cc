@@ -192,42 +192,15 @@ absl::Status WriteEntries(const std::vector<TarEntry>& entries, const std::strin
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const TarLimits& limits) {
-  std::vector<TarEntry> entries;
-  std::map<std::string, TarEntry::Type> seen;
-  std::set<std::string> symlinks;
-  uint64_t unpacked = 0;
+// GNU long names ('L', 'K') and pax headers ('x'): they apply to the next
+// entry only.
+struct ExtendedHeaders {
   std::string long_name, long_link;
   std::map<std::string, std::string> pax;
-  size_t pos = 0;
-  bool ended = false;
-  while (pos + kBlock <= archive.size()) {
-    const char* h = archive.data() + pos;
-    if (IsZeroBlock(h)) {
-      ended = true;
-      break;
-    }
-    RETURN_IF_ERROR(CheckChecksum(h));
-    ASSIGN_OR_RETURN(uint64_t size, Octal(h + 124, 12, "size"));
-    if (auto it = pax.find("size"); it != pax.end() && !absl::SimpleAtoi(it->second, &size)) {
-      return absl::InvalidArgumentError("malformed pax size in the archive");
-    }
-    char type = h[156];
-    pos += kBlock;
-    if (size > archive.size() - pos) return absl::InvalidArgumentError("the archive is truncated");
-    std::string_view data = archive.substr(pos, size);
-    pos += (size + kBlock - 1) / kBlock * kBlock;
 
-    if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
-      if (size > (1 << 20)) return absl::InvalidArgumentError("oversized extended header in the archive");
-      if (type == 'L') long_name = std::string(data.substr(0, strnlen(data.data(), data.size())));
-      if (type == 'K') long_link = std::string(data.substr(0, strnlen(data.data(), data.size())));
-      if (type == 'x') RETURN_IF_ERROR(ParsePax(data, &pax));
-      continue;  // 'g' (global pax) carries nothing we use
-    }
-
+  // The next entry's path and link target, from its header `h` and these;
+  // then forgets them.
+  std::pair<std::string, std::string> Names(const char* h) {
     std::string raw = Field(h, 100);
     if (std::string_view(h + 257, 5) == "ustar" && h[345] != '\0') raw = Field(h + 345, 155) + "/" + raw;
     if (!long_name.empty()) raw = long_name;
@@ -238,7 +211,105 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
     long_name.clear();
     long_link.clear();
     pax.clear();
+    return {std::move(raw), std::move(link)};
+  }
+};
 
+// The kind, contents and link of entry `path` (`raw` as the archive spells
+// it) of tar type `type`. A hard link must point at an earlier regular file
+// in `seen`; `unpacked` counts the bytes of files against the limit.
+absl::Status FillEntry(char type, std::string_view data, const std::string& path, const std::string& raw,
+                       const std::string& link, const std::map<std::string, TarEntry::Type>& seen,
+                       const TarLimits& limits, uint64_t& unpacked, TarEntry& e) {
+  switch (type) {
+    case '0':
+    case '\0':
+    case '7':
+      e.type = TarEntry::Type::kFile;
+      e.data = data;
+      unpacked += data.size();
+      if (unpacked > limits.max_unpacked_bytes) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the archive unpacks to more than ", limits.max_unpacked_bytes, " bytes"));
+      }
+      return absl::OkStatus();
+    case '5':
+      e.type = TarEntry::Type::kDirectory;
+      e.mode = 0755;
+      return absl::OkStatus();
+    case '2':
+      e.type = TarEntry::Type::kSymlink;
+      e.link_target = link;
+      e.mode = 0777;
+      return absl::OkStatus();
+    case '1': {
+      e.type = TarEntry::Type::kHardlink;
+      auto target = NormalizePath(link);
+      if (!target.ok() || target->empty()) return Bad(path, "is a hard link pointing outside the tree");
+      auto it = seen.find(*target);
+      if (it == seen.end() || it->second != TarEntry::Type::kFile) {
+        return Bad(path, "is a hard link to something that is not an earlier regular file of the archive");
+      }
+      e.link_target = *target;
+      return absl::OkStatus();
+    }
+    default:
+      return Bad(raw, absl::StrCat("has unsupported type '", Printable(std::string_view(&type, 1)),
+                                   "' (only files, directories and links are allowed)"));
+  }
+}
+
+// Checks that need the whole archive: nothing lives under a symlink or a
+// file, and symlinks stay inside.
+absl::Status CheckTree(const std::vector<TarEntry>& entries, const std::map<std::string, TarEntry::Type>& seen,
+                       const std::set<std::string>& symlinks) {
+  for (const TarEntry& e : entries) {
+    for (size_t slash = e.path.find('/'); slash != std::string::npos; slash = e.path.find('/', slash + 1)) {
+      auto it = seen.find(e.path.substr(0, slash));
+      if (it == seen.end() || it->second == TarEntry::Type::kDirectory) continue;
+      return Bad(e.path, it->second == TarEntry::Type::kSymlink ? "lies under a symlink" : "lies under a file");
+    }
+    if (e.type == TarEntry::Type::kSymlink) RETURN_IF_ERROR(CheckSymlinkTarget(e.path, e.link_target, symlinks));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const TarLimits& limits) {
+  std::vector<TarEntry> entries;
+  std::map<std::string, TarEntry::Type> seen;
+  std::set<std::string> symlinks;
+  uint64_t unpacked = 0;
+  ExtendedHeaders ext;
+  size_t pos = 0;
+  bool ended = false;
+  while (pos + kBlock <= archive.size()) {
+    const char* h = archive.data() + pos;
+    if (IsZeroBlock(h)) {
+      ended = true;
+      break;
+    }
+    RETURN_IF_ERROR(CheckChecksum(h));
+    ASSIGN_OR_RETURN(uint64_t size, Octal(h + 124, 12, "size"));
+    if (auto it = ext.pax.find("size"); it != ext.pax.end() && !absl::SimpleAtoi(it->second, &size)) {
+      return absl::InvalidArgumentError("malformed pax size in the archive");
+    }
+    char type = h[156];
+    pos += kBlock;
+    if (size > archive.size() - pos) return absl::InvalidArgumentError("the archive is truncated");
+    std::string_view data = archive.substr(pos, size);
+    pos += (size + kBlock - 1) / kBlock * kBlock;
+
+    if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
+      if (size > (1 << 20)) return absl::InvalidArgumentError("oversized extended header in the archive");
+      if (type == 'L') ext.long_name = std::string(data.substr(0, strnlen(data.data(), data.size())));
+      if (type == 'K') ext.long_link = std::string(data.substr(0, strnlen(data.data(), data.size())));
+      if (type == 'x') RETURN_IF_ERROR(ParsePax(data, &ext.pax));
+      continue;  // 'g' (global pax) carries nothing we use
+    }
+
+    auto [raw, link] = ext.Names(h);
     if (entries.size() >= limits.max_entries) {
       return absl::ResourceExhaustedError(absl::StrCat("the archive has more than ", limits.max_entries, " entries"));
     }
@@ -247,42 +318,7 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
     TarEntry e;
     e.mode = static_cast<uint32_t>(mode) & 0755;
     e.mode |= 0600;
-    switch (type) {
-      case '0':
-      case '\0':
-      case '7':
-        e.type = TarEntry::Type::kFile;
-        e.data = data;
-        unpacked += size;
-        if (unpacked > limits.max_unpacked_bytes) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat("the archive unpacks to more than ", limits.max_unpacked_bytes, " bytes"));
-        }
-        break;
-      case '5':
-        e.type = TarEntry::Type::kDirectory;
-        e.mode = 0755;
-        break;
-      case '2':
-        e.type = TarEntry::Type::kSymlink;
-        e.link_target = link;
-        e.mode = 0777;
-        break;
-      case '1': {
-        e.type = TarEntry::Type::kHardlink;
-        auto target = NormalizePath(link);
-        if (!target.ok() || target->empty()) return Bad(path, "is a hard link pointing outside the tree");
-        auto it = seen.find(*target);
-        if (it == seen.end() || it->second != TarEntry::Type::kFile) {
-          return Bad(path, "is a hard link to something that is not an earlier regular file of the archive");
-        }
-        e.link_target = *target;
-        break;
-      }
-      default:
-        return Bad(raw, absl::StrCat("has unsupported type '", Printable(std::string_view(&type, 1)),
-                                     "' (only files, directories and links are allowed)"));
-    }
+    RETURN_IF_ERROR(FillEntry(type, data, path, raw, link, seen, limits, unpacked, e));
     if (path.empty()) {
       if (e.type == TarEntry::Type::kDirectory) continue;  // "./": the root itself
       return Bad(raw, "names the root of the tree");
@@ -299,16 +335,7 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
   if (!ended && pos != archive.size()) return absl::InvalidArgumentError("the archive is truncated");
   if (!ended && archive.empty()) return absl::InvalidArgumentError("the archive is empty");
 
-  // Checks that need the whole archive: nothing lives under a symlink or a
-  // file, and symlinks stay inside.
-  for (const TarEntry& e : entries) {
-    for (size_t slash = e.path.find('/'); slash != std::string::npos; slash = e.path.find('/', slash + 1)) {
-      auto it = seen.find(e.path.substr(0, slash));
-      if (it == seen.end() || it->second == TarEntry::Type::kDirectory) continue;
-      return Bad(e.path, it->second == TarEntry::Type::kSymlink ? "lies under a symlink" : "lies under a file");
-    }
-    if (e.type == TarEntry::Type::kSymlink) RETURN_IF_ERROR(CheckSymlinkTarget(e.path, e.link_target, symlinks));
-  }
+  RETURN_IF_ERROR(CheckTree(entries, seen, symlinks));
   return entries;
 }
 

@@ -270,7 +270,15 @@ class GcsServer::Impl {
     char inc[8];
     FillRandom(inc, sizeof(inc));
     incarnation_ = std::string(inc, sizeof(inc));
+    CreateManagers();
+    ListenToNodes();
+    RETURN_IF_ERROR(InitializeTables());
+    return Serve();
+  }
 
+  // The managers, wired to one another (ids, clients, probes, listeners
+  // other than the node table's).
+  void CreateManagers() {
     publisher_ = std::make_unique<Publisher>(loop_, incarnation_);
     raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token);
     nodes_ = std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_,
@@ -315,6 +323,10 @@ class GcsServer::Impl {
       pgs_->OnJobFinished(job.job_id());
       train_runs_->OnJobFinished(*JobId::FromBinary(job.job_id()));
     });
+  }
+
+  // What each manager does when a node joins, drains or dies.
+  void ListenToNodes() {
     health_client_ = std::make_unique<GrpcHealthCheckClient>(loop_, options_.token, incarnation_);
     health_ = std::make_unique<HealthCheckManager>(
         health_client_.get(), options_.health_check,
@@ -343,6 +355,10 @@ class GcsServer::Impl {
       pgs_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
       actors_->OnNodeDead(info);
     });
+  }
+
+  // Recovers every table from the store.
+  absl::Status InitializeTables() {
     // Groups first: recovered nodes are synced against them as they are added.
     RETURN_IF_ERROR(pgs_->Initialize());
     RETURN_IF_ERROR(nodes_->Initialize());
@@ -351,8 +367,11 @@ class GcsServer::Impl {
     RETURN_IF_ERROR(train_runs_->Initialize());
     // A run whose job ended while the GCS was down missed OnJobFinished.
     train_runs_->AbortRunsOfFinishedJobs();
-    RETURN_IF_ERROR(actors_->Initialize());
+    return actors_->Initialize();
+  }
 
+  // The gRPC services behind the token gate, and the timers.
+  absl::Status Serve() {
     node_service_ = std::make_unique<NodeInfoService>(this);
     resource_service_ = std::make_unique<ResourceService>(this);
     kv_service_ = std::make_unique<KvService>(this);

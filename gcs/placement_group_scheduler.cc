@@ -194,15 +194,128 @@ double PlacementGroupScheduler::Load(const NodeId& node, const ResourceSet& avai
   return counted == 0 ? 0 : used / counted;
 }
 
+namespace {
+
+// A bundle still to place, and a node it may go to.
+struct Want {
+  int index;
+  ResourceSet demand;
+  LabelSelector selector;
+  std::string what;
+};
+struct Candidate {
+  NodeId id;
+  ResourceSet total;
+  ResourceSet available;
+  double load;
+  const rpc::NodeInfo* info;
+};
+
+bool LabelsOk(const Want& w, const Candidate& c) { return w.selector.Matches(c.info->labels()); }
+
+void Assign(const Want& w, Candidate& c, PlacementResult& result) {
+  result.nodes[w.index] = c.id;
+  c.available.Subtract(w.demand);
+}
+
+PlacementResult Created(PlacementResult result) {
+  result.outcome = PlacementResult::kCreated;
+  return result;
+}
+
+// PACK and STRICT_PACK on one node, a node already holding bundles of the
+// group first. nullopt when PACK must spread over several nodes.
+std::optional<PlacementResult> ChoosePack(rpc::PlacementGroupInfo::Strategy strategy, const std::vector<Want>& wants,
+                                          std::vector<Candidate>& nodes, const absl::flat_hash_set<NodeId>& used,
+                                          PlacementResult result) {
+  ResourceSet sum;
+  for (const Want& w : wants) sum.Add(w.demand);
+  auto pack_ok = [&](const Candidate& c, const ResourceSet& have) {
+    if (strategy == rpc::PlacementGroupInfo::STRICT_PACK && !used.empty() && !used.contains(c.id)) return false;
+    for (const Want& w : wants) {
+      if (!LabelsOk(w, c)) return false;
+    }
+    return have.Contains(sum);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (Candidate& c : nodes) {
+      if ((pass == 0) != used.contains(c.id) || !pack_ok(c, c.available)) continue;
+      for (const Want& w : wants) Assign(w, c, result);
+      return Created(std::move(result));
+    }
+  }
+  if (strategy != rpc::PlacementGroupInfo::STRICT_PACK) return std::nullopt;
+  bool ever = false;
+  for (const Candidate& c : nodes) ever |= pack_ok(c, c.total);
+  result.infeasible = !ever;
+  result.message = ever ? "no node has room for every bundle at once now"
+                        : "no alive node could ever hold every bundle (STRICT_PACK)";
+  return result;
+}
+
+// STRICT_SPREAD: a node each, none already holding a bundle of the group,
+// as a bipartite matching (a greedy choice can miss one that exists).
+PlacementResult ChooseStrictSpread(const std::vector<Want>& wants, std::vector<Candidate>& nodes,
+                                   const absl::flat_hash_set<NodeId>& used, PlacementResult result) {
+  std::vector<size_t> usable;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!used.contains(nodes[i].id)) usable.push_back(i);
+  }
+  auto match = [&](bool now) {
+    std::vector<std::vector<size_t>> edges(wants.size());
+    for (size_t b = 0; b < wants.size(); ++b) {
+      for (size_t i : usable) {
+        const Candidate& c = nodes[i];
+        if (LabelsOk(wants[b], c) && (now ? c.available : c.total).Contains(wants[b].demand)) edges[b].push_back(i);
+      }
+    }
+    return Match(edges, nodes.size());
+  };
+  if (auto m = match(true)) {
+    for (size_t b = 0; b < wants.size(); ++b) Assign(wants[b], nodes[(*m)[b]], result);
+    return Created(std::move(result));
+  }
+  bool ever = match(false).has_value();
+  result.infeasible = !ever;
+  result.message = ever ? "not enough nodes have room for one bundle each now"
+                        : "too few alive nodes could hold one bundle each (STRICT_SPREAD)";
+  return result;
+}
+
+// PACK (when one node is not enough) and SPREAD: greedy, bundle by bundle,
+// least loaded first, preferring nodes the group uses (PACK) or does not
+// (SPREAD).
+PlacementResult ChooseGreedy(rpc::PlacementGroupInfo::Strategy strategy, const std::vector<Want>& wants,
+                             std::vector<Candidate>& nodes, const absl::flat_hash_set<NodeId>& used,
+                             PlacementResult result) {
+  absl::flat_hash_set<NodeId> taken = used;
+  for (const Want& w : wants) {
+    Candidate* best = nullptr;
+    for (Candidate& c : nodes) {
+      if (!LabelsOk(w, c) || !c.available.Contains(w.demand)) continue;
+      bool preferred = strategy == rpc::PlacementGroupInfo::PACK ? taken.contains(c.id) : !taken.contains(c.id);
+      if (preferred) {
+        best = &c;
+        break;
+      }
+      if (best == nullptr) best = &c;
+    }
+    if (best == nullptr) {
+      result.nodes.clear();
+      result.message = absl::StrCat("no node has room for ", w.what, " now");
+      return result;
+    }
+    Assign(w, *best, result);
+    taken.insert(best->id);
+  }
+  return Created(std::move(result));
+}
+
+}  // namespace
+
 PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& group) const {
   PlacementResult result;
   result.outcome = PlacementResult::kNoFit;
-  struct Want {
-    int index;
-    ResourceSet demand;
-    LabelSelector selector;
-    std::string what;
-  };
   std::vector<Want> wants;
   absl::flat_hash_set<NodeId> used;  // nodes of bundles already placed
   for (const rpc::Bundle& b : group.bundles()) {
@@ -218,18 +331,8 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
     }
     wants.push_back({b.index(), std::move(parsed->first), std::move(parsed->second), Describe(b)});
   }
-  if (wants.empty()) {
-    result.outcome = PlacementResult::kCreated;
-    return result;
-  }
+  if (wants.empty()) return Created(std::move(result));
   // Synced nodes, least loaded first, with what each has left.
-  struct Candidate {
-    NodeId id;
-    ResourceSet total;
-    ResourceSet available;
-    double load;
-    const rpc::NodeInfo* info;
-  };
   std::vector<Candidate> nodes;
   for (const auto& [id, n] : nodes_) {
     if (!n.synced || n.info.draining()) continue;
@@ -237,11 +340,10 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
     nodes.push_back({id, Total(id), available, Load(id, available), &n.info});
   }
   std::stable_sort(nodes.begin(), nodes.end(), [](const Candidate& a, const Candidate& b) { return a.load < b.load; });
-  auto labels_ok = [](const Want& w, const Candidate& c) { return w.selector.Matches(c.info->labels()); };
   // Every bundle needs some node that could ever hold it.
   for (const Want& w : wants) {
     bool any = false;
-    for (const Candidate& c : nodes) any |= labels_ok(w, c) && c.total.Contains(w.demand);
+    for (const Candidate& c : nodes) any |= LabelsOk(w, c) && c.total.Contains(w.demand);
     if (!any) {
       result.infeasible = true;
       result.message = absl::StrCat("no alive node could ever hold ", w.what);
@@ -249,91 +351,13 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
     }
   }
   const rpc::PlacementGroupInfo::Strategy strategy = group.strategy();
-  auto assign = [&](const Want& w, Candidate& c) {
-    result.nodes[w.index] = c.id;
-    c.available.Subtract(w.demand);
-  };
-
   if (strategy == rpc::PlacementGroupInfo::STRICT_PACK || strategy == rpc::PlacementGroupInfo::PACK) {
-    ResourceSet sum;
-    for (const Want& w : wants) sum.Add(w.demand);
-    auto pack_ok = [&](const Candidate& c, const ResourceSet& have) {
-      if (strategy == rpc::PlacementGroupInfo::STRICT_PACK && !used.empty() && !used.contains(c.id)) return false;
-      for (const Want& w : wants) {
-        if (!labels_ok(w, c)) return false;
-      }
-      return have.Contains(sum);
-    };
-    // A node already holding bundles of the group first.
-    for (int pass = 0; pass < 2; ++pass) {
-      for (Candidate& c : nodes) {
-        if ((pass == 0) != used.contains(c.id) || !pack_ok(c, c.available)) continue;
-        for (const Want& w : wants) assign(w, c);
-        result.outcome = PlacementResult::kCreated;
-        return result;
-      }
-    }
-    if (strategy == rpc::PlacementGroupInfo::STRICT_PACK) {
-      bool ever = false;
-      for (const Candidate& c : nodes) ever |= pack_ok(c, c.total);
-      result.infeasible = !ever;
-      result.message = ever ? "no node has room for every bundle at once now"
-                            : "no alive node could ever hold every bundle (STRICT_PACK)";
-      return result;
-    }
+    if (auto packed = ChoosePack(strategy, wants, nodes, used, result)) return *std::move(packed);
   }
-
   if (strategy == rpc::PlacementGroupInfo::STRICT_SPREAD) {
-    // Nodes with bundles of the group are taken.
-    std::vector<size_t> usable;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!used.contains(nodes[i].id)) usable.push_back(i);
-    }
-    auto match = [&](bool now) {
-      std::vector<std::vector<size_t>> edges(wants.size());
-      for (size_t b = 0; b < wants.size(); ++b) {
-        for (size_t i : usable) {
-          const Candidate& c = nodes[i];
-          if (labels_ok(wants[b], c) && (now ? c.available : c.total).Contains(wants[b].demand)) edges[b].push_back(i);
-        }
-      }
-      return Match(edges, nodes.size());
-    };
-    if (auto m = match(true)) {
-      for (size_t b = 0; b < wants.size(); ++b) assign(wants[b], nodes[(*m)[b]]);
-      result.outcome = PlacementResult::kCreated;
-      return result;
-    }
-    bool ever = match(false).has_value();
-    result.infeasible = !ever;
-    result.message = ever ? "not enough nodes have room for one bundle each now"
-                          : "too few alive nodes could hold one bundle each (STRICT_SPREAD)";
-    return result;
+    return ChooseStrictSpread(wants, nodes, used, std::move(result));
   }
-
-  // PACK (when one node is not enough) and SPREAD: greedy, bundle by bundle.
-  absl::flat_hash_set<NodeId> taken = used;
-  for (const Want& w : wants) {
-    Candidate* best = nullptr;
-    for (Candidate& c : nodes) {
-      if (!labels_ok(w, c) || !c.available.Contains(w.demand)) continue;
-      bool preferred = strategy == rpc::PlacementGroupInfo::PACK ? taken.contains(c.id) : !taken.contains(c.id);
-      if (preferred) {
-        best = &c;
-        break;
-      }
-      if (best == nullptr) best = &c;
-    }
-    if (best == nullptr) {
-      result.nodes.clear();
-      result.message = absl::StrCat("no node has room for ", w.what, " now");
-      return result;
-    }
-    assign(w, *best);
-    taken.insert(best->id);
-  }
-  result.outcome = PlacementResult::kCreated;
-  return result;
+  return ChooseGreedy(strategy, wants, nodes, used, std::move(result));
 }
 
 void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Callback done,

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 extern char** environ;
 
@@ -24,6 +25,49 @@ std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 std::string ExitDetail(int64_t exit_status, int term_signal) {
   if (term_signal != 0) return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
   return absl::StrCat("exited with code ", exit_status);
+}
+
+// Opens (creates) `base`.out and `base`.err for appending: the worker's
+// stdout and stderr.
+absl::StatusOr<std::pair<int, int>> OpenLogFiles(const std::string& dir, const std::string& base) {
+  int out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out >= 0 && err >= 0) return std::make_pair(out, err);
+  std::string why = std::strerror(errno);
+  if (out >= 0) ::close(out);
+  if (err >= 0) ::close(err);
+  return absl::FailedPreconditionError("cannot create worker log files in " + dir + ": " + why);
+}
+
+// The worker's environment: the raylet's own, with what tells the worker
+// who and where it is set anew.
+std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const WorkerId& id, const JobId& job) {
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"MANTA_WORKER_ID", id.Hex()},
+      {"MANTA_JOB_ID", job.Hex()},
+      {"MANTA_NODE_ID", o.node_id.Hex()},
+      {"MANTA_NODE_IP", o.node_ip},
+      {"MANTA_RAYLET_ADDRESS", o.raylet_address},
+      {"MANTA_RAYLET_PID", std::to_string(::getpid())},
+      {"MANTA_GCS_ADDRESS", o.gcs_address},
+  };
+  if (!o.session_dir.empty()) vars.emplace_back("MANTA_SESSION_DIR", o.session_dir);
+  if (!o.token_file.empty()) {
+    vars.emplace_back("MANTA_TOKEN_FILE", o.token_file);
+  } else if (!o.token.empty()) {
+    vars.emplace_back("MANTA_TOKEN", o.token);
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    bool overridden = false;
+    for (const auto& [k, v] : vars) overridden |= kv.substr(0, k.size() + 1) == k + "=";
+    // Variables only the pool sets must not leak in from the raylet's own.
+    overridden |= kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=";
+    if (!overridden) env.emplace_back(kv);
+  }
+  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+  return env;
 }
 
 }  // namespace
@@ -78,40 +122,9 @@ absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec)
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::FailedPreconditionError("cannot create the worker log directory " + dir + ": " + ec.message());
   std::string base = dir + "/worker-" + id.Hex();
-  int out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out < 0 || err < 0) {
-    std::string why = std::strerror(errno);
-    if (out >= 0) ::close(out);
-    if (err >= 0) ::close(err);
-    return absl::FailedPreconditionError("cannot create worker log files in " + dir + ": " + why);
-  }
-
-  std::vector<std::pair<std::string, std::string>> vars = {
-      {"MANTA_WORKER_ID", id.Hex()},
-      {"MANTA_JOB_ID", job->Hex()},
-      {"MANTA_NODE_ID", options_.node_id.Hex()},
-      {"MANTA_NODE_IP", options_.node_ip},
-      {"MANTA_RAYLET_ADDRESS", options_.raylet_address},
-      {"MANTA_RAYLET_PID", std::to_string(::getpid())},
-      {"MANTA_GCS_ADDRESS", options_.gcs_address},
-  };
-  if (!options_.session_dir.empty()) vars.emplace_back("MANTA_SESSION_DIR", options_.session_dir);
-  if (!options_.token_file.empty()) {
-    vars.emplace_back("MANTA_TOKEN_FILE", options_.token_file);
-  } else if (!options_.token.empty()) {
-    vars.emplace_back("MANTA_TOKEN", options_.token);
-  }
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    bool overridden = false;
-    for (const auto& [k, v] : vars) overridden |= kv.substr(0, k.size() + 1) == k + "=";
-    // Variables only the pool sets must not leak in from the raylet's own.
-    overridden |= kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=";
-    if (!overridden) env.emplace_back(kv);
-  }
-  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+  ASSIGN_OR_RETURN(auto fds, OpenLogFiles(dir, base));
+  auto [out, err] = fds;
+  std::vector<std::string> env = WorkerEnvironment(options_, id, *job);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/label_selector.h"
+#include "common/status.h"
 #include "common/tpu.h"
 #include "manta/errors.h"
 
@@ -197,204 +198,241 @@ std::map<std::string, std::vector<SliceInfo>> ListSlices() {
 
 // ---- Reserving ------------------------------------------------------------------
 
-absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
-  // Everything checkable is checked before the cluster is asked anything.
-  if (options.num_slices < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: num_slices must be at least 1, got ",
-                                                   options.num_slices));
-  }
+namespace {
+
+// What a reservation asks for, checked before the cluster is asked anything.
+struct SliceRequest {
+  PodType pod;
+  std::string pod_type;  // pod->ToString()
+  std::vector<int> topology;
+  int chips_per_host = 0;
+  int hosts = 0;
+  std::map<std::string, double> bundle;  // each host's bundle
+  std::string what;                      // "2 slice(s) of v6e-16 (4x4) within 5m", for errors
+};
+
+absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
+  auto invalid = [](absl::string_view why) { return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", why)); };
+  if (options.num_slices < 1) return invalid(absl::StrCat("num_slices must be at least 1, got ", options.num_slices));
   auto pod = PodTypeFromTopology(options.accelerator_version, options.topology);
-  if (!pod.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", pod.status().message()));
+  if (!pod.ok()) return invalid(pod.status().message());
   if (!IsValidTopology(options.accelerator_version, options.topology)) {
-    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: topology '", options.topology,
-                                                   "' is not valid for accelerator version '",
-                                                   options.accelerator_version, "'"));
+    return invalid(absl::StrCat("topology '", options.topology, "' is not valid for accelerator version '",
+                                options.accelerator_version, "'"));
   }
   auto topology = ParseTopology(options.topology);
-  if (!topology.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", topology.status().message()));
+  if (!topology.ok()) return invalid(topology.status().message());
   auto chips = ChipsPerHost(*pod, *topology);
   auto hosts = HostsPerSlice(*pod, *topology);
-  if (!chips.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", chips.status().message()));
-  if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: ", hosts.status().message()));
+  if (!chips.ok()) return invalid(chips.status().message());
+  if (!hosts.ok()) return invalid(hosts.status().message());
   if (options.megascale_port <= 0 || options.megascale_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("ReserveSlices: megascale_port ", options.megascale_port,
-                                                   " is not a port"));
+    return invalid(absl::StrCat("megascale_port ", options.megascale_port, " is not a port"));
   }
-  std::map<std::string, double> bundle = options.resources_per_bundle;
-  if (bundle.empty()) bundle[kTpuResource] = *chips;
-  const std::string pod_type = pod->ToString();
-  const std::string request = absl::StrCat(options.num_slices, " slice(s) of ", pod_type, " (",
-                                           TopologyToString(*topology), ") within ",
-                                           absl::FormatDuration(options.timeout));
+  SliceRequest r{*pod, pod->ToString(), *topology, *chips, *hosts, options.resources_per_bundle, ""};
+  if (r.bundle.empty()) r.bundle[kTpuResource] = *chips;
+  r.what = absl::StrCat(options.num_slices, " slice(s) of ", r.pod_type, " (", TopologyToString(r.topology),
+                        ") within ", absl::FormatDuration(options.timeout));
+  return r;
+}
 
-  auto core_or = Core();
-  if (!core_or.ok()) return core_or.status();
-  core::CoreWorker* core = *core_or;
-  const absl::Time deadline = options.timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration());
-  std::vector<PlacementGroupId> heads;  // removed on every exit path
-  std::vector<PlacementGroupId> slice_groups;
-  auto fail = [&](absl::Status s) {
-    RemoveAll(core, slice_groups);
-    RemoveAll(core, heads);
-    return s;
-  };
-
-  auto nodes = core->GetAllNodes();
-  if (!nodes.ok()) return Prefixed(nodes.status(), "cannot read the node table");
-  auto resources = core->GetClusterResources();
-  if (!resources.ok()) return Prefixed(resources.status(), "cannot read the cluster's resources");
-  // Which heads a head group may take: when enough slices are wholly free
-  // now, only those (a free head on a held slice would wait for its holder);
-  // otherwise any but the slices that miss a host now.
+// Which heads a head group may take, as a label condition on the slice
+// name: when enough slices are wholly free now, only those (a free head on
+// a held slice would wait for its holder); otherwise any but the slices that
+// miss a host now. Empty: any.
+std::string SliceCondition(const SliceRequest& req, int num_slices, const std::vector<core::NodeData>& nodes,
+                           const std::vector<core::NodeResourcesData>& resources) {
   std::vector<std::string> incomplete;
   std::vector<std::string> free;
-  for (auto& [name, s] : ObserveSlices(*nodes)) {
-    if (s.info.pod_type != pod_type) continue;
+  for (auto& [name, s] : ObserveSlices(nodes)) {
+    if (s.info.pod_type != req.pod_type) continue;
     if (!Complete(s)) {
       incomplete.push_back(name);
       continue;
     }
-    FillFree(s, *resources);
+    FillFree(s, resources);
     bool bundles_fit = s.info.head_free;
     for (const auto& [worker, node] : s.hosts) {
-      for (const auto& [resource, amount] : bundle) {
-        bundles_fit = bundles_fit && Holds(Available(*resources, node->node_id), resource, amount);
+      for (const auto& [resource, amount] : req.bundle) {
+        bundles_fit = bundles_fit && Holds(Available(resources, node->node_id), resource, amount);
       }
     }
     if (bundles_fit) free.push_back(name);
   }
-  std::string slice_condition;
-  if (static_cast<int>(free.size()) >= options.num_slices) {
-    slice_condition = "in(" + absl::StrJoin(free, ",") + ")";
-  } else if (!incomplete.empty()) {
-    slice_condition = "!in(" + absl::StrJoin(incomplete, ",") + ")";
-  }
+  if (static_cast<int>(free.size()) >= num_slices) return "in(" + absl::StrJoin(free, ",") + ")";
+  if (!incomplete.empty()) return "!in(" + absl::StrJoin(incomplete, ",") + ")";
+  return "";
+}
 
-  // 1. One head group per slice: a free TPU-<pod type>-head on a worker 0.
-  std::vector<std::string> names;
-  for (int s = 0; s < options.num_slices; ++s) {
-    core::PlacementGroupData head;
-    head.id = PlacementGroupId::FromRandom();
-    head.strategy = core::PlacementStrategy::kStrictPack;
-    core::BundleData b;
-    b.resources[HeadResourceName(*pod)] = 1;
-    b.label_selector = {{kLabelPodType, pod_type}, {kLabelWorkerId, "0"}};
-    if (!slice_condition.empty()) {
-      std::map<std::string, std::string> restricted = b.label_selector;
-      restricted[kLabelSliceName] = slice_condition;
-      // Slice names the selector syntax cannot hold: no restriction.
-      if (LabelSelector::Parse(restricted).ok()) b.label_selector = std::move(restricted);
-    }
-    head.bundles.push_back(std::move(b));
-    auto created = core->CreatePlacementGroup(head);
-    if (!created.ok()) return fail(Prefixed(created.status(), absl::StrCat("head group of slice ", s)));
-    heads.push_back(head.id);
-    auto ready = WaitCreated(core, head.id, deadline, absl::StrCat("the head of slice ", s), request);
-    if (!ready.ok()) return fail(ready.status());
-    // The slice's name, from the labels of the head's node.
-    const NodeId& node = ready->bundles.at(0).node_id;
-    std::string name;
-    for (int attempt = 0; attempt < 2 && name.empty(); ++attempt) {
-      if (attempt > 0) {  // a node that joined after the first read
-        nodes = core->GetAllNodes();
-        if (!nodes.ok()) return fail(Prefixed(nodes.status(), "cannot read the node table"));
-      }
-      for (const core::NodeData& n : *nodes) {
-        if (n.node_id == node) name = Label(n, kLabelSliceName);
-      }
-    }
-    if (name.empty()) {
-      return fail(absl::InternalError(absl::StrCat("ReserveSlices: the head of slice ", s, " is on node ",
-                                                   node.Hex(), ", which has no ", kLabelSliceName, " label")));
-    }
-    names.push_back(std::move(name));
-  }
+// A reservation under way: the groups it made, removed unless it succeeds.
+struct Reserving {
+  core::CoreWorker* core;
+  absl::Time deadline;
+  std::vector<PlacementGroupId> heads;
+  std::vector<PlacementGroupId> slice_groups;
 
-  // 2. The slices' bundles: host b of slice s on the node with worker id b.
-  auto host_bundle = [&](const std::string& name, int host) {
-    core::BundleData b;
-    b.resources = bundle;
-    b.label_selector = {{kLabelSliceName, name}, {kLabelWorkerId, std::to_string(host)}};
-    return b;
-  };
+  absl::Status Fail(absl::Status s) {
+    RemoveAll(core, slice_groups);
+    RemoveAll(core, heads);
+    return s;
+  }
+};
+
+// Step 1 for slice `s`: a group holding a free TPU-<pod type>-head on a
+// worker 0, then the name of that node's slice. `nodes` is read again when
+// the node joined after it was read.
+absl::StatusOr<std::string> ReserveHead(Reserving& r, const SliceRequest& req, const std::string& slice_condition,
+                                        int s, std::vector<core::NodeData>& nodes) {
+  core::PlacementGroupData head;
+  head.id = PlacementGroupId::FromRandom();
+  head.strategy = core::PlacementStrategy::kStrictPack;
+  core::BundleData b;
+  b.resources[HeadResourceName(req.pod)] = 1;
+  b.label_selector = {{kLabelPodType, req.pod_type}, {kLabelWorkerId, "0"}};
+  if (!slice_condition.empty()) {
+    std::map<std::string, std::string> restricted = b.label_selector;
+    restricted[kLabelSliceName] = slice_condition;
+    // Slice names the selector syntax cannot hold: no restriction.
+    if (LabelSelector::Parse(restricted).ok()) b.label_selector = std::move(restricted);
+  }
+  head.bundles.push_back(std::move(b));
+  auto created = r.core->CreatePlacementGroup(head);
+  if (!created.ok()) return Prefixed(created.status(), absl::StrCat("head group of slice ", s));
+  r.heads.push_back(head.id);
+  auto ready = WaitCreated(r.core, head.id, r.deadline, absl::StrCat("the head of slice ", s), req.what);
+  if (!ready.ok()) return ready.status();
+  const NodeId& node = ready->bundles.at(0).node_id;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) {
+      auto again = r.core->GetAllNodes();
+      if (!again.ok()) return Prefixed(again.status(), "cannot read the node table");
+      nodes = *std::move(again);
+    }
+    for (const core::NodeData& n : nodes) {
+      if (n.node_id == node && !Label(n, kLabelSliceName).empty()) return Label(n, kLabelSliceName);
+    }
+  }
+  return absl::InternalError(absl::StrCat("ReserveSlices: the head of slice ", s, " is on node ", node.Hex(),
+                                          ", which has no ", kLabelSliceName, " label"));
+}
+
+// Step 2's groups: host h of slice s on the node with worker id h, in one
+// group or one per slice.
+std::vector<core::PlacementGroupData> SliceGroups(const SliceOptions& options, const SliceRequest& req,
+                                                  const std::vector<std::string>& names) {
   std::vector<core::PlacementGroupData> specs;
-  if (options.one_group) {
-    core::PlacementGroupData g;
-    g.id = PlacementGroupId::FromRandom();
-    g.strategy = options.strategy;
-    for (int s = 0; s < options.num_slices; ++s) {
-      for (int h = 0; h < *hosts; ++h) {
-        g.bundles.push_back(host_bundle(names[s], h));
-        g.bundles.back().index = static_cast<int>(g.bundles.size()) - 1;
-      }
+  for (int s = 0; s < options.num_slices; ++s) {
+    if (specs.empty() || !options.one_group) {
+      specs.emplace_back();
+      specs.back().id = PlacementGroupId::FromRandom();
+      specs.back().strategy = options.strategy;
     }
-    specs.push_back(std::move(g));
-  } else {
-    for (int s = 0; s < options.num_slices; ++s) {
-      core::PlacementGroupData g;
-      g.id = PlacementGroupId::FromRandom();
-      g.strategy = options.strategy;
-      for (int h = 0; h < *hosts; ++h) {
-        g.bundles.push_back(host_bundle(names[s], h));
-        g.bundles.back().index = h;
-      }
-      specs.push_back(std::move(g));
+    core::PlacementGroupData& g = specs.back();
+    for (int h = 0; h < req.hosts; ++h) {
+      core::BundleData b;
+      b.resources = req.bundle;
+      b.label_selector = {{kLabelSliceName, names[s]}, {kLabelWorkerId, std::to_string(h)}};
+      b.index = static_cast<int>(g.bundles.size());
+      g.bundles.push_back(std::move(b));
     }
   }
+  return specs;
+}
+
+// Step 2: creates the groups, then waits for each.
+absl::StatusOr<std::vector<core::PlacementGroupData>> ReserveSliceGroups(
+    Reserving& r, const SliceOptions& options, const SliceRequest& req,
+    const std::vector<core::PlacementGroupData>& specs, const std::vector<std::string>& names) {
   for (size_t i = 0; i < specs.size(); ++i) {
-    auto created = core->CreatePlacementGroup(specs[i]);
-    if (!created.ok()) return fail(Prefixed(created.status(), absl::StrCat("bundles of slice group ", i)));
-    slice_groups.push_back(specs[i].id);
+    auto created = r.core->CreatePlacementGroup(specs[i]);
+    if (!created.ok()) return Prefixed(created.status(), absl::StrCat("bundles of slice group ", i));
+    r.slice_groups.push_back(specs[i].id);
   }
   std::vector<core::PlacementGroupData> ready_groups;
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string what = options.one_group ? std::string("the slices' group")
                                          : absl::StrCat("the group of slice ", i, " (", names[i], ")");
-    auto ready = WaitCreated(core, specs[i].id, deadline, what, request);
-    if (!ready.ok()) return fail(ready.status());
+    auto ready = WaitCreated(r.core, specs[i].id, r.deadline, what, req.what);
+    if (!ready.ok()) return ready.status();
     ready_groups.push_back(*std::move(ready));
   }
+  return ready_groups;
+}
+
+// The address of every host of slice `s`, from the created groups.
+std::vector<std::string> HostIps(const SliceOptions& options, const SliceRequest& req,
+                                 const std::vector<core::PlacementGroupData>& ready_groups, int s,
+                                 const std::vector<core::NodeData>& nodes) {
+  std::vector<std::string> ips;
+  for (int h = 0; h < req.hosts; ++h) {
+    const core::PlacementGroupData& g = options.one_group ? ready_groups[0] : ready_groups[s];
+    const int index = options.one_group ? s * req.hosts + h : h;
+    const NodeId& node = g.bundles.at(index).node_id;
+    std::string ip;
+    for (const core::NodeData& n : nodes) {
+      if (n.node_id == node) ip = n.ip;
+    }
+    ips.push_back(std::move(ip));
+  }
+  return ips;
+}
+
+}  // namespace
+
+absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
+  ASSIGN_OR_RETURN(SliceRequest req, CheckSliceRequest(options));
+  ASSIGN_OR_RETURN(core::CoreWorker * core, Core());
+  Reserving r{core,
+              options.timeout == absl::InfiniteDuration()
+                  ? absl::InfiniteFuture()
+                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration()),
+              {},
+              {}};
+  auto nodes = core->GetAllNodes();
+  if (!nodes.ok()) return Prefixed(nodes.status(), "cannot read the node table");
+  auto resources = core->GetClusterResources();
+  if (!resources.ok()) return Prefixed(resources.status(), "cannot read the cluster's resources");
+  const std::string slice_condition = SliceCondition(req, options.num_slices, *nodes, *resources);
+
+  // 1. One head group per slice, 2. the slices' bundles.
+  std::vector<std::string> names;
+  for (int s = 0; s < options.num_slices; ++s) {
+    auto name = ReserveHead(r, req, slice_condition, s, *nodes);
+    if (!name.ok()) return r.Fail(name.status());
+    names.push_back(*std::move(name));
+  }
+  std::vector<core::PlacementGroupData> specs = SliceGroups(options, req, names);
+  auto ready_groups = ReserveSliceGroups(r, options, req, specs, names);
+  if (!ready_groups.ok()) return r.Fail(ready_groups.status());
 
   // 3. Where each host is, then the heads go back.
   nodes = core->GetAllNodes();
-  if (!nodes.ok()) return fail(Prefixed(nodes.status(), "cannot read the node table"));
-  SliceReservation r;
-  r.hosts_per_slice_ = *hosts;
-  r.one_group_ = options.one_group;
-  r.megascale_port_ = options.megascale_port;
-  r.bundle_resources_ = bundle;
-  for (const auto& g : specs) r.groups_.emplace_back(g.id.Binary());
+  if (!nodes.ok()) return r.Fail(Prefixed(nodes.status(), "cannot read the node table"));
+  SliceReservation out;
+  out.hosts_per_slice_ = req.hosts;
+  out.one_group_ = options.one_group;
+  out.megascale_port_ = options.megascale_port;
+  out.bundle_resources_ = req.bundle;
+  for (const auto& g : specs) out.groups_.emplace_back(g.id.Binary());
   for (int s = 0; s < options.num_slices; ++s) {
-    std::vector<std::string> ips;
-    for (int h = 0; h < *hosts; ++h) {
-      const core::PlacementGroupData& g = options.one_group ? ready_groups[0] : ready_groups[s];
-      const int index = options.one_group ? s * *hosts + h : h;
-      const NodeId& node = g.bundles.at(index).node_id;
-      std::string ip;
-      for (const core::NodeData& n : *nodes) {
-        if (n.node_id == node) ip = n.ip;
-      }
-      ips.push_back(std::move(ip));
-    }
+    std::vector<std::string> ips = HostIps(options, req, *ready_groups, s, *nodes);
     SliceInfo info;
     info.name = names[s];
-    info.pod_type = pod_type;
-    info.topology = TopologyToString(*topology);
-    info.num_hosts = *hosts;
-    info.expected_hosts = *hosts;
-    info.chips_per_host = *chips;
+    info.pod_type = req.pod_type;
+    info.topology = TopologyToString(req.topology);
+    info.num_hosts = req.hosts;
+    info.expected_hosts = req.hosts;
+    info.chips_per_host = req.chips_per_host;
     info.head_ip = ips.at(0);
     info.head_free = false;  // this reservation holds every chip of the slice
-    r.slices_.push_back(std::move(info));
-    r.host_ips_.push_back(std::move(ips));
+    out.slices_.push_back(std::move(info));
+    out.host_ips_.push_back(std::move(ips));
   }
-  for (const PlacementGroupId& id : heads) {
+  for (const PlacementGroupId& id : r.heads) {
     absl::Status s = core->RemovePlacementGroup(id);
-    if (!s.ok() && !absl::IsNotFound(s)) return fail(Prefixed(s, "cannot release a head group"));
+    if (!s.ok() && !absl::IsNotFound(s)) return r.Fail(Prefixed(s, "cannot release a head group"));
   }
-  return r;
+  return out;
 }
 
 SliceReservation ReserveSlices(const SliceOptions& options) {
