@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/placement_choice.h"
 #include "common/placement_group_resources.h"
 
 namespace manta::gcs {
@@ -27,35 +28,6 @@ std::string Describe(const rpc::Bundle& b) {
     s += "}";
   }
   return s;
-}
-
-// Kuhn's augmenting paths: assigns each bundle (left) a distinct node
-// (right). `edges[b]` lists the nodes bundle b may use, best first.
-bool Augment(size_t b, const std::vector<std::vector<size_t>>& edges, std::vector<int>& owner,
-             std::vector<bool>& seen) {
-  for (size_t n : edges[b]) {
-    if (seen[n]) continue;
-    seen[n] = true;
-    if (owner[n] < 0 || Augment(owner[n], edges, owner, seen)) {
-      owner[n] = static_cast<int>(b);
-      return true;
-    }
-  }
-  return false;
-}
-
-// Matches every bundle to its own node; nullopt when impossible.
-std::optional<std::vector<size_t>> Match(const std::vector<std::vector<size_t>>& edges, size_t num_nodes) {
-  std::vector<int> owner(num_nodes, -1);
-  for (size_t b = 0; b < edges.size(); ++b) {
-    std::vector<bool> seen(num_nodes, false);
-    if (!Augment(b, edges, owner, seen)) return std::nullopt;
-  }
-  std::vector<size_t> node_of(edges.size());
-  for (size_t n = 0; n < num_nodes; ++n) {
-    if (owner[n] >= 0) node_of[owner[n]] = n;
-  }
-  return node_of;
 }
 
 }  // namespace
@@ -182,133 +154,19 @@ ResourceSet PlacementGroupScheduler::Available(const NodeId& node) const {
   return available;
 }
 
-double PlacementGroupScheduler::Load(const NodeId& node, const ResourceSet& available) const {
-  const ResourceSet& total = Parse(node).total;
-  double used = 0;
-  int counted = 0;
-  for (const auto& [name, q] : total.entries()) {
-    if (q.IsZero()) continue;
-    used += 1.0 - available.Get(name).ToDouble() / q.ToDouble();
-    ++counted;
-  }
-  return counted == 0 ? 0 : used / counted;
-}
-
 namespace {
 
-// A bundle still to place, and a node it may go to.
-struct Want {
-  int index;
-  ResourceSet demand;
-  LabelSelector selector;
-  std::string what;
-};
-struct Candidate {
-  NodeId id;
-  ResourceSet total;
-  ResourceSet available;
-  double load;
-  const rpc::NodeInfo* info;
-};
-
-bool LabelsOk(const Want& w, const Candidate& c) { return w.selector.Matches(c.info->labels()); }
-
-void Assign(const Want& w, Candidate& c, PlacementResult& result) {
-  result.nodes[w.index] = c.id;
-  c.available.Subtract(w.demand);
-}
-
-PlacementResult Created(PlacementResult result) {
-  result.outcome = PlacementResult::kCreated;
-  return result;
-}
-
-// PACK and STRICT_PACK on one node, a node already holding bundles of the
-// group first. nullopt when PACK must spread over several nodes.
-std::optional<PlacementResult> ChoosePack(rpc::PlacementGroupInfo::Strategy strategy, const std::vector<Want>& wants,
-                                          std::vector<Candidate>& nodes, const absl::flat_hash_set<NodeId>& used,
-                                          PlacementResult result) {
-  ResourceSet sum;
-  for (const Want& w : wants) sum.Add(w.demand);
-  auto pack_ok = [&](const Candidate& c, const ResourceSet& have) {
-    if (strategy == rpc::PlacementGroupInfo::STRICT_PACK && !used.empty() && !used.contains(c.id)) return false;
-    for (const Want& w : wants) {
-      if (!LabelsOk(w, c)) return false;
-    }
-    return have.Contains(sum);
-  };
-  for (int pass = 0; pass < 2; ++pass) {
-    for (Candidate& c : nodes) {
-      if ((pass == 0) != used.contains(c.id) || !pack_ok(c, c.available)) continue;
-      for (const Want& w : wants) Assign(w, c, result);
-      return Created(std::move(result));
-    }
+pg::Strategy ToStrategy(rpc::PlacementGroupInfo::Strategy s) {
+  switch (s) {
+    case rpc::PlacementGroupInfo::STRICT_PACK:
+      return pg::Strategy::kStrictPack;
+    case rpc::PlacementGroupInfo::SPREAD:
+      return pg::Strategy::kSpread;
+    case rpc::PlacementGroupInfo::STRICT_SPREAD:
+      return pg::Strategy::kStrictSpread;
+    default:
+      return pg::Strategy::kPack;
   }
-  if (strategy != rpc::PlacementGroupInfo::STRICT_PACK) return std::nullopt;
-  bool ever = false;
-  for (const Candidate& c : nodes) ever |= pack_ok(c, c.total);
-  result.infeasible = !ever;
-  result.message = ever ? "no node has room for every bundle at once now"
-                        : "no alive node could ever hold every bundle (STRICT_PACK)";
-  return result;
-}
-
-// STRICT_SPREAD: a node each, none already holding a bundle of the group,
-// as a bipartite matching (a greedy choice can miss one that exists).
-PlacementResult ChooseStrictSpread(const std::vector<Want>& wants, std::vector<Candidate>& nodes,
-                                   const absl::flat_hash_set<NodeId>& used, PlacementResult result) {
-  std::vector<size_t> usable;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!used.contains(nodes[i].id)) usable.push_back(i);
-  }
-  auto match = [&](bool now) {
-    std::vector<std::vector<size_t>> edges(wants.size());
-    for (size_t b = 0; b < wants.size(); ++b) {
-      for (size_t i : usable) {
-        const Candidate& c = nodes[i];
-        if (LabelsOk(wants[b], c) && (now ? c.available : c.total).Contains(wants[b].demand)) edges[b].push_back(i);
-      }
-    }
-    return Match(edges, nodes.size());
-  };
-  if (auto m = match(true)) {
-    for (size_t b = 0; b < wants.size(); ++b) Assign(wants[b], nodes[(*m)[b]], result);
-    return Created(std::move(result));
-  }
-  bool ever = match(false).has_value();
-  result.infeasible = !ever;
-  result.message = ever ? "not enough nodes have room for one bundle each now"
-                        : "too few alive nodes could hold one bundle each (STRICT_SPREAD)";
-  return result;
-}
-
-// PACK (when one node is not enough) and SPREAD: greedy, bundle by bundle,
-// least loaded first, preferring nodes the group uses (PACK) or does not
-// (SPREAD).
-PlacementResult ChooseGreedy(rpc::PlacementGroupInfo::Strategy strategy, const std::vector<Want>& wants,
-                             std::vector<Candidate>& nodes, const absl::flat_hash_set<NodeId>& used,
-                             PlacementResult result) {
-  absl::flat_hash_set<NodeId> taken = used;
-  for (const Want& w : wants) {
-    Candidate* best = nullptr;
-    for (Candidate& c : nodes) {
-      if (!LabelsOk(w, c) || !c.available.Contains(w.demand)) continue;
-      bool preferred = strategy == rpc::PlacementGroupInfo::PACK ? taken.contains(c.id) : !taken.contains(c.id);
-      if (preferred) {
-        best = &c;
-        break;
-      }
-      if (best == nullptr) best = &c;
-    }
-    if (best == nullptr) {
-      result.nodes.clear();
-      result.message = absl::StrCat("no node has room for ", w.what, " now");
-      return result;
-    }
-    Assign(w, *best, result);
-    taken.insert(best->id);
-  }
-  return Created(std::move(result));
 }
 
 }  // namespace
@@ -316,7 +174,8 @@ PlacementResult ChooseGreedy(rpc::PlacementGroupInfo::Strategy strategy, const s
 PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& group) const {
   PlacementResult result;
   result.outcome = PlacementResult::kNoFit;
-  std::vector<Want> wants;
+  std::vector<pg::BundleWant> wants;
+  std::vector<LabelSelector> selectors;
   absl::flat_hash_set<NodeId> used;  // nodes of bundles already placed
   for (const rpc::Bundle& b : group.bundles()) {
     if (!b.node_id().empty()) {
@@ -329,35 +188,23 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
       result.message = std::string(parsed.status().message());
       return result;
     }
-    wants.push_back({b.index(), std::move(parsed->first), std::move(parsed->second), Describe(b)});
+    wants.push_back({b.index(), std::move(parsed->first), Describe(b)});
+    selectors.push_back(std::move(parsed->second));
   }
-  if (wants.empty()) return Created(std::move(result));
-  // Synced nodes, least loaded first, with what each has left.
-  std::vector<Candidate> nodes;
+  // Synced nodes, with what each has left.
+  std::vector<pg::NodeOption> nodes;
   for (const auto& [id, n] : nodes_) {
     if (!n.synced || n.info.draining()) continue;
-    ResourceSet available = Available(id);
-    nodes.push_back({id, Total(id), available, Load(id, available), &n.info});
+    pg::NodeOption o{id, Total(id), Available(id), {}};
+    for (const LabelSelector& s : selectors) o.matches.push_back(s.Matches(n.info.labels()));
+    nodes.push_back(std::move(o));
   }
-  std::stable_sort(nodes.begin(), nodes.end(), [](const Candidate& a, const Candidate& b) { return a.load < b.load; });
-  // Every bundle needs some node that could ever hold it.
-  for (const Want& w : wants) {
-    bool any = false;
-    for (const Candidate& c : nodes) any |= LabelsOk(w, c) && c.total.Contains(w.demand);
-    if (!any) {
-      result.infeasible = true;
-      result.message = absl::StrCat("no alive node could ever hold ", w.what);
-      return result;
-    }
-  }
-  const rpc::PlacementGroupInfo::Strategy strategy = group.strategy();
-  if (strategy == rpc::PlacementGroupInfo::STRICT_PACK || strategy == rpc::PlacementGroupInfo::PACK) {
-    if (auto packed = ChoosePack(strategy, wants, nodes, used, result)) return *std::move(packed);
-  }
-  if (strategy == rpc::PlacementGroupInfo::STRICT_SPREAD) {
-    return ChooseStrictSpread(wants, nodes, used, std::move(result));
-  }
-  return ChooseGreedy(strategy, wants, nodes, used, std::move(result));
+  pg::Choice choice = pg::ChoosePlacement(ToStrategy(group.strategy()), wants, std::move(nodes), used);
+  result.outcome = choice.placed ? PlacementResult::kCreated : PlacementResult::kNoFit;
+  result.infeasible = choice.infeasible;
+  result.message = std::move(choice.message);
+  result.nodes = std::move(choice.nodes);
+  return result;
 }
 
 void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Callback done,

@@ -130,7 +130,6 @@ class PlacementGroupScheduler {
   // reservations in flight.
   ResourceSet Available(const NodeId& node) const;
   ResourceSet Total(const NodeId& node) const;
-  double Load(const NodeId& node, const ResourceSet& available) const;
   void Prepare(Attempt& a);
   void OnPrepared(const PlacementGroupId& group, uint64_t generation, const NodeId& node, const absl::Status& s,
                   const rpc::PrepareBundlesReply& reply);

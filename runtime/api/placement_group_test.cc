@@ -83,6 +83,26 @@ TEST_F(PlacementGroupTest, CreateWaitAndLocateBundles) {
   EXPECT_EQ(core_->LivePlacementGroupCount(), 0u);
 }
 
+TEST_F(PlacementGroupTest, TheFakePlacesAsTheGcsDoes) {
+  // STRICT_SPREAD where only one node suits bundle 1: the GCS's matching
+  // puts bundle 0 elsewhere, where a first-fit pass would take that node.
+  core_->AddNode(Node("10.0.0.1", {{"CPU", 1}}, {{"pool", "x"}}));
+  core_->AddNode(Node("10.0.0.2", {{"CPU", 1}}, {{"pool", "y"}}));
+  manta::PlacementGroup pg = manta::CreatePlacementGroup(
+      {.bundles = {{.resources = {{"CPU", 1}}}, {.resources = {{"CPU", 1}}, .label_selector = {{"pool", "x"}}}},
+       .strategy = manta::PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(pg.Wait(absl::Seconds(1)));
+  EXPECT_EQ(pg.Bundles()[0].node_ip, "10.0.0.2");
+  EXPECT_EQ(pg.Bundles()[1].node_ip, "10.0.0.1");
+  // A draining node takes no bundle.
+  NodeData draining = Node("10.0.0.3", {{"CPU", 1}});
+  draining.draining = true;
+  core_->AddNode(draining);
+  manta::PlacementGroup more = manta::CreatePlacementGroup({.bundles = {{.resources = {{"CPU", 1}}}}});
+  EXPECT_FALSE(more.Wait(absl::Milliseconds(50)));
+  EXPECT_FALSE(more.Infeasible());
+}
+
 TEST_F(PlacementGroupTest, HeaderExampleCompilesAndLabelSelectorsPlace) {
   core_->AddNode(Node("10.0.0.1", {{"TPU", 4}}, {{"pool", "x"}}));
   core_->AddNode(Node("10.0.0.2", {{"TPU", 4}}, {{"pool", "y"}}));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/label_selector.h"
+#include "common/placement_choice.h"
 #include "common/resources.h"
 #include "runtime/function_registry.h"
 
@@ -605,64 +606,36 @@ std::map<std::string, double> FakeCoreWorker::AvailableLocked(const NodeId& node
 }
 
 bool FakeCoreWorker::TryPlaceLocked(PlacementGroupData& group) {
-  struct Candidate {
-    const NodeData* node;
-    ResourceSet available;
-    bool used = false;
-  };
-  std::vector<Candidate> candidates;
-  for (const NodeData& n : nodes_) {
-    if (!n.alive) continue;
-    candidates.push_back({&n, ResourceSet::FromMap(AvailableLocked(n.node_id)).value_or(ResourceSet())});
-  }
-  std::vector<ResourceSet> demands;
+  // The GCS's algorithm (common/placement_choice.h) over the alive nodes
+  // that do not drain; the whole group is placed at once.
+  std::vector<pg::BundleWant> wants;
   std::vector<LabelSelector> selectors;
-  for (const BundleData& b : group.bundles) {
-    demands.push_back(ResourceSet::FromMap(b.resources).value_or(ResourceSet()));
+  for (size_t i = 0; i < group.bundles.size(); ++i) {
+    const BundleData& b = group.bundles[i];
+    wants.push_back({static_cast<int>(i), ResourceSet::FromMap(b.resources).value_or(ResourceSet()),
+                     absl::StrCat("bundle ", i)});
     selectors.push_back(LabelSelector::Parse(b.label_selector).value_or(LabelSelector()));
   }
-  std::vector<const NodeData*> chosen(group.bundles.size(), nullptr);
-  if (group.strategy == PlacementStrategy::kStrictPack) {
-    ResourceSet sum;
-    for (const ResourceSet& d : demands) sum.Add(d);
-    for (Candidate& c : candidates) {
-      bool fits = c.available.Contains(sum);
-      for (const LabelSelector& s : selectors) fits = fits && s.Matches(c.node->labels);
-      if (!fits) continue;
-      std::fill(chosen.begin(), chosen.end(), c.node);
-      break;
-    }
-  } else {
-    for (size_t i = 0; i < demands.size(); ++i) {
-      Candidate* best = nullptr;
-      for (Candidate& c : candidates) {
-        if (!c.available.Contains(demands[i]) || !selectors[i].Matches(c.node->labels)) continue;
-        if (group.strategy == PlacementStrategy::kStrictSpread && c.used) continue;
-        if (best == nullptr) best = &c;
-        // PACK prefers nodes the group already uses, SPREAD fresh ones.
-        const bool want_used = group.strategy == PlacementStrategy::kPack;
-        if (best->used != want_used && c.used == want_used) best = &c;
-      }
-      if (best == nullptr) break;
-      best->available.Subtract(demands[i]);
-      best->used = true;
-      chosen[i] = best->node;
-    }
+  std::vector<pg::NodeOption> nodes;
+  for (const NodeData& n : nodes_) {
+    if (!n.alive || n.draining) continue;
+    pg::NodeOption o{n.node_id, ResourceSet::FromMap(n.resources_total).value_or(ResourceSet()),
+                     ResourceSet::FromMap(AvailableLocked(n.node_id)).value_or(ResourceSet()),
+                     {}};
+    for (const LabelSelector& s : selectors) o.matches.push_back(s.Matches(n.labels));
+    nodes.push_back(std::move(o));
   }
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    if (chosen[i] != nullptr) continue;
-    // Infeasible when no alive node could hold the bundle even empty.
-    bool feasible = false;
-    for (const Candidate& c : candidates) {
-      auto total = ResourceSet::FromMap(c.node->resources_total).value_or(ResourceSet());
-      feasible = feasible || (total.Contains(demands[i]) && selectors[i].Matches(c.node->labels));
-    }
-    group.infeasible = !feasible;
-    group.state_message = feasible ? absl::StrCat("waiting for resources for bundle ", i)
-                                   : absl::StrCat("no node could ever hold bundle ", i);
+  const pg::Strategy strategy = group.strategy == PlacementStrategy::kStrictPack     ? pg::Strategy::kStrictPack
+                                : group.strategy == PlacementStrategy::kSpread       ? pg::Strategy::kSpread
+                                : group.strategy == PlacementStrategy::kStrictSpread ? pg::Strategy::kStrictSpread
+                                                                                     : pg::Strategy::kPack;
+  pg::Choice choice = pg::ChoosePlacement(strategy, wants, std::move(nodes), {});
+  if (!choice.placed) {
+    group.infeasible = choice.infeasible;
+    group.state_message = choice.message;
     return false;
   }
-  for (size_t i = 0; i < chosen.size(); ++i) group.bundles[i].node_id = chosen[i]->node_id;
+  for (size_t i = 0; i < group.bundles.size(); ++i) group.bundles[i].node_id = choice.nodes.at(static_cast<int>(i));
   group.state = PlacementGroupState::kCreated;
   group.state_message.clear();
   group.infeasible = false;
