@@ -16,55 +16,57 @@ namespace manta::cli {
 namespace {
 
 // Quantities are summed in fixed point so that used = total - available has
-// no float noise ("0.30000000000000004").
-int64_t Units(double v) { return static_cast<int64_t>(std::llround(v * Quantity::kScale)); }
-double FromUnits(int64_t u) { return static_cast<double>(u) / Quantity::kScale; }
+// no float noise ("0.30000000000000004"), in 128 bits: a cluster's memory in
+// bytes passes int64 at this scale from about 920 TB (2,000 hosts of 460 GB).
+using Units = __int128;
+Units ToUnits(double v) { return static_cast<Units>(std::round(v * Quantity::kScale)); }
+double FromUnits(Units u) { return static_cast<double>(u) / Quantity::kScale; }
 
 bool IsMemoryResource(const std::string& name) { return name == "memory" || name == "object_store_memory"; }
 
 std::string NodeLabel(const NodeView& node) { return "node_" + node.node_id; }
 
-std::string FormatAmount(const std::string& name, int64_t units) {
+std::string FormatAmount(const std::string& name, Units units) {
   return IsMemoryResource(name) ? FormatMemory(FromUnits(units)) : FormatQuantity(FromUnits(units));
 }
 
 std::string UsageReport(const ClusterView& view) {
   struct Sum {
-    int64_t total = 0;
-    int64_t available = 0;
+    Units total = 0;
+    Units available = 0;
   };
   std::map<std::string, Sum> sums;  // plain resources
   // By base name: the wildcard group resources (CPU_group_<hex>), summed
   // over groups and nodes. Indexed names repeat them and are not counted.
   std::map<std::string, Sum> reserved;
-  auto add = [&](const std::string& name, double v, int64_t Sum::*field) {
+  auto add = [&](const std::string& name, double v, Units Sum::*field) {
     if (auto g = pg::ParseGroupResource(name)) {
-      if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += Units(v);
+      if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += ToUnits(v);
     } else {
-      sums[name].*field += Units(v);
+      sums[name].*field += ToUnits(v);
     }
   };
   for (const NodeUsage& node : view.usage) {
     for (const auto& [name, v] : node.total) add(name, v, &Sum::total);
     for (const auto& [name, v] : node.available) add(name, v, &Sum::available);
   }
-  for (const auto& [base, v] : view.reserved.total) reserved[base].total += Units(v);
-  for (const auto& [base, v] : view.reserved.available) reserved[base].available += Units(v);
+  for (const auto& [base, v] : view.reserved.total) reserved[base].total += ToUnits(v);
+  for (const auto& [base, v] : view.reserved.available) reserved[base].available += ToUnits(v);
   std::string out;
   for (const auto& [name, sum] : sums) {
     if (name.find("node:") != std::string::npos) continue;
-    int64_t used = sum.total - sum.available;
+    Units used = sum.total - sum.available;
     std::string note;
     if (auto it = reserved.find(name); it != reserved.end()) {
       // The plain resource's available excludes the whole reservation; count
       // only what runs in the groups, as `ray status` does.
-      int64_t pg_total = it->second.total;
-      int64_t pg_used = std::max<int64_t>(0, pg_total - it->second.available);
+      Units pg_total = it->second.total;
+      Units pg_used = std::max<Units>(0, pg_total - it->second.available);
       used = used - pg_total + pg_used;
       note = absl::StrCat(" (", FormatAmount(name, pg_used), " used of ", FormatAmount(name, pg_total),
                           " reserved in placement groups)");
     }
-    used = std::max<int64_t>(0, used);
+    used = std::max<Units>(0, used);
     absl::StrAppend(&out, " ", FormatAmount(name, used), "/", FormatAmount(name, sum.total), " ", name, note, "\n");
   }
   return out;

@@ -104,6 +104,22 @@ TEST(StatusFormatTest, UsedIsTotalMinusAvailableWithoutFloatNoise) {
   EXPECT_NE(out.find("Active:\n (no active nodes)\n"), std::string::npos) << out;
 }
 
+TEST(StatusFormatTest, AClusterOfManyLargeHostsSumsWithoutOverflow) {
+  // 2,000 hosts of 720 GiB: 1.5e15 bytes, past int64 in 1e-4 units.
+  ClusterView view;
+  for (int i = 0; i < 2000; ++i) {
+    view.usage.push_back(
+        {"n" + std::to_string(i), {{"memory", 720.0 * (1LL << 30)}}, {{"memory", 360.0 * (1LL << 30)}}});
+  }
+  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  EXPECT_NE(out.find("\n 703.12TiB/1406.25TiB memory\n"), std::string::npos) << out.substr(out.find("Usage:"));
+  // The same as one folded sum, as the GCS sends it to `manta status`.
+  ClusterView summary;
+  summary.usage.push_back({"", {{"memory", 2000 * 720.0 * (1LL << 30)}}, {{"memory", 2000 * 360.0 * (1LL << 30)}}});
+  EXPECT_NE(FormatStatus(summary, When(), absl::UTCTimeZone()).find("\n 703.12TiB/1406.25TiB memory\n"),
+            std::string::npos);
+}
+
 TEST(StatusFormatTest, UnexpectedDeathsAreRecentFailuresNewestFirst) {
   ClusterView view = TwoSlices();
   view.nodes[1].alive = false;
@@ -238,9 +254,9 @@ ClusterView Summarize(const ClusterView& full) {
   ClusterView summary = full;
   summary.usage.assign(1, NodeUsage{});
   for (const NodeUsage& node : full.usage) {
-    for (auto [map, out, reserved] : {std::tuple(&node.total, &summary.usage[0].total, &summary.reserved.total),
-                                      std::tuple(&node.available, &summary.usage[0].available,
-                                                 &summary.reserved.available)}) {
+    for (auto [map, out, reserved] :
+         {std::tuple(&node.total, &summary.usage[0].total, &summary.reserved.total),
+          std::tuple(&node.available, &summary.usage[0].available, &summary.reserved.available)}) {
       for (const auto& [name, v] : *map) {
         auto g = pg::ParseGroupResource(name);
         if (!g) {

@@ -47,8 +47,8 @@ struct NodeOption {
 
 struct Choice {
   bool placed = false;
-  bool infeasible = false;  // when not placed: no placement ever, on these nodes
-  std::string message;      // when not placed: why
+  bool infeasible = false;      // when not placed: no placement ever, on these nodes
+  std::string message;          // when not placed: why
   std::map<int, NodeId> nodes;  // when placed: bundle index -> node
 };
 

@@ -355,9 +355,8 @@ absl::Status SetWorkerHostnames(const std::string& hostnames, TpuHost& host) {
   for (std::string& h : host.worker_hostnames) absl::StripAsciiWhitespace(&h);
   if (static_cast<int>(host.worker_hostnames.size()) == host.hosts_per_slice) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(EnvContext(kEnvWorkerHostnames, hostnames), ": lists ",
-                                                 host.worker_hostnames.size(), " hosts but ",
-                                                 host.pod_type.ToString(), " with topology ", host.topology_str,
-                                                 " has ", host.hosts_per_slice));
+                                                 host.worker_hostnames.size(), " hosts but ", host.pod_type.ToString(),
+                                                 " with topology ", host.topology_str, " has ", host.hosts_per_slice));
 }
 
 }  // namespace

@@ -162,10 +162,12 @@ pg::Strategy ToStrategy(rpc::PlacementGroupInfo::Strategy s) {
       return pg::Strategy::kStrictPack;
     case rpc::PlacementGroupInfo::SPREAD:
       return pg::Strategy::kSpread;
+    case rpc::PlacementGroupInfo::PACK:
+      return pg::Strategy::kPack;
     case rpc::PlacementGroupInfo::STRICT_SPREAD:
       return pg::Strategy::kStrictSpread;
-    default:
-      return pg::Strategy::kPack;
+    default:  // validated at creation; a record from elsewhere spreads
+      return pg::Strategy::kSpread;
   }
 }
 

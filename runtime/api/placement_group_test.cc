@@ -83,7 +83,7 @@ TEST_F(PlacementGroupTest, CreateWaitAndLocateBundles) {
   EXPECT_EQ(core_->LivePlacementGroupCount(), 0u);
 }
 
-TEST_F(PlacementGroupTest, TheFakePlacesAsTheGcsDoes) {
+TEST_F(PlacementGroupTest, TheFakeFindsAStrictSpreadPlacementFirstFitMisses) {
   // STRICT_SPREAD where only one node suits bundle 1: the GCS's matching
   // puts bundle 0 elsewhere, where a first-fit pass would take that node.
   core_->AddNode(Node("10.0.0.1", {{"CPU", 1}}, {{"pool", "x"}}));

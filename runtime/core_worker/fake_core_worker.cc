@@ -612,14 +612,16 @@ bool FakeCoreWorker::TryPlaceLocked(PlacementGroupData& group) {
   std::vector<LabelSelector> selectors;
   for (size_t i = 0; i < group.bundles.size(); ++i) {
     const BundleData& b = group.bundles[i];
-    wants.push_back({static_cast<int>(i), ResourceSet::FromMap(b.resources).value_or(ResourceSet()),
-                     absl::StrCat("bundle ", i)});
+    ResourceSet demand = ResourceSet::FromMap(b.resources).value_or(ResourceSet());
+    std::string what = absl::StrCat("bundle ", i, " ", demand.DebugString());
+    wants.push_back({static_cast<int>(i), std::move(demand), std::move(what)});
     selectors.push_back(LabelSelector::Parse(b.label_selector).value_or(LabelSelector()));
   }
   std::vector<pg::NodeOption> nodes;
   for (const NodeData& n : nodes_) {
     if (!n.alive || n.draining) continue;
-    pg::NodeOption o{n.node_id, ResourceSet::FromMap(n.resources_total).value_or(ResourceSet()),
+    pg::NodeOption o{n.node_id,
+                     ResourceSet::FromMap(n.resources_total).value_or(ResourceSet()),
                      ResourceSet::FromMap(AvailableLocked(n.node_id)).value_or(ResourceSet()),
                      {}};
     for (const LabelSelector& s : selectors) o.matches.push_back(s.Matches(n.labels));
