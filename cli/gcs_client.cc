@@ -113,7 +113,10 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   rpc::GetAllNodeInfoRequest nodes_request;
   nodes_request.set_brief(summary);
   rpc::GetClusterResourcesRequest resources_request;
+  // Both: a GCS that predates `fold` sends unfolded totals, which the
+  // status report folds itself.
   resources_request.set_totals_only(summary);
+  resources_request.set_fold(summary);
   rpc::GetAllNodeInfoReply nodes;
   rpc::GetClusterResourcesReply resources;
   rpc::GetClusterIdReply probe;

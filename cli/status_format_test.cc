@@ -279,6 +279,18 @@ TEST(StatusFormatTest, ASummaryFormatsAsTheFullView) {
   EXPECT_EQ(FormatStatus(summary, When(), absl::UTCTimeZone()), FormatStatus(full, When(), absl::UTCTimeZone()));
 }
 
+TEST(StatusFormatTest, UnfoldedTotalsFromAnOlderGcsFormatAsTheFullView) {
+  // A GCS that predates GetClusterResourcesRequest.fold sums every name.
+  ClusterView full = SliceReserved();
+  ClusterView unfolded = full;
+  unfolded.usage.assign(1, NodeUsage{});
+  for (const NodeUsage& node : full.usage) {
+    for (const auto& [name, v] : node.total) unfolded.usage[0].total[name] += v;
+    for (const auto& [name, v] : node.available) unfolded.usage[0].available[name] += v;
+  }
+  EXPECT_EQ(FormatStatus(unfolded, When(), absl::UTCTimeZone()), FormatStatus(full, When(), absl::UTCTimeZone()));
+}
+
 TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {
   // Ray's test_placement_group_status: 4 CPUs, a group of {'CPU': 1}.
   ClusterView view;

@@ -112,7 +112,13 @@ struct TotalsSum {
   };
   absl::flat_hash_map<std::string, Pair> plain, reserved;
 
+  bool fold = true;
+
   void Add(const std::string& name, double q, double Pair::*field) {
+    if (!fold) {
+      plain[name].*field += q;
+      return;
+    }
     if (absl::StartsWith(name, "node:")) return;
     if (name.find("_group_") != std::string::npos) {
       if (auto g = pg::ParseGroupResource(name)) {
@@ -137,6 +143,7 @@ void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRe
   // Merge identical demand shapes from different nodes.
   std::map<std::map<std::string, double>, rpc::ResourceDemand> merged;
   TotalsSum sum;
+  sum.fold = request.fold();
   for (const auto& [id, e] : view_) {
     if (request.totals_only()) {
       for (const auto& [name, q] : e.resources.total()) sum.Add(name, q, &TotalsSum::Pair::total);
@@ -155,7 +162,7 @@ void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRe
   for (auto& [k, d] : merged) *reply->add_demands() = std::move(d);
   if (request.totals_only()) {
     sum.Fill(sum.plain, reply->mutable_totals());
-    sum.Fill(sum.reserved, reply->mutable_reserved());
+    if (sum.fold) sum.Fill(sum.reserved, reply->mutable_reserved());
   }
   done(absl::OkStatus());
 }

@@ -116,7 +116,7 @@ TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {
   EXPECT_EQ(resources_.Get(node_)->version(), 1);
 }
 
-TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThem) {
+TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThemFoldedOnRequest) {
   NodeId other = NodeId::FromRandom();
   rpc::RegisterNodeRequest req;
   req.mutable_node_info()->set_node_id(other.Binary());
@@ -149,8 +149,19 @@ TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThem) {
 
   rpc::GetClusterResourcesRequest totals_only;
   totals_only.set_totals_only(true);
+  rpc::GetClusterResourcesReply unfolded;
+  resources_.HandleGetClusterResources(totals_only, &unfolded, [](const absl::Status&) {});
+  EXPECT_EQ(unfolded.nodes_size(), 0);
+  EXPECT_EQ(unfolded.totals().total().at("TPU"), 8);
+  EXPECT_EQ(unfolded.totals().total().at(pg::WildcardName("TPU", group)), 2);
+  EXPECT_EQ(unfolded.totals().available().at(pg::WildcardName("TPU", group)), 1);
+  EXPECT_EQ(unfolded.totals().total().at("node:127.0.0.2"), 1);
+  EXPECT_FALSE(unfolded.has_reserved());
+
+  rpc::GetClusterResourcesRequest folded = totals_only;
+  folded.set_fold(true);
   rpc::GetClusterResourcesReply reply;
-  resources_.HandleGetClusterResources(totals_only, &reply, [](const absl::Status&) {});
+  resources_.HandleGetClusterResources(folded, &reply, [](const absl::Status&) {});
   EXPECT_EQ(reply.nodes_size(), 0);
   EXPECT_EQ(reply.totals().total().at("TPU"), 8);
   EXPECT_EQ(reply.totals().total().at("CPU"), 2);

@@ -180,6 +180,7 @@ absl::StatusOr<std::vector<double>> GcsHead::TimeStatusCalls(int runs) const {
     node_request.set_brief(true);
     rpc::GetClusterResourcesRequest resource_request;
     resource_request.set_totals_only(true);
+    resource_request.set_fold(true);
     grpc::Status s = nodes->GetAllNodeInfo(&nodes_ctx, node_request, &node_reply);
     if (s.ok()) s = resources->GetClusterResources(&resources_ctx, resource_request, &resource_reply);
     if (!s.ok()) return rpc::ToAbslStatus(s);
