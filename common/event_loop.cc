@@ -70,6 +70,7 @@ EventLoop::EventLoop() {
 }
 
 EventLoop::~EventLoop() {
+  once_.clear();  // their handles close below
   // From here on a Post drops its closure. Those still queued are destroyed
   // unrun, outside the lock: their destructors may post.
   std::vector<std::function<void()>> unrun;
@@ -129,6 +130,15 @@ std::unique_ptr<EventLoop::Timer> EventLoop::RunAfter(absl::Duration delay, std:
   auto t = std::make_unique<TimerImpl>(loop_, std::move(fn));
   t->Start(static_cast<uint64_t>(absl::ToInt64Milliseconds(delay)), 0);
   return t;
+}
+
+void EventLoop::RunOnce(absl::Duration delay, std::function<void()> fn) {
+  auto it = once_.emplace(once_.end());
+  // The timer runs a copy of this closure, so erasing the timer first is safe.
+  *it = RunAfter(delay, [this, it, fn = std::move(fn)] {
+    once_.erase(it);
+    fn();
+  });
 }
 
 std::unique_ptr<EventLoop::Timer> EventLoop::RunEvery(absl::Duration period, std::function<void()> fn) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <list>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -60,6 +61,9 @@ class EventLoop {
   // Loop thread only. `fn` runs once after `delay` / every `period`.
   std::unique_ptr<Timer> RunAfter(absl::Duration delay, std::function<void()> fn);
   std::unique_ptr<Timer> RunEvery(absl::Duration period, std::function<void()> fn);
+  // Loop thread only. Like RunAfter, but the loop owns the timer: `fn` runs
+  // once, or is destroyed unrun with the loop.
+  void RunOnce(absl::Duration delay, std::function<void()> fn);
 
   // Loop thread only: `fn` runs on the loop whenever `signum` arrives.
   void OnSignal(int signum, std::function<void()> fn);
@@ -79,6 +83,7 @@ class EventLoop {
 
   uv_loop_s* loop_;
   uv_async_s* async_;
+  std::list<std::unique_ptr<Timer>> once_;  // RunOnce's; loop thread only
   std::shared_ptr<Mailbox> mailbox_;
   std::vector<std::unique_ptr<SignalHandle>> signals_;  // loop thread only
 

@@ -66,6 +66,24 @@ TEST(EventLoopTest, ATimerStillArmedWhenTheLoopIsDestroyedNeverFires) {
   EXPECT_FALSE(fired);  // and forgotten_timer must not be touched: its loop is gone
 }
 
+TEST(EventLoopTest, RunOnceFiresOnceAndAnUnfiredOneIsDestroyedWithTheLoop) {
+  auto owned = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owned;
+  int fired = 0;
+  {
+    EventLoop loop;
+    loop.RunOnce(absl::Milliseconds(1), [&] {
+      ++fired;
+      loop.RunOnce(absl::Milliseconds(1), [&] { loop.Stop(); });
+    });
+    loop.RunOnce(absl::Hours(1), [owned = std::move(owned)] {});
+    loop.Run();
+    EXPECT_EQ(fired, 1);
+    EXPECT_FALSE(watch.expired());  // held by the pending closure
+  }
+  EXPECT_TRUE(watch.expired());  // destroyed unrun with the loop, not leaked
+}
+
 TEST(EventLoopTest, AMailboxOutlivesItsLoopAndDropsWhatIsPostedAfterIt) {
   std::shared_ptr<EventLoop::Mailbox> mailbox;
   bool ran = false;

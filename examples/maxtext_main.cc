@@ -75,7 +75,8 @@ int Main(int argc, char** argv, bool elastic) {
     return Usage("--num_workers, --max_failures, --num_to_keep and --scheduling_timeout_s take integers");
   }
   if (max_workers == 0) {  // every whole slice of that shape the cluster has
-    for (const auto& s : manta::tpu::ListSlices()[shape->pod_type]) max_workers += s.num_hosts;
+    auto slices = manta::tpu::ListSlices();  // kept: ranging over a temporary's member would read freed memory
+    for (const auto& s : slices[shape->pod_type]) max_workers += s.num_hosts;
     if (max_workers == 0) {
       std::cerr << "maxtext_trainer: no whole " << shape->pod_type << " slice is in the cluster\n";
       return 1;

@@ -103,6 +103,11 @@ class HostileRpcTest : public ::testing::Test {
 
   // The GCS's RSS comes back within `slack` of `before`.
   void ExpectRssReturns(int64_t before, int64_t slack, absl::Duration timeout) {
+#ifdef __SANITIZE_ADDRESS__
+    // ASan's allocator holds freed memory in its quarantine: RSS cannot come
+    // back under it (scripts/sanitize.sh asan). The calls were still refused.
+    GTEST_SKIP() << "RSS is not measured under AddressSanitizer";
+#endif
     int64_t after = 0;
     bool returned = Cluster::WaitFor(
         [&] {

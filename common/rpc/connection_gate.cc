@@ -192,7 +192,7 @@ void ConnectionGate::AcceptReady() {
         refused_.fetch_add(1);
         if (absl::Now() - last_refusal_log_ > absl::Seconds(10)) {
           last_refusal_log_ = absl::Now();
-          Logger("rpc")->warn("refusing connections: {} open, the limit is {} ({} refused so far)",
+          log_->warn("refusing connections: {} open, the limit is {} ({} refused so far)",
                               open_connections(), max_connections_, refused_.load());
         }
         continue;
@@ -237,7 +237,7 @@ void ConnectionGate::DropOnDescriptorExhaustion() {
   refused_.fetch_add(1);
   if (absl::Now() - last_refusal_log_ > absl::Seconds(10)) {
     last_refusal_log_ = absl::Now();
-    Logger("rpc")->warn("out of file descriptors: dropping new connections until some close");
+    log_->warn("out of file descriptors: dropping new connections until some close");
   }
   Sweep();
 }

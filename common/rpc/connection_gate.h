@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/logging.h"
 
 namespace grpc {
 class Server;
@@ -105,6 +106,9 @@ class ConnectionGate {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> refused_{0};
   absl::Time last_refusal_log_ = absl::InfinitePast();
+  // Made before any connection: logging when descriptors have run out must
+  // not need new ones (a first Logger() call creates its sink).
+  std::shared_ptr<spdlog::logger> log_ = Logger("rpc");
   absl::Time last_sweep_ = absl::InfinitePast();
 
   mutable absl::Mutex mu_;

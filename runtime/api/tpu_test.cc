@@ -227,7 +227,9 @@ TEST_F(TpuSlicesTest, ReservesTwoSlicesInOneGroupOrderedByWorkerId) {
 
   // Every chip is held (the heads themselves are back): a second client
   // waits and gives up without leaving anything behind.
-  for (const auto& s : manta::tpu::ListSlices().at("v6e-16")) {
+  auto held = manta::tpu::ListSlices();  // a range-for over a temporary's member would dangle
+  ASSERT_EQ(held.at("v6e-16").size(), 2u);
+  for (const auto& s : held.at("v6e-16")) {
     EXPECT_TRUE(s.head_free);
     EXPECT_FALSE(s.chips_free);
   }
@@ -240,7 +242,9 @@ TEST_F(TpuSlicesTest, ReservesTwoSlicesInOneGroupOrderedByWorkerId) {
   r.Release();
   EXPECT_EQ(core_->LivePlacementGroupCount(), 0u);
   EXPECT_NO_THROW(r.Release());
-  for (const auto& s : manta::tpu::ListSlices().at("v6e-16")) EXPECT_TRUE(s.head_free && s.chips_free);
+  auto released = manta::tpu::ListSlices();
+  ASSERT_EQ(released.at("v6e-16").size(), 2u);
+  for (const auto& s : released.at("v6e-16")) EXPECT_TRUE(s.head_free && s.chips_free);
 }
 
 TEST_F(TpuSlicesTest, PrefersAWhollyFreeSliceToAHeldOne) {

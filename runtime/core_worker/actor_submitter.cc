@@ -228,11 +228,7 @@ void CoreWorkerImpl::PollActors() {
       [this](const absl::Status& s, rpc::PollReply&& reply) {
         if (stopping_) return;
         if (!s.ok()) {
-          auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-          *timer = loop_.RunAfter(absl::Milliseconds(500), [this, timer]() mutable {
-            PollActors();
-            timer->reset();
-          });
+          loop_.RunOnce(absl::Milliseconds(500), [this] { PollActors(); });
           return;
         }
         actor_poll_incarnation_ = reply.gcs_incarnation();
@@ -445,9 +441,7 @@ void CoreWorkerImpl::ScheduleResend(ActorState& a) {
   // A little later: the GCS may meanwhile say the worker died, and a push
   // that fails at once must not spin.
   loop_.Post([this, id = a.id] {
-    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-    *timer = loop_.RunAfter(kResendDelay, [this, id, timer]() mutable {
-      timer->reset();
+    loop_.RunOnce(kResendDelay, [this, id] {
       if (stopping_) return;
       std::vector<PushCall*> calls;
       {

@@ -198,13 +198,11 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::GetObjectStatus(grpc::CallbackServerCo
   loop_.Post([this, once, reactor, reply, wait_ms] {
     if (once->fired.load()) return;
     // Held on a timer owned by the loop; a claimed call makes it a no-op.
-    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-    *timer = loop_.RunAfter(absl::Milliseconds(wait_ms), [once, reactor, reply, timer]() mutable {
+    loop_.RunOnce(absl::Milliseconds(wait_ms), [once, reactor, reply] {
       if (once->Claim()) {
         reply->set_status(rpc::GetObjectStatusReply::PENDING);
         reactor->Finish(grpc::Status::OK);
       }
-      timer->reset();
     });
   });
   return reactor;

@@ -132,9 +132,7 @@ bool CoreWorkerImpl::RecordBorrower(const ObjectId& id, const rpc::Address& borr
     borrower_check_armed_ = true;
   }
   loop_.Post([this] {
-    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-    *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
-      timer->reset();
+    loop_.RunOnce(kBorrowerCheckEvery, [this] {
       CheckBorrowers();
     });
   });
@@ -179,9 +177,7 @@ void CoreWorkerImpl::HandOverNested(const rpc::TaskSpec& spec, std::vector<Objec
   }
   if (later.empty()) return;
   loop_.Post([this, later = std::move(later)] {
-    auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-    *timer = loop_.RunAfter(kHandOverGrace, [this, timer, later]() mutable {
-      timer->reset();
+    loop_.RunOnce(kHandOverGrace, [this, later] {
       for (const ObjectId& id : later) RemoveLocalReference(id);
     });
   });
@@ -279,9 +275,7 @@ void CoreWorkerImpl::CheckBorrowers() {
           if (gone) DropBorrower(worker_id);
         });
   }
-  auto timer = std::make_shared<std::unique_ptr<EventLoop::Timer>>();
-  *timer = loop_.RunAfter(kBorrowerCheckEvery, [this, timer]() mutable {
-    timer->reset();
+  loop_.RunOnce(kBorrowerCheckEvery, [this] {
     CheckBorrowers();
   });
 }
