@@ -40,11 +40,9 @@ std::string UsageReport(const ClusterView& view) {
   // over groups and nodes. Indexed names repeat them and are not counted.
   std::map<std::string, Sum> reserved;
   auto add = [&](const std::string& name, double v, Units Sum::*field) {
-    if (auto g = pg::ParseGroupResource(name)) {
-      if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += ToUnits(v);
-    } else {
-      sums[name].*field += ToUnits(v);
-    }
+    pg::SummaryName s = pg::SummarizeName(name);
+    if (s.kind == pg::SummaryName::kPlain) sums[s.name].*field += ToUnits(v);
+    if (s.kind == pg::SummaryName::kReserved) reserved[s.name].*field += ToUnits(v);
   };
   for (const NodeUsage& node : view.usage) {
     for (const auto& [name, v] : node.total) add(name, v, &Sum::total);

@@ -258,12 +258,9 @@ ClusterView Summarize(const ClusterView& full) {
          {std::tuple(&node.total, &summary.usage[0].total, &summary.reserved.total),
           std::tuple(&node.available, &summary.usage[0].available, &summary.reserved.available)}) {
       for (const auto& [name, v] : *map) {
-        auto g = pg::ParseGroupResource(name);
-        if (!g) {
-          if (name.rfind("node:", 0) != 0) (*out)[name] += v;
-        } else if (g->index < 0 && g->base != pg::kBundleMarker) {
-          (*reserved)[g->base] += v;
-        }
+        pg::SummaryName s = pg::SummarizeName(name);
+        if (s.kind == pg::SummaryName::kPlain) (*out)[s.name] += v;
+        if (s.kind == pg::SummaryName::kReserved) (*reserved)[s.name] += v;
       }
     }
   }

@@ -60,4 +60,13 @@ std::optional<GroupResource> ParseGroupResource(const std::string& name) {
   return r;
 }
 
+SummaryName SummarizeName(const std::string& name) {
+  if (name.rfind("node:", 0) == 0) return {SummaryName::kSkip, ""};
+  if (name.find(kInfix) == std::string::npos) return {SummaryName::kPlain, name};
+  auto g = ParseGroupResource(name);
+  if (!g) return {SummaryName::kPlain, name};
+  if (g->index >= 0 || g->base == kBundleMarker) return {SummaryName::kSkip, ""};
+  return {SummaryName::kReserved, g->base};
+}
+
 }  // namespace manta::pg

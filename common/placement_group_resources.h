@@ -50,4 +50,14 @@ struct GroupResource {
 // nullopt for a name that is not a placement-group resource.
 std::optional<GroupResource> ParseGroupResource(const std::string& name);
 
+// How a node's resource counts in a cluster-wide summary (`manta status`):
+// a plain resource under its own name; a group's reservation under its base
+// name (CPU_group_<pg> -> CPU); or not at all: the indexed names and bundle
+// markers repeat the reservation, node:<ip> names only place work.
+struct SummaryName {
+  enum Kind { kPlain, kReserved, kSkip } kind;
+  std::string name;  // the plain name or the base name
+};
+SummaryName SummarizeName(const std::string& name);
+
 }  // namespace manta::pg

@@ -37,3 +37,21 @@ TEST(PlacementGroupResourcesTest, TaskDemandFitsInCommittedBundle) {
 
 }  // namespace
 }  // namespace manta::pg
+
+namespace manta::pg {
+namespace {
+
+TEST(SummarizeNameTest, PlainReservedOrSkipped) {
+  PlacementGroupId group = PlacementGroupId::FromRandom();
+  EXPECT_EQ(SummarizeName("TPU").kind, SummaryName::kPlain);
+  EXPECT_EQ(SummarizeName("my_group_x").kind, SummaryName::kPlain);  // not a group name
+  SummaryName reserved = SummarizeName(WildcardName("TPU", group));
+  EXPECT_EQ(reserved.kind, SummaryName::kReserved);
+  EXPECT_EQ(reserved.name, "TPU");
+  EXPECT_EQ(SummarizeName(IndexedName("TPU", 1, group)).kind, SummaryName::kSkip);
+  EXPECT_EQ(SummarizeName(WildcardName(kBundleMarker, group)).kind, SummaryName::kSkip);
+  EXPECT_EQ(SummarizeName("node:10.0.0.1").kind, SummaryName::kSkip);
+}
+
+}  // namespace
+}  // namespace manta::pg

@@ -1,7 +1,6 @@
 #include "gcs/resource_manager.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/placement_group_resources.h"
 #include "common/resources.h"
@@ -119,14 +118,9 @@ struct TotalsSum {
       plain[name].*field += q;
       return;
     }
-    if (absl::StartsWith(name, "node:")) return;
-    if (name.find("_group_") != std::string::npos) {
-      if (auto g = pg::ParseGroupResource(name)) {
-        if (g->index < 0 && g->base != pg::kBundleMarker) reserved[g->base].*field += q;
-        return;
-      }
-    }
-    plain[name].*field += q;
+    pg::SummaryName s = pg::SummarizeName(name);
+    if (s.kind == pg::SummaryName::kPlain) plain[s.name].*field += q;
+    if (s.kind == pg::SummaryName::kReserved) reserved[s.name].*field += q;
   }
   static void Fill(const absl::flat_hash_map<std::string, Pair>& sums, rpc::NodeResources* out) {
     for (const auto& [name, p] : sums) {
