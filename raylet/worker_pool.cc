@@ -27,17 +27,6 @@ std::string ExitDetail(int64_t exit_status, int term_signal) {
   return absl::StrCat("exited with code ", exit_status);
 }
 
-// Opens (creates) `base`.out and `base`.err for appending: the worker's
-// stdout and stderr.
-absl::StatusOr<std::pair<int, int>> OpenLogFiles(const std::string& dir, const std::string& base) {
-  int out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out >= 0 && err >= 0) return std::make_pair(out, err);
-  std::string why = std::strerror(errno);
-  if (out >= 0) ::close(out);
-  if (err >= 0) ::close(err);
-  return absl::FailedPreconditionError("cannot create worker log files in " + dir + ": " + why);
-}
 
 // The worker's environment: the raylet's own, with what tells the worker
 // who and where it is set anew.
@@ -72,6 +61,27 @@ std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const Wor
 
 }  // namespace
 
+// The worker's stdout and stderr files, open for appending; closed with it.
+struct WorkerPool::LogFds {
+  int out = -1;
+  int err = -1;
+  ~LogFds() {
+    if (out >= 0) ::close(out);
+    if (err >= 0) ::close(err);
+  }
+  // Creates `dir` and opens (creates) `base`.out and `base`.err. Blocking:
+  // the file thread only.
+  absl::Status Open(const std::string& dir, const std::string& base) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return absl::FailedPreconditionError("cannot create the worker log directory " + dir + ": " + ec.message());
+    out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out >= 0 && err >= 0) return absl::OkStatus();
+    return absl::FailedPreconditionError("cannot create worker log files in " + dir + ": " + std::strerror(errno));
+  }
+};
+
 // The libuv handle of one child; outlives the Worker until libuv closes it.
 struct WorkerPool::Process {
   uv_process_t handle;
@@ -82,8 +92,11 @@ struct WorkerPool::Process {
 WorkerPool::WorkerPool(WorkerPoolOptions options, EventLoop* loop) : options_(std::move(options)), loop_(loop) {}
 
 WorkerPool::~WorkerPool() {
+  *alive_ = false;  // what the file thread posts back finds the pool gone
+  files_.Stop();
   timer_.reset();
   for (auto& [id, w] : workers_) {
+    if (w->process == nullptr) continue;  // never spawned
     if (w->pid > 0) ::kill(-w->pid, SIGKILL);
     w->process->pool = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(&w->process->handle),
@@ -103,7 +116,7 @@ size_t WorkerPool::num_idle() const {
 
 size_t WorkerPool::num_starting() const {
   size_t n = 0;
-  for (const auto& [id, w] : workers_) n += w->state == State::kStarting;
+  for (const auto& [id, w] : workers_) n += Starting(*w);
   return n;
 }
 
@@ -115,34 +128,56 @@ int WorkerPool::PidOf(const WorkerId& worker) const {
 absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec) {
   auto job = JobId::FromBinary(spec.job_id());
   if (!job.ok()) return job.status();
-  const std::string& exe = spec.worker_executable();
-  WorkerId id = WorkerId::FromRandom();
-  std::string dir = LogsDir();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::FailedPreconditionError("cannot create the worker log directory " + dir + ": " + ec.message());
-  std::string base = dir + "/worker-" + id.Hex();
-  ASSIGN_OR_RETURN(auto fds, OpenLogFiles(dir, base));
-  auto [out, err] = fds;
-  std::vector<std::string> env = WorkerEnvironment(options_, id, *job);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = {exe};
+  auto w = std::make_unique<Worker>();
+  w->id = WorkerId::FromRandom();
+  w->job = *job;
+  w->key = WorkerKey(spec);
+  w->state = State::kSpawning;
+  w->deadline = options_.now() + options_.start_timeout;
+  const std::string dir = LogsDir();
+  const std::string base = dir + "/worker-" + w->id.Hex();
+  w->err_path = base + ".err";
+  std::vector<std::string> args = {spec.worker_executable()};
   args.insert(args.end(), spec.worker_args().begin(), spec.worker_args().end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<std::string> env = WorkerEnvironment(options_, w->id, *job);
+  // The directory and files are made off the loop; the loop spawns once
+  // they exist.
+  files_.Submit([this, alive = alive_, mailbox = loop_->mailbox(), id = w->id, dir, base, args = std::move(args),
+                 env = std::move(env)] {
+    auto fds = std::make_shared<LogFds>();
+    absl::Status opened = fds->Open(dir, base);
+    mailbox->Post([this, alive, id, args, env, base, fds, opened] {
+      if (*alive) Spawn(id, args, env, base, fds, opened);
+    });
+  });
+  Worker* raw = w.get();
+  workers_.emplace(raw->id, std::move(w));
+  ArmTimer();
+  return raw;
+}
 
+void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
+                       const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  Worker& w = *it->second;
+  if (w.state == State::kKilling) return FailSpawn(w, absl::CancelledError("stopped before it started"), base);
+  if (!opened.ok()) return FailSpawn(w, opened, base);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   uv_stdio_container_t stdio[3];
   stdio[0].flags = UV_IGNORE;
   stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = out;
+  stdio[1].data.fd = fds->out;
   stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = err;
+  stdio[2].data.fd = fds->err;
   uv_process_options_t opts;
   std::memset(&opts, 0, sizeof(opts));
-  opts.file = exe.c_str();
+  opts.file = args[0].c_str();
   opts.args = argv.data();
   opts.env = envp.data();
   opts.stdio = stdio;
@@ -156,33 +191,57 @@ absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec)
   process->pool = this;
   process->id = id;
   int r = uv_spawn(loop_->uv_loop(), &process->handle, &opts);
-  ::close(out);
-  ::close(err);
   if (r != 0) {
     uv_close(reinterpret_cast<uv_handle_t*>(&process->handle),
              [](uv_handle_t* h) { delete reinterpret_cast<Process*>(h); });
+    return FailSpawn(
+        w, absl::FailedPreconditionError(absl::StrCat("cannot start worker program '", args[0], "': ", uv_strerror(r))),
+        base);
+  }
+  w.pid = process->handle.pid;
+  w.process = process;
+  w.state = State::kStarting;
+  std::string suffix = "-" + std::to_string(w.pid);
+  WorkerLogFiles logs{id, w.job, w.pid, base + suffix + ".out", base + suffix + ".err"};
+  w.err_path = logs.err_path;
+  Log()->info("started worker worker_id={} pid={} job_id={} program={}", id.Hex(), w.pid, w.job.Hex(), args[0]);
+  // The pid goes into the files' names off the loop; the log listener hears
+  // of them then.
+  naming_logs_[id] = std::nullopt;
+  files_.Submit([this, alive = alive_, mailbox = loop_->mailbox(), base, logs]() mutable {
+    if (::rename((base + ".out").c_str(), logs.out_path.c_str()) != 0) logs.out_path = base + ".out";
+    if (::rename((base + ".err").c_str(), logs.err_path.c_str()) != 0) logs.err_path = base + ".err";
+    mailbox->Post([this, alive, logs] {
+      if (*alive) OnLogsNamed(logs);
+    });
+  });
+}
+
+void WorkerPool::FailSpawn(Worker& w, const absl::Status& why, const std::string& base) {
+  if (!absl::IsCancelled(why)) Log()->warn("{}", std::string(why.message()));
+  PopCallback pop = std::move(w.pop);
+  workers_.erase(w.id);  // `w` is gone from here
+  files_.Submit([base] {
     ::unlink((base + ".out").c_str());
     ::unlink((base + ".err").c_str());
-    return absl::FailedPreconditionError(absl::StrCat("cannot start worker program '", exe, "': ", uv_strerror(r)));
-  }
-  auto w = std::make_unique<Worker>();
-  w->id = id;
-  w->job = *job;
-  w->key = WorkerKey(spec);
-  w->pid = process->handle.pid;
-  w->deadline = options_.now() + options_.start_timeout;
-  w->process = process;
-  std::string suffix = "-" + std::to_string(w->pid);
-  WorkerLogFiles logs{id, *job, w->pid, base + suffix + ".out", base + suffix + ".err"};
-  if (::rename((base + ".out").c_str(), logs.out_path.c_str()) != 0) logs.out_path = base + ".out";
-  if (::rename((base + ".err").c_str(), logs.err_path.c_str()) != 0) logs.err_path = base + ".err";
-  w->err_path = logs.err_path;
-  Log()->info("started worker worker_id={} pid={} job_id={} program={}", id.Hex(), w->pid, job->Hex(), exe);
-  Worker* raw = w.get();
-  workers_.emplace(id, std::move(w));
-  if (on_logs_) on_logs_(logs);
+  });
+  if (pop) pop(why);
   ArmTimer();
-  return raw;
+  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+}
+
+void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
+  auto it = workers_.find(logs.worker_id);
+  if (it != workers_.end()) it->second->err_path = logs.err_path;
+  std::optional<WorkerExit> exit;
+  if (auto n = naming_logs_.find(logs.worker_id); n != naming_logs_.end()) {
+    exit = std::move(n->second);
+    naming_logs_.erase(n);
+  }
+  if (on_logs_) on_logs_(logs);
+  if (!exit) return;
+  if (on_exit_) on_exit_(*exit);
+  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
 }
 
 absl::Status WorkerPool::RegisterWorker(const rpc::RegisterWorkerRequest& request) {
@@ -225,7 +284,7 @@ void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
   for (auto& [id, w] : workers_) {
     if (w->key != key) continue;
     if (w->state == State::kIdle && (idle == nullptr || w->idle_since > idle->idle_since)) idle = w.get();
-    if (w->state == State::kStarting && !w->pop && starting == nullptr) starting = w.get();
+    if (Starting(*w) && !w->pop && starting == nullptr) starting = w.get();
   }
   if (idle != nullptr) {
     Lease(*idle, std::move(cb));
@@ -264,7 +323,7 @@ void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
   for (const auto& [id, w] : workers_) {
     if (w->state == State::kKilling) continue;
     ++alive;
-    if (w->key == key && (w->state == State::kIdle || (w->state == State::kStarting && !w->pop))) ++have;
+    if (w->key == key && (w->state == State::kIdle || (Starting(*w) && !w->pop))) ++have;
   }
   int n = std::min(backlog - have, options_.max_workers - alive);
   for (int i = 0; i < n; ++i) {
@@ -284,7 +343,7 @@ void WorkerPool::KillJobWorkers(const JobId& job, const absl::flat_hash_set<Work
 void WorkerPool::KillAll(absl::Duration grace, std::function<void()> done) {
   all_exited_ = std::move(done);
   for (auto& [id, w] : workers_) Kill(*w, "the raylet is stopping", grace);
-  if (workers_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
 }
 
 void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
@@ -292,7 +351,8 @@ void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
   Log()->info("stopping worker worker_id={} pid={}: {}", w.id.Hex(), w.pid, why);
   w.state = State::kKilling;
   w.deadline = options_.now() + grace;
-  ::kill(-w.pid, SIGTERM);
+  // A worker still spawning has no process: Spawn forgets it instead.
+  if (w.pid > 0) ::kill(-w.pid, SIGTERM);
   if (w.pop) {
     PopCallback cb = std::move(w.pop);
     w.pop = nullptr;
@@ -321,9 +381,13 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
     w->pop(absl::FailedPreconditionError(absl::StrCat("worker ", id.Hex(), " ", exit.detail,
                                                       " before it registered (see ", w->err_path, ")")));
   }
-  if (on_exit_) on_exit_(exit);
+  if (auto n = naming_logs_.find(id); n != naming_logs_.end()) {
+    n->second = std::move(exit);  // reported after its log files (OnLogsNamed)
+  } else if (on_exit_) {
+    on_exit_(exit);
+  }
   ArmTimer();
-  if (workers_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
 }
 
 void WorkerPool::OnTimer() {
@@ -332,7 +396,7 @@ void WorkerPool::OnTimer() {
   std::vector<Worker*> idle;
   for (auto& [id, w] : workers_) {
     Worker& x = *w;
-    if (x.state == State::kStarting && x.deadline <= now) {
+    if (Starting(x) && x.deadline <= now) {
       if (x.pop) {
         PopCallback cb = std::move(x.pop);
         x.pop = nullptr;
@@ -342,7 +406,7 @@ void WorkerPool::OnTimer() {
                                                       x.err_path, ")")));
       }
       Kill(x, "it did not register in time");
-    } else if (x.state == State::kKilling && !x.sigkilled && x.deadline <= now) {
+    } else if (x.state == State::kKilling && x.pid > 0 && !x.sigkilled && x.deadline <= now) {
       Log()->warn("worker ignored SIGTERM; sending SIGKILL worker_id={} pid={}", x.id.Hex(), x.pid);
       ::kill(-x.pid, SIGKILL);
       x.sigkilled = true;
@@ -362,7 +426,7 @@ void WorkerPool::ArmTimer() {
   absl::Time next = absl::InfiniteFuture();
   std::vector<absl::Time> idle_since;
   for (const auto& [id, w] : workers_) {
-    if (w->state == State::kStarting || (w->state == State::kKilling && !w->sigkilled)) {
+    if (Starting(*w) || (w->state == State::kKilling && w->pid > 0 && !w->sigkilled)) {
       next = std::min(next, w->deadline);
     } else if (w->state == State::kIdle) {
       idle_since.push_back(w->idle_since);

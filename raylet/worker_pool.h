@@ -26,8 +26,14 @@
 // TPU_* variables are inherited unchanged; the core worker applies
 // tpu::VisibleChipsEnv per lease from the lease reply.
 //
-// Thread: the raylet's loop thread. Spawning and creating log files are
-// short local system calls made on the loop.
+// Nothing blocks the loop on the disk: a start creates the log directory and
+// files on the pool's file thread, the loop then spawns with uv_spawn, and
+// the file thread renames the files to carry the pid. The log listener hears
+// of a worker once its files have their final names, and always before the
+// exit listener hears of the same worker.
+//
+// Thread: the raylet's loop thread; the file thread only touches files and
+// posts back to the loop.
 #pragma once
 
 #include <sys/types.h>
@@ -35,11 +41,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/container/flat_hash_map.h"
 #include "common/event_loop.h"
+#include "common/thread_pool.h"
 #include "proto/node_manager.pb.h"
 #include "raylet/worker_pool_interface.h"
 
@@ -120,7 +130,10 @@ class WorkerPool : public WorkerPoolInterface {
 
  private:
   struct Process;
-  enum class State { kStarting, kIdle, kLeased, kKilling };
+  struct LogFds;
+  // kSpawning: log files being made, no process yet (pid 0); kKilling may
+  // also have no process, when the worker was stopped while spawning.
+  enum class State { kSpawning, kStarting, kIdle, kLeased, kKilling };
   struct Worker {
     WorkerId id;
     JobId job;
@@ -136,7 +149,16 @@ class WorkerPool : public WorkerPoolInterface {
     Process* process = nullptr;
   };
 
+  // Adds a kSpawning worker and has its log files made; Spawn follows.
   absl::StatusOr<Worker*> Start(const rpc::TaskSpec& spec);
+  // On the loop, once the files are made (or could not be): starts the
+  // process, or fails the worker's pop.
+  void Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
+             const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened);
+  void FailSpawn(Worker& w, const absl::Status& why, const std::string& base);
+  void OnLogsNamed(const WorkerLogFiles& logs);
+  // Whether `w` is on its way to registering (kSpawning or kStarting).
+  static bool Starting(const Worker& w) { return w.state == State::kSpawning || w.state == State::kStarting; }
   void OnProcessExit(const WorkerId& id, int64_t exit_status, int term_signal);
   void Kill(Worker& w, const std::string& why, absl::Duration grace);
   void Kill(Worker& w, const std::string& why) { Kill(w, why, options_.kill_grace); }
@@ -152,6 +174,13 @@ class WorkerPool : public WorkerPoolInterface {
   std::function<void(const WorkerExit&)> on_exit_;
   std::function<void(const WorkerLogFiles&)> on_logs_;
   std::function<void()> all_exited_;
+  // Workers whose log files are still being renamed, and the exits that wait
+  // for that (the log listener hears of a worker first).
+  absl::flat_hash_map<WorkerId, std::optional<WorkerExit>> naming_logs_;
+  // Cleared by the destructor: work posted back to the loop checks it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Log directory and file calls, in order (one thread).
+  ThreadPool files_{1};
 };
 
 }  // namespace manta::raylet

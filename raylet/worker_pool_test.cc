@@ -84,7 +84,12 @@ TEST_F(WorkerPoolTest, MissingProgramFailsThePop) {
   rpc::TaskSpec spec = Spec("");
   spec.set_worker_executable("/nonexistent/worker");
   absl::Status status;
-  pool_->PopWorker(spec, [&](absl::StatusOr<LeasedWorker> w) { status = w.status(); });
+  bool called = false;
+  pool_->PopWorker(spec, [&](absl::StatusOr<LeasedWorker> w) {
+    called = true;
+    status = w.status();
+  });
+  ASSERT_TRUE(RunUntil([&] { return called; }));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(status.message(), "/nonexistent/worker")) << status;
   EXPECT_EQ(pool_->num_workers(), 0u);
@@ -98,8 +103,8 @@ TEST_F(WorkerPoolTest, ExitBeforeRegisteringFailsThePopAndKeepsLogs) {
                      called = true;
                      status = w.status();
                    });
-  ASSERT_EQ(logs_.size(), 1u);
-  ASSERT_TRUE(RunUntil([&] { return called; }));
+  // The exit is reported once the log files carry their final names.
+  ASSERT_TRUE(RunUntil([&] { return called && logs_.size() == 1 && exits_.size() == 1; }));
   EXPECT_TRUE(absl::StrContains(status.message(), "exited with code 3")) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), logs_[0].err_path)) << status;
   ASSERT_EQ(exits_.size(), 1u);
@@ -116,7 +121,7 @@ TEST_F(WorkerPoolTest, ExitBeforeRegisteringFailsThePopAndKeepsLogs) {
 TEST_F(WorkerPoolTest, RegisteredWorkerIsLeasedReusedAndKilled) {
   absl::StatusOr<LeasedWorker> leased = absl::UnknownError("pending");
   pool_->PopWorker(Spec("exec sleep 300"), [&](absl::StatusOr<LeasedWorker> w) { leased = std::move(w); });
-  ASSERT_EQ(logs_.size(), 1u);
+  ASSERT_TRUE(RunUntil([&] { return logs_.size() == 1; }));
   EXPECT_EQ(pool_->num_starting(), 1u);
   EXPECT_EQ(Register(WorkerId::FromRandom(), 5000).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Register(logs_[0].worker_id, 0).code(), absl::StatusCode::kInvalidArgument);
@@ -148,6 +153,7 @@ TEST_F(WorkerPoolTest, StartTimeoutFailsThePop) {
     called = true;
     status = w.status();
   });
+  ASSERT_TRUE(RunUntil([&] { return logs_.size() == 1; }));
   pool_->OnTimer();
   EXPECT_FALSE(called);
   now_ += absl::Seconds(31);
@@ -161,7 +167,7 @@ TEST_F(WorkerPoolTest, StartTimeoutFailsThePop) {
 TEST_F(WorkerPoolTest, SigtermIgnoredThenSigkillAfterGrace) {
   rpc::TaskSpec spec = Spec("trap '' TERM; echo ready; while :; do sleep 1; done");
   pool_->PopWorker(spec, [](absl::StatusOr<LeasedWorker>) {});
-  ASSERT_TRUE(RunUntil([&] { return ReadAll(logs_[0].out_path) == "ready\n"; }));
+  ASSERT_TRUE(RunUntil([&] { return logs_.size() == 1 && ReadAll(logs_[0].out_path) == "ready\n"; }));
   ASSERT_TRUE(Register(logs_[0].worker_id, 5001).ok());
   pool_->DisconnectWorker(logs_[0].worker_id, "test");
   // The shell ignores SIGTERM: nothing exits until the grace has passed.
@@ -173,9 +179,9 @@ TEST_F(WorkerPoolTest, SigtermIgnoredThenSigkillAfterGrace) {
 
 TEST_F(WorkerPoolTest, IdleWorkersBeyondTheMinimumTimeOut) {
   pool_->Prestart(Spec("exec sleep 300"), 2);
-  ASSERT_EQ(logs_.size(), 2u);
   pool_->Prestart(Spec("exec sleep 300"), 2);
-  EXPECT_EQ(logs_.size(), 2u) << "starting workers count toward the backlog";
+  EXPECT_EQ(pool_->num_workers(), 2u) << "starting workers count toward the backlog";
+  ASSERT_TRUE(RunUntil([&] { return logs_.size() == 2; }));
   ASSERT_TRUE(Register(logs_[0].worker_id, 5002).ok());
   now_ += absl::Seconds(10);
   ASSERT_TRUE(Register(logs_[1].worker_id, 5003).ok());
@@ -189,6 +195,32 @@ TEST_F(WorkerPoolTest, IdleWorkersBeyondTheMinimumTimeOut) {
   EXPECT_EQ(pool_->num_idle(), 1u) << "the minimum stays";
 }
 
+// The log files are made off the loop: a worker stopped before the loop
+// spawns it is never started, its pop fails, and its files are removed.
+TEST_F(WorkerPoolTest, AWorkerStoppedWhileItsFilesAreMadeNeverStarts) {
+  absl::Status status;
+  bool called = false;
+  pool_->PopWorker(Spec("exec sleep 300"), [&](absl::StatusOr<LeasedWorker> w) {
+    called = true;
+    status = w.status();
+  });
+  EXPECT_EQ(pool_->num_starting(), 1u);
+  bool all_gone = false;
+  pool_->KillAll(absl::Seconds(1), [&] { all_gone = true; });
+  ASSERT_TRUE(called);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "the raylet is stopping")) << status;
+  ASSERT_TRUE(RunUntil([&] { return all_gone; }));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_TRUE(logs_.empty()) << "no process, no log files reported";
+  EXPECT_TRUE(exits_.empty()) << "no process, no exit";
+  // The files made for it are removed (by the file thread, in order).
+  ASSERT_TRUE(RunUntil([&] {
+    std::error_code ec;
+    return std::filesystem::is_empty(session_ + "/logs", ec) || !std::filesystem::exists(session_ + "/logs");
+  }));
+}
+
 TEST_F(WorkerPoolTest, PrestartIsCapped) {
   pool_->Prestart(Spec("exec sleep 300"), 10);
   EXPECT_EQ(pool_->num_workers(), 4u);
@@ -199,7 +231,7 @@ TEST_F(WorkerPoolTest, KillJobWorkersKeepsListedAndKillAllWaits) {
   rpc::TaskSpec other = Spec("exec sleep 300");
   other.set_job_id(std::string("\0\0\0\3", 4));
   pool_->Prestart(other, 1);
-  ASSERT_EQ(logs_.size(), 3u);
+  ASSERT_TRUE(RunUntil([&] { return logs_.size() == 3; }));
   pool_->KillJobWorkers(logs_[0].job_id, {logs_[1].worker_id});
   ASSERT_TRUE(RunUntil([&] { return exits_.size() == 1; }));
   EXPECT_EQ(exits_[0].worker_id, logs_[0].worker_id);
