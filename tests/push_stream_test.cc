@@ -1,4 +1,4 @@
-// A worker's PushTasks stream (actor calls) facing bad input from outside: no
+// A worker's PushTasks stream (tasks and actor calls) facing bad input from outside: no
 // token, pushes without tags, undecodable pushes, pushes meant for another
 // worker or of the wrong kind. Each gets a clear refusal, the worker stays
 // up, and its actor still answers its real callers.
@@ -126,14 +126,19 @@ TEST_F(PushStreamTest, EachBadPushIsRefusedAloneAndAGoodOneRuns) {
   request.add_pushes(bad_id.SerializeAsString());
   request.add_tags(14);
   request.add_pushes(Call().SerializeAsString());
+  rpc::PushTaskRequest creation = Call();
+  creation.mutable_spec()->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  request.add_tags(15);
+  request.add_pushes(creation.SerializeAsString());
 
   std::map<int64_t, rpc::PushResult> results;
-  EXPECT_TRUE(Exchange(cluster_->token(), request, 5, &results).ok());
-  ASSERT_EQ(results.size(), 5u);
+  EXPECT_TRUE(Exchange(cluster_->token(), request, 6, &results).ok());
+  ASSERT_EQ(results.size(), 6u);
   EXPECT_EQ(results[10].code(), grpc::StatusCode::INVALID_ARGUMENT) << results[10].message();
   EXPECT_EQ(results[11].code(), grpc::StatusCode::FAILED_PRECONDITION) << results[11].message();
   EXPECT_EQ(results[12].code(), grpc::StatusCode::INVALID_ARGUMENT) << results[12].message();
   EXPECT_EQ(results[13].code(), grpc::StatusCode::INVALID_ARGUMENT) << results[13].message();
+  EXPECT_EQ(results[15].code(), grpc::StatusCode::INVALID_ARGUMENT) << results[15].message();
   // The good call ran on the actor: Recorder::Tag of the keeper is 7.
   ASSERT_EQ(results[14].code(), 0) << results[14].message();
   rpc::PushTaskReply ran;

@@ -27,7 +27,9 @@
 // Either failure reaches the caller as UNAVAILABLE, exactly like a broken
 // connection, so the caller's ordinary retry logic is what gets tested; a
 // dropped reply is how a test proves a handler idempotent. Streaming calls
-// are never touched. MANTA_testing_rpc_failure_seed (an unsigned integer)
+// are never touched, with one exception: a normal task's push on a worker's
+// PushTasks stream counts as a PushTask call, whose request or reply the
+// core worker drops by these rules (MAX_DELAY_MS does not apply to it). MANTA_testing_rpc_failure_seed (an unsigned integer)
 // fixes the random choices; otherwise the seed is random and logged.
 //
 // The variable is read once per process, when the first channel is made

@@ -365,17 +365,54 @@ TEST_F(ApiTest, ObjectRefCopiesBalanceReferences) {
   EXPECT_EQ(core_->unbalanced_removes(), 0);
 }
 
-TEST_F(ApiTest, InitAndShutdownThroughTheStatics) {
+TEST_F(ApiTest, InitAndShutdownThroughTheFactoryInTheOptions) {
   FakeCoreWorker::Uninstall();
   manta::InitOptions options;
   options.address = "127.0.0.1:1";
-  manta::Init(options);  // the fake's InitDriver installs a FakeCoreWorker
+  options.core_worker_factory = FakeCoreWorker::Factory();
+  manta::Init(options);  // the fake's InitDriver makes a FakeCoreWorker
   EXPECT_TRUE(manta::IsInitialized());
   manta::Init(options);  // again: nothing happens
   EXPECT_EQ(*manta::Get(manta::Task(Add).Remote(2, 2)), 4);
   manta::Shutdown();
   EXPECT_FALSE(manta::IsInitialized());
   manta::Shutdown();  // idempotent
+  core_ = FakeCoreWorker::Install();
+}
+
+// This binary links no real core worker: without a factory in the options
+// there is none to start, and Init says what to link.
+TEST_F(ApiTest, InitWithoutAnyCoreWorkerSaysWhatToLink) {
+  FakeCoreWorker::Uninstall();
+  ASSERT_EQ(manta::core::DefaultCoreWorkerFactory(), nullptr);
+  manta::InitOptions options;
+  options.address = "127.0.0.1:1";
+  absl::Status status = manta::TryInit(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(status.message()).find("manta_runtime"), std::string::npos) << status;
+  EXPECT_FALSE(manta::IsInitialized());
+  core_ = FakeCoreWorker::Install();
+}
+
+// A factory that fails to start leaves the process uninitialized.
+TEST_F(ApiTest, AFactoryThatCannotStartLeavesNothingInitialized) {
+  class Refusing final : public manta::core::CoreWorkerFactory {
+   public:
+    absl::StatusOr<manta::core::CoreWorker*> InitDriver(const manta::core::CoreWorkerOptions&) override {
+      return absl::UnavailableError("no GCS here");
+    }
+    absl::Status RunWorker(const manta::core::CoreWorkerOptions&) override { return absl::OkStatus(); }
+    void Shutdown(manta::core::CoreWorker*) override { ADD_FAILURE() << "nothing was started"; }
+  } refusing;
+  FakeCoreWorker::Uninstall();
+  manta::InitOptions options;
+  options.address = "127.0.0.1:1";
+  options.core_worker_factory = &refusing;
+  absl::Status status = manta::TryInit(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(status.message()).find("no GCS here"), std::string::npos) << status;
+  EXPECT_FALSE(manta::IsInitialized());
+  manta::Shutdown();  // nothing to end
   core_ = FakeCoreWorker::Install();
 }
 

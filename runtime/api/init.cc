@@ -9,9 +9,11 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "manta/api.h"
+#include "common/status.h"
 #include "runtime/api/init_options.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta {
 namespace {
@@ -31,7 +33,19 @@ std::string SelfExecutable() {
   return std::string(path, static_cast<size_t>(n));
 }
 
-[[noreturn]] void RunWorkerOrExit(const InitOptions& options) {
+// The factory Init uses: the options', else the process default.
+absl::StatusOr<core::CoreWorkerFactory*> ChooseFactory(const InitOptions& options) {
+  core::CoreWorkerFactory* factory = options.core_worker_factory;
+  if (factory == nullptr) factory = core::DefaultCoreWorkerFactory();
+  if (factory == nullptr) {
+    return absl::FailedPreconditionError(
+        "manta::Init: this program has no core worker (link it with manta_runtime, or name a factory in "
+        "InitOptions)");
+  }
+  return factory;
+}
+
+[[noreturn]] void RunWorkerOrExit(core::CoreWorkerFactory* factory, const InitOptions& options) {
   auto resolved = internal::ResolveDriverOptions(options);
   core::CoreWorkerOptions worker_options;
   // A worker's raylet tells it where the cluster is; what the driver's
@@ -39,7 +53,7 @@ std::string SelfExecutable() {
   if (resolved.ok()) worker_options = *resolved;
   worker_options.worker_executable = options.worker_executable;
   worker_options.worker_args = options.worker_args;
-  absl::Status status = core::CoreWorker::RunWorker(worker_options);
+  absl::Status status = factory->RunWorker(worker_options);
   std::fprintf(stderr, "manta worker: cannot start: %s\n", status.ToString().c_str());
   std::fflush(stderr);
   std::exit(1);
@@ -56,18 +70,24 @@ absl::Status TryInit(const InitOptions& options) {
   // installed its own handler keeps it.
   struct sigaction current {};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+  // Process-wide, made here rather than in a library: Debian's abseil checks
+  // every Mutex acquisition for lock-order cycles, which on the task path
+  // costs more than the locking itself.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  ASSIGN_OR_RETURN(core::CoreWorkerFactory * factory, ChooseFactory(options));
   InitOptions filled = options;
   if (filled.worker_executable.empty()) filled.worker_executable = SelfExecutable();
-  if (core::CoreWorker::IsWorkerProcess()) RunWorkerOrExit(filled);
+  if (core::CoreWorker::IsWorkerProcess()) RunWorkerOrExit(factory, filled);
   absl::StatusOr<core::CoreWorkerOptions> resolved = internal::ResolveDriverOptions(filled);
   if (!resolved.ok()) {
     return absl::Status(resolved.status().code(), absl::StrCat("manta::Init: ", resolved.status().message()));
   }
-  absl::StatusOr<core::CoreWorker*> core = core::CoreWorker::InitDriver(*resolved);
+  absl::StatusOr<core::CoreWorker*> core = factory->InitDriver(*resolved);
   if (!core.ok()) {
     return absl::Status(core.status().code(), absl::StrCat("manta::Init: cannot join the cluster at ",
                                                            resolved->gcs_address, ": ", core.status().message()));
   }
+  core::SetCurrentCoreWorker({*core, factory});
   return absl::OkStatus();
 }
 
@@ -84,7 +104,8 @@ void Init(const InitOptions& options) { internal::ThrowIfError(TryInit(options))
 
 void Shutdown() {
   std::lock_guard<std::mutex> lock(InitMutex());
-  core::CoreWorker::Shutdown();
+  core::CurrentCoreWorker current = core::SetCurrentCoreWorker({});
+  if (current.core != nullptr && current.factory != nullptr) current.factory->Shutdown(current.core);
 }
 
 bool IsInitialized() { return core::CoreWorker::Current() != nullptr; }

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "manta/api.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::internal {
 

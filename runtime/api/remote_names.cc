@@ -13,7 +13,7 @@
 #include "manta/remote.h"
 #include "manta/serialization.h"
 #include "manta/task_caller.h"
-#include "runtime/function_registry.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::internal {
 namespace {

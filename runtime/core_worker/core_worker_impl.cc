@@ -17,12 +17,12 @@
 #include "common/status.h"
 #include "common/token.h"
 #include "runtime/core_worker/log_printer.h"
+#include "runtime/core_worker/real_core_worker.h"
 #include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
 namespace {
 
-std::atomic<CoreWorkerImpl*> g_current{nullptr};
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 
 std::string Env(const char* name) {
@@ -37,24 +37,18 @@ LogPrinter& Printer() {
 
 }  // namespace
 
-// ---------------------------------------------------------------- statics
+// ---------------------------------------------------------------- factory
 
-CoreWorker* CoreWorker::Current() { return g_current.load(); }
-
-bool CoreWorker::IsWorkerProcess() { return !Env("MANTA_WORKER_ID").empty(); }
-
-absl::StatusOr<CoreWorker*> CoreWorker::InitDriver(const CoreWorkerOptions& options) {
-  if (g_current.load() != nullptr) return absl::FailedPreconditionError("manta is already initialized");
+absl::StatusOr<CoreWorker*> RealCoreWorkerFactory::InitDriver(const CoreWorkerOptions& options) {
   auto cw = std::make_unique<CoreWorkerImpl>(options, /*is_worker=*/false);
   if (auto s = cw->Start(); !s.ok()) {
     cw->Stop();
     return s;
   }
-  g_current = cw.release();
-  return static_cast<CoreWorker*>(g_current.load());
+  return cw.release();
 }
 
-absl::Status CoreWorker::RunWorker(const CoreWorkerOptions& given) {
+absl::Status RealCoreWorkerFactory::RunWorker(const CoreWorkerOptions& given) {
   // Die with the raylet that started us: a killed raylet leaves no workers.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   std::string raylet_pid = Env("MANTA_RAYLET_PID");
@@ -74,16 +68,20 @@ absl::Status CoreWorker::RunWorker(const CoreWorkerOptions& given) {
   }
   auto cw = std::make_unique<CoreWorkerImpl>(options, /*is_worker=*/true);
   if (auto s = cw->Start(); !s.ok()) return s;
-  g_current = cw.get();
+  SetCurrentCoreWorker({cw.get(), this});
   cw.release()->RunTaskLoop();
 }
 
-void CoreWorker::Shutdown() {
-  CoreWorkerImpl* cw = g_current.exchange(nullptr);
-  if (cw == nullptr) return;
+void RealCoreWorkerFactory::Shutdown(CoreWorker* core) {
+  auto* cw = static_cast<CoreWorkerImpl*>(core);
   const bool quiet = cw->Stop();
   Printer().Flush();
   if (quiet) delete cw;
+}
+
+RealCoreWorkerFactory& RealCoreWorkerFactory::Get() {
+  static RealCoreWorkerFactory* factory = new RealCoreWorkerFactory();
+  return *factory;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -113,9 +111,6 @@ std::string AddressKey(const rpc::Address& a) { return a.ip() + ":" + std::to_st
 CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
     : options_(std::move(options)), is_worker_(is_worker), pid_(getpid()), worker_id_(WorkerId::FromRandom()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
-  // Debian's abseil checks every Mutex acquisition for lock-order cycles;
-  // on the task path that costs more than the locking itself.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   store_.SetEraseListener([this](const ObjectId& id) { ReleaseHeld(id.Binary()); });
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
@@ -218,6 +213,8 @@ bool CoreWorkerImpl::Stop() {
     loop_.Stop();
   });
   if (io_thread_.joinable()) io_thread_.join();
+  // No return arrives any more: end the fetches of large ones.
+  fetches_.Stop();
   if (quiet) DeleteEndedPushes();
   return quiet;
 }

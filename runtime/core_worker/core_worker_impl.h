@@ -46,7 +46,8 @@
 #include "proto/core_worker.grpc.pb.h"
 #include "proto/gcs_service.grpc.pb.h"
 #include "proto/node_manager.grpc.pb.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
+#include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/task_event_buffer.h"
 
@@ -54,6 +55,8 @@ namespace manta::core {
 
 // Values up to this size travel inline in replies and task arguments.
 constexpr size_t kInlineLimit = 100 * 1024;
+// Threads that pull large task returns at once (FetchPool); more wait.
+constexpr int kMaxFetchThreads = 8;
 // Chunk size of large object transfers.
 constexpr size_t kChunkBytes = 4 << 20;
 
@@ -112,12 +115,13 @@ absl::StatusOr<Reply> GcsCall(const std::string& token, Call&& call, absl::Durat
 }
 
 // Blocking fetch of a value from the process at `address` over the
-// GetObject stream. Any thread but the io loop.
+// GetObject stream. Any thread but the io loop. Its calls end with an
+// OwnerDied error when `cancel` (optional) cancels them.
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
-                                  const ObjectId& id, absl::Duration wait);
+                                  const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel = nullptr);
 
 class TaskReceiver;
-class ActorPushStream;
+class PushStream;
 
 class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::CallbackService {
  public:
@@ -243,7 +247,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // starts whatever that makes due and deletes it (once stopping, Stop()
   // deletes it).
   struct PushCall {
-    std::unique_ptr<grpc::ClientContext> ctx;  // a PushTask call; null on a stream
     rpc::PushTaskRequest request;
     rpc::PushTaskReply reply;
     absl::Status status;
@@ -258,12 +261,22 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
     int64_t sequence = 0;       // -1: a skip
     int64_t incarnation = 0;    // the actor's num_restarts when pushed
     int resends = 0;            // a normal task's pushes after a broken connection
+    // Fault injection (MANTA_testing_rpc_failure, "PushTask"): the worker's
+    // reply to this push is to be dropped, as a lost connection would.
+    bool drop_reply = false;
   };
   // Start calls made under tasks_mu_ or actors_mu_, once it is released.
   // Once stopping, calls are dropped instead.
   void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
+  // Sends a started call on the stream to its worker (a new one if needed).
+  // Under MANTA_testing_rpc_failure, a normal task's push is a "PushTask"
+  // call: its request or reply may be dropped (it then fails UNAVAILABLE).
+  void SendOnStream(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
   void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
   void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
+  // Draws a normal task push's injected fault: true to drop its request,
+  // or marks its reply to be dropped.
+  bool InjectPushFault(PushCall* call);
   // A normal task's push whose connection broke goes out again (true) while
   // resends are left and this process is not stopping.
   bool ResendPush(PushCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(live_mu_);
@@ -271,14 +284,14 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // for their completions; false if some did not end (this object must then
   // not be freed).
   bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
-  // Actor calls go over one stream per worker (push_stream.h): the open one
+  // Tasks and actor calls go over one stream per worker (push_stream.h): the open one
   // to `address`, or a new one, bound but not started (*fresh; the caller
   // starts it once it has sent on it); null once stopping.
-  std::shared_ptr<ActorPushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub,
+  std::shared_ptr<PushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub,
                                             bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
   // A stream that ended: no longer the one to `address` (if it was), and,
   // last, no longer live.
-  void ForgetStream(const std::string& address, const ActorPushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void ForgetStream(const std::string& address, const PushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   void StreamEnded() ABSL_LOCKS_EXCLUDED(live_mu_);
   // Stopped, loop and server gone: frees the calls that ended meanwhile.
   void DeleteEndedPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
@@ -477,6 +490,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::GatedServer> server_;
   ClientPool pool_;
   MemoryStore store_;
+  // Pulls large task returns into store_; stopped (cancelled and joined) by
+  // Stop(), and declared after pool_ and store_, which its fetches use.
+  FetchPool fetches_{kMaxFetchThreads};
   std::shared_ptr<grpc::Channel> gcs_channel_;
   std::unique_ptr<rpc::NodeInfoGcsService::Stub> gcs_nodes_;
   std::unique_ptr<rpc::ActorGcsService::Stub> gcs_actors_;
@@ -505,7 +521,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   int live_streams_ ABSL_GUARDED_BY(live_mu_) = 0;  // started, OnDone not yet over
   // The call stream to each worker ("ip:port") this process calls actors on.
   absl::Mutex streams_mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<ActorPushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<PushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
   // Argument references held for submitted work (HoldArgs).
   absl::Mutex holds_mu_;
@@ -556,7 +572,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::atomic<bool> stopping_{false};
 
   friend class TaskReceiver;
-  friend class ActorPushStream;
+  friend class PushStream;
   friend class PushTasksReactor;
 };
 

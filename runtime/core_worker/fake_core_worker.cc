@@ -1,19 +1,16 @@
 #include "runtime/core_worker/fake_core_worker.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "common/label_selector.h"
 #include "common/placement_choice.h"
 #include "common/resources.h"
-#include "runtime/function_registry.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::core {
 namespace {
-
-std::atomic<FakeCoreWorker*> g_current{nullptr};
 
 bool IsDeath(ErrorType type) { return type == ErrorType::kWorkerDied || type == ErrorType::kNodeDied; }
 
@@ -23,24 +20,27 @@ internal::ArgViews Views(const std::vector<std::string>& values) {
 
 }  // namespace
 
-// ---- CoreWorker statics, faked ------------------------------------------------
+// ---- The fake's factory -------------------------------------------------------
 
-CoreWorker* CoreWorker::Current() { return g_current.load(); }
+namespace {
 
-absl::StatusOr<CoreWorker*> CoreWorker::InitDriver(const CoreWorkerOptions& options) {
-  return FakeCoreWorker::Install();
+class FakeFactory final : public CoreWorkerFactory {
+ public:
+  absl::StatusOr<CoreWorker*> InitDriver(const CoreWorkerOptions& options) override {
+    return new FakeCoreWorker();
+  }
+  absl::Status RunWorker(const CoreWorkerOptions& options) override {
+    return absl::UnimplementedError("the fake core worker cannot run a worker process");
+  }
+  void Shutdown(CoreWorker* core) override { delete core; }
+};
+
+}  // namespace
+
+CoreWorkerFactory* FakeCoreWorker::Factory() {
+  static FakeFactory* factory = new FakeFactory();
+  return factory;
 }
-
-absl::Status CoreWorker::RunWorker(const CoreWorkerOptions& options) {
-  return absl::UnimplementedError("the fake core worker cannot run a worker process");
-}
-
-bool CoreWorker::IsWorkerProcess() {
-  const char* id = std::getenv("MANTA_WORKER_ID");
-  return id != nullptr && *id != '\0';
-}
-
-void CoreWorker::Shutdown() { FakeCoreWorker::Uninstall(); }
 
 // ---- FakeCoreWorker -----------------------------------------------------------
 
@@ -53,11 +53,15 @@ FakeCoreWorker::~FakeCoreWorker() = default;
 
 FakeCoreWorker* FakeCoreWorker::Install() {
   auto* core = new FakeCoreWorker();
-  delete g_current.exchange(core);
+  CurrentCoreWorker previous = SetCurrentCoreWorker({core, Factory()});
+  if (previous.core != nullptr) previous.factory->Shutdown(previous.core);
   return core;
 }
 
-void FakeCoreWorker::Uninstall() { delete g_current.exchange(nullptr); }
+void FakeCoreWorker::Uninstall() {
+  CurrentCoreWorker previous = SetCurrentCoreWorker({});
+  if (previous.core != nullptr) previous.factory->Shutdown(previous.core);
+}
 
 void FakeCoreWorker::InjectFailure(const std::string& name, ErrorType type, std::string message, int times) {
   absl::MutexLock lock(&mu_);

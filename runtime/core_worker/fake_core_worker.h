@@ -27,9 +27,9 @@
 // Not modelled: scheduling of tasks, resources of tasks and actors,
 // concurrency of actor calls; env_vars are recorded, not applied.
 //
-// This file also defines the CoreWorker statics (Current, InitDriver,
-// RunWorker, IsWorkerProcess, Shutdown): a binary links it instead of the
-// real core worker, never both. InitDriver installs a FakeCoreWorker.
+// A test either installs one directly (Install/Uninstall) or passes
+// Factory() to manta::Init in InitOptions::core_worker_factory; the binary
+// may link the real core worker as well.
 //
 // Thread-safety: every method may be called from any thread; user code runs
 // without the lock held, so tasks may submit tasks.
@@ -44,7 +44,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::core {
 
@@ -57,6 +57,9 @@ class FakeCoreWorker : public CoreWorker {
   // installed one. Uninstall deletes the current one.
   static FakeCoreWorker* Install();
   static void Uninstall();
+  // Makes a FakeCoreWorker for manta::Init (InitDriver) and deletes it at
+  // manta::Shutdown; cannot run a worker process.
+  static CoreWorkerFactory* Factory();
 
   // ---- Failure injection ----------------------------------------------------
   // The next `times` runs of the task, actor method or actor factory named

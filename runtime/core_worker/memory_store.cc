@@ -1,6 +1,6 @@
 #include "runtime/core_worker/memory_store.h"
 
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::core {
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::core {
 namespace {

@@ -26,7 +26,7 @@ rpc::NodeManagerService::Stub* ClientPool::Raylet(const std::string& address) {
 // ---------------------------------------------------------------- fetching
 
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
-                                  const ObjectId& id, absl::Duration wait) {
+                                  const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel) {
   auto* stub = pool->Worker(address);
   int wait_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(wait), 1 << 30));
   rpc::GetObjectStatusRequest req;
@@ -36,6 +36,7 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
   {
     grpc::ClientContext ctx;
     rpc::PrepareContext(&ctx, token, wait + absl::Seconds(10));
+    rpc::CallCanceller::Scope scope(cancel, &ctx);
     grpc::Status s = stub->GetObjectStatus(&ctx, req, &reply);
     if (!s.ok()) {
       return MakeError(ErrorType::kOwnerDied,
@@ -59,6 +60,7 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
   // Large: stream it in chunks.
   grpc::ClientContext ctx;
   rpc::PrepareContext(&ctx, token, absl::Minutes(10));
+  rpc::CallCanceller::Scope scope(cancel, &ctx);
   rpc::GetObjectRequest get;
   get.set_object_id(id.Binary());
   auto reader = stub->GetObject(&ctx, get);

@@ -25,33 +25,33 @@ Message& BatchFor(std::deque<Message>& queue, size_t& back_bytes, size_t bytes) 
 
 // ---------------------------------------------------------------- caller side
 
-ActorPushStream::ActorPushStream(CoreWorkerImpl* cw, std::string address) : cw_(cw), address_(std::move(address)) {}
+PushStream::PushStream(CoreWorkerImpl* cw, std::string address) : cw_(cw), address_(std::move(address)) {}
 
-void ActorPushStream::Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub,
+void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub,
                            const std::string& token) {
   self_ = std::move(self);
   rpc::PrepareContext(&ctx_, token, absl::InfiniteDuration());
   stub->async()->PushTasks(&ctx_, this);
 }
 
-void ActorPushStream::Start() {
+void PushStream::Start() {
   AddHold();
   StartRead(&in_);
   StartCall();
 }
 
-bool ActorPushStream::Usable() {
+bool PushStream::Usable() {
   absl::MutexLock lock(&mu_);
   return !broken_;
 }
 
-bool ActorPushStream::ReleaseHoldLocked() {
+bool PushStream::ReleaseHoldLocked() {
   if (!broken_ || writing_ || hold_released_) return false;
   hold_released_ = true;
   return true;
 }
 
-ActorPushStream::Sent ActorPushStream::Send(PushCall* call) {
+PushStream::Sent PushStream::Send(PushCall* call) {
   std::string wire;
   call->request.SerializeToString(&wire);
   // Over the limit, it would end the stream, and every call on it.
@@ -73,7 +73,7 @@ ActorPushStream::Sent ActorPushStream::Send(PushCall* call) {
   return Sent::kSent;
 }
 
-void ActorPushStream::OnWriteDone(bool ok) {
+void PushStream::OnWriteDone(bool ok) {
   bool release = false, write = false;
   {
     absl::MutexLock lock(&mu_);
@@ -97,7 +97,7 @@ void ActorPushStream::OnWriteDone(bool ok) {
   if (release) RemoveHold();
 }
 
-void ActorPushStream::OnReadDone(bool ok) {
+void PushStream::OnReadDone(bool ok) {
   if (!ok) {
     // The stream is over: no write starts from now, and once none is out
     // the hold goes, so OnDone can follow.
@@ -139,7 +139,7 @@ void ActorPushStream::OnReadDone(bool ok) {
   StartRead(&in_);
 }
 
-void ActorPushStream::OnDone(const grpc::Status& status) {
+void PushStream::OnDone(const grpc::Status& status) {
   std::vector<std::pair<int64_t, PushCall*>> left;
   {
     absl::MutexLock lock(&mu_);
@@ -219,8 +219,8 @@ void PushTasksReactor::OnReadDone(bool ok) {
     grpc::Status refused;
     if (!push->request.ParseFromString(in_.pushes(i))) {
       refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed push");
-    } else if (push->request.spec().type() != rpc::TaskSpec::ACTOR_TASK) {
-      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "only actor calls go over PushTasks");
+    } else if (push->request.spec().type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
+      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an actor's creation does not go over PushTasks");
     } else {
       refused = cw_->CheckPush(push->request);
     }

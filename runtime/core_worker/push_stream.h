@@ -1,17 +1,18 @@
-// Actor calls over one PushTasks stream per caller and worker, instead of a
-// PushTask call each: a call costs one message, not a new HTTP/2 stream with
+// Tasks and actor calls over one PushTasks stream per caller and worker,
+// instead of a PushTask call each: a call costs one message, not a new HTTP/2 stream with
 // its headers, token and deadline, and calls that queue behind a write (a
 // burst of calls, or replies ending while the last ones are sent) travel
 // together in one message. Nothing waits to be batched: a write starts as
 // soon as the previous one is done.
 //
-//   ActorPushStream (caller): Send(call) queues the call's request and
+//   PushStream (caller): Send(call) queues the call's request and
 //   writes it; each result settles its call through OnPushDone, as a
 //   PushTask reply would. When the stream ends, every call still on it
 //   fails with the stream's status (and is retried as a failed push is).
 //
 //   PushTasksReactor (worker): each push read is queued to the TaskReceiver
-//   like a PushTask; Push::Finish writes its result back.
+//   like a PushTask; Push::Finish writes its result back. An actor's
+//   creation (pushed by the GCS) comes by PushTask only.
 //
 // Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
 #pragma once
@@ -31,17 +32,17 @@ namespace manta::core {
 // wait for the next write.
 constexpr size_t kMaxPushBatchBytes = 1 << 20;
 
-class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
+class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
  public:
   using PushCall = CoreWorkerImpl::PushCall;
 
-  ActorPushStream(CoreWorkerImpl* cw, std::string address);
+  PushStream(CoreWorkerImpl* cw, std::string address);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
   // called from then on, and never finds it broken before Start. Start
   // starts it.
   // Writes start outside reactions, so the stream holds the call open (a
   // gRPC hold) until it is broken and no write is out.
-  void Bind(std::shared_ptr<ActorPushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
+  void Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
   void Start();
   enum class Sent { kSent, kBroken, kTooLarge };
   // Sends `call`, whose result then reaches cw->OnPushDone. kBroken: the
@@ -59,7 +60,7 @@ class ActorPushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rp
   CoreWorkerImpl* const cw_;
   const std::string address_;
   grpc::ClientContext ctx_;
-  std::shared_ptr<ActorPushStream> self_;
+  std::shared_ptr<PushStream> self_;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a read or write failed, or the stream ended

@@ -15,7 +15,7 @@
 #include "common/rpc/grpc_util.h"
 #include "common/tpu.h"
 #include "runtime/core_worker/core_worker_impl.h"
-#include "runtime/function_registry.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::core {
 namespace {
@@ -102,6 +102,9 @@ grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
   }
   if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
+  }
+  if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && receiver_ && receiver_->holds_actor()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
   }
   return grpc::Status::OK;
 }
@@ -193,7 +196,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
 
 std::string TaskReceiver::PushKey(const Work& w) {
   const rpc::TaskSpec& spec = w.req->spec();
-  if (w.streamed != nullptr || spec.type() == rpc::TaskSpec::ACTOR_TASK) return "";
+  if (spec.type() == rpc::TaskSpec::ACTOR_TASK) return "";
   return spec.task_id() + "/" + std::to_string(spec.attempt());
 }
 
@@ -272,6 +275,87 @@ void TaskReceiver::StartPool(int threads) {
   }
 }
 
+absl::Status TaskReceiver::ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held,
+                                       internal::ArgViews* views) {
+  held->reserve(spec.args_size());
+  for (const auto& arg : spec.args()) {
+    if (arg.object_id().empty()) {
+      // Inline: read in place (the request outlives the call).
+      views->emplace_back(arg.data());
+      continue;
+    }
+    auto v = cw_->ResolveArg(arg);
+    if (!v.ok()) return v.status();
+    held->push_back(*v);
+    views->emplace_back(held->back()->data(), held->back()->size());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TaskReceiver::CreateActor(const rpc::TaskSpec& spec, const internal::ArgViews& views) {
+  const auto* f = internal::FunctionRegistry::Instance().FindActorFactory(spec.function_name());
+  if (f == nullptr) return absl::NotFoundError("no actor factory '" + spec.function_name() + "' in this program");
+  auto instance = (*f)(views);
+  if (!instance.ok()) return instance.status();
+  actor_ = *instance;
+  actor_class_ = spec.actor_creation().class_name();
+  holds_actor_.store(true, std::memory_order_release);
+  int concurrency = std::max(1, spec.actor_creation().max_concurrency());
+  if (concurrency > 1) {
+    StartPool(concurrency);
+    std::lock_guard<std::mutex> lock(mu_);
+    max_concurrency_ = concurrency;
+  }
+  return std::string();
+}
+
+absl::StatusOr<std::string> TaskReceiver::Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
+                                                 RefCollector* returned_refs) {
+  auto& registry = internal::FunctionRegistry::Instance();
+  switch (spec.type()) {
+    case rpc::TaskSpec::NORMAL_TASK: {
+      const auto* f = registry.FindFunction(spec.function_name());
+      if (f == nullptr) return absl::NotFoundError("no remote function '" + spec.function_name() + "' in this program");
+      CollectRefs collect(returned_refs);
+      return (*f)(views);
+    }
+    case rpc::TaskSpec::ACTOR_CREATION_TASK:
+      return CreateActor(spec, views);
+    case rpc::TaskSpec::ACTOR_TASK: {
+      const auto* f = registry.FindActorMethod(spec.function_name());
+      if (!actor_) return absl::FailedPreconditionError("this worker holds no actor");
+      if (f == nullptr) return absl::NotFoundError("no actor method '" + spec.function_name() + "' in this program");
+      CollectRefs collect(returned_refs);
+      return (*f)(actor_.get(), views);
+    }
+    default:
+      return absl::InvalidArgumentError("unknown task type");
+  }
+}
+
+void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::string> result,
+                             RefCollector* returned_refs, rpc::PushTaskReply* reply) {
+  if (!result.ok()) {
+    SetError(reply, spec, ErrorType::kApplicationError,
+             spec.function_name() + ": " + std::string(result.status().message()));
+    return;
+  }
+  ObjectId id = ReturnObjectId(spec.task_id(), 1);
+  rpc::ReturnObject* r = reply->add_returns();
+  r->set_object_id(id.Binary());
+  if (!returned_refs->refs.empty()) cw_->HandOverNested(spec, std::move(returned_refs->refs), r);
+  returned_refs->refs.clear();
+  r->set_size(static_cast<int64_t>(result->size()));
+  if (result->size() <= kInlineLimit) {
+    r->set_data(std::move(*result));
+  } else {
+    // Large: kept here until the owner pulls it.
+    cw_->HoldForOwner(id, std::make_shared<const std::string>(std::move(*result)));
+    r->set_stored_remotely(true);
+    *r->mutable_location() = cw_->address_proto();
+  }
+}
+
 void TaskReceiver::Execute(const Work& w) {
   const rpc::TaskSpec& spec = w.req->spec();
   rpc::PushTaskReply* reply = w.reply;
@@ -296,96 +380,19 @@ void TaskReceiver::Execute(const Work& w) {
   // Arguments: values inline, or fetched from their owners.
   std::vector<Value> held;
   internal::ArgViews views;
-  held.reserve(spec.args_size());
-  for (const auto& arg : spec.args()) {
-    if (arg.object_id().empty()) {
-      // Inline: read in place (the request outlives the call).
-      views.emplace_back(arg.data());
-      continue;
-    }
-    auto v = cw_->ResolveArg(arg);
-    if (!v.ok()) {
-      SetError(reply, spec, GetErrorType(v.status()), std::string(v.status().message()));
-      cw_->WithdrawTaskEvent(running);  // its pusher reports the failure
-      Complete(w);
-      return;
-    }
-    held.push_back(*v);
-    views.emplace_back(held.back()->data(), held.back()->size());
+  if (absl::Status resolved = ResolveArgs(spec, &held, &views); !resolved.ok()) {
+    SetError(reply, spec, GetErrorType(resolved), std::string(resolved.message()));
+    cw_->WithdrawTaskEvent(running);  // its pusher reports the failure
+    Complete(w);
+    return;
   }
-
-  auto& registry = internal::FunctionRegistry::Instance();
-  absl::StatusOr<std::string> result;
   // The refs serialized into the result, each held until handed over.
   RefCollector returned_refs;
   returned_refs.hold = true;
-  switch (spec.type()) {
-    case rpc::TaskSpec::NORMAL_TASK: {
-      const auto* f = registry.FindFunction(spec.function_name());
-      CollectRefs collect(&returned_refs);
-      result =
-          f ? (*f)(views) : absl::NotFoundError("no remote function '" + spec.function_name() + "' in this program");
-      break;
-    }
-    case rpc::TaskSpec::ACTOR_CREATION_TASK: {
-      const auto* f = registry.FindActorFactory(spec.function_name());
-      if (f == nullptr) {
-        result = absl::NotFoundError("no actor factory '" + spec.function_name() + "' in this program");
-        break;
-      }
-      auto instance = (*f)(views);
-      if (!instance.ok()) {
-        result = instance.status();
-        break;
-      }
-      actor_ = *instance;
-      actor_class_ = spec.actor_creation().class_name();
-      int concurrency = std::max(1, spec.actor_creation().max_concurrency());
-      if (concurrency > 1) {
-        StartPool(concurrency);
-        std::lock_guard<std::mutex> lock(mu_);
-        max_concurrency_ = concurrency;
-      }
-      result = std::string();
-      break;
-    }
-    case rpc::TaskSpec::ACTOR_TASK: {
-      const auto* f = registry.FindActorMethod(spec.function_name());
-      if (!actor_) {
-        result = absl::FailedPreconditionError("this worker holds no actor");
-      } else if (f == nullptr) {
-        result = absl::NotFoundError("no actor method '" + spec.function_name() + "' in this program");
-      } else {
-        CollectRefs collect(&returned_refs);
-        result = (*f)(actor_.get(), views);
-      }
-      break;
-    }
-    default:
-      result = absl::InvalidArgumentError("unknown task type");
-  }
+  absl::StatusOr<std::string> result = Invoke(spec, views, &returned_refs);
   std::fflush(stdout);
   std::fflush(stderr);
-
-  if (!result.ok()) {
-    SetError(reply, spec, ErrorType::kApplicationError,
-             spec.function_name() + ": " + std::string(result.status().message()));
-  } else {
-    ObjectId id = ReturnObjectId(spec.task_id(), 1);
-    rpc::ReturnObject* r = reply->add_returns();
-    r->set_object_id(id.Binary());
-    if (!returned_refs.refs.empty()) cw_->HandOverNested(spec, std::move(returned_refs.refs), r);
-    returned_refs.refs.clear();
-    r->set_size(static_cast<int64_t>(result->size()));
-    if (result->size() <= kInlineLimit) {
-      r->set_data(std::move(*result));
-    } else {
-      // Large: kept here until the owner pulls it.
-      cw_->HoldForOwner(id, std::make_shared<const std::string>(std::move(*result)));
-      r->set_stored_remotely(true);
-      *r->mutable_location() = cw_->address_proto();
-    }
-  }
+  SetResult(spec, std::move(result), &returned_refs, reply);
   // The task failed: its result's refs go with it.
   for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
   cw_->WithdrawTaskEvent(running);

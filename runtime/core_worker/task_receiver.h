@@ -11,6 +11,7 @@
 // Thread-safety: Enqueue from gRPC threads; RunMainLoop on the main thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -20,7 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "manta/internal/core_worker.h"
+#include "manta/internal/function_registry.h"
 #include "proto/core_worker.grpc.pb.h"
+#include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/push_stream.h"
 
 namespace manta::core {
@@ -37,6 +41,8 @@ class TaskReceiver {
   // stream (`streamed`), which is finished when it has run.
   void Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply, grpc::ServerUnaryReactor* reactor,
                PushTasksReactor::Push* streamed = nullptr);
+  // Whether this worker's actor was created: it then runs only its calls.
+  bool holds_actor() const { return holds_actor_.load(std::memory_order_acquire); }
   [[noreturn]] void RunMainLoop();
   // Replies are already sent: exit the process shortly.
   void ExitSoon(int code);
@@ -68,12 +74,21 @@ class TaskReceiver {
   };
   void Dispatch(Work w, Wake* wake);  // requires mu_
   void Execute(const Work& w);
+  // Execute's steps: the arguments' values (inline, or fetched into `held`);
+  // the call of the function, actor factory or method; its reply.
+  absl::Status ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held, internal::ArgViews* views);
+  absl::StatusOr<std::string> Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
+                                     RefCollector* returned_refs);
+  absl::StatusOr<std::string> CreateActor(const rpc::TaskSpec& spec, const internal::ArgViews& views);
+  void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::string> result, RefCollector* returned_refs,
+                 rpc::PushTaskReply* reply);
   // Finishes `w` OK, and the retries of it that wait.
   void Complete(const Work& w);
   void StartPool(int threads);
 
-  // Pushes by PushTask of a task attempt: the key of `req`, or "" for pushes
-  // not deduplicated (actor calls, which have their own sequence numbers).
+  // Pushes of a task attempt (by PushTask or on a stream): the key of `req`,
+  // or "" for pushes not deduplicated (actor calls, which have their own
+  // sequence numbers).
   static std::string PushKey(const Work& w);
   // A retry of a push already seen (requires mu_): answered now (added to
   // `answered`) or when the first finishes. False for a new push.
@@ -97,6 +112,7 @@ class TaskReceiver {
   // Set once by the actor creation task (main thread), then read-only.
   std::shared_ptr<void> actor_;
   std::string actor_class_;
+  std::atomic<bool> holds_actor_{false};  // actor_ is set (read by gRPC threads)
 };
 
 }  // namespace manta::core

@@ -13,6 +13,7 @@
 
 #include "common/logging.h"
 #include "common/rpc/client_call.h"
+#include "common/rpc/rpc_chaos.h"
 #include "runtime/core_worker/core_worker_impl.h"
 #include "runtime/core_worker/push_stream.h"
 
@@ -34,7 +35,6 @@ constexpr absl::Duration kLeaseIdle = absl::Milliseconds(500);
 // stalled raylet answers again; a dead one is declared dead well before.
 constexpr absl::Duration kLocalRayletPatience = absl::Seconds(30);
 constexpr int kMaxSpillbacks = 8;
-constexpr absl::Duration kPushTimeout = absl::InfiniteDuration();
 // A push of a normal task whose connection broke (UNAVAILABLE) goes to the
 // same worker again, at once, this many times before the worker counts as
 // dead (a dead worker refuses the connection, so this costs little); the
@@ -418,12 +418,6 @@ void CoreWorkerImpl::RetryLocalLease(SchedulingQueue* q, absl::Duration delay, s
 // ---------------------------------------------------------------- pushes
 
 void CoreWorkerImpl::StartPush(PushCall* call) {
-  // Actor calls go over the worker's stream; normal tasks one call each.
-  const bool streamed = call->queue == nullptr;
-  if (!streamed) {
-    call->ctx = std::make_unique<grpc::ClientContext>();
-    rpc::PrepareContext(call->ctx.get(), options_.token, kPushTimeout);
-  }
   {
     absl::MutexLock lock(&live_mu_);
     if (stopping_) {
@@ -434,36 +428,42 @@ void CoreWorkerImpl::StartPush(PushCall* call) {
     }
     live_pushes_.insert(call);
   }
-  if (streamed) {
-    while (true) {
-      bool fresh = false;
-      std::shared_ptr<ActorPushStream> stream = StreamTo(call->address, call->stub, &fresh);
-      if (stream == nullptr) {
-        return OnPushDone(call, grpc::Status(grpc::StatusCode::CANCELLED, "this process is stopping"));
-      }
-      // A fresh stream takes the call before it starts, so it cannot refuse
-      // it as broken: a worker that cannot be reached fails the call through
-      // the stream's end, and its resend waits.
-      const ActorPushStream::Sent sent = stream->Send(call);
-      if (fresh) stream->Start();
-      if (sent == ActorPushStream::Sent::kSent) return;
-      if (sent == ActorPushStream::Sent::kTooLarge) {
-        return OnPushDone(call, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                             "the call is larger than a message may be"));
-      }
-    }
-  }
-  call->stub->async()->PushTask(call->ctx.get(), &call->request, &call->reply,
-                                [this, call](grpc::Status status) { OnPushDone(call, status); });
+  SendOnStream(call);
 }
 
-std::shared_ptr<ActorPushStream> CoreWorkerImpl::StreamTo(const std::string& address,
+void CoreWorkerImpl::SendOnStream(PushCall* call) {
+  if (call->queue != nullptr && InjectPushFault(call)) {
+    return OnPushDone(call, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                         "connection lost (PushTask: the request was dropped before it was sent, by " +
+                                             std::string(rpc::kRpcFailureEnv) + ")"));
+  }
+  // Tasks and actor calls alike go over the worker's stream.
+  while (true) {
+    bool fresh = false;
+    std::shared_ptr<PushStream> stream = StreamTo(call->address, call->stub, &fresh);
+    if (stream == nullptr) {
+      return OnPushDone(call, grpc::Status(grpc::StatusCode::CANCELLED, "this process is stopping"));
+    }
+    // A fresh stream takes the call before it starts, so it cannot refuse
+    // it as broken: a worker that cannot be reached fails the call through
+    // the stream's end, and its resend waits.
+    const PushStream::Sent sent = stream->Send(call);
+    if (fresh) stream->Start();
+    if (sent == PushStream::Sent::kSent) return;
+    if (sent == PushStream::Sent::kTooLarge) {
+      return OnPushDone(call, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                           "the call is larger than a message may be"));
+    }
+  }
+}
+
+std::shared_ptr<PushStream> CoreWorkerImpl::StreamTo(const std::string& address,
                                                           rpc::CoreWorkerService::Stub* stub, bool* fresh) {
   absl::MutexLock lock(&streams_mu_);
   if (stopping_) return nullptr;  // CancelPushes has cancelled, or will see it
   auto it = streams_.find(address);
   if (it != streams_.end() && it->second->Usable()) return it->second;
-  auto stream = std::make_shared<ActorPushStream>(this, address);
+  auto stream = std::make_shared<PushStream>(this, address);
   stream->Bind(stream, stub, options_.token);
   streams_[address] = stream;
   *fresh = true;
@@ -472,7 +472,7 @@ std::shared_ptr<ActorPushStream> CoreWorkerImpl::StreamTo(const std::string& add
   return stream;
 }
 
-void CoreWorkerImpl::ForgetStream(const std::string& address, const ActorPushStream* stream) {
+void CoreWorkerImpl::ForgetStream(const std::string& address, const PushStream* stream) {
   absl::MutexLock lock(&streams_mu_);
   auto it = streams_.find(address);
   if (it != streams_.end() && it->second.get() == stream) streams_.erase(it);
@@ -492,20 +492,36 @@ bool CoreWorkerImpl::ResendPush(PushCall* call, const grpc::Status& status) {
     return false;
   }
   {
-    // Under live_mu_, as CancelPushes reads ctx: no resend once stopping.
     absl::MutexLock lock(&live_mu_);
-    if (stopping_) return false;
+    if (stopping_) return false;  // no resend once stopping
     ++call->resends;
     call->reply.Clear();
-    call->ctx = std::make_unique<grpc::ClientContext>();
-    rpc::PrepareContext(call->ctx.get(), options_.token, kPushTimeout);
   }
-  call->stub->async()->PushTask(call->ctx.get(), &call->request, &call->reply,
-                                [this, call](grpc::Status s) { OnPushDone(call, s); });
+  SendOnStream(call);
   return true;
 }
 
-void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
+bool CoreWorkerImpl::InjectPushFault(PushCall* call) {
+  static constexpr char kMethod[] = "/manta.rpc.CoreWorkerService/PushTask";
+  call->drop_reply = false;
+  rpc::RpcChaos* chaos = rpc::ProcessRpcChaos();
+  if (chaos == nullptr || !chaos->Covers(kMethod)) return false;
+  const rpc::RpcFault fault = chaos->Decide(kMethod);
+  if (fault.kind == rpc::RpcFault::kNone) return false;
+  const bool request = fault.kind == rpc::RpcFault::kDropRequest;
+  Logger("rpc")->warn("injected RPC failure: {} {} dropped", kMethod, request ? "request" : "reply");
+  call->drop_reply = !request;
+  return request;
+}
+
+void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& given) {
+  grpc::Status status = given;
+  if (call->drop_reply && status.ok()) {
+    call->drop_reply = false;
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "connection lost (PushTask: the reply was dropped after the server handled the call, by " +
+                              std::string(rpc::kRpcFailureEnv) + ")");
+  }
   // The connection broke: the same push to the same worker, which runs the
   // task at most once and answers a resend with the first push's reply.
   if (ResendPush(call, status)) return;
@@ -544,18 +560,11 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& status) {
 }
 
 bool CoreWorkerImpl::CancelPushes() {
-  // stopping_ is set: no push starts and none is deleted but here. Cancel
-  // without the lock (a completion may run inline and take it).
-  std::vector<PushCall*> live;
-  {
-    absl::MutexLock lock(&live_mu_);
-    live.assign(live_pushes_.begin(), live_pushes_.end());
-  }
-  for (PushCall* call : live) {
-    if (call->ctx) call->ctx->TryCancel();
-  }
-  // A stream's end fails the calls on it (StreamTo opens no new one now).
-  std::vector<std::shared_ptr<ActorPushStream>> streams;
+  // stopping_ is set: no push starts and none is deleted but here. Every
+  // push is on a stream, and a stream's end fails the calls on it (StreamTo
+  // opens no new one now). Cancel without the lock (a completion may run
+  // inline and take it).
+  std::vector<std::shared_ptr<PushStream>> streams;
   {
     absl::MutexLock lock(&streams_mu_);
     for (auto& [address, stream] : streams_) streams.push_back(stream);
@@ -586,6 +595,7 @@ CoreWorkerImpl::PushCall* CoreWorkerImpl::PushNormalTask(SchedulingQueue& q, con
   ++lease->in_flight;
   auto* call = new PushCall;
   call->stub = lease->stub;
+  call->address = AddressKey(lease->worker);
   call->queue = &q;
   call->lease = lease;
   rpc::PushTaskRequest& req = call->request;
@@ -639,15 +649,18 @@ void CoreWorkerImpl::HandleReturns(rpc::PushTaskReply& reply) {
       // Large: pull it from the worker now, off the io loop.
       std::string from = AddressKey(r.location());
       ObjectId oid = *id;
-      std::thread([this, from, oid] {
-        auto v = FetchObject(&pool_, options_.token, from, oid, absl::Seconds(30));
+      auto fetch = [this, from, oid](rpc::CallCanceller* cancel) {
+        auto v = FetchObject(&pool_, options_.token, from, oid, absl::Seconds(30), cancel);
         if (v.ok()) {
           store_.Put(oid, *v);
         } else {
           store_.Fail(oid, MakeError(ErrorType::kObjectLost, "could not fetch a task's return from " + from + ": " +
                                                                  std::string(v.status().message())));
         }
-      }).detach();
+      };
+      if (!fetches_.Submit(std::move(fetch))) {
+        store_.Fail(oid, MakeError(ErrorType::kObjectLost, "the core worker is shutting down"));
+      }
     }
   }
 }

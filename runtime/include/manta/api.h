@@ -70,6 +70,10 @@ struct InitOptions {
   // (/proc/self/exe) with no arguments.
   std::string worker_executable;
   std::vector<std::string> worker_args;
+  // What makes this process's core worker; null: the process default, the
+  // real runtime in a program linked with manta_runtime. Unit tests pass a
+  // fake's (FakeCoreWorker::Factory()). Not owned; it must outlive Shutdown.
+  core::CoreWorkerFactory* core_worker_factory = nullptr;
 };
 
 // Joins the cluster. Reads and removes Manta's flags from argv
@@ -79,6 +83,10 @@ struct InitOptions {
 // <temp-dir>/session_latest/gcs_address; the token is $MANTA_TOKEN, else the
 // token file of that session when it is the same cluster's. The driver's
 // node is the raylet serving on $MANTA_NODE_IP (default 127.0.0.1).
+//
+// Init also turns off abseil's Mutex deadlock detection for the process (a
+// debug check that costs more than the locking on the task path); a program
+// that wants it sets it again after Init.
 //
 // In a worker process (started by a raylet) it runs the task loop and never
 // returns; a worker that cannot start prints why and exits with status 1.

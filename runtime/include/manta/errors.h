@@ -31,7 +31,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta {
 

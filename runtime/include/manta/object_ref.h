@@ -24,7 +24,7 @@
 #include <msgpack.hpp>
 
 #include "common/id.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta {
 namespace internal {

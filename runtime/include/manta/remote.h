@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "manta/internal/invoke.h"
-#include "runtime/function_registry.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::internal {
 

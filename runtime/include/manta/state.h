@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta {
 

@@ -22,7 +22,7 @@
 #include "manta/object_ref.h"
 #include "manta/placement_group.h"
 #include "manta/remote.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta {
 

@@ -9,7 +9,7 @@
 #include "manta/errors.h"
 #include "manta/object_ref.h"
 #include "manta/serialization.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::internal {
 

@@ -1,7 +1,7 @@
 // Access to this process's core worker from the typed API.
 #pragma once
 
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::internal {
 

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "manta/serialization.h"
-#include "runtime/core_worker/core_worker.h"
-#include "runtime/function_registry.h"
+#include "manta/internal/core_worker.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::internal {
 

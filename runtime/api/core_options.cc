@@ -1,7 +1,7 @@
 // Checks of CoreWorker options shared by the real and the fake core worker.
 #include <string>
 
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::core {
 

@@ -1,19 +1,26 @@
-// CoreWorker: the runtime inside every driver and worker process.
+// CoreWorker: the runtime inside every driver and worker process, as the
+// public API (runtime/include/manta/) sees it.
 //
 // It submits tasks (leasing workers from raylets and pushing tasks to them
 // directly), creates and calls actors (through the GCS, then directly in
 // per-caller order), owns the objects it creates (small values inline, large
 // ones served to others in chunks; freed when no reference is left), and, in
-// a worker, runs the task loop. The public API (runtime/include/manta/)
-// is a thin typed layer over this class.
+// a worker, runs the task loop. The typed API is a thin layer over this
+// interface. The real implementation lives in runtime/core_worker/ (library
+// manta_core_worker); FakeCoreWorker is an in-process one for unit tests.
+//
+// Which one a process runs is chosen at manta::Init by a CoreWorkerFactory:
+// InitOptions::core_worker_factory, else the process default, which linking
+// manta_runtime installs before main. The API library depends on neither
+// implementation, and both depend on it.
 //
 // Thread-safety: every method may be called from any thread unless noted.
 // Errors returned by Get carry an ErrorType (see GetErrorType) so the API can
 // raise the matching typed error.
 //
-//   ASSIGN_OR_RETURN(CoreWorker* cw, CoreWorker::InitDriver(options));
-//   ASSIGN_OR_RETURN(ObjectId id, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
-//   auto values = cw->Get({id}, absl::Seconds(10));
+//   core::CoreWorker* cw = core::CoreWorker::Current();   // after manta::Init
+//   ASSIGN_OR_RETURN(ObjectRefInfo ref, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
+//   auto values = cw->Get({ref}, absl::Seconds(10));
 #pragma once
 
 #include <functional>
@@ -264,19 +271,10 @@ class CoreWorker {
  public:
   virtual ~CoreWorker() = default;
 
-  // The process's core worker; null before Init.
+  // The process's core worker; null before Init and after Shutdown.
   static CoreWorker* Current();
-
-  // Driver: joins the cluster, registers a job. Errors: GCS unreachable,
-  // token refused, no raylet on this host.
-  static absl::StatusOr<CoreWorker*> InitDriver(const CoreWorkerOptions& options);
-  // Worker (the raylet started this process, MANTA_WORKER_ID is set): joins,
-  // registers with its raylet, runs tasks until told to exit, then exits the
-  // process. Returns only on a start-up error.
-  static absl::Status RunWorker(const CoreWorkerOptions& options);
+  // Whether a raylet started this process as a worker (MANTA_WORKER_ID is set).
   static bool IsWorkerProcess();
-  // Driver: finishes the job, releases everything. Idempotent.
-  static void Shutdown();
 
   virtual absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                    const TaskOptions& options) = 0;
@@ -364,5 +362,40 @@ class CoreWorker {
   // Serialized rpc::Address of this process (owner address of its objects).
   virtual const std::string& address() const = 0;
 };
+
+// Makes and ends the process's core worker; manta::Init and manta::Shutdown
+// call it under their lock, never concurrently.
+class CoreWorkerFactory {
+ public:
+  virtual ~CoreWorkerFactory() = default;
+
+  // Driver: joins the cluster, registers a job, and returns the started core
+  // worker; the caller makes it Current. Errors: GCS unreachable, token
+  // refused, no raylet on this host.
+  virtual absl::StatusOr<CoreWorker*> InitDriver(const CoreWorkerOptions& options) = 0;
+  // Worker (IsWorkerProcess()): joins, registers with its raylet, makes its
+  // core worker Current (SetCurrentCoreWorker), runs tasks until told to
+  // exit, then exits the process. Returns only on a start-up error.
+  virtual absl::Status RunWorker(const CoreWorkerOptions& options) = 0;
+  // Driver: finishes the job and releases `core`, which InitDriver made and
+  // which is no longer Current.
+  virtual void Shutdown(CoreWorker* core) = 0;
+};
+
+// The process's core worker and the factory that made it (which ends it).
+struct CurrentCoreWorker {
+  CoreWorker* core = nullptr;
+  CoreWorkerFactory* factory = nullptr;
+};
+// Makes `current` the process's core worker ({} clears it) and returns the
+// one it replaces.
+CurrentCoreWorker SetCurrentCoreWorker(CurrentCoreWorker current);
+
+// The factory manta::Init uses when InitOptions names none: the real
+// runtime's, once manta_runtime is linked (it installs itself before main);
+// null in a program without a core worker. Set before Init; not thread-safe
+// with Init.
+CoreWorkerFactory* DefaultCoreWorkerFactory();
+void SetDefaultCoreWorkerFactory(CoreWorkerFactory* factory);
 
 }  // namespace manta::core

@@ -1,4 +1,4 @@
-#include "runtime/function_registry.h"
+#include "manta/internal/function_registry.h"
 
 #include <stdexcept>
 #include <string>

@@ -4,7 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
-#include "runtime/core_worker/core_worker.h"
+#include "manta/internal/core_worker.h"
 
 namespace manta::core {
 namespace {
