@@ -187,9 +187,10 @@ void ElasticDriver::CommitArrivedCheckpoint(const std::map<std::string, AwaitReq
 void ElasticDriver::StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
                                const JoinInstruction& join) {
   DropDemand();
+  int64_t epoch;
   {
     absl::MutexLock lock(&mu_);
-    ++epoch_;
+    epoch = ++epoch_;
   }
   const int n = static_cast<int>(order.size()) * hosts_;
   const std::string how = survive.source == JoinInstruction::kKeep    ? "keeping their state in memory"
@@ -204,11 +205,11 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
   group_size_ = n;
   c_->log_->info("Attempting to start training worker group of size {} with the following resources: [{}] * {}", n,
                  PythonDict(c_->spec_.scaling.resources_per_worker), n);
-  c_->log_->info("Forming group {} over {} ({}; {}; decided {:.3f} s after the event).", epoch_,
+  c_->log_->info("Forming group {} over {} ({}; {}; decided {:.3f} s after the event).", epoch,
                  absl::StrJoin(order, ", "), how, reform_why_.empty() ? "the run begins" : reform_why_,
                  Since(reform_event_));
   auto plan = PlanGroup(order, survive, join);
-  c_->OpenReports(attempt_id_, epoch_, n, reform_event_);
+  c_->OpenReports(attempt_id_, epoch, n, reform_event_);
   std::vector<std::pair<std::string, WorkerRunRequest>> starts;
   std::vector<state::TrainWorker> records;
   {

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -19,8 +18,8 @@ namespace manta {
 namespace {
 
 // Serializes Init and Shutdown.
-std::mutex& InitMutex() {
-  static std::mutex* mu = new std::mutex();
+absl::Mutex& InitMutex() {
+  static absl::Mutex* mu = new absl::Mutex();
   return *mu;
 }
 
@@ -62,7 +61,7 @@ absl::StatusOr<core::CoreWorkerFactory*> ChooseFactory(const InitOptions& option
 }  // namespace
 
 absl::Status TryInit(const InitOptions& options) {
-  std::lock_guard<std::mutex> lock(InitMutex());
+  absl::MutexLock lock(&InitMutex());
   if (core::CoreWorker::Current() != nullptr) return absl::OkStatus();
   // A write to a peer that died (a collective's TCP pair, a closed pipe) is
   // an error the caller sees, not the end of the process: SIGPIPE is
@@ -103,7 +102,7 @@ void Init(int& argc, char** argv) { internal::ThrowIfError(TryInit(argc, argv));
 void Init(const InitOptions& options) { internal::ThrowIfError(TryInit(options)); }
 
 void Shutdown() {
-  std::lock_guard<std::mutex> lock(InitMutex());
+  absl::MutexLock lock(&InitMutex());
   core::CurrentCoreWorker current = core::SetCurrentCoreWorker({});
   if (current.core != nullptr && current.factory != nullptr) current.factory->Shutdown(current.core);
 }

@@ -76,9 +76,9 @@ class ClientPool {
   rpc::NodeManagerService::Stub* Raylet(const std::string& address);
 
  private:
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<rpc::CoreWorkerService::Stub>> workers_;
-  std::map<std::string, std::unique_ptr<rpc::NodeManagerService::Stub>> raylets_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<rpc::CoreWorkerService::Stub>> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<rpc::NodeManagerService::Stub>> raylets_ ABSL_GUARDED_BY(mu_);
 };
 
 // A blocking call with a deadline and the token. Never on the io loop.
@@ -510,8 +510,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   int64_t next_watch_ ABSL_GUARDED_BY(watch_mu_) = 1;
   void StopNodeWatches();
   std::unique_ptr<TaskReceiver> receiver_;
-  std::mutex held_mu_;
-  absl::flat_hash_set<ObjectId> held_for_owner_;  // guarded by held_mu_
+  absl::Mutex held_mu_;
+  absl::flat_hash_set<ObjectId> held_for_owner_ ABSL_GUARDED_BY(held_mu_);
   TaskEventBuffer task_events_;
 
   // The PushCalls started and not completed: Stop() cancels them and waits

@@ -34,7 +34,7 @@ void LogPrinter::Print(bool is_error, const std::string& text) {
 }
 
 void LogPrinter::Add(const std::string& prefix, const std::string& line, bool is_error, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CloseWindows(now);
   std::string key = CanonicalLogLine(line);
   if (!key.empty()) {
@@ -74,7 +74,7 @@ void LogPrinter::CloseWindows(absl::Time now) {
 }
 
 void LogPrinter::Tick(absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CloseWindows(now);
 }
 

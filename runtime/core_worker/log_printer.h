@@ -17,11 +17,12 @@
 
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace manta::core {
@@ -50,14 +51,15 @@ class LogPrinter {
     std::string latest_prefix, latest_line;
   };
   void Print(bool is_error, const std::string& text);
-  // Closes windows opened before `now - window_`; with mu_ held.
-  void CloseWindows(absl::Time now);
+  // Closes windows opened before `now - window_`.
+  void CloseWindows(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   const absl::Duration window_;
   FILE* const out_;
   FILE* const err_;
-  std::map<std::pair<bool, std::string>, Pattern> patterns_;  // by (is_error, canonical line); guarded by mu_
+  // By (is_error, canonical line).
+  std::map<std::pair<bool, std::string>, Pattern> patterns_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace manta::core

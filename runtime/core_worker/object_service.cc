@@ -10,14 +10,14 @@ namespace manta::core {
 // ---------------------------------------------------------------- ClientPool
 
 rpc::CoreWorkerService::Stub* ClientPool::Worker(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = workers_[address];
   if (!stub) stub = rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address));
   return stub.get();
 }
 
 rpc::NodeManagerService::Stub* ClientPool::Raylet(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = raylets_[address];
   if (!stub) stub = rpc::NodeManagerService::NewStub(rpc::MakeChannel(address));
   return stub.get();
@@ -228,14 +228,14 @@ grpc::ServerWriteReactor<rpc::ObjectChunk>* CoreWorkerImpl::GetObject(grpc::Call
   // A return held for its owner is dropped once the owner has it all.
   ObjectId oid = *id;
   return new ObjectWriter(**v, [this, oid] {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    absl::MutexLock lock(&held_mu_);
     if (held_for_owner_.erase(oid) > 0) store_.Erase(oid);
   });
 }
 
 void CoreWorkerImpl::HoldForOwner(const ObjectId& id, Value value) {
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    absl::MutexLock lock(&held_mu_);
     held_for_owner_.insert(id);
   }
   store_.Put(id, std::move(value));

@@ -136,7 +136,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
   Wake wake;
   std::vector<Work> stale, skipped, answered;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (JoinSeenPush(w, &answered)) {
       // A retry: answered below, or when the first push finishes.
     } else if (req->spec().type() != rpc::TaskSpec::ACTOR_TASK) {
@@ -152,6 +152,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
       c.next = std::max(c.next, req->caller_lowest_unacked());
       // In turn, a skipped call only counts: it ends with nothing run.
       auto run = [&](const Work& work) {
+        mu_.AssertHeld();  // called below, under the lock
         if (work.req->skip()) {
           skipped.push_back(work);
         } else {
@@ -189,9 +190,9 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
     old.Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }
   // Woken after the lock is released, so the woken thread does not block on it.
-  if (wake.main) main_cv_.notify_one();
-  if (wake.pool == 1) pool_cv_.notify_one();
-  if (wake.pool > 1) pool_cv_.notify_all();
+  if (wake.main) main_cv_.Signal();
+  if (wake.pool == 1) pool_cv_.Signal();
+  if (wake.pool > 1) pool_cv_.SignalAll();
 }
 
 std::string TaskReceiver::PushKey(const Work& w) {
@@ -218,7 +219,7 @@ void TaskReceiver::Complete(const Work& w) {
   std::vector<Work> retries;
   std::string key = PushKey(w);
   if (!key.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (auto it = running_.find(key); it != running_.end()) {
       retries = std::move(it->second);
       running_.erase(it);
@@ -248,8 +249,8 @@ void TaskReceiver::RunMainLoop() {
   std::deque<Work> batch;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      main_cv_.wait(lock, [this] { return !main_queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (main_queue_.empty()) main_cv_.Wait(&mu_);
       // Everything queued, in order: one lock for a burst of tasks.
       batch.swap(main_queue_);
     }
@@ -264,8 +265,8 @@ void TaskReceiver::StartPool(int threads) {
       while (true) {
         Work w;
         {
-          std::unique_lock<std::mutex> lock(mu_);
-          pool_cv_.wait(lock, [this] { return !pool_queue_.empty(); });
+          absl::MutexLock lock(&mu_);
+          while (pool_queue_.empty()) pool_cv_.Wait(&mu_);
           w = pool_queue_.front();
           pool_queue_.pop_front();
         }
@@ -303,7 +304,7 @@ absl::StatusOr<std::string> TaskReceiver::CreateActor(const rpc::TaskSpec& spec,
   int concurrency = std::max(1, spec.actor_creation().max_concurrency());
   if (concurrency > 1) {
     StartPool(concurrency);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     max_concurrency_ = concurrency;
   }
   return std::string();

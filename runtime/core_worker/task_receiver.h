@@ -12,15 +12,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "manta/internal/core_worker.h"
 #include "manta/internal/function_registry.h"
 #include "proto/core_worker.grpc.pb.h"
@@ -72,7 +72,7 @@ class TaskReceiver {
     bool main = false;
     int pool = 0;
   };
-  void Dispatch(Work w, Wake* wake);  // requires mu_
+  void Dispatch(Work w, Wake* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(const Work& w);
   // Execute's steps: the arguments' values (inline, or fetched into `held`);
   // the call of the function, actor factory or method; its reply.
@@ -92,22 +92,22 @@ class TaskReceiver {
   static std::string PushKey(const Work& w);
   // A retry of a push already seen (requires mu_): answered now (added to
   // `answered`) or when the first finishes. False for a new push.
-  bool JoinSeenPush(const Work& w, std::vector<Work>* answered);
+  bool JoinSeenPush(const Work& w, std::vector<Work>* answered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoreWorkerImpl* const cw_;
-  std::mutex mu_;
-  std::condition_variable main_cv_;  // main_queue_ has work
-  std::condition_variable pool_cv_;  // pool_queue_ has work
-  std::deque<Work> main_queue_;     // guarded by mu_
-  std::deque<Work> pool_queue_;     // guarded by mu_
-  std::map<std::string, CallerState> callers_;  // guarded by mu_
-  // By PushKey, guarded by mu_: pushes running (their waiting retries), and
-  // the replies of finished ones (oldest first in finished_order_).
-  std::map<std::string, std::vector<Work>> running_;
-  std::map<std::string, rpc::PushTaskReply> finished_;
-  std::deque<std::string> finished_order_;
-  std::vector<std::thread> pool_;
-  int max_concurrency_ = 1;         // guarded by mu_; set at actor creation
+  absl::Mutex mu_;
+  absl::CondVar main_cv_;  // main_queue_ has work
+  absl::CondVar pool_cv_;  // pool_queue_ has work
+  std::deque<Work> main_queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> pool_queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, CallerState> callers_ ABSL_GUARDED_BY(mu_);
+  // By PushKey: pushes running (their waiting retries), and the replies of
+  // finished ones (oldest first in finished_order_).
+  std::map<std::string, std::vector<Work>> running_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, rpc::PushTaskReply> finished_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> pool_;  // the actor's threads (main thread only)
+  int max_concurrency_ ABSL_GUARDED_BY(mu_) = 1;  // set at actor creation
 
   // Set once by the actor creation task (main thread), then read-only.
   std::shared_ptr<void> actor_;
