@@ -1,17 +1,17 @@
 #include "common/logging.h"
 
-#include <mutex>
 
+#include "absl/base/attributes.h"
+#include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/basic_file_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
 namespace manta {
 namespace {
 
-std::mutex& Mu() {
-  static std::mutex mu;
-  return mu;
-}
+// Guards Sink() and Level() (function statics, so usable during static
+// initialization).
+ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);
 
 spdlog::sink_ptr& Sink() {
   static spdlog::sink_ptr sink;
@@ -26,7 +26,7 @@ spdlog::level::level_enum& Level() {
 }  // namespace
 
 void InitLogging(const LoggingOptions& options) {
-  std::lock_guard<std::mutex> lock(Mu());
+  absl::MutexLock lock(&g_mu);
   if (options.log_file.empty()) {
     Sink() = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   } else {
@@ -42,7 +42,7 @@ void InitLogging(const LoggingOptions& options) {
 
 std::shared_ptr<spdlog::logger> Logger(const std::string& component) {
   if (auto l = spdlog::get(component)) return l;
-  std::lock_guard<std::mutex> lock(Mu());
+  absl::MutexLock lock(&g_mu);
   if (auto l = spdlog::get(component)) return l;
   if (!Sink()) Sink() = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>(component, Sink());

@@ -17,11 +17,12 @@
 #include <cstring>
 #include <map>
 #include <algorithm>
-#include <mutex>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -38,17 +39,14 @@ namespace {
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Wait statuses of children reaped by this process, by pid.
-std::mutex& ReapedMu() {
-  static std::mutex mu;
-  return mu;
-}
-std::map<pid_t, int>& Reaped() {
+ABSL_CONST_INIT absl::Mutex g_reaped_mu(absl::kConstInit);
+std::map<pid_t, int>& Reaped() {  // guarded by g_reaped_mu
   static std::map<pid_t, int> reaped;
   return reaped;
 }
 
 void RecordReaped(pid_t pid, int status) {
-  std::lock_guard<std::mutex> lock(ReapedMu());
+  absl::MutexLock lock(&g_reaped_mu);
   Reaped()[pid] = status;
 }
 
@@ -277,7 +275,7 @@ bool IsAlive(pid_t pid) {
 }
 
 std::optional<int> ExitStatusOf(pid_t pid) {
-  std::lock_guard<std::mutex> lock(ReapedMu());
+  absl::MutexLock lock(&g_reaped_mu);
   auto it = Reaped().find(pid);
   if (it == Reaped().end()) return std::nullopt;
   return it->second;
@@ -451,20 +449,20 @@ absl::StatusOr<int> PickFreePort() {
   // Ports below the ephemeral range: an outgoing connection (a gRPC client
   // of the daemon about to listen) never takes one between the pick and the
   // bind. A port is not handed out twice by one process.
-  static std::mutex mu;
-  static std::set<int> handed_out;
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+  static std::set<int> handed_out;  // guarded by mu
   const int low = 10000, high = std::max(low + 1000, EphemeralPortLow());
   thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
   std::uniform_int_distribution<int> dist(low, high - 1);
   for (int attempt = 0; attempt < 200; ++attempt) {
     int port = dist(rng);
     {
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       if (handed_out.count(port)) continue;
     }
     ASSIGN_OR_RETURN(bool free, CanBindLoopback(port));
     if (!free) continue;
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (!handed_out.insert(port).second) continue;
     return port;
   }

@@ -39,11 +39,11 @@ RedisStore::RedisStore(RedisStoreOptions options, EventLoop* loop, std::unique_p
 
 RedisStore::~RedisStore() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
     flush_deadline_ = absl::Now() + options_.flush_timeout;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   writer_.join();
 }
 
@@ -90,18 +90,18 @@ void RedisStore::Delete(const std::string& table, std::string key, Done done) {
 
 void RedisStore::Enqueue(Op op) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(op));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void RedisStore::WriterLoop() {
   std::deque<Op> pending;  // taken from queue_, not yet acknowledged, in call order
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !pending.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && queue_.empty() && pending.empty()) cv_.Wait(&mu_);
       while (!queue_.empty()) {
         pending.push_back(std::move(queue_.front()));
         queue_.pop_front();
@@ -167,14 +167,14 @@ bool RedisStore::Reconnect(const absl::Status& why, size_t unsent) {
 }
 
 bool RedisStore::Backoff(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time until = absl::Now() + d;
   while (true) {
     absl::Time now = absl::Now();
     if (stop_ && now >= flush_deadline_) return false;
     absl::Time wake = stop_ ? std::min(until, flush_deadline_) : until;
     if (now >= wake) return true;
-    cv_.wait_for(lock, absl::ToChronoNanoseconds(wake - now));
+    cv_.WaitWithTimeout(&mu_, wake - now);
   }
 }
 

@@ -24,12 +24,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/event_loop.h"
 #include "gcs/redis_connection.h"
 #include "gcs/store.h"
@@ -104,11 +104,11 @@ class RedisStore : public Store {
   // Loop thread only.
   std::unique_ptr<RedisConnection> reader_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Op> queue_;       // guarded by mu_; not yet taken by the writer
-  bool stop_ = false;          // guarded by mu_
-  absl::Time flush_deadline_;  // guarded by mu_; set with stop_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);  // not yet taken by the writer
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time flush_deadline_ ABSL_GUARDED_BY(mu_);  // set with stop_
 
   std::atomic<int64_t> connection_failures_{0};
 

@@ -51,10 +51,10 @@ SqliteStore::SqliteStore(sqlite3* db, EventLoop* loop) : db_(db), loop_(loop) {
 
 SqliteStore::~SqliteStore() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   writer_.join();
   for (sqlite3_stmt* stmt : {begin_, commit_, rollback_, put_, del_}) sqlite3_finalize(stmt);
   sqlite3_close(db_);
@@ -92,18 +92,18 @@ void SqliteStore::Delete(const std::string& table, std::string key, Done done) {
 
 void SqliteStore::Enqueue(Op op) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(op));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void SqliteStore::WriterLoop() {
   while (true) {
     std::deque<Op> batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
       if (queue_.empty() && stop_) return;
       batch.swap(queue_);
     }

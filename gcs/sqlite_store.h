@@ -14,12 +14,12 @@
 // GCS process being killed (it is in the OS once committed).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/event_loop.h"
 #include "gcs/store.h"
 
@@ -59,10 +59,10 @@ class SqliteStore : public Store {
   sqlite3* const db_;
   EventLoop* const loop_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Op> queue_;  // guarded by mu_
-  bool stop_ = false;     // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread writer_;
   // Owned by the writer thread; finalized after it is joined.
   sqlite3_stmt* begin_ = nullptr;

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "manta/errors.h"
 #include "train/kernels/config.h"
@@ -47,8 +47,8 @@ absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
     options.restore_from = "";  // nothing of this run was committed: start over
   }
   // A failed report ends the run at the next step; its error is the loop's.
-  std::mutex mu;
-  absl::Status report_error;
+  absl::Mutex mu;
+  absl::Status report_error ABSL_GUARDED_BY(mu);
   std::atomic<bool> stop{false};
   bool first = true;
   const double total_weights = config.per_device_batch_size * EnvOf(ctx).num_devices() * config.max_target_length;
@@ -66,14 +66,14 @@ absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
     try {
       Report(metrics, checkpoint);
     } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       report_error = absl::AbortedError(absl::StrCat("report of step ", m.step, " failed: ", e.what()));
       stop = true;
     }
   };
   auto result = RunTraining(config, EnvOf(ctx), options);
   if (!result.ok()) return result.status();
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   return report_error;
 }
 

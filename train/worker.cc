@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "manta/api.h"
 #include "manta/state.h"
@@ -18,15 +18,15 @@ namespace {
 
 // What the in-loop calls of this process see; set by TrainWorker::Run.
 struct Session {
-  std::mutex mu;
-  bool active = false;                      // guarded by mu
-  TrainContext context;                     // guarded by mu; changes only between groups
-  ActorHandle<TrainController> controller;  // guarded by mu
-  std::optional<Checkpoint> checkpoint;     // guarded by mu
-  JoinInstruction join;                     // guarded by mu
-  int64_t reports = 0;                      // guarded by mu; this group's
-  std::string worker_key;                   // guarded by mu
-  std::function<void(const std::string&)> interrupt;  // guarded by mu
+  absl::Mutex mu;
+  bool active ABSL_GUARDED_BY(mu) = false;
+  TrainContext context ABSL_GUARDED_BY(mu);  // changes only between groups
+  ActorHandle<TrainController> controller ABSL_GUARDED_BY(mu);
+  std::optional<Checkpoint> checkpoint ABSL_GUARDED_BY(mu);
+  JoinInstruction join ABSL_GUARDED_BY(mu);
+  int64_t reports ABSL_GUARDED_BY(mu) = 0;  // this group's
+  std::string worker_key ABSL_GUARDED_BY(mu);
+  std::function<void(const std::string&)> interrupt ABSL_GUARDED_BY(mu);
 };
 
 Session& TheSession() {
@@ -47,7 +47,7 @@ void ApplyEnv(const std::map<std::string, std::string>& env) {
 
 Session& ActiveSession(const char* call) {
   Session& s = TheSession();
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   if (!s.active) {
     throw Error(absl::FailedPreconditionError(absl::StrCat("manta::train::", call,
                                                            "() is only for a training loop's workers")));
@@ -62,7 +62,7 @@ ReportReply SendReport(const std::map<std::string, double>& metrics, const std::
   ReportRequest req;
   ActorHandle<TrainController> controller;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     req.attempt_id = s.context.attempt_id;
     req.epoch = s.context.epoch;
     req.rank = s.context.world_rank;
@@ -75,7 +75,7 @@ ReportReply SendReport(const std::map<std::string, double>& metrics, const std::
   req.replicated = replicated;
   std::shared_ptr<ReportReply> reply = Get(controller.Task(&TrainController::WorkerReport).Remote(req));
   if (reply->ok && reply->committed) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     s.checkpoint = reply->committed;
   }
   return *reply;
@@ -105,7 +105,7 @@ absl::Status TrainWorker::Run(WorkerRunRequest request) {
   ApplyEnv(request.env);
   Session& s = TheSession();
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     s.context = request.context;
     s.controller = request.controller;
     s.checkpoint = request.checkpoint;
@@ -118,7 +118,7 @@ absl::Status TrainWorker::Run(WorkerRunRequest request) {
   if (request.loop_takes_config) args.push_back(request.loop_args);
   absl::StatusOr<std::string> result = manta::internal::CallLocal(request.loop_name, args);
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     s.active = false;
     s.interrupt = nullptr;
   }
@@ -131,7 +131,7 @@ void TrainWorker::Interrupt(int64_t epoch, std::string why) {
   Session& s = TheSession();
   std::function<void(const std::string&)> interrupt;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     if (!s.active || s.context.epoch != epoch) return;
     interrupt = s.interrupt;
   }
@@ -142,13 +142,13 @@ void TrainWorker::Interrupt(int64_t epoch, std::string why) {
 
 const TrainContext& GetContext() {
   Session& s = ActiveSession("GetContext");
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   return s.context;
 }
 
 std::optional<Checkpoint> GetCheckpoint() {
   Session& s = TheSession();
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   return s.checkpoint;
 }
 
@@ -161,7 +161,7 @@ namespace internal {
 
 JoinInstruction CurrentJoin() {
   Session& s = ActiveSession("CurrentJoin");
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   return s.join;
 }
 
@@ -185,7 +185,7 @@ std::optional<JoinInstruction> AwaitNextGroup(int64_t next_step, const std::stri
   AwaitRequest req;
   ActorHandle<TrainController> controller;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     req.attempt_id = s.context.attempt_id;
     req.worker_key = s.worker_key;
     req.epoch = s.context.epoch;
@@ -197,7 +197,7 @@ std::optional<JoinInstruction> AwaitNextGroup(int64_t next_step, const std::stri
   std::shared_ptr<AwaitReply> reply = Get(controller.Task(&TrainController::AwaitGroup).Remote(req));
   if (reply->leave) return std::nullopt;
   ApplyEnv(reply->env);
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   s.context = reply->context;
   s.join = reply->join;
   s.reports = 0;
@@ -206,7 +206,7 @@ std::optional<JoinInstruction> AwaitNextGroup(int64_t next_step, const std::stri
 
 void SetInterruptHandler(std::function<void(const std::string&)> handler) {
   Session& s = ActiveSession("SetInterruptHandler");
-  std::lock_guard<std::mutex> lock(s.mu);
+  absl::MutexLock lock(&s.mu);
   s.interrupt = std::move(handler);
 }
 

@@ -31,7 +31,7 @@ void CollectiveGroup::Meet(int index, Args args,
                            const std::function<void(std::vector<Args>&)>& fn) {
   const int slot = index - local_[0];
   TRAIN_CHECK(slot >= 0 && slot < static_cast<int>(local_.size())) << "index " << index;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!failure_.empty()) throw CollectiveError(failure_);
   args_[slot] = args;
   const int64_t my_generation = generation_;
@@ -43,9 +43,9 @@ void CollectiveGroup::Meet(int index, Args args,
     }
     arrived_ = 0;
     ++generation_;
-    cv_.notify_all();
+    cv_.SignalAll();
   } else {
-    cv_.wait(lock, [&] { return generation_ != my_generation || !failure_.empty(); });
+    while (generation_ == my_generation && failure_.empty()) cv_.Wait(&mu_);
   }
   if (!failure_.empty()) throw CollectiveError(failure_);
 }
@@ -57,10 +57,10 @@ void CollectiveGroup::Abort(const std::string& why) {
     if (g != nullptr) g->Abort(why);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (failure_.empty()) failure_ = why;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 template <typename T>

@@ -6,14 +6,14 @@
 // processes at the same position. Internal to Communicator.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "train/kernels/net_group.h"
 
 namespace manta::train {
@@ -73,12 +73,12 @@ class CollectiveGroup {
   FloatBuffer gather_scratch_, scratch_;
   DoubleBuffer scratch64_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;             // guarded by mu_
-  int64_t generation_ = 0;      // guarded by mu_
-  std::vector<Args> args_;      // guarded by mu_
-  std::string failure_;         // guarded by mu_; set once: every call throws
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Args> args_ ABSL_GUARDED_BY(mu_);
+  std::string failure_ ABSL_GUARDED_BY(mu_);  // set once: every call throws
 };
 
 }  // namespace manta::train

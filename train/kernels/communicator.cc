@@ -69,12 +69,12 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     }
     auto store = RendezvousClient::Connect(env_.coordinator_address, timeout, &broken_);
     if (!store.ok()) {
-      std::lock_guard<std::mutex> lock(abort_mu_);
+      absl::MutexLock lock(&abort_mu_);
       if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
       return store.status();
     }
     {
-      std::lock_guard<std::mutex> lock(abort_mu_);
+      absl::MutexLock lock(&abort_mu_);
       store_ = std::move(*store);
       if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
     }
@@ -87,7 +87,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     }
   }
   absl::Status s = ConnectGroups(device, timeout);
-  std::lock_guard<std::mutex> lock(abort_mu_);
+  absl::MutexLock lock(&abort_mu_);
   if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
   if (s.ok()) connected_ = true;
   return s;
@@ -168,7 +168,7 @@ absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device
 }
 
 void Communicator::Abort(const std::string& why) {
-  std::lock_guard<std::mutex> lock(abort_mu_);
+  absl::MutexLock lock(&abort_mu_);
   if (broken_.exchange(true)) return;
   broken_why_ = why;
   if (store_) store_->Abort();  // a Connect waiting on the coordinator fails now
@@ -179,7 +179,7 @@ void Communicator::Abort(const std::string& why) {
 template <typename F>
 void Communicator::Guarded(const char* what, F&& f) {
   if (broken_) {
-    std::lock_guard<std::mutex> lock(abort_mu_);
+    absl::MutexLock lock(&abort_mu_);
     throw CollectiveError(absl::StrCat(what, ": the collective group is broken (", broken_why_, ")"));
   }
   try {

@@ -20,11 +20,12 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "train/kernels/collective_error.h"
 #include "train/kernels/mesh.h"
@@ -98,8 +99,8 @@ class Communicator {
   std::map<std::pair<unsigned, int>, std::unique_ptr<CollectiveGroup>> groups_;
   std::atomic<bool> broken_{false};
   std::atomic<bool> connected_{false};  // groups_ is complete (Abort may walk it)
-  std::mutex abort_mu_;                 // serializes Abort with the end of Connect
-  std::string broken_why_;              // guarded by abort_mu_
+  absl::Mutex abort_mu_;  // serializes Abort with the end of Connect
+  std::string broken_why_ ABSL_GUARDED_BY(abort_mu_);
   std::vector<std::atomic<int64_t>> nanos_in_collectives_;  // per local device
 };
 

@@ -18,15 +18,15 @@ GradientReducer::~GradientReducer() {
     // The owner saw (or no longer cares about) the failure.
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 double* GradientReducer::PaddedExact(int block, int64_t shard) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!failure_.empty()) return nullptr;  // Drain reports it
   auto& bufs = padded64_[block];
   bufs.first.resize(shard * fsdp_);
@@ -45,7 +45,7 @@ void GradientReducer::Submit(int block, const double* grad, int64_t size, int64_
 void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
   std::pair<DoubleBuffer, DoubleBuffer>* bufs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     bufs = &padded64_[block];
   }
   auto task = [this, bufs, shard, shard_out] {
@@ -60,10 +60,10 @@ void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
     for (int64_t i = 0; i < shard; ++i) shard_out[i] = static_cast<float>(reduced[i]);
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(task));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t shard,
@@ -78,7 +78,7 @@ void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t
   }
   float* padded = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!failure_.empty()) return;  // Drain reports it
     FloatBuffer& buf = padded_[block];
     buf.resize(shard * fsdp_);
@@ -95,10 +95,10 @@ void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t
     if (data_ > 1) comm_->AllReduce(kDataAxis, device_, shard_out, shard);
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(task));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 namespace {
@@ -112,21 +112,21 @@ int64_t NanosSince(std::chrono::steady_clock::time_point start) {
 
 void GradientReducer::Drain() {
   const auto start = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  absl::MutexLock lock(&mu_);
+  while (!queue_.empty() || running_ != 0) cv_.Wait(&mu_);
   drain_nanos_ += NanosSince(start);
   if (!failure_.empty()) throw CollectiveError(failure_);
 }
 
 void GradientReducer::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
     if (queue_.empty()) return;  // stopping with nothing left
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
-    lock.unlock();
+    mu_.Unlock();
     const auto start = std::chrono::steady_clock::now();
     std::string failed;
     try {
@@ -135,13 +135,13 @@ void GradientReducer::Loop() {
       failed = e.what();
     }
     busy_nanos_ += NanosSince(start);
-    lock.lock();
+    mu_.Lock();
     --running_;
     if (!failed.empty()) {
       if (failure_.empty()) failure_ = failed;
       queue_.clear();
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 

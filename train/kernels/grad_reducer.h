@@ -15,15 +15,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <string>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "train/kernels/buffer.h"
 #include "train/kernels/communicator.h"
 
@@ -60,17 +60,17 @@ class GradientReducer {
   std::thread thread_;
   std::atomic<int64_t> busy_nanos_{0}, drain_nanos_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  int running_ = 0;                          // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
-  std::string failure_;                      // guarded by mu_; set once
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string failure_ ABSL_GUARDED_BY(mu_);  // set once
   // Per-block padded copies of the gradients; a block's buffer is written by
   // Submit only after the previous step's reduction of it has drained.
-  std::map<int, FloatBuffer> padded_;  // guarded by mu_ (structure)
+  std::map<int, FloatBuffer> padded_ ABSL_GUARDED_BY(mu_);  // the map; the buffers are the tasks' 
   // Exact reducers: padded copies and the reduced shards, in double.
-  std::map<int, std::pair<DoubleBuffer, DoubleBuffer>> padded64_;  // guarded by mu_ (structure)
+  std::map<int, std::pair<DoubleBuffer, DoubleBuffer>> padded64_ ABSL_GUARDED_BY(mu_);  // the map
   // Block `block`'s padded double copy, sized; null after a failure.
   double* PaddedExact(int block, int64_t shard);
   // Queues the reduction of block `block`'s padded double copy.

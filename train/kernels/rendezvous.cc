@@ -139,7 +139,7 @@ RendezvousServer::~RendezvousServer() {
   ::close(listen_fd_);
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(conn_threads_);
   }
@@ -155,7 +155,7 @@ void RendezvousServer::AcceptLoop() {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     conn_fds_.push_back(fd);
     conn_threads_.emplace_back([this, fd] { Serve(fd); });
   }
@@ -170,14 +170,14 @@ void RendezvousServer::Serve(int fd) {
     if (op == 'S') {
       if (!ReadBytes(fd, &value)) break;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         data_[key].assign(value.begin(), value.end());
       }
       if (!WriteAll(fd, "K", 1)) break;
     } else if (op == 'G') {
       bool found = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         auto it = data_.find(key);
         if (it != data_.end()) {
           found = true;
@@ -244,7 +244,7 @@ std::string RendezvousClient::LocalAddress() const {
 }
 
 void RendezvousClient::set(const std::string& key, const std::vector<char>& data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   char ack = 0;
   if (!WriteAll(fd_, "S", 1) || !WriteBytes(fd_, key) ||
       !WriteBytes(fd_, std::string(data.begin(), data.end())) || !ReadAll(fd_, &ack, 1)) {
@@ -253,7 +253,7 @@ void RendezvousClient::set(const std::string& key, const std::vector<char>& data
 }
 
 bool RendezvousClient::TryGet(const std::string& key, std::vector<char>* value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   char found = 0;
   if (!WriteAll(fd_, "G", 1) || !WriteBytes(fd_, key) || !ReadAll(fd_, &found, 1)) {
     GLOO_THROW_IO_EXCEPTION("rendezvous get failed for key ", key);

@@ -12,11 +12,12 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
@@ -42,10 +43,10 @@ class RendezvousServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread accept_thread_;
-  std::mutex mu_;
-  std::map<std::string, std::vector<char>> data_;  // guarded by mu_
-  std::vector<std::thread> conn_threads_;          // guarded by mu_
-  std::vector<int> conn_fds_;                      // guarded by mu_
+  absl::Mutex mu_;
+  std::map<std::string, std::vector<char>> data_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> conn_threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> conn_fds_ ABSL_GUARDED_BY(mu_);
 };
 
 // A gloo Store backed by a RendezvousServer. One connection, calls are
@@ -79,7 +80,7 @@ class RendezvousClient : public gloo::rendezvous::Store {
   // Returns whether `key` exists, filling `value` when it does.
   bool TryGet(const std::string& key, std::vector<char>* value);
 
-  std::mutex mu_;
+  absl::Mutex mu_;  // one request on fd_ at a time
   const int fd_;
   const absl::Duration timeout_;
 };

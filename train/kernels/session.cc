@@ -1,10 +1,11 @@
 // TrainingSession: joining groups, getting the devices' state, and running
 // one thread per local device through the steps.
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "train/kernels/session.h"
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <fstream>
 #include <thread>
 
@@ -71,41 +72,47 @@ struct TrainingSession::StepSync {
   explicit StepSync(int count) : count(count) {}
 
   StepDecision Agree(const std::function<StepDecision()>& decide) {
-    std::unique_lock<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (!failure.empty()) throw CollectiveError(failure);
     const int64_t mine = generation;
     if (++arrived == count) {
       deciding = true;
-      lock.unlock();
-      StepDecision d = decide();  // may block on the trainer's controller
-      lock.lock();
+      mu.Unlock();
+      StepDecision d;
+      try {
+        d = decide();  // may block on the trainer's controller
+      } catch (...) {
+        mu.Lock();  // the lock's guard releases it
+        throw;
+      }
+      mu.Lock();
       decision = d;
       arrived = 0;
       deciding = false;
       ++generation;
-      cv.notify_all();
+      cv.SignalAll();
     } else {
       // Once the decision is being made every local device waits for it, so
       // they all apply the step or none does, even if the group breaks now.
-      cv.wait(lock, [&] { return generation != mine || (!failure.empty() && !deciding); });
+      while (generation == mine && (failure.empty() || deciding)) cv.Wait(&mu);
     }
     if (generation == mine) throw CollectiveError(failure);
     return decision;
   }
   void Abort(const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (failure.empty()) failure = why;
-    cv.notify_all();
+    cv.SignalAll();
   }
 
   const int count;
-  std::mutex mu;
-  std::condition_variable cv;
-  int arrived = 0;
-  bool deciding = false;
-  int64_t generation = 0;
-  StepDecision decision = StepDecision::kApply;
-  std::string failure;
+  absl::Mutex mu;
+  absl::CondVar cv;
+  int arrived ABSL_GUARDED_BY(mu) = 0;
+  bool deciding ABSL_GUARDED_BY(mu) = false;
+  int64_t generation ABSL_GUARDED_BY(mu) = 0;
+  StepDecision decision ABSL_GUARDED_BY(mu) = StepDecision::kApply;
+  std::string failure ABSL_GUARDED_BY(mu);
 };
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Config& config, int64_t global_batch) {
@@ -119,7 +126,7 @@ TrainingSession::TrainingSession(const Config& config, int64_t global_batch)
 TrainingSession::~TrainingSession() { Leave(); }
 
 void TrainingSession::Interrupt(const std::string& why) {
-  std::lock_guard<std::mutex> lock(comm_mu_);
+  absl::MutexLock lock(&comm_mu_);
   if (comm_) comm_->Abort(why);
   if (sync_) sync_->Abort(why);
 }
@@ -130,7 +137,7 @@ void TrainingSession::Leave() {
     for (auto& d : devices_) states_.push_back(d->TakeState());
   }
   devices_.clear();  // joins the reducers before the communicator goes
-  std::lock_guard<std::mutex> lock(comm_mu_);
+  absl::MutexLock lock(&comm_mu_);
   comm_.reset();
   sync_.reset();
 }
@@ -160,7 +167,7 @@ absl::Status TrainingSession::Join(const JoinSpec& spec, const RunOptions& optio
     SetBlasThreads(1);
   }
   {
-    std::lock_guard<std::mutex> lock(comm_mu_);
+    absl::MutexLock lock(&comm_mu_);
     comm_ = Communicator::Make(*mesh_, env_);
     sync_ = std::make_unique<StepSync>(env_.chips_per_host);
   }
@@ -317,7 +324,7 @@ absl::StatusOr<SessionRun> TrainingSession::Run(const RunOptions& options) {
 
 void TrainingSession::Broke(SessionRun* run, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(run_mu_);
+    absl::MutexLock lock(&run_mu_);
     if (run->end != SessionRun::kBroken) {
       run->end = SessionRun::kBroken;
       run->error = why;
@@ -363,7 +370,7 @@ void TrainingSession::DeviceLoop(int local, const RunOptions& options, std::ofst
         decision = sync_->Agree([&] { return options.commit(Measure(step, r, dev, t0, before)); });
       }
       if (decision == StepDecision::kDiscard) {
-        std::lock_guard<std::mutex> lock(run_mu_);
+        absl::MutexLock lock(&run_mu_);
         if (run->end == SessionRun::kFinished) run->end = SessionRun::kDiscarded;
         return;
       }
@@ -393,7 +400,7 @@ void TrainingSession::DeviceLoop(int local, const RunOptions& options, std::ofst
         options.on_step_done(m);
       }
       if (stop || decision == StepDecision::kApplyThenPause) {
-        std::lock_guard<std::mutex> lock(run_mu_);
+        absl::MutexLock lock(&run_mu_);
         if (run->end == SessionRun::kFinished && step + 1 < config_.steps) run->end = SessionRun::kStopped;
         return;
       }

@@ -26,10 +26,11 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "train/kernels/config.h"
 #include "train/kernels/mesh.h"
@@ -129,8 +130,8 @@ class TrainingSession {
   int64_t next_step_ = 0;
   int64_t restored_step_ = -1;
 
-  std::mutex run_mu_;   // guards a Run's SessionRun::end and error
-  std::mutex comm_mu_;  // guards the pointer comm_ against Interrupt
+  absl::Mutex run_mu_;   // guards a Run's SessionRun::end and error
+  absl::Mutex comm_mu_;  // guards the pointer comm_ against Interrupt
   std::unique_ptr<Communicator> comm_;
   struct StepSync;
   std::unique_ptr<StepSync> sync_;  // the local devices' agreement on each step
