@@ -12,7 +12,11 @@ bool ThreadPool::Submit(std::function<void()> work) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
   queue_.push_back(std::move(work));
-  if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) threads_.emplace_back([this] { Run(); });
+  // Idle threads take queued work one piece each: a burst needs more threads
+  // than are idle (an idle thread counts as idle until it wakes).
+  if (static_cast<int>(queue_.size()) > idle_ && static_cast<int>(threads_.size()) < max_threads_) {
+    threads_.emplace_back([this] { Run(); });
+  }
   return true;
 }
 
@@ -26,7 +30,12 @@ void ThreadPool::Run() {
     std::function<void()> work = std::move(queue_.front());
     queue_.pop_front();
     mu_.Unlock();
-    work();
+    try {
+      work();
+    } catch (...) {
+      mu_.Lock();  // the lock's guard releases it as the exception leaves
+      throw;
+    }
     work = nullptr;  // whatever it captured goes before the lock is taken again
     mu_.Lock();
   }

@@ -9,7 +9,8 @@
 // what is queued, and joins them. Work submitted after Stop is not run.
 //
 // Threads: Submit from any thread (an event loop); Stop from the owner's
-// thread, never from the pool's own threads.
+// thread, never from the pool's own threads, and from one thread at a time.
+// Work must not throw: an exception ends the process, as on any thread.
 //
 //   ThreadPool files(1);
 //   files.Submit([=] { CreateLogFiles(dir); loop->Post(...); });

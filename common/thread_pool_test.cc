@@ -73,5 +73,41 @@ TEST(ThreadPoolTest, OneThreadRunsWorkInOrderAndStopDrainsTheQueue) {
   EXPECT_FALSE(ran);
 }
 
+// A thread that went idle takes one piece of a later burst; the rest get
+// threads of their own (up to the cap) instead of queuing behind it.
+TEST(ThreadPoolTest, ABurstAfterAnIdleSpellRunsInParallel) {
+  ThreadPool pool(4);
+  absl::Mutex mu;
+  bool first_done = false;
+  ASSERT_TRUE(pool.Submit([&] {
+    absl::MutexLock lock(&mu);
+    first_done = true;
+  }));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&first_done), absl::Seconds(10)));
+  }
+  int started = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.Submit([&] {
+      absl::MutexLock lock(&mu);
+      ++started;
+      // Each waits for all three: one thread alone would wait forever.
+      mu.AwaitWithTimeout(absl::Condition(
+                              +[](int* n) { return *n == 3; }, &started),
+                          absl::Seconds(10));
+    }));
+  }
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == 3; }, &started),
+                                    absl::Seconds(10)))
+        << "only " << started << " of 3 ran at once";
+  }
+  EXPECT_GE(pool.threads(), 3);
+  pool.Stop();
+}
+
 }  // namespace
 }  // namespace manta

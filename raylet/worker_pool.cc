@@ -65,6 +65,9 @@ std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const Wor
 struct WorkerPool::LogFds {
   int out = -1;
   int err = -1;
+  LogFds() = default;
+  LogFds(const LogFds&) = delete;
+  LogFds& operator=(const LogFds&) = delete;
   ~LogFds() {
     if (out >= 0) ::close(out);
     if (err >= 0) ::close(err);
@@ -201,6 +204,8 @@ void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args,
   w.pid = process->handle.pid;
   w.process = process;
   w.state = State::kStarting;
+  // The time to register counts from the spawn, not from the file work.
+  w.deadline = options_.now() + options_.start_timeout;
   std::string suffix = "-" + std::to_string(w.pid);
   WorkerLogFiles logs{id, w.job, w.pid, base + suffix + ".out", base + suffix + ".err"};
   w.err_path = logs.err_path;
@@ -321,7 +326,8 @@ void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
   int have = 0;
   int alive = 0;
   for (const auto& [id, w] : workers_) {
-    if (w->state == State::kKilling) continue;
+    // A worker stopped before it was spawned still waits for its files.
+    if (w->state == State::kKilling && w->pid > 0) continue;
     ++alive;
     if (w->key == key && (w->state == State::kIdle || (Starting(*w) && !w->pop))) ++have;
   }
@@ -357,7 +363,7 @@ void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
     PopCallback cb = std::move(w.pop);
     w.pop = nullptr;
     cb(absl::FailedPreconditionError("worker " + w.id.Hex() + " was stopped before it registered: " + why +
-                                     " (see " + w.err_path + ")"));
+                                     (w.pid > 0 ? " (see " + w.err_path + ")" : std::string())));
   }
   ArmTimer();
 }
@@ -397,15 +403,18 @@ void WorkerPool::OnTimer() {
   for (auto& [id, w] : workers_) {
     Worker& x = *w;
     if (Starting(x) && x.deadline <= now) {
+      const bool spawned = x.state == State::kStarting;
       if (x.pop) {
         PopCallback cb = std::move(x.pop);
         x.pop = nullptr;
-        cb(absl::FailedPreconditionError(absl::StrCat("worker ", x.id.Hex(), " (pid ", x.pid,
-                                                      ") did not register within ",
-                                                      absl::FormatDuration(options_.start_timeout), " (see ",
-                                                      x.err_path, ")")));
+        cb(absl::FailedPreconditionError(
+            spawned ? absl::StrCat("worker ", x.id.Hex(), " (pid ", x.pid, ") did not register within ",
+                                   absl::FormatDuration(options_.start_timeout), " (see ", x.err_path, ")")
+                    : absl::StrCat("worker ", x.id.Hex(), " was not started within ",
+                                   absl::FormatDuration(options_.start_timeout), ": its log files in ", LogsDir(),
+                                   " were not made in time (a slow or stuck disk?)")));
       }
-      Kill(x, "it did not register in time");
+      Kill(x, spawned ? "it did not register in time" : "its log files were not made in time");
     } else if (x.state == State::kKilling && x.pid > 0 && !x.sigkilled && x.deadline <= now) {
       Log()->warn("worker ignored SIGTERM; sending SIGKILL worker_id={} pid={}", x.id.Hex(), x.pid);
       ::kill(-x.pid, SIGKILL);

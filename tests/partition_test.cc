@@ -225,10 +225,16 @@ TEST_F(PartitionTest, ALongCutIsOneDeathWorkMovesAndTheHostRejoinsAsANewNode) {
 // slowed host ran some of them. Where the kernel has no netem qdisc the
 // link is emulated in user space (tests/tun_link.h).
 TEST_F(PartitionTest, ASlowLossyLinkKillsNothing) {
-  // Checks every 0.5 s, and a node silent for 3 s (under three failed
-  // checks) would be dead: the run lasts several such windows.
-  StartHead({"--health_check_period_ms=500", "--health_check_timeout_ms=1000", "--health_check_failure_threshold=3",
-             "--health_check_unresponsive_timeout_ms=3000"});
+  // Checks every 0.5 s, and a node silent for 6 s (and three failed checks)
+  // would be dead: the run lasts about two such windows. Each check may take
+  // 2 s, so one lost packet (a TCP retransmission on this 400 ms round trip
+  // takes 0.6-1 s) does not fail it, and 6 s covers a connection whose SYN
+  // is lost twice (1 s + 2 s) and its HTTP/2 handshake. Tighter settings
+  // than these declare a healthy node dead on such a link by chance (seen
+  // once in about ten runs with 1 s and 3 s), and Ray's defaults are far
+  // looser.
+  StartHead({"--health_check_period_ms=500", "--health_check_timeout_ms=2000", "--health_check_failure_threshold=3",
+             "--health_check_unresponsive_timeout_ms=6000"});
   const int slow = AddHostRaylet(R"({"part": 1, "slow": 2})");
   ASSERT_GE(slow, 0);
   ASSERT_GE(AddHostRaylet(), 0);

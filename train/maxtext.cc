@@ -48,7 +48,7 @@ absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
   }
   // A failed report ends the run at the next step; its error is the loop's.
   absl::Mutex mu;
-  absl::Status report_error ABSL_GUARDED_BY(mu);
+  absl::Status report_error;  // guarded by mu
   std::atomic<bool> stop{false};
   bool first = true;
   const double total_weights = config.per_device_batch_size * EnvOf(ctx).num_devices() * config.max_target_length;

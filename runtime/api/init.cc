@@ -44,7 +44,13 @@ absl::StatusOr<core::CoreWorkerFactory*> ChooseFactory(const InitOptions& option
   return factory;
 }
 
-[[noreturn]] void RunWorkerOrExit(core::CoreWorkerFactory* factory, const InitOptions& options) {
+[[noreturn]] void RunWorkerOrExit(const absl::StatusOr<core::CoreWorkerFactory*>& factory,
+                                  const InitOptions& options) {
+  if (!factory.ok()) {
+    std::fprintf(stderr, "manta worker: cannot start: %s\n", factory.status().ToString().c_str());
+    std::fflush(stderr);
+    std::exit(1);
+  }
   auto resolved = internal::ResolveDriverOptions(options);
   core::CoreWorkerOptions worker_options;
   // A worker's raylet tells it where the cluster is; what the driver's
@@ -52,7 +58,7 @@ absl::StatusOr<core::CoreWorkerFactory*> ChooseFactory(const InitOptions& option
   if (resolved.ok()) worker_options = *resolved;
   worker_options.worker_executable = options.worker_executable;
   worker_options.worker_args = options.worker_args;
-  absl::Status status = factory->RunWorker(worker_options);
+  absl::Status status = (*factory)->RunWorker(worker_options);
   std::fprintf(stderr, "manta worker: cannot start: %s\n", status.ToString().c_str());
   std::fflush(stderr);
   std::exit(1);
@@ -73,10 +79,12 @@ absl::Status TryInit(const InitOptions& options) {
   // every Mutex acquisition for lock-order cycles, which on the task path
   // costs more than the locking itself.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  ASSIGN_OR_RETURN(core::CoreWorkerFactory * factory, ChooseFactory(options));
+  absl::StatusOr<core::CoreWorkerFactory*> chosen = ChooseFactory(options);
   InitOptions filled = options;
   if (filled.worker_executable.empty()) filled.worker_executable = SelfExecutable();
-  if (core::CoreWorker::IsWorkerProcess()) RunWorkerOrExit(factory, filled);
+  // A worker that cannot start prints why and exits, as documented.
+  if (core::CoreWorker::IsWorkerProcess()) RunWorkerOrExit(chosen, filled);
+  ASSIGN_OR_RETURN(core::CoreWorkerFactory * factory, std::move(chosen));
   absl::StatusOr<core::CoreWorkerOptions> resolved = internal::ResolveDriverOptions(filled);
   if (!resolved.ok()) {
     return absl::Status(resolved.status().code(), absl::StrCat("manta::Init: ", resolved.status().message()));

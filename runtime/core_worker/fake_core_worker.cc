@@ -54,13 +54,13 @@ FakeCoreWorker::~FakeCoreWorker() = default;
 FakeCoreWorker* FakeCoreWorker::Install() {
   auto* core = new FakeCoreWorker();
   CurrentCoreWorker previous = SetCurrentCoreWorker({core, Factory()});
-  if (previous.core != nullptr) previous.factory->Shutdown(previous.core);
+  if (previous.core != nullptr && previous.factory != nullptr) previous.factory->Shutdown(previous.core);
   return core;
 }
 
 void FakeCoreWorker::Uninstall() {
   CurrentCoreWorker previous = SetCurrentCoreWorker({});
-  if (previous.core != nullptr) previous.factory->Shutdown(previous.core);
+  if (previous.core != nullptr && previous.factory != nullptr) previous.factory->Shutdown(previous.core);
 }
 
 void FakeCoreWorker::InjectFailure(const std::string& name, ErrorType type, std::string message, int times) {

@@ -1,6 +1,8 @@
 // Objects between processes: the owner side (GetObjectStatus, the GetObject
 // stream) and the fetching side (FetchObject), plus the stub pool.
 #include <atomic>
+#include <new>
+#include <string>
 
 #include "common/rpc/grpc_util.h"
 #include "runtime/core_worker/core_worker_impl.h"
@@ -75,7 +77,12 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
       if (chunk.total_size() < 0 || chunk.total_size() > (int64_t{1} << 40)) {
         return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " has an invalid size");
       }
-      out->reserve(static_cast<size_t>(chunk.total_size()));
+      try {
+        out->reserve(static_cast<size_t>(chunk.total_size()));
+      } catch (const std::bad_alloc&) {
+        return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " (" + std::to_string(chunk.total_size()) +
+                                                     " bytes) does not fit in this process's memory");
+      }
       sized = true;
     }
     if (chunk.offset() != static_cast<int64_t>(out->size())) {

@@ -133,6 +133,8 @@ void GradientReducer::Loop() {
       task();
     } catch (const std::exception& e) {
       failed = e.what();
+    } catch (...) {
+      failed = "a gradient reduction failed";
     }
     busy_nanos_ += NanosSince(start);
     mu_.Lock();

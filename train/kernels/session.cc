@@ -78,11 +78,16 @@ struct TrainingSession::StepSync {
     if (++arrived == count) {
       deciding = true;
       mu.Unlock();
-      StepDecision d;
+      StepDecision d = StepDecision::kApply;
       try {
         d = decide();  // may block on the trainer's controller
-      } catch (...) {
+      } catch (const std::exception& e) {
         mu.Lock();  // the lock's guard releases it
+        FailDecision(e.what());
+        throw;
+      } catch (...) {
+        mu.Lock();
+        FailDecision("the step decision failed");
         throw;
       }
       mu.Lock();
@@ -98,6 +103,14 @@ struct TrainingSession::StepSync {
     }
     if (generation == mine) throw CollectiveError(failure);
     return decision;
+  }
+  // The deciding device's decision threw: the others stop waiting for it
+  // and see the failure.
+  void FailDecision(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (failure.empty()) failure = why;
+    deciding = false;
+    arrived = 0;
+    cv.SignalAll();
   }
   void Abort(const std::string& why) {
     absl::MutexLock lock(&mu);
