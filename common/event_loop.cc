@@ -65,8 +65,7 @@ EventLoop::EventLoop() {
     absl::MutexLock lock(&mailbox_->mu_);
     mailbox_->async_ = async_;
   }
-  absl::MutexLock lock(&mu_);
-  loop_thread_ = std::this_thread::get_id();
+  loop_thread_.store(std::this_thread::get_id());
 }
 
 EventLoop::~EventLoop() {
@@ -110,10 +109,7 @@ void EventLoop::Mailbox::Post(std::function<void()> fn) {
   uv_async_send(async_);
 }
 
-bool EventLoop::IsInLoopThread() const {
-  absl::MutexLock lock(&mu_);
-  return loop_thread_ == std::this_thread::get_id();
-}
+bool EventLoop::IsInLoopThread() const { return loop_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
 
 void EventLoop::OnAsync(uv_async_s* handle) { static_cast<EventLoop*>(handle->data)->Drain(); }
 
@@ -159,10 +155,7 @@ void EventLoop::OnSignal(int signum, std::function<void()> fn) {
 }
 
 void EventLoop::Run() {
-  {
-    absl::MutexLock lock(&mu_);
-    loop_thread_ = std::this_thread::get_id();
-  }
+  loop_thread_.store(std::this_thread::get_id());
   uv_run(loop_, UV_RUN_DEFAULT);
 }
 

@@ -7,6 +7,7 @@
 //   loop.Run();                       // returns after Stop()
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <list>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/check.h"
 
 struct uv_loop_s;
 struct uv_async_s;
@@ -87,8 +89,15 @@ class EventLoop {
   std::shared_ptr<Mailbox> mailbox_;
   std::vector<std::unique_ptr<SignalHandle>> signals_;  // loop thread only
 
-  mutable absl::Mutex mu_;
-  std::thread::id loop_thread_ ABSL_GUARDED_BY(mu_);
+  // The thread that made the loop, then the one that runs it: read on every
+  // loop-only call (MANTA_CHECK_ON_LOOP), so an atomic.
+  std::atomic<std::thread::id> loop_thread_;
 };
 
 }  // namespace manta
+
+// Loop-only code states it: aborts, naming the caller's file and line, when
+// called on any thread but `loop`'s.
+//
+//   void WorkerPool::PopWorker(...) { MANTA_CHECK_ON_LOOP(loop_); ... }
+#define MANTA_CHECK_ON_LOOP(loop) CHECK((loop)->IsInLoopThread()) << "called off its event loop's thread"

@@ -55,6 +55,7 @@ std::string JobManager::LogFile(const std::string& id) const {
 }
 
 absl::Status JobManager::Start() {
+  MANTA_CHECK_ON_LOOP(loop_);
   RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/jobs", 0700));
   RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/logs", 0755));
   absl::Time deadline = absl::Now() + options_.load_timeout;
@@ -275,6 +276,7 @@ void JobManager::ReleasePending() {
 }
 
 void JobManager::StartQueued() {
+  MANTA_CHECK_ON_LOOP(loop_);
   if (queue_.empty() || absl::Now() < next_start_attempt_) return;
   std::deque<std::string> waiting;
   while (!queue_.empty()) {
@@ -479,6 +481,7 @@ void JobManager::Flush() {
 }
 
 void JobManager::Shutdown(std::function<void()> done) {
+  MANTA_CHECK_ON_LOOP(loop_);
   std::vector<std::pair<std::string, Runner>> running;
   {
     absl::MutexLock lock(&mu_);

@@ -16,6 +16,7 @@ Publisher::Publisher(EventLoop* loop, std::string incarnation, size_t window)
 Publisher::~Publisher() { Shutdown(); }
 
 void Publisher::Publish(rpc::PubMessage message) {
+  MANTA_CHECK_ON_LOOP(loop_);
   message.set_sequence(next_sequence_++);
   const int channel = message.channel();
   Window& window = windows_[channel];
@@ -155,6 +156,7 @@ absl::Status ValidatePollRequest(const rpc::PollRequest& request) {
 }  // namespace
 
 void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* reply, rpc::Done done) {
+  MANTA_CHECK_ON_LOOP(loop_);
   if (absl::Status s = ValidatePollRequest(request); !s.ok()) return done(s);
   const bool batched = WantsChannel(request, rpc::PubMessage::NODE_RESOURCES);
   const bool ready = Fill(request, reply);
@@ -186,6 +188,7 @@ void Publisher::Finish(std::list<Waiting>* polls, std::list<Waiting>::iterator i
 }
 
 void Publisher::Shutdown() {
+  MANTA_CHECK_ON_LOOP(loop_);
   shut_down_ = true;
   flush_timer_.reset();
   for (std::list<Waiting>* polls : {&waiting_, &batched_}) {

@@ -53,6 +53,7 @@ LogForwarder::~LogForwarder() {
 }
 
 void LogForwarder::AddWorker(const WorkerLogFiles& files) {
+  MANTA_CHECK_ON_LOOP(loop_);
   for (bool is_error : {false, true}) {
     auto tail = std::make_unique<Tail>();
     tail->owner = this;
@@ -86,6 +87,7 @@ void LogForwarder::AddWorker(const WorkerLogFiles& files) {
 void LogForwarder::SetName(const WorkerId& worker, const std::string& name) { names_[worker] = name; }
 
 void LogForwarder::RemoveWorker(const WorkerId& worker) {
+  MANTA_CHECK_ON_LOOP(loop_);
   for (bool is_error : {false, true}) {
     auto it = tails_.find({worker, is_error});
     if (it == tails_.end()) continue;
@@ -147,6 +149,7 @@ void LogForwarder::OnRead(Tail* tail, ssize_t result) {
 }
 
 void LogForwarder::FlushJob(const JobId& job, std::function<void()> done) {
+  MANTA_CHECK_ON_LOOP(loop_);
   JobFlush& f = job_flushes_.emplace_back();
   f.done = std::move(done);
   std::vector<Tail*> tails;
@@ -275,6 +278,7 @@ void LogForwarder::SendFront() {
 }
 
 void LogForwarder::OnAnswer() {
+  MANTA_CHECK_ON_LOOP(loop_);
   outbox_.pop_front();
   if (!outbox_.empty()) return SendFront();
   // Lines that came while the flush was on the wire.

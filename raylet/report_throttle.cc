@@ -10,6 +10,7 @@ ReportThrottle::ReportThrottle(EventLoop* loop, absl::Duration min_interval, Sen
 ReportThrottle::~ReportThrottle() { *alive_ = false; }
 
 void ReportThrottle::Request() {
+  MANTA_CHECK_ON_LOOP(loop_);
   wanted_ = true;
   MaybeSend();
 }

@@ -129,6 +129,7 @@ int WorkerPool::PidOf(const WorkerId& worker) const {
 }
 
 absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto job = JobId::FromBinary(spec.job_id());
   if (!job.ok()) return job.status();
   auto w = std::make_unique<Worker>();
@@ -161,6 +162,7 @@ absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec)
 
 void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
                        const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   Worker& w = *it->second;
@@ -236,6 +238,7 @@ void WorkerPool::FailSpawn(Worker& w, const absl::Status& why, const std::string
 }
 
 void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto it = workers_.find(logs.worker_id);
   if (it != workers_.end()) it->second->err_path = logs.err_path;
   std::optional<WorkerExit> exit;
@@ -250,6 +253,7 @@ void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
 }
 
 absl::Status WorkerPool::RegisterWorker(const rpc::RegisterWorkerRequest& request) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto id = WorkerId::FromBinary(request.worker_id());
   if (!id.ok()) return absl::InvalidArgumentError(absl::StrCat("worker_id: ", id.status().message()));
   auto it = workers_.find(*id);
@@ -283,6 +287,7 @@ void WorkerPool::Lease(Worker& w, PopCallback cb) {
 }
 
 void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
+  MANTA_CHECK_ON_LOOP(loop_);
   std::string key = WorkerKey(spec);
   Worker* idle = nullptr;
   Worker* starting = nullptr;
@@ -309,6 +314,7 @@ void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
 }
 
 void WorkerPool::PushWorker(const WorkerId& worker) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto it = workers_.find(worker);
   if (it == workers_.end() || it->second->state != State::kLeased) return;
   it->second->state = State::kIdle;
@@ -317,11 +323,13 @@ void WorkerPool::PushWorker(const WorkerId& worker) {
 }
 
 void WorkerPool::DisconnectWorker(const WorkerId& worker, const std::string& why) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto it = workers_.find(worker);
   if (it != workers_.end()) Kill(*it->second, why);
 }
 
 void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
+  MANTA_CHECK_ON_LOOP(loop_);
   std::string key = WorkerKey(spec);
   int have = 0;
   int alive = 0;
@@ -341,12 +349,14 @@ void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
 }
 
 void WorkerPool::KillJobWorkers(const JobId& job, const absl::flat_hash_set<WorkerId>& keep) {
+  MANTA_CHECK_ON_LOOP(loop_);
   for (auto& [id, w] : workers_) {
     if (w->job == job && !keep.contains(id)) Kill(*w, "its job finished");
   }
 }
 
 void WorkerPool::KillAll(absl::Duration grace, std::function<void()> done) {
+  MANTA_CHECK_ON_LOOP(loop_);
   all_exited_ = std::move(done);
   for (auto& [id, w] : workers_) Kill(*w, "the raylet is stopping", grace);
   if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
@@ -369,6 +379,7 @@ void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
 }
 
 void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term_signal) {
+  MANTA_CHECK_ON_LOOP(loop_);
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   std::unique_ptr<Worker> w = std::move(it->second);
@@ -397,6 +408,7 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
 }
 
 void WorkerPool::OnTimer() {
+  MANTA_CHECK_ON_LOOP(loop_);
   absl::Time now = options_.now();
   timer_deadline_ = absl::InfiniteFuture();
   std::vector<Worker*> idle;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -239,6 +240,18 @@ TEST_F(WorkerPoolTest, KillJobWorkersKeepsListedAndKillAllWaits) {
   pool_->KillAll(absl::Seconds(1), [&] { all_gone = true; });
   ASSERT_TRUE(RunUntil([&] { return all_gone; }));
   EXPECT_EQ(exits_.size(), 3u);
+}
+
+// The pool is loop-only: a call from another thread aborts at once, naming
+// the caller, instead of racing with the loop.
+TEST_F(WorkerPoolTest, ACallOffTheLoopThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::thread other([&] { pool_->Prestart(Spec("exec sleep 300"), 1); });
+        other.join();
+      },
+      "worker_pool.cc:[0-9]+: CHECK.*called off its event loop's thread");
 }
 
 }  // namespace
