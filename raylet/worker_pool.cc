@@ -72,14 +72,19 @@ struct WorkerPool::LogFds {
     if (out >= 0) ::close(out);
     if (err >= 0) ::close(err);
   }
-  // Creates `dir` and opens (creates) `base`.out and `base`.err. Blocking:
-  // the file thread only.
+  // Opens (creates) `base`.out and `base`.err, creating `dir` first when it
+  // is missing (the first worker). Blocking: the file thread only.
   absl::Status Open(const std::string& dir, const std::string& base) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return absl::FailedPreconditionError("cannot create the worker log directory " + dir + ": " + ec.message());
     out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out < 0 && errno == ENOENT) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) {
+        return absl::FailedPreconditionError("cannot create the worker log directory " + dir + ": " + ec.message());
+      }
+      out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    if (out >= 0) err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (out >= 0 && err >= 0) return absl::OkStatus();
     return absl::FailedPreconditionError("cannot create worker log files in " + dir + ": " + std::strerror(errno));
   }
@@ -234,7 +239,7 @@ void WorkerPool::FailSpawn(Worker& w, const absl::Status& why, const std::string
   });
   if (pop) pop(why);
   ArmTimer();
-  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  NotifyIfAllExited();
 }
 
 void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
@@ -249,7 +254,7 @@ void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
   if (on_logs_) on_logs_(logs);
   if (!exit) return;
   if (on_exit_) on_exit_(*exit);
-  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  NotifyIfAllExited();
 }
 
 absl::Status WorkerPool::RegisterWorker(const rpc::RegisterWorkerRequest& request) {
@@ -359,7 +364,7 @@ void WorkerPool::KillAll(absl::Duration grace, std::function<void()> done) {
   MANTA_CHECK_ON_LOOP(loop_);
   all_exited_ = std::move(done);
   for (auto& [id, w] : workers_) Kill(*w, "the raylet is stopping", grace);
-  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  NotifyIfAllExited();
 }
 
 void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
@@ -404,7 +409,7 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
     on_exit_(exit);
   }
   ArmTimer();
-  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
+  NotifyIfAllExited();
 }
 
 void WorkerPool::OnTimer() {
@@ -441,6 +446,10 @@ void WorkerPool::OnTimer() {
     if (idle[i]->idle_since + options_.idle_timeout <= now) Kill(*idle[i], "idle");
   }
   ArmTimer();
+}
+
+void WorkerPool::NotifyIfAllExited() {
+  if (workers_.empty() && naming_logs_.empty() && all_exited_) std::exchange(all_exited_, nullptr)();
 }
 
 void WorkerPool::ArmTimer() {

@@ -164,6 +164,8 @@ class WorkerPool : public WorkerPoolInterface {
   void Kill(Worker& w, const std::string& why) { Kill(w, why, options_.kill_grace); }
   void Lease(Worker& w, PopCallback cb);
   void ArmTimer();
+  // Runs KillAll's `done` once no worker is left and every exit is reported.
+  void NotifyIfAllExited();
   std::string LogsDir() const;
 
   WorkerPoolOptions options_;

@@ -157,12 +157,21 @@ RpcFault RpcChaos::Decide(absl::string_view full_method) {
     if (fault.kind != RpcFault::kNone) {
       if (remaining > 0) --remaining;
       ++num_injected_;
+      Logger("rpc")->warn("injected RPC failure: {} {} dropped", std::string(full_method),
+                          fault.kind == RpcFault::kDropRequest ? "request" : "reply");
     }
   }
   if (fault.kind != RpcFault::kDropRequest && rule.max_delay_ms > 0) {
     fault.delay = absl::Milliseconds(std::uniform_int_distribution<int64_t>(0, rule.max_delay_ms)(rng_));
   }
   return fault;
+}
+
+std::string InjectedFailureMessage(absl::string_view full_method, RpcFault::Kind kind) {
+  return absl::StrCat("connection lost (", full_method, ": ",
+                      kind == RpcFault::kDropRequest ? "the request was dropped before it was sent"
+                                                     : "the reply was dropped after the server handled the call",
+                      ", by ", kRpcFailureEnv, ")");
 }
 
 int64_t RpcChaos::num_injected() const {

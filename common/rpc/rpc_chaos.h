@@ -81,7 +81,8 @@ class RpcChaos {
 
   // Whether some rule names `full_method` ("/manta.rpc.Service/Method").
   bool Covers(absl::string_view full_method) const;
-  // Draws the fate of one call of `full_method`.
+  // Draws the fate of one call of `full_method`; a failure is logged
+  // ("injected RPC failure: METHOD request|reply dropped").
   RpcFault Decide(absl::string_view full_method);
   // Calls failed so far.
   int64_t num_injected() const;
@@ -99,6 +100,10 @@ class RpcChaos {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   int64_t num_injected_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// What a call of `full_method` that `kind` failed tells its caller, with
+// status UNAVAILABLE: "connection lost (METHOD: the request was dropped ...)".
+std::string InjectedFailureMessage(absl::string_view full_method, RpcFault::Kind kind);
 
 // This process's fault injection, from the environment on first use; null
 // when MANTA_testing_rpc_failure is unset or holds no valid entry.

@@ -72,10 +72,6 @@ class ChaosInterceptor : public grpc::experimental::Interceptor {
   void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       fault_ = chaos_->Decide(method_);
-      if (fault_.kind != RpcFault::kNone) {
-        Logger("rpc")->warn("injected RPC failure: {} {} dropped", method_,
-                            fault_.kind == RpcFault::kDropRequest ? "request" : "reply");
-      }
       if (fault_.kind == RpcFault::kDropRequest) return m->Hijack();
       if (fault_.delay > absl::ZeroDuration()) {
         DelayThread::Get()->After(fault_.delay, [m] { m->Proceed(); });
@@ -86,19 +82,18 @@ class ChaosInterceptor : public grpc::experimental::Interceptor {
     // Only a hijacked (dropped) call has PRE_RECV hooks: nothing comes back.
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_RECV_MESSAGE)) m->FailHijackedRecvMessage();
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_RECV_STATUS)) {
-      *m->GetRecvStatus() = Unavailable("the request was dropped before it was sent");
+      *m->GetRecvStatus() = Unavailable(RpcFault::kDropRequest);
     }
     if (fault_.kind == RpcFault::kDropReply &&
         m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_STATUS)) {
-      *m->GetRecvStatus() = Unavailable("the reply was dropped after the server handled the call");
+      *m->GetRecvStatus() = Unavailable(RpcFault::kDropReply);
     }
     m->Proceed();
   }
 
  private:
-  grpc::Status Unavailable(const std::string& what) const {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "connection lost (" + method_ + ": " + what + ", by " + kRpcFailureEnv + ")");
+  grpc::Status Unavailable(RpcFault::Kind kind) const {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, InjectedFailureMessage(method_, kind));
   }
 
   RpcChaos* const chaos_;

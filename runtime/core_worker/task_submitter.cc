@@ -20,6 +20,9 @@
 namespace manta::core {
 namespace {
 
+// A normal task's push counts as this call for fault injection.
+constexpr char kPushTaskMethod[] = "/manta.rpc.CoreWorkerService/PushTask";
+
 // Tasks pushed to one leased worker before the first completes: keeps the
 // worker busy across the round trip. Only once more workers cannot be had
 // quickly (lease requests outstanding longer than kPipelineAfter): until
@@ -434,8 +437,7 @@ void CoreWorkerImpl::StartPush(PushCall* call) {
 void CoreWorkerImpl::SendOnStream(PushCall* call) {
   if (call->queue != nullptr && InjectPushFault(call)) {
     return OnPushDone(call, grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                         "connection lost (PushTask: the request was dropped before it was sent, by " +
-                                             std::string(rpc::kRpcFailureEnv) + ")"));
+                                         rpc::InjectedFailureMessage(kPushTaskMethod, rpc::RpcFault::kDropRequest)));
   }
   // Tasks and actor calls alike go over the worker's stream.
   while (true) {
@@ -502,16 +504,12 @@ bool CoreWorkerImpl::ResendPush(PushCall* call, const grpc::Status& status) {
 }
 
 bool CoreWorkerImpl::InjectPushFault(PushCall* call) {
-  static constexpr char kMethod[] = "/manta.rpc.CoreWorkerService/PushTask";
   call->drop_reply = false;
   rpc::RpcChaos* chaos = rpc::ProcessRpcChaos();
-  if (chaos == nullptr || !chaos->Covers(kMethod)) return false;
-  const rpc::RpcFault fault = chaos->Decide(kMethod);
-  if (fault.kind == rpc::RpcFault::kNone) return false;
-  const bool request = fault.kind == rpc::RpcFault::kDropRequest;
-  Logger("rpc")->warn("injected RPC failure: {} {} dropped", kMethod, request ? "request" : "reply");
-  call->drop_reply = !request;
-  return request;
+  if (chaos == nullptr || !chaos->Covers(kPushTaskMethod)) return false;
+  const rpc::RpcFault::Kind kind = chaos->Decide(kPushTaskMethod).kind;
+  call->drop_reply = kind == rpc::RpcFault::kDropReply;
+  return kind == rpc::RpcFault::kDropRequest;
 }
 
 void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& given) {
@@ -519,8 +517,7 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& given) {
   if (call->drop_reply && status.ok()) {
     call->drop_reply = false;
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "connection lost (PushTask: the reply was dropped after the server handled the call, by " +
-                              std::string(rpc::kRpcFailureEnv) + ")");
+                          rpc::InjectedFailureMessage(kPushTaskMethod, rpc::RpcFault::kDropReply));
   }
   // The connection broke: the same push to the same worker, which runs the
   // task at most once and answers a resend with the first push's reply.
