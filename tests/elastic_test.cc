@@ -233,7 +233,10 @@ TEST_F(ElasticTest, ASliceThatIsNotWholeIsNeverUsed) {
   // Slice 1 misses its head and worker 1 from the start.
   MANTA_ASSERT_OK(cluster_.KillRaylet(hosts_[1][0], SIGKILL));
   MANTA_ASSERT_OK(cluster_.KillRaylet(hosts_[1][1], SIGKILL));
-  const auto args = Args("partial", 45);
+  // Enough steps after the slice is whole again for its reservation, the
+  // new workers and the regrouping (about 3 s here at 0.1 s a step) to land
+  // well before the run ends.
+  const auto args = Args("partial", 90);
   StartRun(args);
   ASSERT_TRUE(WaitForSteps("partial", 5));
   EXPECT_EQ(GroupSize(), 4);
