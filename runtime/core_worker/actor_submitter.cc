@@ -100,7 +100,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
   // Creation arguments this process owns live as long as the actor may
   // (re)start: until it is dead.
-  HoldArgs(spec.actor_id(), spec, contained);
+  refs_.HoldArgs(spec.actor_id(), spec, contained);
   if (!options.name.empty()) {
     // Named actors: the name must be free; the GCS decides, synchronously.
     auto registered = std::make_shared<std::promise<absl::Status>>();
@@ -128,7 +128,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
               }
               SubscribeActor(aid);
             } else {
-              ReleaseHeld(spec.actor_id());
+              refs_.ReleaseHeld(spec.actor_id());
             }
             registered->set_value(s);
           });
@@ -159,7 +159,7 @@ void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
       it->second->info.set_state(rpc::ActorInfo::DEAD);
       it->second->info.mutable_death_cause()->set_message("an argument of the actor's constructor failed");
       FailActorTasks(*it->second, it->second->info.death_cause().message());
-      ReleaseHeld(id.Binary());
+      refs_.ReleaseHeld(id.Binary());
       return;
     }
     rpc::RegisterActorRequest req;
@@ -176,7 +176,7 @@ void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
           if (it == actors_.end()) return;
           it->second->info.set_state(rpc::ActorInfo::DEAD);
           FailActorTasks(*it->second, "the actor could not be registered: " + std::string(s.message()));
-          ReleaseHeld(id.Binary());
+          refs_.ReleaseHeld(id.Binary());
         });
   });
   SubscribeActor(id);
@@ -289,7 +289,7 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
       case rpc::ActorInfo::DEAD:
         a.address.clear();
         FailActorTasks(a, DeathMessage(info));
-        ReleaseHeld(info.actor_id());
+        refs_.ReleaseHeld(info.actor_id());
         break;
       default:
         break;
@@ -307,7 +307,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& act
   store_.Expect(ret);
   // Its owned arguments are waited for; its references kept until it is done.
   const bool resolve = HasOwnedRefArgs(spec);
-  HoldArgs(spec.task_id(), spec, contained);
+  refs_.HoldArgs(spec.task_id(), spec, contained);
   std::vector<PushCall*> to_start;
   bool follow = false;
   {

@@ -109,9 +109,13 @@ std::string AddressKey(const rpc::Address& a) { return a.ip() + ":" + std::to_st
 // ---------------------------------------------------------------- lifecycle
 
 CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
-    : options_(std::move(options)), is_worker_(is_worker), pid_(getpid()), worker_id_(WorkerId::FromRandom()) {
+    : options_(std::move(options)),
+      is_worker_(is_worker),
+      pid_(getpid()),
+      worker_id_(WorkerId::FromRandom()),
+      borrow_peers_(MakeBorrowPeers()),
+      refs_(&store_, borrow_peers_.get()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
-  store_.SetEraseListener([this](const ObjectId& id) { ReleaseHeld(id.Binary()); });
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
     if (auto id = JobId::FromHex(Env("MANTA_JOB_ID")); id.ok()) job_id_ = *id;
@@ -149,6 +153,7 @@ absl::Status CoreWorkerImpl::Start() {
   address_proto_.set_port(server_->port());
   address_proto_.set_worker_id(worker_id_.Binary());
   address_ = address_proto_.SerializeAsString();
+  refs_.set_self(address_proto_);  // before any task or ref uses it
 
   if (is_worker_) {
     raylet_address_ = options_.raylet_address;
@@ -180,6 +185,7 @@ bool CoreWorkerImpl::Stop() {
     absl::MutexLock lock(&live_mu_);  // no push starts after this
     stopping_ = true;
   }
+  refs_.Stop();
   StopNodeWatches();
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
@@ -257,6 +263,7 @@ absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
   }
   address_proto_.set_node_id(best->node_id());
   address_ = address_proto_.SerializeAsString();
+  refs_.set_self(address_proto_);  // before any task or ref uses it
   return rpc::RayletAddress(*best);
 }
 
@@ -281,6 +288,7 @@ absl::Status CoreWorkerImpl::RegisterWithRaylet() {
   if (!reply.ok()) return Annotate(reply.status(), "cannot register with the raylet at " + raylet_address_);
   address_proto_.set_node_id(reply->node_id());
   address_ = address_proto_.SerializeAsString();
+  refs_.set_self(address_proto_);  // before any task or ref uses it
   return absl::OkStatus();
 }
 
@@ -303,7 +311,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
     held.push_back(r.id);
   }
   store_.Put(id, std::make_shared<const std::string>(std::move(data)));
-  HoldRefs(id.Binary(), std::move(held));
+  refs_.HoldRefs(id.Binary(), std::move(held));
   store_.NotifyOnErase(id);  // present: no ref to it has been handed out yet
   return ObjectRefInfo{id, std::string()};
 }

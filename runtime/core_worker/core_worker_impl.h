@@ -13,13 +13,13 @@
 //  * gRPC threads run the CoreWorkerService handlers; they only queue work.
 //  * in a worker, the main thread runs tasks (TaskReceiver); threaded actors
 //    use a pool of max_concurrency threads.
-//  * the MemoryStore and the TaskEventBuffer are shared, behind their own
-//    mutexes.
-// Lock order: tasks_mu_ or actors_mu_ (never both), then holds_mu_,
-// borrow_mu_, the store's, the task-event buffer's, streams_mu_, live_mu_
-// and the loop's.
-// Nothing holds a lock across a blocking call (borrower registration is one). No PushTask call is started with
-// tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
+//  * the MemoryStore, the ReferenceCounter and the TaskEventBuffer are
+//    shared, behind their own mutexes.
+// Lock order: tasks_mu_ or actors_mu_ (never both), then the reference
+// counter's (reference_counter.h), the store's, the task-event buffer's,
+// streams_mu_, live_mu_ and the loop's.
+// Nothing holds a lock across a blocking call (borrower registration is
+// one). No PushTask call is started with tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
 // completion takes them.
 // Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
 #pragma once
@@ -49,6 +49,7 @@
 #include "manta/internal/core_worker.h"
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
+#include "runtime/core_worker/reference_counter.h"
 #include "runtime/core_worker/task_event_buffer.h"
 
 namespace manta::core {
@@ -210,6 +211,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Shared with the submitters and the receiver.
   const CoreWorkerOptions& options() const { return options_; }
   MemoryStore& store() { return store_; }
+  ReferenceCounter& refs() { return refs_; }
   ClientPool& pool() { return pool_; }
   EventLoop& loop() { return loop_; }
   const rpc::Address& address_proto() const { return address_proto_; }
@@ -232,6 +234,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void HandleReturns(rpc::PushTaskReply& reply);
 
  private:
+  // The reference counter's peers: this process's clients and io loop.
+  std::unique_ptr<BorrowPeers> MakeBorrowPeers();
   // A fresh task id: a random per-process prefix and a counter (no system
   // call per task).
   TaskId NextTaskId();
@@ -335,18 +339,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // are ready (inlining small ones); at once when there are none. When one
   // failed, fails the task with its error and calls `then` with nullopt.
   void ResolveDependencies(rpc::TaskSpec spec, std::function<void(std::optional<rpc::TaskSpec>)> then);
-  // Refs held on behalf of something, a reference each, under its binary id
-  // (ids of different kinds differ in length): submitted work holds its
-  // arguments' refs until it is done for good (a task id; an actor id for a
-  // constructor, until the actor is dead), and a stored object the refs
-  // inside it until the store erases it (its object id). Then the caller
-  // may drop its own refs at once.
-  void HoldArgs(const std::string& key, const rpc::TaskSpec& spec, const std::vector<ObjectId>& contained)
-      ABSL_LOCKS_EXCLUDED(holds_mu_);
-  // Keeps `ids` (each already counted once for this) under `key`; false,
-  // keeping nothing, when `key` holds refs already.
-  bool HoldRefs(const std::string& key, std::vector<ObjectId> ids) ABSL_LOCKS_EXCLUDED(holds_mu_);
-  void ReleaseHeld(const std::string& key) ABSL_LOCKS_EXCLUDED(holds_mu_);
   // Asks for leases the queue needs and makes the pushes it can; the caller
   // starts `to_start` once tasks_mu_ is released.
   void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
@@ -448,27 +440,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   rpc::TaskSpec BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name, std::vector<Arg> args,
                          std::vector<ObjectId>* contained);
 
-  // ---- borrowing (references.cc) ----
-  // This process's last reference to a borrowed object went: unregister.
-  void EndBorrow(const ObjectId& id) ABSL_LOCKS_EXCLUDED(borrow_mu_);
-  // Owner: every few seconds while anyone borrows, drop the borrows of
-  // processes that are gone (io loop).
-  void CheckBorrowers();
-  void DropBorrower(const std::string& worker_id) ABSL_LOCKS_EXCLUDED(borrow_mu_);
-  // Owner: `borrower` holds a ref to `id` (one registration); false when
-  // the value is gone.
-  bool RecordBorrower(const ObjectId& id, const rpc::Address& borrower) ABSL_LOCKS_EXCLUDED(borrow_mu_);
 
- public:
-  // Worker: the refs inside a task's return value (`refs`, each holding a
-  // reference it takes over), listed in `ret`; the task's caller is
-  // registered as a borrower of each it does not own, before the reply goes.
-  void HandOverNested(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret);
-
- private:
-  // Caller: keeps the refs inside a returned object while it holds that
-  // object (released when the store erases it).
-  void HoldNested(const ObjectId& outer, const rpc::ReturnObject& ret);
   // Adds the caller's address and the program workers run, which lease
   // requests and actor registrations carry.
   void AddCallerAndProgram(rpc::TaskSpec* spec) const;
@@ -490,6 +462,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::GatedServer> server_;
   ClientPool pool_;
   MemoryStore store_;
+  // Reference counting across processes; its peers are this process's
+  // clients and loop.
+  std::unique_ptr<BorrowPeers> borrow_peers_;
+  ReferenceCounter refs_;
   // Pulls large task returns into store_; stopped (cancelled and joined) by
   // Stop(), and declared after pool_ and store_, which its fetches use.
   FetchPool fetches_{kMaxFetchThreads};
@@ -523,29 +499,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::Mutex streams_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<PushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
-  // Argument references held for submitted work (HoldArgs).
-  absl::Mutex holds_mu_;
-  absl::flat_hash_map<std::string, std::vector<ObjectId>> arg_holds_ ABSL_GUARDED_BY(holds_mu_);
-  std::atomic<size_t> num_arg_holds_{0};  // arg_holds_.size(), read without the lock
-
-  absl::Mutex borrow_mu_;
-  // Borrower side: objects others own that this process holds refs to, with
-  // the owner's "ip:port" and how many registrations are live.
-  struct Borrowed {
-    std::string owner;
-    int registrations = 0;
-  };
-  absl::flat_hash_map<ObjectId, Borrowed> borrowed_ ABSL_GUARDED_BY(borrow_mu_);
-  std::atomic<size_t> num_borrowed_{0};  // borrowed_.size()
-  // Owner side: per borrowing worker, its address and the registrations it
-  // holds per object (each is one reference in the store).
-  struct Borrower {
-    rpc::Address address;
-    absl::flat_hash_map<ObjectId, int> objects;
-    int failed_checks = 0;  // CheckWorker calls it did not answer, in a row
-  };
-  absl::flat_hash_map<std::string, Borrower> borrowers_ ABSL_GUARDED_BY(borrow_mu_);
-  bool borrower_check_armed_ ABSL_GUARDED_BY(borrow_mu_) = false;
 
   // The normal-task scheduling queues, by SchedulingKey.
   absl::Mutex tasks_mu_;

@@ -344,7 +344,7 @@ void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::stri
   ObjectId id = ReturnObjectId(spec.task_id(), 1);
   rpc::ReturnObject* r = reply->add_returns();
   r->set_object_id(id.Binary());
-  if (!returned_refs->refs.empty()) cw_->HandOverNested(spec, std::move(returned_refs->refs), r);
+  if (!returned_refs->refs.empty()) cw_->refs().HandOverNested(spec, std::move(returned_refs->refs), r);
   returned_refs->refs.clear();
   r->set_size(static_cast<int64_t>(result->size()));
   if (result->size() <= kInlineLimit) {

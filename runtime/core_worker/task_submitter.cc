@@ -170,7 +170,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& func
   ObjectId ret = ReturnObjectId(spec.task_id(), 1);
   store_.Expect(ret);
   const bool resolve = HasOwnedRefArgs(spec);
-  HoldArgs(spec.task_id(), spec, contained);
+  refs_.HoldArgs(spec.task_id(), spec, contained);
   SchedulingQueue* q;
   std::vector<PushCall*> to_start;
   {
@@ -210,43 +210,6 @@ bool CoreWorkerImpl::HasOwnedRefArgs(const rpc::TaskSpec& spec) const {
     if (IsOwnedRefArg(a)) return true;
   }
   return false;
-}
-
-void CoreWorkerImpl::HoldArgs(const std::string& key, const rpc::TaskSpec& spec,
-                              const std::vector<ObjectId>& contained) {
-  // Every reference argument (owned here or borrowed) and every ref inside
-  // an argument's value: the caller holds them now, so none is gone yet.
-  std::vector<ObjectId> ids = contained;
-  for (const auto& a : spec.args()) {
-    if (a.object_id().empty()) continue;
-    auto id = ObjectId::FromBinary(a.object_id());
-    if (id.ok()) ids.push_back(*id);
-  }
-  if (ids.empty()) return;
-  for (const ObjectId& id : ids) store_.AddReference(id);
-  HoldRefs(key, std::move(ids));
-}
-
-bool CoreWorkerImpl::HoldRefs(const std::string& key, std::vector<ObjectId> ids) {
-  absl::MutexLock lock(&holds_mu_);
-  if (!arg_holds_.try_emplace(key, std::move(ids)).second) return false;
-  num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
-  return true;
-}
-
-void CoreWorkerImpl::ReleaseHeld(const std::string& key) {
-  // Most work holds nothing: no lock for it.
-  if (num_arg_holds_.load(std::memory_order_relaxed) == 0) return;
-  std::vector<ObjectId> ids;
-  {
-    absl::MutexLock lock(&holds_mu_);
-    auto it = arg_holds_.find(key);
-    if (it == arg_holds_.end()) return;
-    ids = std::move(it->second);
-    arg_holds_.erase(it);
-    num_arg_holds_.store(arg_holds_.size(), std::memory_order_relaxed);
-  }
-  for (const ObjectId& id : ids) RemoveLocalReference(id);
 }
 
 void CoreWorkerImpl::ResolveDependencies(rpc::TaskSpec spec,
@@ -540,7 +503,7 @@ void CoreWorkerImpl::OnPushDone(PushCall* call, const grpc::Status& given) {
   call->status = rpc::ToAbslStatus(status);
   if (status.ok()) {
     HandleReturns(call->reply);
-    ReleaseHeld(call->request.spec().task_id());
+    refs_.ReleaseHeld(call->request.spec().task_id());
   }
   std::vector<PushCall*> to_start;
   if (call->queue == nullptr) {
@@ -637,7 +600,7 @@ void CoreWorkerImpl::HandleReturns(rpc::PushTaskReply& reply) {
   for (auto& r : *reply.mutable_returns()) {
     auto id = ObjectId::FromBinary(r.object_id());
     if (!id.ok()) continue;
-    if (r.nested_size() > 0) HoldNested(*id, r);
+    if (r.nested_size() > 0) refs_.HoldNested(*id, r);
     if (r.error().type() != rpc::ErrorInfo::NONE) {
       store_.Fail(*id, MakeError(FromProtoErrorType(r.error().type()), r.error().message()));
     } else if (!r.stored_remotely()) {
@@ -678,7 +641,7 @@ void CoreWorkerImpl::FailTask(const rpc::TaskSpec& spec, ErrorType type, const s
   err.set_message(message);
   RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &err);
   store_.Fail(ReturnObjectId(spec.task_id(), 1), MakeError(type, message));
-  ReleaseHeld(spec.task_id());
+  refs_.ReleaseHeld(spec.task_id());
 }
 
 void CoreWorkerImpl::FailQueue(SchedulingQueue& q, ErrorType type, const std::string& message) {
