@@ -51,23 +51,14 @@
 #include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/reference_counter.h"
 #include "runtime/core_worker/task_event_buffer.h"
+#include "runtime/core_worker/task_receiver.h"
+#include "runtime/core_worker/wire.h"
 
 namespace manta::core {
 
-// Values up to this size travel inline in replies and task arguments.
-constexpr size_t kInlineLimit = 100 * 1024;
 // Threads that pull large task returns at once (FetchPool); more wait.
 constexpr int kMaxFetchThreads = 8;
-// Chunk size of large object transfers.
-constexpr size_t kChunkBytes = 4 << 20;
 
-// The return object id of `task`'s `index`-th return (1-based).
-ObjectId ReturnObjectId(const TaskId& task, uint32_t index);
-// The same from the task's binary id, which must be TaskId::kSize bytes.
-ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
-rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
-ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
-std::string AddressKey(const rpc::Address& a);  // "ip:port"
 NodeData NodeDataFromProto(const rpc::NodeInfo& n);
 
 // Stubs to other processes, cached by "ip:port". Thread-safe.
@@ -121,7 +112,6 @@ absl::StatusOr<Reply> GcsCall(const std::string& token, Call&& call, absl::Durat
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
                                   const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel = nullptr);
 
-class TaskReceiver;
 class PushStream;
 
 class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::CallbackService {
@@ -485,6 +475,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::map<int64_t, std::shared_ptr<NodeWatch>> node_watches_ ABSL_GUARDED_BY(watch_mu_);
   int64_t next_watch_ ABSL_GUARDED_BY(watch_mu_) = 1;
   void StopNodeWatches();
+  // Worker: runs the tasks pushed here (task_service.cc).
+  class ReceiverHost;
+  void StartReceiver();
+  std::unique_ptr<TaskHost> receiver_host_;
   std::unique_ptr<TaskReceiver> receiver_;
   absl::Mutex held_mu_;
   absl::flat_hash_set<ObjectId> held_for_owner_ ABSL_GUARDED_BY(held_mu_);
@@ -524,7 +518,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<EventLoop::Timer> task_event_timer_;
   std::atomic<bool> stopping_{false};
 
-  friend class TaskReceiver;
   friend class PushStream;
   friend class PushTasksReactor;
 };

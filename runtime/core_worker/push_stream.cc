@@ -189,7 +189,7 @@ PushTasksReactor::PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerConte
 }
 
 void PushTasksReactor::Push::Finish(const grpc::Status& status) {
-  stream->Answer(tag, status, reply);
+  stream_->Answer(tag_, status, reply_);
   delete this;
 }
 
@@ -215,19 +215,19 @@ void PushTasksReactor::OnReadDone(bool ok) {
     outstanding_ += in_.pushes_size();
   }
   for (int i = 0; i < in_.pushes_size(); ++i) {
-    auto* push = new Push{this, in_.tags(i), {}, {}};
+    auto* push = new Push(this, in_.tags(i));
     grpc::Status refused;
-    if (!push->request.ParseFromString(in_.pushes(i))) {
+    if (!push->mutable_request()->ParseFromString(in_.pushes(i))) {
       refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed push");
-    } else if (push->request.spec().type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
+    } else if (push->request().spec().type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
       refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an actor's creation does not go over PushTasks");
     } else {
-      refused = cw_->CheckPush(push->request);
+      refused = cw_->CheckPush(push->request());
     }
     if (!refused.ok()) {
       push->Finish(refused);
     } else {
-      cw_->receiver_->Enqueue(&push->request, &push->reply, nullptr, push);
+      cw_->receiver_->Enqueue(push);
     }
   }
   in_.Clear();

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
 
@@ -79,13 +80,20 @@ class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::Pu
 class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
  public:
   // One push read from the stream; lives until Finish.
-  struct Push {
-    PushTasksReactor* stream;
-    int64_t tag;
-    rpc::PushTaskRequest request;
-    rpc::PushTaskReply reply;
-    // Sends `reply` (status OK) or the refusal back; deletes this.
-    void Finish(const grpc::Status& status);
+  class Push final : public PushedTask {
+   public:
+    Push(PushTasksReactor* stream, int64_t tag) : stream_(stream), tag_(tag) {}
+    const rpc::PushTaskRequest& request() const override { return request_; }
+    rpc::PushTaskReply* reply() override { return &reply_; }
+    rpc::PushTaskRequest* mutable_request() { return &request_; }
+    // Sends the reply (status OK) or the refusal back; deletes this.
+    void Finish(const grpc::Status& status) override;
+
+   private:
+    PushTasksReactor* const stream_;
+    const int64_t tag_;
+    rpc::PushTaskRequest request_;
+    rpc::PushTaskReply reply_;
   };
 
   PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerContext* ctx);

@@ -3,12 +3,9 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "runtime/core_worker/wire.h"
 
 namespace manta::core {
-namespace {
-std::string AddressKeyOf(const rpc::Address& a) { return a.ip() + ":" + std::to_string(a.port()); }
-}  // namespace
-
 ReferenceCounter::ReferenceCounter(MemoryStore* store, BorrowPeers* peers) : store_(store), peers_(peers) {
   store_->SetEraseListener([this](const ObjectId& id) { ReleaseHeld(id.Binary()); });
 }
@@ -34,7 +31,7 @@ void ReferenceCounter::AddBorrowedReference(const ObjectRefInfo& info) {
   }
   if (store_->AddReference(info.id) > 1 || stopped_.load(std::memory_order_relaxed)) return;
   // The first ref here: the value must stay at its owner until this one goes.
-  const std::string owner_key = AddressKeyOf(owner);
+  const std::string owner_key = AddressKey(owner);
   if (!peers_->AddBorrower(owner_key, info.id, self_)) return;  // gone already: a Get says so
   AddRegistration(info.id, owner_key);
 }
@@ -206,7 +203,7 @@ void ReferenceCounter::HandOverNested(const rpc::TaskSpec& spec, std::vector<Obj
       later.push_back(ref.id);
       continue;
     }
-    n->set_registered(mine ? RecordBorrower(ref.id, caller) : peers_->AddBorrower(AddressKeyOf(owner), ref.id, caller));
+    n->set_registered(mine ? RecordBorrower(ref.id, caller) : peers_->AddBorrower(AddressKey(owner), ref.id, caller));
     RemoveLocalReference(ref.id);
   }
   if (later.empty()) return;
@@ -226,7 +223,7 @@ void ReferenceCounter::HoldNested(const ObjectId& outer, const rpc::ReturnObject
     } else if (n.registered()) {
       // Registered for this process by the worker: as if it had borrowed.
       store_->AddReference(*id);
-      AddRegistration(*id, AddressKeyOf(owner));
+      AddRegistration(*id, AddressKey(owner));
       held.push_back(*id);
     }
   }

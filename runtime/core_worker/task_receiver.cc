@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "common/rpc/grpc_util.h"
+#include "grpcpp/support/status.h"
 #include "common/tpu.h"
-#include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/wire.h"
 #include "manta/internal/function_registry.h"
 
 namespace manta::core {
@@ -72,67 +72,23 @@ void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, ErrorType ty
 
 }  // namespace
 
-grpc::ServerUnaryReactor* CoreWorkerImpl::PushTask(grpc::CallbackServerContext* ctx, const rpc::PushTaskRequest* req,
-                                                   rpc::PushTaskReply* reply) {
-  auto* reactor = ctx->DefaultReactor();
-  grpc::Status refused = rpc::CheckAuth(*ctx, options_.token);
-  if (refused.ok()) refused = CheckPush(*req);
-  if (!refused.ok()) {
-    reactor->Finish(refused);
-  } else {
-    receiver_->Enqueue(req, reply, reactor);
+TaskReceiver::~TaskReceiver() {
+  Stop();
+  for (std::thread& t : pool_) t.join();
+}
+
+void TaskReceiver::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
   }
-  return reactor;
+  main_cv_.SignalAll();
+  pool_cv_.SignalAll();
 }
 
-grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* CoreWorkerImpl::PushTasks(
-    grpc::CallbackServerContext* ctx) {
-  return new PushTasksReactor(this, ctx);
-}
-
-grpc::Status CoreWorkerImpl::CheckRunsTasks() const {
-  if (!receiver_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
-  return grpc::Status::OK;
-}
-
-grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
-  if (grpc::Status s = CheckRunsTasks(); !s.ok()) return s;
-  if (req.intended_worker_id() != worker_id_.Binary()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
-  }
-  if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
-  }
-  if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && receiver_ && receiver_->holds_actor()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
-  }
-  return grpc::Status::OK;
-}
-
-grpc::ServerUnaryReactor* CoreWorkerImpl::KillActor(grpc::CallbackServerContext* ctx,
-                                                    const rpc::KillActorOnWorkerRequest*,
-                                                    rpc::KillActorOnWorkerReply*) {
-  auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  reactor->Finish(auth);
-  if (auth.ok() && receiver_) receiver_->ExitSoon(0);
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* CoreWorkerImpl::Exit(grpc::CallbackServerContext* ctx, const rpc::ExitRequest*,
-                                               rpc::ExitReply*) {
-  auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  reactor->Finish(auth);
-  if (auth.ok() && receiver_) receiver_->ExitSoon(0);
-  return reactor;
-}
-
-void CoreWorkerImpl::RunTaskLoop() { receiver_->RunMainLoop(); }
-
-void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply,
-                           grpc::ServerUnaryReactor* reactor, PushTasksReactor::Push* streamed) {
-  Work w{req, reply, reactor, streamed};
+void TaskReceiver::Enqueue(PushedTask* push) {
+  Work w = push;
+  const rpc::PushTaskRequest* req = &push->request();
   Wake wake;
   std::vector<Work> stale, skipped, answered;
   {
@@ -153,7 +109,7 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
       // In turn, a skipped call only counts: it ends with nothing run.
       auto run = [&](const Work& work) {
         mu_.AssertHeld();  // called below, under the lock
-        if (work.req->skip()) {
+        if (work->request().skip()) {
           skipped.push_back(work);
         } else {
           Dispatch(work, &wake);
@@ -184,10 +140,10 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
       }
     }
   }
-  for (const Work& s : skipped) s.Finish(grpc::Status::OK);
-  for (const Work& a : answered) a.Finish(grpc::Status::OK);
-  for (const Work& old : stale) {
-    old.Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
+  for (Work s : skipped) s->Finish(grpc::Status::OK);
+  for (Work a : answered) a->Finish(grpc::Status::OK);
+  for (Work old : stale) {
+    old->Finish(grpc::Status(grpc::StatusCode::ABORTED, "superseded by a later push of the same call"));
   }
   // Woken after the lock is released, so the woken thread does not block on it.
   if (wake.main) main_cv_.Signal();
@@ -195,17 +151,17 @@ void TaskReceiver::Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* 
   if (wake.pool > 1) pool_cv_.SignalAll();
 }
 
-std::string TaskReceiver::PushKey(const Work& w) {
-  const rpc::TaskSpec& spec = w.req->spec();
+std::string TaskReceiver::PushKey(Work w) {
+  const rpc::TaskSpec& spec = w->request().spec();
   if (spec.type() == rpc::TaskSpec::ACTOR_TASK) return "";
   return spec.task_id() + "/" + std::to_string(spec.attempt());
 }
 
-bool TaskReceiver::JoinSeenPush(const Work& w, std::vector<Work>* answered) {
+bool TaskReceiver::JoinSeenPush(Work w, std::vector<Work>* answered) {
   std::string key = PushKey(w);
   if (key.empty()) return false;
   if (auto done = finished_.find(key); done != finished_.end()) {
-    *w.reply = done->second;
+    *w->reply() = done->second;
     answered->push_back(w);
     return true;
   }
@@ -215,7 +171,7 @@ bool TaskReceiver::JoinSeenPush(const Work& w, std::vector<Work>* answered) {
   return true;
 }
 
-void TaskReceiver::Complete(const Work& w) {
+void TaskReceiver::Complete(Work w) {
   std::vector<Work> retries;
   std::string key = PushKey(w);
   if (!key.empty()) {
@@ -224,15 +180,15 @@ void TaskReceiver::Complete(const Work& w) {
       retries = std::move(it->second);
       running_.erase(it);
     }
-    if (finished_.emplace(key, *w.reply).second) finished_order_.push_back(key);
+    if (finished_.emplace(key, *w->reply()).second) finished_order_.push_back(key);
     while (finished_order_.size() > kRememberedReplies) {
       finished_.erase(finished_order_.front());
       finished_order_.pop_front();
     }
   }
-  for (const Work& r : retries) *r.reply = *w.reply;
-  w.Finish(grpc::Status::OK);
-  for (const Work& r : retries) r.Finish(grpc::Status::OK);
+  for (Work r : retries) *r->reply() = *w->reply();
+  w->Finish(grpc::Status::OK);
+  for (Work r : retries) r->Finish(grpc::Status::OK);
 }
 
 void TaskReceiver::Dispatch(Work w, Wake* wake) {
@@ -245,16 +201,21 @@ void TaskReceiver::Dispatch(Work w, Wake* wake) {
   }
 }
 
+bool TaskReceiver::WaitFor(absl::CondVar* cv, std::deque<Work>* queue) {
+  while (queue->empty() && !stopping_) cv->Wait(&mu_);
+  return !stopping_;
+}
+
 void TaskReceiver::RunMainLoop() {
   std::deque<Work> batch;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      while (main_queue_.empty()) main_cv_.Wait(&mu_);
+      if (!WaitFor(&main_cv_, &main_queue_)) return;
       // Everything queued, in order: one lock for a burst of tasks.
       batch.swap(main_queue_);
     }
-    for (const Work& w : batch) Execute(w);
+    for (Work w : batch) Execute(w);
     batch.clear();
   }
 }
@@ -266,7 +227,7 @@ void TaskReceiver::StartPool(int threads) {
         Work w;
         {
           absl::MutexLock lock(&mu_);
-          while (pool_queue_.empty()) pool_cv_.Wait(&mu_);
+          if (!WaitFor(&pool_cv_, &pool_queue_)) return;
           w = pool_queue_.front();
           pool_queue_.pop_front();
         }
@@ -285,7 +246,7 @@ absl::Status TaskReceiver::ResolveArgs(const rpc::TaskSpec& spec, std::vector<Va
       views->emplace_back(arg.data());
       continue;
     }
-    auto v = cw_->ResolveArg(arg);
+    auto v = host_->ResolveArg(arg);
     if (!v.ok()) return v.status();
     held->push_back(*v);
     views->emplace_back(held->back()->data(), held->back()->size());
@@ -344,28 +305,27 @@ void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::stri
   ObjectId id = ReturnObjectId(spec.task_id(), 1);
   rpc::ReturnObject* r = reply->add_returns();
   r->set_object_id(id.Binary());
-  if (!returned_refs->refs.empty()) cw_->refs().HandOverNested(spec, std::move(returned_refs->refs), r);
+  if (!returned_refs->refs.empty()) host_->HandOverRefs(spec, std::move(returned_refs->refs), r);
   returned_refs->refs.clear();
   r->set_size(static_cast<int64_t>(result->size()));
   if (result->size() <= kInlineLimit) {
     r->set_data(std::move(*result));
   } else {
     // Large: kept here until the owner pulls it.
-    cw_->HoldForOwner(id, std::make_shared<const std::string>(std::move(*result)));
+    host_->HoldForOwner(id, std::make_shared<const std::string>(std::move(*result)), r->mutable_location());
     r->set_stored_remotely(true);
-    *r->mutable_location() = cw_->address_proto();
   }
 }
 
-void TaskReceiver::Execute(const Work& w) {
-  const rpc::TaskSpec& spec = w.req->spec();
-  rpc::PushTaskReply* reply = w.reply;
+void TaskReceiver::Execute(Work w) {
+  const rpc::TaskSpec& spec = w->request().spec();
+  rpc::PushTaskReply* reply = w->reply();
   // Whoever pushed the task (its caller, or the GCS for an actor's
   // creation) reports how it ended: a task done before the next flush needs
   // no report from here.
   TaskEventBuffer::Ticket running;
-  cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr, &running);
-  if (spec.type() != rpc::TaskSpec::ACTOR_TASK) SetChipEnv(*w.req);
+  host_->TaskRunning(spec, &running);
+  if (spec.type() != rpc::TaskSpec::ACTOR_TASK) SetChipEnv(w->request());
   // A normal task's variables last while it runs (the worker is reused); an
   // actor's, for the life of its process.
   SavedEnv saved_env;
@@ -383,7 +343,7 @@ void TaskReceiver::Execute(const Work& w) {
   internal::ArgViews views;
   if (absl::Status resolved = ResolveArgs(spec, &held, &views); !resolved.ok()) {
     SetError(reply, spec, GetErrorType(resolved), std::string(resolved.message()));
-    cw_->WithdrawTaskEvent(running);  // its pusher reports the failure
+    host_->TaskEnded(running);  // its pusher reports the failure
     Complete(w);
     return;
   }
@@ -395,8 +355,8 @@ void TaskReceiver::Execute(const Work& w) {
   std::fflush(stderr);
   SetResult(spec, std::move(result), &returned_refs, reply);
   // The task failed: its result's refs go with it.
-  for (const auto& ref : returned_refs.refs) cw_->RemoveLocalReference(ref.id);
-  cw_->WithdrawTaskEvent(running);
+  for (const auto& ref : returned_refs.refs) host_->DropRef(ref.id);
+  host_->TaskEnded(running);
   Complete(w);
 }
 

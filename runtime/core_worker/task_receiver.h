@@ -8,6 +8,11 @@
 // the first push's reply, at once or when that push finishes. The replies of
 // the last kRememberedReplies such pushes are kept.
 //
+// It knows its process only through TaskHost (resolving arguments, keeping
+// large returns, handing over refs, task events), and its callers only
+// through PushedTask: the core worker wires it to gRPC; its unit tests to
+// fakes.
+//
 // Thread-safety: Enqueue from gRPC threads; RunMainLoop on the main thread.
 #pragma once
 
@@ -23,45 +28,75 @@
 #include "absl/synchronization/mutex.h"
 #include "manta/internal/core_worker.h"
 #include "manta/internal/function_registry.h"
-#include "proto/core_worker.grpc.pb.h"
+#include "proto/core_worker.pb.h"
 #include "runtime/core_worker/memory_store.h"
-#include "runtime/core_worker/push_stream.h"
+#include "runtime/core_worker/task_event_buffer.h"
+
+namespace grpc {
+class Status;
+}
 
 namespace manta::core {
 
-class CoreWorkerImpl;
+// One push of a task: its request, its reply, and how the caller is told
+// the push is over (a PushTask call, a push on a PushTasks stream).
+class PushedTask {
+ public:
+  // The request and reply stay valid until Finish.
+  virtual const rpc::PushTaskRequest& request() const = 0;
+  virtual rpc::PushTaskReply* reply() = 0;
+  // Sends reply() (status OK) or the refusal; called once, after which the
+  // push may be gone.
+  virtual void Finish(const grpc::Status& status) = 0;
+
+ protected:
+  ~PushedTask() = default;
+};
+
+// What the receiver needs of its process. Any thread that runs tasks.
+class TaskHost {
+ public:
+  virtual ~TaskHost() = default;
+  // The value of a reference argument (local, or fetched from its owner).
+  virtual absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg) = 0;
+  // The refs inside a return value (each holding a reference handed over),
+  // to list in `ret` for the caller (ReferenceCounter::HandOverNested).
+  virtual void HandOverRefs(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret) = 0;
+  // Drops a reference (a failed task's result's refs).
+  virtual void DropRef(const ObjectId& id) = 0;
+  // Keeps a large return here until its owner has pulled it; says where.
+  virtual void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) = 0;
+  // The task started running: a RUNNING event, named by `ticket`; withdrawn
+  // when it ends, as its pusher reports how it ended.
+  virtual void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) = 0;
+  virtual void TaskEnded(const TaskEventBuffer::Ticket& ticket) = 0;
+};
 
 class TaskReceiver {
  public:
   static constexpr size_t kRememberedReplies = 64;
 
-  explicit TaskReceiver(CoreWorkerImpl* cw) : cw_(cw) {}
+  explicit TaskReceiver(TaskHost* host) : host_(host) {}
+  // Stops and joins the actor's threads (whose calls must have returned).
+  ~TaskReceiver();
+  TaskReceiver(const TaskReceiver&) = delete;
+  TaskReceiver& operator=(const TaskReceiver&) = delete;
 
-  // Takes a pushed task, from a PushTask call (`reactor`) or a PushTasks
-  // stream (`streamed`), which is finished when it has run.
-  void Enqueue(const rpc::PushTaskRequest* req, rpc::PushTaskReply* reply, grpc::ServerUnaryReactor* reactor,
-               PushTasksReactor::Push* streamed = nullptr);
+  // Takes a pushed task, which is finished when it has run (or at once when
+  // it is a retry of one that ran).
+  void Enqueue(PushedTask* push);
   // Whether this worker's actor was created: it then runs only its calls.
   bool holds_actor() const { return holds_actor_.load(std::memory_order_acquire); }
-  [[noreturn]] void RunMainLoop();
+  // Runs tasks on the calling (main) thread until Stop.
+  void RunMainLoop();
+  // Ends RunMainLoop and the actor's threads once the tasks they run end;
+  // what is queued stays unrun.
+  void Stop();
   // Replies are already sent: exit the process shortly.
-  void ExitSoon(int code);
+  static void ExitSoon(int code);
 
  private:
-  struct Work {
-    const rpc::PushTaskRequest* req;
-    rpc::PushTaskReply* reply;
-    grpc::ServerUnaryReactor* reactor;  // or
-    PushTasksReactor::Push* streamed;
-    // Tells the caller the push is over (`reply` goes with status OK).
-    void Finish(const grpc::Status& status) const {
-      if (streamed != nullptr) {
-        streamed->Finish(status);
-      } else {
-        reactor->Finish(status);
-      }
-    }
-  };
+  using Work = PushedTask*;
   struct CallerState {
     int64_t next = 0;
     std::map<int64_t, Work> buffered;
@@ -73,7 +108,7 @@ class TaskReceiver {
     int pool = 0;
   };
   void Dispatch(Work w, Wake* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Execute(const Work& w);
+  void Execute(Work w);
   // Execute's steps: the arguments' values (inline, or fetched into `held`);
   // the call of the function, actor factory or method; its reply.
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held, internal::ArgViews* views);
@@ -83,19 +118,22 @@ class TaskReceiver {
   void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::string> result, RefCollector* returned_refs,
                  rpc::PushTaskReply* reply);
   // Finishes `w` OK, and the retries of it that wait.
-  void Complete(const Work& w);
+  void Complete(Work w);
   void StartPool(int threads);
 
   // Pushes of a task attempt (by PushTask or on a stream): the key of `req`,
   // or "" for pushes not deduplicated (actor calls, which have their own
   // sequence numbers).
-  static std::string PushKey(const Work& w);
+  static std::string PushKey(Work w);
   // A retry of a push already seen (requires mu_): answered now (added to
   // `answered`) or when the first finishes. False for a new push.
-  bool JoinSeenPush(const Work& w, std::vector<Work>* answered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool JoinSeenPush(Work w, std::vector<Work>* answered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for work on `queue` (false: stopping).
+  bool WaitFor(absl::CondVar* cv, std::deque<Work>* queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  CoreWorkerImpl* const cw_;
+  TaskHost* const host_;
   absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar main_cv_;  // main_queue_ has work
   absl::CondVar pool_cv_;  // pool_queue_ has work
   std::deque<Work> main_queue_ ABSL_GUARDED_BY(mu_);

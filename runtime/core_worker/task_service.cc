@@ -1,0 +1,120 @@
+// The worker side of the core worker's service: pushes go to its
+// TaskReceiver (task_receiver.h), which knows this process as a TaskHost.
+#include <cstdlib>
+
+#include "common/rpc/grpc_util.h"
+#include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/push_stream.h"
+#include "runtime/core_worker/task_receiver.h"
+
+namespace manta::core {
+namespace {
+
+// A push by PushTask: finished through its call's reactor.
+class UnaryPush final : public PushedTask {
+ public:
+  UnaryPush(const rpc::PushTaskRequest* request, rpc::PushTaskReply* reply, grpc::ServerUnaryReactor* reactor)
+      : request_(request), reply_(reply), reactor_(reactor) {}
+  const rpc::PushTaskRequest& request() const override { return *request_; }
+  rpc::PushTaskReply* reply() override { return reply_; }
+  void Finish(const grpc::Status& status) override {
+    reactor_->Finish(status);
+    delete this;
+  }
+
+ private:
+  const rpc::PushTaskRequest* const request_;
+  rpc::PushTaskReply* const reply_;
+  grpc::ServerUnaryReactor* const reactor_;
+};
+
+}  // namespace
+
+class CoreWorkerImpl::ReceiverHost final : public TaskHost {
+ public:
+  explicit ReceiverHost(CoreWorkerImpl* cw) : cw_(cw) {}
+  absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg) override { return cw_->ResolveArg(arg); }
+  void HandOverRefs(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret) override {
+    cw_->refs_.HandOverNested(spec, std::move(refs), ret);
+  }
+  void DropRef(const ObjectId& id) override { cw_->refs_.RemoveLocalReference(id); }
+  void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) override {
+    cw_->HoldForOwner(id, std::move(value));
+    *location = cw_->address_proto_;
+  }
+  void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) override {
+    cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr, ticket);
+  }
+  void TaskEnded(const TaskEventBuffer::Ticket& ticket) override { cw_->task_events_.Withdraw(ticket); }
+
+ private:
+  CoreWorkerImpl* const cw_;
+};
+
+void CoreWorkerImpl::StartReceiver() {
+  receiver_host_ = std::make_unique<ReceiverHost>(this);
+  receiver_ = std::make_unique<TaskReceiver>(receiver_host_.get());
+}
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::PushTask(grpc::CallbackServerContext* ctx, const rpc::PushTaskRequest* req,
+                                                   rpc::PushTaskReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status refused = rpc::CheckAuth(*ctx, options_.token);
+  if (refused.ok()) refused = CheckPush(*req);
+  if (!refused.ok()) {
+    reactor->Finish(refused);
+  } else {
+    receiver_->Enqueue(new UnaryPush(req, reply, reactor));
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* CoreWorkerImpl::PushTasks(
+    grpc::CallbackServerContext* ctx) {
+  return new PushTasksReactor(this, ctx);
+}
+
+grpc::Status CoreWorkerImpl::CheckRunsTasks() const {
+  if (!receiver_) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "a driver does not run tasks");
+  return grpc::Status::OK;
+}
+
+grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
+  if (grpc::Status s = CheckRunsTasks(); !s.ok()) return s;
+  if (req.intended_worker_id() != worker_id_.Binary()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
+  }
+  if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
+  }
+  if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && receiver_ && receiver_->holds_actor()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::KillActor(grpc::CallbackServerContext* ctx,
+                                                    const rpc::KillActorOnWorkerRequest*,
+                                                    rpc::KillActorOnWorkerReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  reactor->Finish(auth);
+  if (auth.ok() && receiver_) receiver_->ExitSoon(0);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoreWorkerImpl::Exit(grpc::CallbackServerContext* ctx, const rpc::ExitRequest*,
+                                               rpc::ExitReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  reactor->Finish(auth);
+  if (auth.ok() && receiver_) receiver_->ExitSoon(0);
+  return reactor;
+}
+
+void CoreWorkerImpl::RunTaskLoop() {
+  receiver_->RunMainLoop();  // until stopped, which a worker never is
+  std::_Exit(0);
+}
+
+}  // namespace manta::core

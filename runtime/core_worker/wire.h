@@ -1,0 +1,29 @@
+// What the core worker's rooms agree on about the wire: return object ids,
+// error types, addresses and the size limits of values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/id.h"
+#include "manta/internal/core_worker.h"
+#include "proto/common.pb.h"
+
+namespace manta::core {
+
+// Values up to this size travel inline in replies and task arguments.
+constexpr size_t kInlineLimit = 100 * 1024;
+// Chunk size of large object transfers.
+constexpr size_t kChunkBytes = 4 << 20;
+
+// The return object id of `task`'s `index`-th return (1-based).
+ObjectId ReturnObjectId(const TaskId& task, uint32_t index);
+// The same from the task's binary id, which must be TaskId::kSize bytes.
+ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
+rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
+ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
+std::string AddressKey(const rpc::Address& a);  // "ip:port"
+
+}  // namespace manta::core
