@@ -95,7 +95,9 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       pid_(getpid()),
       worker_id_(WorkerId::FromRandom()),
       borrow_peers_(MakeBorrowPeers()),
-      refs_(&store_, borrow_peers_.get()) {
+      refs_(&store_, borrow_peers_.get()),
+      owner_client_(MakeOwnerClient()),
+      objects_(&store_, owner_client_.get()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
@@ -135,6 +137,7 @@ absl::Status CoreWorkerImpl::Start() {
   address_proto_.set_worker_id(worker_id_.Binary());
   address_ = address_proto_.SerializeAsString();
   refs_.set_self(address_proto_);  // before any task or ref uses it
+  objects_.set_self(address_proto_);
 
   if (is_worker_) {
     raylet_address_ = options_.raylet_address;
@@ -245,6 +248,7 @@ absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
   address_proto_.set_node_id(best->node_id());
   address_ = address_proto_.SerializeAsString();
   refs_.set_self(address_proto_);  // before any task or ref uses it
+  objects_.set_self(address_proto_);
   return rpc::RayletAddress(*best);
 }
 
@@ -270,6 +274,7 @@ absl::Status CoreWorkerImpl::RegisterWithRaylet() {
   address_proto_.set_node_id(reply->node_id());
   address_ = address_proto_.SerializeAsString();
   refs_.set_self(address_proto_);  // before any task or ref uses it
+  objects_.set_self(address_proto_);
   return absl::OkStatus();
 }
 
@@ -298,57 +303,12 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
 }
 
 std::vector<absl::StatusOr<Value>> CoreWorkerImpl::Get(const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) {
-  absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  // Values owned elsewhere are fetched into the local store first.
-  for (const auto& ref : refs) {
-    if (ref.owner_address.empty() || ref.owner_address == address_) continue;
-    if (auto local = store_.TryGet(ref.id)) continue;
-    rpc::Address owner;
-    if (!owner.ParseFromString(ref.owner_address)) {
-      store_.Fail(ref.id, MakeError(ErrorType::kInvalidArgument, "malformed owner address"));
-      continue;
-    }
-    absl::Duration left = deadline - absl::Now();
-    auto v = FetchObject(&pool_, options_.token, AddressKey(owner), ref.id, std::max(left, absl::ZeroDuration()));
-    if (v.ok()) {
-      store_.Put(ref.id, *v);
-    } else if (GetErrorType(v.status()) != ErrorType::kTimeout) {
-      store_.Fail(ref.id, v.status());
-    }
-  }
-  std::vector<ObjectId> ids;
-  ids.reserve(refs.size());
-  for (const auto& r : refs) ids.push_back(r.id);
-  return store_.Get(ids, deadline);
+  return objects_.Get(refs, timeout);
 }
 
 std::vector<bool> CoreWorkerImpl::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
                                        absl::Duration timeout) {
-  absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  std::vector<ObjectId> ids;
-  for (const auto& r : refs) {
-    ids.push_back(r.id);
-    if (!r.owner_address.empty() && r.owner_address != address_ && !store_.TryGet(r.id)) {
-      rpc::Address owner;
-      if (!owner.ParseFromString(r.owner_address)) continue;
-      auto v = FetchObject(&pool_, options_.token, AddressKey(owner), r.id, absl::ZeroDuration());
-      if (v.ok()) store_.Put(r.id, *v);
-    }
-  }
-  return store_.Wait(ids, num_returns, deadline);
-}
-
-
-absl::StatusOr<Value> CoreWorkerImpl::ResolveArg(const rpc::TaskArg& arg) {
-  if (arg.object_id().empty()) return std::make_shared<const std::string>(arg.data());
-  auto id = ObjectId::FromBinary(arg.object_id());
-  if (!id.ok()) return MakeError(ErrorType::kInvalidArgument, "malformed argument object id");
-  if (auto local = store_.TryGet(*id)) return *local;
-  auto v = FetchObject(&pool_, options_.token, AddressKey(arg.owner()), *id, absl::Minutes(10));
-  if (!v.ok() && GetErrorType(v.status()) == ErrorType::kWorkerDied) {
-    return MakeError(ErrorType::kOwnerDied, "the owner of an argument died: " + std::string(v.status().message()));
-  }
-  return v;
+  return objects_.Wait(refs, num_returns, timeout);
 }
 
 // ---------------------------------------------------------------- task events and logs

@@ -49,6 +49,7 @@
 #include "manta/internal/core_worker.h"
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
+#include "runtime/core_worker/object_service.h"
 #include "runtime/core_worker/reference_counter.h"
 #include "runtime/core_worker/task_event_buffer.h"
 #include "runtime/core_worker/task_receiver.h"
@@ -215,17 +216,15 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                        std::shared_ptr<const TaskEventBuffer::Resources> resources = nullptr,
                        TaskEventBuffer::Ticket* ticket = nullptr);
   void WithdrawTaskEvent(const TaskEventBuffer::Ticket& ticket) { task_events_.Withdraw(ticket); }
-  // Resolves an argument's value for execution (local store, or the owner).
-  absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg);
-  // A large return kept here until its owner has pulled it (worker side).
-  void HoldForOwner(const ObjectId& id, Value value);
   // Stores the returns of a finished task pushed by this process (moving
   // the values out of `reply`).
   void HandleReturns(rpc::PushTaskReply& reply);
 
  private:
-  // The reference counter's peers: this process's clients and io loop.
+  // The reference counter's peers and the object service's owners: this
+  // process's clients and io loop.
   std::unique_ptr<BorrowPeers> MakeBorrowPeers();
+  std::unique_ptr<OwnerClient> MakeOwnerClient();
   // A fresh task id: a random per-process prefix and a counter (no system
   // call per task).
   TaskId NextTaskId();
@@ -456,6 +455,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // clients and loop.
   std::unique_ptr<BorrowPeers> borrow_peers_;
   ReferenceCounter refs_;
+  // Values between processes (object_service.h; its handlers in
+  // object_rpc.cc).
+  std::unique_ptr<OwnerClient> owner_client_;
+  ObjectService objects_;
   // Pulls large task returns into store_; stopped (cancelled and joined) by
   // Stop(), and declared after pool_ and store_, which its fetches use.
   FetchPool fetches_{kMaxFetchThreads};
@@ -480,8 +483,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void StartReceiver();
   std::unique_ptr<TaskHost> receiver_host_;
   std::unique_ptr<TaskReceiver> receiver_;
-  absl::Mutex held_mu_;
-  absl::flat_hash_set<ObjectId> held_for_owner_ ABSL_GUARDED_BY(held_mu_);
   TaskEventBuffer task_events_;
 
   // The PushCalls started and not completed: Stop() cancels them and waits

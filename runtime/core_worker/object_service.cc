@@ -1,107 +1,84 @@
-// Objects between processes: the owner side (GetObjectStatus, the GetObject
-// stream) and the fetching side (FetchObject), plus the stub pool.
-#include <atomic>
-#include <new>
-#include <string>
+#include "runtime/core_worker/object_service.h"
 
-#include "common/rpc/grpc_util.h"
-#include "runtime/core_worker/core_worker_impl.h"
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include "runtime/core_worker/wire.h"
 
 namespace manta::core {
+namespace {
 
-// ---------------------------------------------------------------- ClientPool
-
-rpc::CoreWorkerService::Stub* ClientPool::Worker(const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  auto& stub = workers_[address];
-  if (!stub) stub = rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address));
-  return stub.get();
+absl::Time DeadlineAfter(absl::Duration timeout) {
+  return timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
 }
 
-rpc::NodeManagerService::Stub* ClientPool::Raylet(const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  auto& stub = raylets_[address];
-  if (!stub) stub = rpc::NodeManagerService::NewStub(rpc::MakeChannel(address));
-  return stub.get();
+// The owner's "ip:port" from a serialized address; empty when malformed.
+std::string OwnerKey(const std::string& owner_address) {
+  rpc::Address owner;
+  if (!owner.ParseFromString(owner_address)) return "";
+  return AddressKey(owner);
 }
 
-// ---------------------------------------------------------------- fetching
+}  // namespace
 
-absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
-                                  const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel) {
-  auto* stub = pool->Worker(address);
-  int wait_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(wait), 1 << 30));
-  rpc::GetObjectStatusRequest req;
-  req.set_object_id(id.Binary());
-  req.set_wait_ms(wait_ms);
-  rpc::GetObjectStatusReply reply;
-  {
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token, wait + absl::Seconds(10));
-    rpc::CallCanceller::Scope scope(cancel, &ctx);
-    grpc::Status s = stub->GetObjectStatus(&ctx, req, &reply);
-    if (!s.ok()) {
-      return MakeError(ErrorType::kOwnerDied,
-                       "cannot reach the owner of object " + id.Hex() + " at " + address + ": " + s.error_message());
-    }
-  }
-  switch (reply.status()) {
-    case rpc::GetObjectStatusReply::PENDING:
-      return MakeError(ErrorType::kTimeout, "timed out waiting for object " + id.Hex());
-    case rpc::GetObjectStatusReply::NOT_FOUND:
-      return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " is not at its owner (freed or lost)");
-    default:
-      break;
-  }
-  const rpc::ReturnObject& obj = reply.object();
-  if (obj.error().type() != rpc::ErrorInfo::NONE) {
-    return MakeError(FromProtoErrorType(obj.error().type()), obj.error().message());
-  }
-  if (!obj.stored_remotely()) return std::make_shared<const std::string>(obj.data());
+// ---------------------------------------------------------------- reading
 
-  // Large: stream it in chunks.
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, absl::Minutes(10));
-  rpc::CallCanceller::Scope scope(cancel, &ctx);
-  rpc::GetObjectRequest get;
-  get.set_object_id(id.Binary());
-  auto reader = stub->GetObject(&ctx, get);
-  auto out = std::make_shared<std::string>();
-  rpc::ObjectChunk chunk;
-  bool sized = false;
-  while (reader->Read(&chunk)) {
-    if (chunk.error().type() != rpc::ErrorInfo::NONE) {
-      return MakeError(FromProtoErrorType(chunk.error().type()), chunk.error().message());
+std::vector<absl::StatusOr<Value>> ObjectService::Get(const std::vector<ObjectRefInfo>& refs,
+                                                       absl::Duration timeout) {
+  const absl::Time deadline = DeadlineAfter(timeout);
+  // Values owned elsewhere are fetched into the local store first.
+  for (const auto& ref : refs) {
+    if (!OwnedElsewhere(ref.owner_address) || store_->TryGet(ref.id)) continue;
+    const std::string owner = OwnerKey(ref.owner_address);
+    if (owner.empty()) {
+      store_->Fail(ref.id, MakeError(ErrorType::kInvalidArgument, "malformed owner address"));
+      continue;
     }
-    if (!sized) {
-      if (chunk.total_size() < 0 || chunk.total_size() > (int64_t{1} << 40)) {
-        return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " has an invalid size");
-      }
-      try {
-        out->reserve(static_cast<size_t>(chunk.total_size()));
-      } catch (const std::bad_alloc&) {
-        return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " (" + std::to_string(chunk.total_size()) +
-                                                     " bytes) does not fit in this process's memory");
-      }
-      sized = true;
+    auto v = owners_->Fetch(owner, ref.id, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    if (v.ok()) {
+      store_->Put(ref.id, *v);
+    } else if (GetErrorType(v.status()) != ErrorType::kTimeout) {
+      store_->Fail(ref.id, v.status());
     }
-    if (chunk.offset() != static_cast<int64_t>(out->size())) {
-      return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " arrived out of order");
-    }
-    out->append(chunk.data());
   }
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) {
-    return MakeError(ErrorType::kOwnerDied, "lost the owner of object " + id.Hex() + ": " + s.error_message());
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& r : refs) ids.push_back(r.id);
+  return store_->Get(ids, deadline);
+}
+
+std::vector<bool> ObjectService::Wait(const std::vector<ObjectRefInfo>& refs, int num_ready, absl::Duration timeout) {
+  const absl::Time deadline = DeadlineAfter(timeout);
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& r : refs) {
+    ids.push_back(r.id);
+    if (!OwnedElsewhere(r.owner_address) || store_->TryGet(r.id)) continue;
+    const std::string owner = OwnerKey(r.owner_address);
+    if (owner.empty()) continue;
+    auto v = owners_->Fetch(owner, r.id, absl::ZeroDuration());
+    if (v.ok()) store_->Put(r.id, *v);
   }
-  return std::shared_ptr<const std::string>(std::move(out));
+  return store_->Wait(ids, num_ready, deadline);
+}
+
+absl::StatusOr<Value> ObjectService::ResolveArg(const rpc::TaskArg& arg) {
+  if (arg.object_id().empty()) return std::make_shared<const std::string>(arg.data());
+  auto id = ObjectId::FromBinary(arg.object_id());
+  if (!id.ok()) return MakeError(ErrorType::kInvalidArgument, "malformed argument object id");
+  if (auto local = store_->TryGet(*id)) return *local;
+  auto v = owners_->Fetch(AddressKey(arg.owner()), *id, absl::Minutes(10));
+  if (!v.ok() && GetErrorType(v.status()) == ErrorType::kWorkerDied) {
+    return MakeError(ErrorType::kOwnerDied, "the owner of an argument died: " + std::string(v.status().message()));
+  }
+  return v;
 }
 
 // ---------------------------------------------------------------- serving
 
-namespace {
-
-void FillObject(const ObjectId& id, const absl::StatusOr<Value>& v, const rpc::Address& self, rpc::ReturnObject* out) {
+void ObjectService::Fill(const ObjectId& id, const absl::StatusOr<Value>& v, const rpc::Address& self,
+                         rpc::ReturnObject* out) {
   out->set_object_id(id.Binary());
   if (!v.ok()) {
     out->mutable_error()->set_type(ToProtoErrorType(GetErrorType(v.status())));
@@ -117,135 +94,57 @@ void FillObject(const ObjectId& id, const absl::StatusOr<Value>& v, const rpc::A
   }
 }
 
-// Streams one value in chunks; deletes itself when done.
-class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
- public:
-  explicit ObjectWriter(const absl::Status& error) {
-    chunk_.mutable_error()->set_type(ToProtoErrorType(GetErrorType(error)));
-    chunk_.mutable_error()->set_message(std::string(error.message()));
-    StartWrite(&chunk_);
-    done_ = true;
-  }
-  // `on_sent` runs once the whole value was written.
-  ObjectWriter(Value value, std::function<void()> on_sent) : value_(std::move(value)), on_sent_(std::move(on_sent)) {
-    Next();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
-    if (done_) {
-      if (on_sent_) on_sent_();
-      return Finish(grpc::Status::OK);
-    }
-    Next();
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void Next() {
-    size_t n = std::min(kChunkBytes, value_->size() - offset_);
-    chunk_.Clear();
-    chunk_.set_total_size(static_cast<int64_t>(value_->size()));
-    chunk_.set_offset(static_cast<int64_t>(offset_));
-    chunk_.set_data(value_->data() + offset_, n);
-    offset_ += n;
-    done_ = offset_ >= value_->size();
-    StartWrite(&chunk_);
-  }
-
-  Value value_;
-  std::function<void()> on_sent_;
-  size_t offset_ = 0;
-  bool done_ = false;
-  rpc::ObjectChunk chunk_;
-};
-
-// Completes a call once a value is ready or a deadline passes, whichever is
-// first; the loser does nothing.
-struct Once {
-  std::atomic<bool> fired{false};
-  bool Claim() { return !fired.exchange(true); }
-};
-
-}  // namespace
-
-grpc::Status CoreWorkerImpl::CheckObjectRequest(const grpc::ServerContextBase& ctx, const std::string& object_id,
-                                                ObjectId* id) const {
-  grpc::Status auth = rpc::CheckAuth(ctx, options_.token);
-  if (!auth.ok()) return auth;
-  auto parsed = ObjectId::FromBinary(object_id);
-  if (!parsed.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed object id");
-  *id = *parsed;
-  return grpc::Status::OK;
-}
-
-grpc::ServerUnaryReactor* CoreWorkerImpl::GetObjectStatus(grpc::CallbackServerContext* ctx,
-                                                          const rpc::GetObjectStatusRequest* req,
-                                                          rpc::GetObjectStatusReply* reply) {
-  auto* reactor = ctx->DefaultReactor();
-  ObjectId id;
-  if (grpc::Status s = CheckObjectRequest(*ctx, req->object_id(), &id); !s.ok()) {
-    reactor->Finish(s);
-    return reactor;
-  }
-  if (!store_.Contains(id)) {
+void ObjectService::AnswerStatus(const ObjectId& id, absl::Duration wait, rpc::GetObjectStatusReply* reply,
+                                 std::function<void()> done) {
+  if (!store_->Contains(id)) {
     reply->set_status(rpc::GetObjectStatusReply::NOT_FOUND);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return done();
   }
-  auto once = std::make_shared<Once>();
-  rpc::Address self = address_proto_;
-  store_.OnReady(id, [once, reactor, reply, id, self](const absl::StatusOr<Value>& v) {
-    if (!once->Claim()) return;
-    reply->set_status(rpc::GetObjectStatusReply::READY);
-    FillObject(id, v, self, reply->mutable_object());
-    reactor->Finish(grpc::Status::OK);
+  // Answered once: by the value becoming ready or by the wait ending,
+  // whichever comes first; the other does nothing.
+  struct Call {
+    std::atomic<bool> answered{false};
+    rpc::GetObjectStatusReply* reply;
+    std::function<void()> done;
+    bool Claim() { return !answered.exchange(true); }
+  };
+  auto call = std::make_shared<Call>();
+  call->reply = reply;
+  call->done = std::move(done);
+  store_->OnReady(id, [call, id, self = self_](const absl::StatusOr<Value>& v) {
+    if (!call->Claim()) return;
+    call->reply->set_status(rpc::GetObjectStatusReply::READY);
+    Fill(id, v, self, call->reply->mutable_object());
+    call->done();
   });
-  // A ready value has answered already: no timer to hold for wait_ms.
-  if (once->fired.load()) return reactor;
-  int wait_ms = std::max(0, req->wait_ms());
-  loop_.Post([this, once, reactor, reply, wait_ms] {
-    if (once->fired.load()) return;
-    // Held on a timer owned by the loop; a claimed call makes it a no-op.
-    loop_.RunOnce(absl::Milliseconds(wait_ms), [once, reactor, reply] {
-      if (once->Claim()) {
-        reply->set_status(rpc::GetObjectStatusReply::PENDING);
-        reactor->Finish(grpc::Status::OK);
-      }
-    });
-  });
-  return reactor;
-}
-
-grpc::ServerWriteReactor<rpc::ObjectChunk>* CoreWorkerImpl::GetObject(grpc::CallbackServerContext* ctx,
-                                                                      const rpc::GetObjectRequest* req) {
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  if (!auth.ok()) {
-    struct Refuse : grpc::ServerWriteReactor<rpc::ObjectChunk> {
-      explicit Refuse(const grpc::Status& s) { Finish(s); }
-      void OnDone() override { delete this; }
-    };
-    return new Refuse(auth);
-  }
-  auto id = ObjectId::FromBinary(req->object_id());
-  if (!id.ok()) return new ObjectWriter(MakeError(ErrorType::kInvalidArgument, "malformed object id"));
-  auto v = store_.TryGet(*id);
-  if (!v) return new ObjectWriter(MakeError(ErrorType::kObjectLost, "object " + id->Hex() + " is not ready here"));
-  if (!v->ok()) return new ObjectWriter(v->status());
-  // A return held for its owner is dropped once the owner has it all.
-  ObjectId oid = *id;
-  return new ObjectWriter(**v, [this, oid] {
-    absl::MutexLock lock(&held_mu_);
-    if (held_for_owner_.erase(oid) > 0) store_.Erase(oid);
+  // A ready value has answered already: no timer to hold for the wait.
+  if (call->answered.load()) return;
+  owners_->RunAfter(std::max(wait, absl::ZeroDuration()), [call] {
+    if (!call->Claim()) return;
+    call->reply->set_status(rpc::GetObjectStatusReply::PENDING);
+    call->done();
   });
 }
 
-void CoreWorkerImpl::HoldForOwner(const ObjectId& id, Value value) {
+absl::StatusOr<Value> ObjectService::ValueToSend(const ObjectId& id) {
+  auto v = store_->TryGet(id);
+  if (!v) return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " is not ready here");
+  return *v;
+}
+
+void ObjectService::Sent(const ObjectId& id) {
+  // Under mu_: a new hold of the same id (another attempt of its task) is
+  // not erased with this one.
+  absl::MutexLock lock(&mu_);
+  if (held_for_owner_.erase(id) > 0) store_->Erase(id);
+}
+
+void ObjectService::HoldForOwner(const ObjectId& id, Value value) {
   {
-    absl::MutexLock lock(&held_mu_);
+    absl::MutexLock lock(&mu_);
     held_for_owner_.insert(id);
   }
-  store_.Put(id, std::move(value));
+  store_->Put(id, std::move(value));
 }
 
 }  // namespace manta::core

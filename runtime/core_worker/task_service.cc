@@ -33,13 +33,13 @@ class UnaryPush final : public PushedTask {
 class CoreWorkerImpl::ReceiverHost final : public TaskHost {
  public:
   explicit ReceiverHost(CoreWorkerImpl* cw) : cw_(cw) {}
-  absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg) override { return cw_->ResolveArg(arg); }
+  absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg) override { return cw_->objects_.ResolveArg(arg); }
   void HandOverRefs(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret) override {
     cw_->refs_.HandOverNested(spec, std::move(refs), ret);
   }
   void DropRef(const ObjectId& id) override { cw_->refs_.RemoveLocalReference(id); }
   void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) override {
-    cw_->HoldForOwner(id, std::move(value));
+    cw_->objects_.HoldForOwner(id, std::move(value));
     *location = cw_->address_proto_;
   }
   void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) override {
