@@ -1,30 +1,12 @@
-// Actors from the caller's side: registration with the GCS, following the
-// actors' states (long poll of the ACTOR channel), and calls pushed straight
-// to the actor's worker in sequence order, resent to a restarted actor while
-// retries remain.
-//
-// The actor table is behind actors_mu_ rather than on the io loop: a call is
-// pushed from the thread that makes it and its reply is taken on the gRPC
-// thread that receives it, so a call in steady state wakes no other thread
-// of this process. The loop follows the actors' states (GCS polls) and
-// registers new actors. gRPC calls are never started with actors_mu_ held
-// (a failing call may complete inline).
+#include "runtime/core_worker/actor_submitter.h"
+
 #include <future>
-#include <optional>
 
 #include "common/logging.h"
-#include "common/rpc/client_call.h"
-#include "common/rpc/reply_cache.h"
-#include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/wire.h"
 
 namespace manta::core {
 namespace {
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
-constexpr int kActorPollWaitMs = 30000;
-constexpr absl::Duration kResendDelay = absl::Milliseconds(100);
-// Resends of a call to an unreachable worker the GCS still calls alive that
-// cost no retry: 10 s of them.
-constexpr int kMaxFreeResends = 100;
 
 std::string DeathMessage(const rpc::ActorInfo& info) {
   return info.death_cause().message().empty() ? "the actor is dead" : info.death_cause().message();
@@ -67,8 +49,8 @@ bool IsStale(const rpc::ActorInfo& held, const rpc::ActorInfo& info) {
 
 }  // namespace
 
-std::unique_ptr<CoreWorkerImpl::ActorState> CoreWorkerImpl::NewActorState(const ActorId& id, int max_task_retries) {
-  auto state = std::make_unique<ActorState>();
+std::unique_ptr<ActorSubmitter::Actor> ActorSubmitter::NewActor(const ActorId& id, int max_task_retries) {
+  auto state = std::make_unique<Actor>();
   state->id = id;
   state->info.set_actor_id(id.Binary());
   state->info.set_state(rpc::ActorInfo::PENDING_CREATION);
@@ -76,139 +58,111 @@ std::unique_ptr<CoreWorkerImpl::ActorState> CoreWorkerImpl::NewActorState(const 
   return state;
 }
 
-absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
-                                                    const ActorOptions& options) {
-  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
-  std::vector<ObjectId> contained;
-  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args), &contained);
-  // The GCS has a worker started for the actor and owns it for this caller.
-  AddCallerAndProgram(&spec);
-  ActorId id = ActorId::FromRandom();
-  spec.set_actor_id(id.Binary());
-  for (const auto& [k, v] : options.resources) (*spec.mutable_resources())[k] = v;
-  for (const auto& [k, v] : options.label_selector) (*spec.mutable_label_selector())[k] = v;
-  rpc::ActorCreationOptions* o = spec.mutable_actor_creation();
-  o->set_max_restarts(options.max_restarts);
-  o->set_max_task_retries(options.max_task_retries);
-  o->set_name(options.name);
-  o->set_ray_namespace(options.ray_namespace.empty() ? job_id_.Hex() : options.ray_namespace);
-  o->set_detached(options.detached);
-  o->set_max_concurrency(std::max(1, options.max_concurrency));
-  o->set_class_name(options.class_name);
-  spec.set_placement_group_id(options.placement_group_id);
-  spec.set_bundle_index(options.bundle_index);
-  for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
-  // Creation arguments this process owns live as long as the actor may
-  // (re)start: until it is dead.
-  refs_.HoldArgs(spec.actor_id(), spec, contained);
-  if (!options.name.empty()) {
-    // Named actors: the name must be free; the GCS decides, synchronously.
-    auto registered = std::make_shared<std::promise<absl::Status>>();
-    loop_.Post([this, spec, registered]() mutable {
-      rpc::RegisterActorRequest req;
-      *req.mutable_creation_task() = spec;
-      // Idempotent by actor id: made again if the connection breaks (giving
-      // up fails the actor).
-      rpc::RetryingUnaryCall<rpc::RegisterActorReply>(
-          &loop_, options_.token, kRpcTimeout, rpc::RetryPolicy::Patient(), std::move(req),
-          [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-            stub->async()->RegisterActor(ctx, r, reply, std::move(done));
-          },
-          [this, spec, registered](const absl::Status& s, rpc::RegisterActorReply&& reply) {
-            if (s.ok()) {
-              ActorId aid = *ActorId::FromBinary(spec.actor_id());
-              {
-                absl::MutexLock lock(&actors_mu_);
-                // Another thread may follow it already (by name, with calls
-                // waiting): keep those.
-                auto [it, inserted] = actors_.try_emplace(aid);
-                if (inserted) it->second = NewActorState(aid, 0);
-                it->second->max_task_retries = spec.actor_creation().max_task_retries();
-                if (!IsStale(it->second->info, reply.actor())) it->second->info = reply.actor();
-              }
-              SubscribeActor(aid);
-            } else {
-              refs_.ReleaseHeld(spec.actor_id());
-            }
-            registered->set_value(s);
-          });
-    });
-    absl::Status s = registered->get_future().get();
-    if (!s.ok()) return s;
-    return id;
-  }
-  // Known before this returns, so calls made right after wait for the actor
-  // (pending) instead of following it as a handle from elsewhere.
-  {
-    absl::MutexLock lock(&actors_mu_);
-    actors_[id] = NewActorState(id, options.max_task_retries);
-  }
-  loop_.Post([this, spec = std::move(spec)]() mutable { RegisterActorOnLoop(std::move(spec)); });
-  return id;
+std::optional<ActorSubmitter::View> ActorSubmitter::Find(const ActorId& actor) {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) return std::nullopt;
+  return View{it->second->info.state(), static_cast<int>(it->second->pending.size())};
 }
 
-void CoreWorkerImpl::RegisterActorOnLoop(rpc::TaskSpec creation) {
+// ---------------------------------------------------------------- creation
+
+absl::Status ActorSubmitter::Create(rpc::TaskSpec creation, const std::vector<ObjectId>& contained) {
+  // Creation arguments this process owns live as long as the actor may
+  // (re)start: until it is dead.
+  deps_.refs->HoldArgs(creation.actor_id(), creation, contained);
+  if (!creation.actor_creation().name().empty()) return RegisterNamed(creation);
+  // Known before this returns, so calls made right after wait for the actor
+  // (pending) instead of following it as a handle from elsewhere.
+  const ActorId id = *ActorId::FromBinary(creation.actor_id());
+  {
+    absl::MutexLock lock(&mu_);
+    actors_[id] = NewActor(id, creation.actor_creation().max_task_retries());
+  }
+  deps_.loop->Post([this, creation = std::move(creation)]() mutable { RegisterOnLoop(std::move(creation)); });
+  return absl::OkStatus();
+}
+
+absl::Status ActorSubmitter::RegisterNamed(const rpc::TaskSpec& creation) {
+  // Named actors: the name must be free; the GCS decides, synchronously.
+  auto registered = std::make_shared<std::promise<absl::Status>>();
+  deps_.loop->Post([this, creation, registered] {
+    rpc::RegisterActorRequest req;
+    *req.mutable_creation_task() = creation;
+    gcs_->RegisterActor(std::move(req), [this, creation, registered](const absl::Status& s,
+                                                                      rpc::RegisterActorReply&& reply) {
+      if (s.ok()) {
+        ActorId aid = *ActorId::FromBinary(creation.actor_id());
+        {
+          absl::MutexLock lock(&mu_);
+          // Another thread may follow it already (by name, with calls
+          // waiting): keep those.
+          auto [it, inserted] = actors_.try_emplace(aid);
+          if (inserted) it->second = NewActor(aid, 0);
+          it->second->max_task_retries = creation.actor_creation().max_task_retries();
+          if (!IsStale(it->second->info, reply.actor())) it->second->info = reply.actor();
+        }
+        SubscribeActor(aid);
+      } else {
+        deps_.refs->ReleaseHeld(creation.actor_id());
+      }
+      registered->set_value(s);
+    });
+  });
+  return registered->get_future().get();
+}
+
+void ActorSubmitter::RegisterOnLoop(rpc::TaskSpec creation) {
   ActorId id = *ActorId::FromBinary(creation.actor_id());
   // Creation arguments this process owns are resolved first.
-  ResolveDependencies(std::move(creation), [this, id](std::optional<rpc::TaskSpec> resolved) {
-    if (!resolved) {
+  resolver_->Resolve(std::move(creation), [this, id](rpc::TaskSpec resolved, const absl::Status& failed) {
+    if (!failed.ok()) {
       // An argument failed: so does the actor, and every call to it.
-      absl::MutexLock lock(&actors_mu_);
-      auto it = actors_.find(id);
-      if (it == actors_.end()) return;
-      it->second->info.set_state(rpc::ActorInfo::DEAD);
-      it->second->info.mutable_death_cause()->set_message("an argument of the actor's constructor failed");
-      FailActorTasks(*it->second, it->second->info.death_cause().message());
-      refs_.ReleaseHeld(id.Binary());
-      return;
+      deps_.FailTask(resolved, GetErrorType(failed), std::string(failed.message()));
+      return FailActor(id, "an argument of the actor's constructor failed");
     }
     rpc::RegisterActorRequest req;
-    *req.mutable_creation_task() = std::move(*resolved);
-    rpc::RetryingUnaryCall<rpc::RegisterActorReply>(
-        &loop_, options_.token, kRpcTimeout, rpc::RetryPolicy::Patient(), std::move(req),
-        [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-          stub->async()->RegisterActor(ctx, r, reply, std::move(done));
-        },
-        [this, id](const absl::Status& s, rpc::RegisterActorReply&& reply) {
-          if (s.ok()) return OnActorInfo(reply.actor());
-          absl::MutexLock lock(&actors_mu_);
-          auto it = actors_.find(id);
-          if (it == actors_.end()) return;
-          it->second->info.set_state(rpc::ActorInfo::DEAD);
-          FailActorTasks(*it->second, "the actor could not be registered: " + std::string(s.message()));
-          refs_.ReleaseHeld(id.Binary());
-        });
+    *req.mutable_creation_task() = std::move(resolved);
+    gcs_->RegisterActor(std::move(req), [this, id](const absl::Status& s, rpc::RegisterActorReply&& reply) {
+      if (s.ok()) return OnActorInfo(reply.actor());
+      FailActor(id, "the actor could not be registered: " + std::string(s.message()));
+    });
   });
   SubscribeActor(id);
 }
 
-void CoreWorkerImpl::SubscribeActor(const ActorId& id) {
+void ActorSubmitter::FailActor(const ActorId& id, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  it->second->info.set_state(rpc::ActorInfo::DEAD);
+  it->second->info.mutable_death_cause()->set_message(why);
+  FailCalls(*it->second, why);
+  deps_.refs->ReleaseHeld(id.Binary());
+}
+
+// ---------------------------------------------------------------- following the actors
+
+void ActorSubmitter::SubscribeActor(const ActorId& id) {
   // The next poll includes this actor; fetch its state now so nothing
   // published before that poll is missed.
-  rpc::GetActorInfoRequest req;
-  req.set_actor_id(id.Binary());
-  rpc::UnaryCall<rpc::GetActorInfoReply>(
-      &loop_, options_.token, kRpcTimeout, std::move(req),
-      [stub = gcs_actors_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-        stub->async()->GetActorInfo(ctx, r, reply, std::move(done));
-      },
-      [this](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
-        if (s.ok() && reply.has_actor()) OnActorInfo(reply.actor());
-      });
-  if (!actor_poll_running_) {
-    actor_poll_running_ = true;
+  gcs_->GetActorInfo(id, [this](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
+    if (s.ok() && reply.has_actor()) OnActorInfo(reply.actor());
+  });
+  if (!poll_running_) {
+    poll_running_ = true;
     PollActors();
   }
 }
 
-void CoreWorkerImpl::PollActors() {
+void ActorSubmitter::PollActors() {
   bool none;
   {
-    absl::MutexLock lock(&actors_mu_);
+    absl::MutexLock lock(&mu_);
     none = actors_.empty();
   }
-  if (stopping_ || none) {
-    actor_poll_running_ = false;
+  if (stopping_.load() || none) {
+    poll_running_ = false;
     return;
   }
   // Every actor's changes, not just those we follow: a key filter fixed when
@@ -217,68 +171,51 @@ void CoreWorkerImpl::PollActors() {
   // other actors are ignored.
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::ACTOR);
-  req.set_after_sequence(actor_poll_sequence_);
-  req.set_gcs_incarnation(actor_poll_incarnation_);
+  req.set_after_sequence(poll_sequence_);
+  req.set_gcs_incarnation(poll_incarnation_);
   req.set_max_wait_ms(kActorPollWaitMs);
-  rpc::UnaryCall<rpc::PollReply>(
-      &loop_, options_.token, absl::Milliseconds(kActorPollWaitMs) + kRpcTimeout, std::move(req),
-      [stub = gcs_pubsub_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-        stub->async()->Poll(ctx, r, reply, std::move(done));
-      },
-      [this](const absl::Status& s, rpc::PollReply&& reply) {
-        if (stopping_) return;
-        if (!s.ok()) {
-          loop_.RunOnce(absl::Milliseconds(500), [this] { PollActors(); });
-          return;
-        }
-        actor_poll_incarnation_ = reply.gcs_incarnation();
-        actor_poll_sequence_ = reply.last_sequence();
-        for (const auto& m : reply.messages()) {
-          if (m.has_actor_info()) OnActorInfo(m.actor_info());
-        }
-        if (reply.gap()) {
-          std::vector<ActorId> ids;
-          {
-            absl::MutexLock lock(&actors_mu_);
-            for (const auto& [id, a] : actors_) ids.push_back(id);
-          }
-          for (const ActorId& id : ids) SubscribeActor(id);
-        }
-        PollActors();
-      });
+  gcs_->Poll(std::move(req), [this](const absl::Status& s, rpc::PollReply&& reply) { OnPoll(s, reply); });
 }
 
-void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
+void ActorSubmitter::OnPoll(const absl::Status& s, const rpc::PollReply& reply) {
+  if (stopping_.load()) return;
+  if (!s.ok()) {
+    deps_.loop->RunOnce(absl::Milliseconds(500), [this] { PollActors(); });
+    return;
+  }
+  poll_incarnation_ = reply.gcs_incarnation();
+  poll_sequence_ = reply.last_sequence();
+  for (const auto& m : reply.messages()) {
+    if (m.has_actor_info()) OnActorInfo(m.actor_info());
+  }
+  if (reply.gap()) {
+    std::vector<ActorId> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, a] : actors_) ids.push_back(id);
+    }
+    for (const ActorId& id : ids) SubscribeActor(id);
+  }
+  PollActors();
+}
+
+void ActorSubmitter::OnActorInfo(const rpc::ActorInfo& info) {
   auto id = ActorId::FromBinary(info.actor_id());
   if (!id.ok()) return;
   std::vector<PushCall*> to_start;
   {
-    absl::MutexLock lock(&actors_mu_);
+    absl::MutexLock lock(&mu_);
     auto it = actors_.find(*id);
     if (it == actors_.end()) return;
-    ActorState& a = *it->second;
+    Actor& a = *it->second;
     if (IsStale(a.info, info)) return;
     bool restarted = info.num_restarts() > a.info.num_restarts();
     a.info = info;
     switch (info.state()) {
       case rpc::ActorInfo::ALIVE: {
         std::string address = AddressKey(info.address());
-        if (address != a.address || restarted) {
-          // A new incarnation: what was sent to the old one is sent again,
-          // numbered afresh from 0 (the new process knows nothing of the
-          // old numbers, and calls completed meanwhile would leave gaps).
-          a.send_cursor = 0;
-          a.resend.clear();
-          a.address = address;
-          a.stub = pool_.Worker(address);
-          a.next_wire_sequence = 0;
-          a.skips.clear();  // numbers of the old incarnation
-          for (auto& [order, p] : a.pending) {
-            if (p.wire_sequence < 0) break;  // the pushed calls are a prefix
-            p.wire_sequence = a.next_wire_sequence++;
-          }
-        }
-        SendActorTasks(a, &to_start);
+        if (address != a.address || restarted) OnNewIncarnation(a, address);
+        SendCalls(a, &to_start);
         break;
       }
       case rpc::ActorInfo::RESTARTING:
@@ -288,82 +225,98 @@ void CoreWorkerImpl::OnActorInfo(const rpc::ActorInfo& info) {
         break;
       case rpc::ActorInfo::DEAD:
         a.address.clear();
-        FailActorTasks(a, DeathMessage(info));
-        refs_.ReleaseHeld(info.actor_id());
+        FailCalls(a, DeathMessage(info));
+        deps_.refs->ReleaseHeld(info.actor_id());
         break;
       default:
         break;
     }
   }
-  StartPushes(to_start);
+  deps_.host->StartPushes(to_start);
 }
 
-absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                                              std::vector<Arg> args) {
-  std::vector<ObjectId> contained;
-  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args), &contained);
-  spec.set_actor_id(actor.Binary());
-  ObjectId ret = ReturnObjectId(spec.task_id(), 1);
-  store_.Expect(ret);
+void ActorSubmitter::OnNewIncarnation(Actor& a, const std::string& address) {
+  // What was sent to the old one is sent again, numbered afresh from 0 (the
+  // new process knows nothing of the old numbers, and calls completed
+  // meanwhile would leave gaps).
+  a.send_cursor = 0;
+  a.resend.clear();
+  a.address = address;
+  a.next_wire_sequence = 0;
+  a.skips.clear();  // numbers of the old incarnation
+  for (auto& [order, p] : a.pending) {
+    if (p.wire_sequence < 0) break;  // the pushed calls are a prefix
+    p.wire_sequence = a.next_wire_sequence++;
+  }
+}
+
+// ---------------------------------------------------------------- calls
+
+void ActorSubmitter::Submit(const ActorId& actor, rpc::TaskSpec spec, const std::vector<ObjectId>& contained) {
+  deps_.store->Expect(ReturnObjectId(spec.task_id(), 1));
   // Its owned arguments are waited for; its references kept until it is done.
-  const bool resolve = HasOwnedRefArgs(spec);
-  refs_.HoldArgs(spec.task_id(), spec, contained);
+  const bool resolve = resolver_->HasOwnedRefArgs(spec);
+  deps_.refs->HoldArgs(spec.task_id(), spec, contained);
   std::vector<PushCall*> to_start;
   bool follow = false;
   {
-    absl::MutexLock lock(&actors_mu_);
+    absl::MutexLock lock(&mu_);
     auto it = actors_.find(actor);
     if (it == actors_.end()) {
       // A handle from elsewhere (passed in, or by name): follow it from now.
-      it = actors_.emplace(actor, NewActorState(actor, 0)).first;
+      it = actors_.emplace(actor, NewActor(actor, 0)).first;
       follow = true;
     }
-    ActorState& a = *it->second;
+    Actor& a = *it->second;
     if (a.info.state() == rpc::ActorInfo::DEAD) {
-      FailTask(spec, ErrorType::kActorDied, DeathMessage(a.info));
+      deps_.FailTask(spec, ErrorType::kActorDied, DeathMessage(a.info));
     } else {
       // Calls go out in the order they are made in.
       int64_t order = a.next_call++;
       spec.set_max_retries(a.max_task_retries);
       if (!resolve) {
         a.pending[order].spec = std::move(spec);
-        SendActorTasks(a, &to_start);
+        SendCalls(a, &to_start);
       } else {
         // Meanwhile it holds back the calls made after it.
-        PendingActorCall& p = a.pending[order];
+        PendingCall& p = a.pending[order];
         p.spec = spec;
         p.resolving = true;
-        loop_.Post([this, actor, order, spec = std::move(spec)]() mutable {
-          ResolveDependencies(std::move(spec), [this, actor, order](std::optional<rpc::TaskSpec> resolved) {
-            std::vector<PushCall*> calls;
-            {
-              absl::MutexLock lock(&actors_mu_);
-              auto it2 = actors_.find(actor);
-              if (it2 == actors_.end()) return;
-              ActorState& state = *it2->second;
-              auto p2 = state.pending.find(order);
-              if (p2 == state.pending.end()) return;  // failed meanwhile (the actor died)
-              if (resolved) {
-                p2->second.spec = std::move(*resolved);
-                p2->second.resolving = false;
-              } else {
-                state.pending.erase(p2);  // failed with its argument
-              }
-              SendActorTasks(state, &calls);
-            }
-            StartPushes(calls);
-          });
+        deps_.loop->Post([this, actor, order, spec = std::move(spec)]() mutable {
+          ResolveCall(actor, order, std::move(spec));
         });
       }
     }
   }
-  if (follow) loop_.Post([this, actor] { SubscribeActor(actor); });
-  StartPushes(to_start);
-  // Owned here: an empty owner address means this process.
-  return ObjectRefInfo{ret, std::string()};
+  if (follow) deps_.loop->Post([this, actor] { SubscribeActor(actor); });
+  deps_.host->StartPushes(to_start);
 }
 
-void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_start) {
+void ActorSubmitter::ResolveCall(const ActorId& actor, int64_t order, rpc::TaskSpec spec) {
+  resolver_->Resolve(std::move(spec), [this, actor, order](rpc::TaskSpec resolved, const absl::Status& failed) {
+    // A failed dependency fails the call with the same error.
+    if (!failed.ok()) deps_.FailTask(resolved, GetErrorType(failed), std::string(failed.message()));
+    std::vector<PushCall*> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = actors_.find(actor);
+      if (it == actors_.end()) return;
+      Actor& a = *it->second;
+      auto p = a.pending.find(order);
+      if (p == a.pending.end()) return;  // failed meanwhile (the actor died)
+      if (failed.ok()) {
+        p->second.spec = std::move(resolved);
+        p->second.resolving = false;
+      } else {
+        a.pending.erase(p);  // failed with its argument
+      }
+      SendCalls(a, &calls);
+    }
+    deps_.host->StartPushes(calls);
+  });
+}
+
+void ActorSubmitter::SendCalls(Actor& a, std::vector<PushCall*>* to_start) {
   if (a.address.empty() || a.info.state() != rpc::ActorInfo::ALIVE) return;
   // Only what was never pushed to this incarnation, or must be pushed
   // again: no rescans of the calls already in flight.
@@ -383,12 +336,11 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
   for (const auto& [wire, task_id] : a.skips) to_start->push_back(SkipPush(a, task_id, wire));
   a.skips.clear();
   for (int64_t order : to_send) {
-    PendingActorCall& p = a.pending.at(order);
+    PendingCall& p = a.pending.at(order);
     auto* call = new PushCall;
     call->actor = a.id;
     call->address = a.address;
     call->sequence = order;
-    call->stub = a.stub;
     rpc::PushTaskRequest& req = call->request;
     req.set_intended_worker_id(a.info.address().worker_id());
     req.set_caller_lowest_unacked(lowest_unacked);
@@ -402,25 +354,24 @@ void CoreWorkerImpl::SendActorTasks(ActorState& a, std::vector<PushCall*>* to_st
     req.mutable_spec()->set_sequence_number(p.wire_sequence);
     call->incarnation = a.info.num_restarts();
     p.pushed = call;
-    RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
+    deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
     to_start->push_back(call);
   }
 }
 
-int64_t CoreWorkerImpl::LowestUnacked(const ActorState& a) {
+int64_t ActorSubmitter::LowestUnacked(const Actor& a) {
   // The calls pushed so far are a prefix of `pending`: below the first
   // pending one's number, the caller has every reply.
   if (a.pending.empty() || a.pending.begin()->second.wire_sequence < 0) return a.next_wire_sequence;
   return a.pending.begin()->second.wire_sequence;
 }
 
-CoreWorkerImpl::PushCall* CoreWorkerImpl::SkipPush(const ActorState& a, const std::string& task_id,
+PushCall* ActorSubmitter::SkipPush(const Actor& a, const std::string& task_id,
                                                    int64_t wire_sequence) {
   auto* call = new PushCall;
   call->actor = a.id;
   call->address = a.address;
   call->sequence = -1;  // no pending call: its reply settles nothing
-  call->stub = a.stub;
   call->incarnation = a.info.num_restarts();
   rpc::PushTaskRequest& req = call->request;
   req.set_intended_worker_id(a.info.address().worker_id());
@@ -430,36 +381,36 @@ CoreWorkerImpl::PushCall* CoreWorkerImpl::SkipPush(const ActorState& a, const st
   spec->set_type(rpc::TaskSpec::ACTOR_TASK);
   spec->set_task_id(task_id);
   spec->set_actor_id(a.id.Binary());
-  spec->set_caller_worker_id(address_proto_.worker_id());
+  spec->set_caller_worker_id(self_);
   spec->set_sequence_number(wire_sequence);
   return call;
 }
 
-void CoreWorkerImpl::ScheduleResend(ActorState& a) {
+void ActorSubmitter::ScheduleResend(Actor& a) {
   if (a.resend_timer_armed) return;
   a.resend_timer_armed = true;
   // A little later: the GCS may meanwhile say the worker died, and a push
   // that fails at once must not spin.
-  loop_.Post([this, id = a.id] {
-    loop_.RunOnce(kResendDelay, [this, id] {
-      if (stopping_) return;
+  deps_.loop->Post([this, id = a.id] {
+    deps_.loop->RunOnce(kResendDelay, [this, id] {
+      if (stopping_.load()) return;
       std::vector<PushCall*> calls;
       {
-        absl::MutexLock lock(&actors_mu_);
+        absl::MutexLock lock(&mu_);
         auto it = actors_.find(id);
         if (it == actors_.end()) return;
         it->second->resend_timer_armed = false;
-        SendActorTasks(*it->second, &calls);
+        SendCalls(*it->second, &calls);
       }
-      StartPushes(calls);
+      deps_.host->StartPushes(calls);
     });
   });
 }
 
-void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to_start) {
+void ActorSubmitter::Settle(PushCall& call, std::vector<PushCall*>* to_start) {
   auto it = actors_.find(call.actor);
   if (it == actors_.end()) return;
-  ActorState& a = *it->second;
+  Actor& a = *it->second;
   const int64_t s = call.sequence;
   // Still the incarnation (and worker) this push went to.
   const bool same_worker = a.address == call.address && a.info.num_restarts() == call.incarnation;
@@ -477,7 +428,7 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   if (call.status.ok()) {
     const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
-    RecordTaskEvent(call.request.spec(), failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
+    deps_.host->RecordTaskEvent(call.request.spec(), failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
                     failed ? &reply.error() : nullptr);
     a.pending.erase(p);
     return;
@@ -485,7 +436,7 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   // A newer push of this call is out (to a new incarnation): it decides.
   if (!latest) return;
   // This push is over: the spec comes back to the pending call.
-  PendingActorCall& pc = p->second;
+  PendingCall& pc = p->second;
   pc.spec = std::move(*call.request.mutable_spec());
   pc.pushed = nullptr;
   // A push refused for what it is fails for good. Otherwise it may be
@@ -513,10 +464,10 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   const std::string task_id = pc.Spec().task_id();
   const int64_t wire = pc.wire_sequence;
   if (refused) {
-    FailTask(pc.Spec(), ErrorType::kInvalidArgument,
+    deps_.FailTask(pc.Spec(), ErrorType::kInvalidArgument,
              "the actor's worker refused this call: " + std::string(call.status.message()));
   } else {
-    FailTask(pc.Spec(), ErrorType::kActorDied,
+    deps_.FailTask(pc.Spec(), ErrorType::kActorDied,
              "the actor's worker died while running this call: " + std::string(call.status.message()));
   }
   a.pending.erase(p);
@@ -524,34 +475,16 @@ void CoreWorkerImpl::OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to
   if (wire >= 0 && same_worker) to_start->push_back(SkipPush(a, task_id, wire));
 }
 
-void CoreWorkerImpl::FailActorTasks(ActorState& a, const std::string& why) {
-  for (auto& [seq, p] : a.pending) FailTask(p.Spec(), ErrorType::kActorDied, why);
+void ActorSubmitter::FailCalls(Actor& a, const std::string& why) {
+  for (auto& [seq, p] : a.pending) deps_.FailTask(p.Spec(), ErrorType::kActorDied, why);
   a.pending.clear();
   a.send_cursor = 0;
   a.resend.clear();
 }
 
-absl::StatusOr<ActorId> CoreWorkerImpl::GetNamedActor(const std::string& name, const std::string& ray_namespace) {
-  rpc::GetNamedActorRequest req;
-  req.set_name(name);
-  req.set_ray_namespace(ray_namespace.empty() ? job_id_.Hex() : ray_namespace);
-  auto reply = GcsCall<rpc::GetNamedActorReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_actors_->GetNamedActor(ctx, req, r); });
-  if (!reply.ok()) return reply.status();
-  auto id = ActorId::FromBinary(reply->actor().actor_id());
-  if (!id.ok()) return absl::NotFoundError("no actor named '" + name + "'");
-  return *id;
-}
-
-absl::Status CoreWorkerImpl::KillActor(const ActorId& actor, bool no_restart) {
-  rpc::KillActorRequest req;
-  req.set_actor_id(actor.Binary());
-  req.set_no_restart(no_restart);
-  // The same on every retry: a retried kill with restart restarts once.
-  req.set_request_id(rpc::NewRequestId());
-  return GcsCall<rpc::KillActorReply>(options_.token,
-                                       [&](auto* ctx, auto* r) { return gcs_actors_->KillActor(ctx, req, r); })
-      .status();
+void ActorSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) {
+  absl::MutexLock lock(&mu_);
+  Settle(call, to_start);
 }
 
 }  // namespace manta::core

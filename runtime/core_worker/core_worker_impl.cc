@@ -97,7 +97,11 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       borrow_peers_(MakeBorrowPeers()),
       refs_(&store_, borrow_peers_.get()),
       owner_client_(MakeOwnerClient()),
-      objects_(&store_, owner_client_.get()) {
+      objects_(&store_, owner_client_.get()),
+      submit_host_(MakeSubmitHost()),
+      tasks_(submit_deps(), &resolver_),
+      actor_directory_(MakeActorDirectory()),
+      actors_(submit_deps(), &resolver_, actor_directory_.get()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;
@@ -141,7 +145,9 @@ absl::Status CoreWorkerImpl::Start() {
 
   if (is_worker_) {
     raylet_address_ = options_.raylet_address;
-    return RegisterWithRaylet();
+    if (auto s = RegisterWithRaylet(); !s.ok()) return s;
+    ConfigureSubmitters();
+    return absl::OkStatus();
   }
   auto cluster = GcsCall<rpc::GetClusterIdReply>(
       options_.token,
@@ -159,6 +165,7 @@ absl::Status CoreWorkerImpl::Start() {
     raylet_address_ = options_.raylet_address;
   }
   if (auto s = RegisterJob(); !s.ok()) return s;
+  ConfigureSubmitters();
   loop_.Post([this] { PollLogs(); });
   return absl::OkStatus();
 }
@@ -170,6 +177,8 @@ bool CoreWorkerImpl::Stop() {
     stopping_ = true;
   }
   refs_.Stop();
+  tasks_.Stop();
+  actors_.Stop();
   StopNodeWatches();
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
@@ -178,11 +187,7 @@ bool CoreWorkerImpl::Stop() {
     // Return the leases, then finish the job so the cluster cleans up.
     auto returned = std::make_shared<std::promise<void>>();
     loop_.Post([this, returned] {
-      absl::MutexLock lock(&tasks_mu_);
-      for (auto& [key, q] : queues_) {
-        for (auto& lease : q.leases) ReturnLease(lease, false);
-        q.leases.clear();
-      }
+      tasks_.ReturnAllLeases();
       returned->set_value();
     });
     returned->get_future().wait_for(std::chrono::seconds(2));
@@ -197,8 +202,7 @@ bool CoreWorkerImpl::Stop() {
   }
   if (server_) server_->Shutdown(absl::Milliseconds(500));
   loop_.Post([this] {
-    idle_lease_timer_.reset();
-    lease_retry_timers_.clear();
+    tasks_.DropTimers();
     task_event_timer_.reset();
     loop_.Stop();
   });
@@ -207,6 +211,18 @@ bool CoreWorkerImpl::Stop() {
   fetches_.Stop();
   if (quiet) DeleteEndedPushes();
   return quiet;
+}
+
+void CoreWorkerImpl::ConfigureSubmitters() {
+  resolver_.set_self(address_proto_.worker_id());
+  actors_.set_self(address_proto_.worker_id());
+  TaskSubmitter::Caller caller;
+  caller.address = address_proto_;
+  caller.job_id = job_id_.Binary();
+  caller.worker_executable = options_.worker_executable;
+  caller.worker_args = options_.worker_args;
+  caller.local_raylet = raylet_address_;
+  tasks_.set_caller(std::move(caller));
 }
 
 absl::Status CoreWorkerImpl::RegisterJob() {

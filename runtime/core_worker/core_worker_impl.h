@@ -2,11 +2,11 @@
 //
 // Threads:
 //  * submitting threads and gRPC threads share the submitters: the
-//    normal-task queues and leases behind tasks_mu_, the actor table behind
-//    actors_mu_. A task or actor call is pushed from the thread that makes
-//    it; the reply of a push is settled on the gRPC thread that gets it,
-//    which also pushes whatever that made due. A burst of tasks or calls so
-//    wakes no other thread of this process.
+//    normal-task queues and leases behind the TaskSubmitter's lock, the
+//    actor table behind the ActorSubmitter's. A task or actor call is pushed from the
+//    thread that makes it; the reply of a push is settled on the gRPC
+//    thread that gets it, which also pushes whatever that made due. A burst
+//    of tasks or calls so wakes no other thread of this process.
 //  * the io loop (an EventLoop on its own thread) handles lease replies and
 //    the idle-lease timer, dependency resolution, actor registration and
 //    subscriptions, and the GCS plumbing. Other threads Post() into it.
@@ -15,12 +15,12 @@
 //    use a pool of max_concurrency threads.
 //  * the MemoryStore, the ReferenceCounter and the TaskEventBuffer are
 //    shared, behind their own mutexes.
-// Lock order: tasks_mu_ or actors_mu_ (never both), then the reference
-// counter's (reference_counter.h), the store's, the task-event buffer's,
-// streams_mu_, live_mu_ and the loop's.
+// Lock order: one submitter's (never both), then the
+// reference counter's (reference_counter.h), the store's, the task-event
+// buffer's, streams_mu_, live_mu_ and the loop's.
 // Nothing holds a lock across a blocking call (borrower registration is
-// one). No PushTask call is started with tasks_mu_ or actors_mu_ held: a failing call may complete inline, and its
-// completion takes them.
+// one). No push is started with a submitter's lock held: a failing call may
+// complete inline, and its completion takes it.
 // Internal header: includes gRPC; only runtime/core_worker/*.cc include it.
 #pragma once
 
@@ -47,12 +47,14 @@
 #include "proto/gcs_service.grpc.pb.h"
 #include "proto/node_manager.grpc.pb.h"
 #include "manta/internal/core_worker.h"
+#include "runtime/core_worker/actor_submitter.h"
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/object_service.h"
 #include "runtime/core_worker/reference_counter.h"
 #include "runtime/core_worker/task_event_buffer.h"
 #include "runtime/core_worker/task_receiver.h"
+#include "runtime/core_worker/task_submitter.h"
 #include "runtime/core_worker/wire.h"
 
 namespace manta::core {
@@ -229,43 +231,15 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // call per task).
   TaskId NextTaskId();
 
-  // ---- pushes to workers (task_submitter.cc) ----
-  struct Lease;
-  struct SchedulingQueue;
-  struct ActorState;
-  // One push: a PushTask call (a normal task), or a call on the actor's
-  // worker's stream (push_stream.h). It owns the spec it carries while the
-  // push runs, so a push copies nothing. Its completion runs on a gRPC thread, which
-  // stores the returns, settles the call (under tasks_mu_ or actors_mu_),
-  // starts whatever that makes due and deletes it (once stopping, Stop()
-  // deletes it).
-  struct PushCall {
-    rpc::PushTaskRequest request;
-    rpc::PushTaskReply reply;
-    absl::Status status;
-    rpc::CoreWorkerService::Stub* stub = nullptr;  // to the worker
-    // A normal task: its queue and lease.
-    SchedulingQueue* queue = nullptr;
-    std::shared_ptr<Lease> lease;
-    // An actor call: the actor, the worker it went to, and the call (its
-    // key in ActorState::pending).
-    ActorId actor;
-    std::string address;
-    int64_t sequence = 0;       // -1: a skip
-    int64_t incarnation = 0;    // the actor's num_restarts when pushed
-    int resends = 0;            // a normal task's pushes after a broken connection
-    // Fault injection (MANTA_testing_rpc_failure, "PushTask"): the worker's
-    // reply to this push is to be dropped, as a lost connection would.
-    bool drop_reply = false;
-  };
-  // Start calls made under tasks_mu_ or actors_mu_, once it is released.
-  // Once stopping, calls are dropped instead.
-  void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
+  // ---- pushes to workers (push_transport.cc) ----
+  // Start calls made under a submitter's lock, once it is released. Once
+  // stopping, calls are dropped instead.
+  void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(live_mu_);
   // Sends a started call on the stream to its worker (a new one if needed).
   // Under MANTA_testing_rpc_failure, a normal task's push is a "PushTask"
   // call: its request or reply may be dropped (it then fails UNAVAILABLE).
-  void SendOnStream(PushCall* call) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_, live_mu_);
-  void StartPushes(const std::vector<PushCall*>& calls) ABSL_LOCKS_EXCLUDED(tasks_mu_, actors_mu_);
+  void SendOnStream(PushCall* call) ABSL_LOCKS_EXCLUDED(live_mu_);
+  void StartPushes(const std::vector<PushCall*>& calls);
   void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
   // Draws a normal task push's injected fault: true to drop its request,
   // or marks its reply to be dropped.
@@ -280,8 +254,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Tasks and actor calls go over one stream per worker (push_stream.h): the open one
   // to `address`, or a new one, bound but not started (*fresh; the caller
   // starts it once it has sent on it); null once stopping.
-  std::shared_ptr<PushStream> StreamTo(const std::string& address, rpc::CoreWorkerService::Stub* stub,
-                                            bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  std::shared_ptr<PushStream> StreamTo(const std::string& address, bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
   // A stream that ended: no longer the one to `address` (if it was), and,
   // last, no longer live.
   void ForgetStream(const std::string& address, const PushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
@@ -289,131 +262,24 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Stopped, loop and server gone: frees the calls that ended meanwhile.
   void DeleteEndedPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
 
-  // ---- normal tasks (task_submitter.cc; any thread, under tasks_mu_) ----
-  struct Lease {
-    LeaseId lease_id;
-    std::string raylet;  // "ip:port" of the granting raylet
-    rpc::Address worker;
-    rpc::CoreWorkerService::Stub* stub = nullptr;  // to the worker
-    std::vector<int> chips;
-    int chips_per_host = 0;
-    int worker_pid = 0;
-    int in_flight = 0;
-    absl::Time idle_since = absl::InfiniteFuture();
-    bool dead = false;
-  };
-  // The tasks of one shape (resources, labels, placement, environment) and
-  // the leases that run them. Never erased, so pointers to it stay valid.
-  struct SchedulingQueue {
-    std::deque<rpc::TaskSpec> tasks;
-    std::vector<std::shared_ptr<Lease>> leases;
-    int lease_requests_in_flight = 0;
-    absl::Time oldest_lease_request = absl::InfinitePast();
-    // What lease requests carry: job, program, caller, resources, labels,
-    // placement, environment. Set once, by the first task; then read-only.
-    std::shared_ptr<const rpc::TaskSpec> shape;
-    // From `shape`: CPU-only tasks pipeline on a lease; the demand as task
-    // events carry it.
-    bool fungible = true;
-    std::shared_ptr<const TaskEventBuffer::Resources> resources;
-  };
-  // The key tasks of the same shape share (computed from their options).
-  static std::string SchedulingKey(const TaskOptions& options);
-  void InitQueue(SchedulingQueue& q, const TaskOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  // A reference argument to a value this process owns, which is resolved
-  // before the task is pushed.
-  bool IsOwnedRefArg(const rpc::TaskArg& arg) const;
-  bool HasOwnedRefArgs(const rpc::TaskSpec& spec) const;
-  // io loop. Calls `then` with `spec` once the arguments this process owns
-  // are ready (inlining small ones); at once when there are none. When one
-  // failed, fails the task with its error and calls `then` with nullopt.
-  void ResolveDependencies(rpc::TaskSpec spec, std::function<void(std::optional<rpc::TaskSpec>)> then);
-  // Asks for leases the queue needs and makes the pushes it can; the caller
-  // starts `to_start` once tasks_mu_ is released.
-  void Pump(SchedulingQueue& q, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  // Any thread; the reply is handled on the loop. An empty `lease_id` is a
-  // new lease; a given one asks again for that lease (idempotent on the
-  // raylet). Calls whose connection broke are made again a few times.
-  void RequestLease(SchedulingQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks,
-                    std::string lease_id = "");
-  void RetryLocalLease(SchedulingQueue* q, absl::Duration delay, std::string lease_id = "");
-  void OnLeaseReply(SchedulingQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
-                    const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
-                    std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  PushCall* PushNormalTask(SchedulingQueue& q, const std::shared_ptr<Lease>& lease, rpc::TaskSpec spec)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  void OnNormalTaskReply(PushCall& call, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  void OnNormalTaskFailed(SchedulingQueue& q, rpc::TaskSpec spec, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  void ReturnLease(const std::shared_ptr<Lease>& lease, bool disconnect);
-  // Returns lease `lease_id` at `raylet` in case it was granted with a reply
-  // that never arrived.
-  void ReleaseLease(const std::string& raylet, const std::string& lease_id);
-  void SendReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req);
-  void ReturnIdleLeases() ABSL_LOCKS_EXCLUDED(tasks_mu_);  // io loop (timer)
-  // Returns the leases idle long enough; true while any lease is left.
-  bool ReturnIdleLeasesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  void FailQueue(SchedulingQueue& q, ErrorType type, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
-  void FailTask(const rpc::TaskSpec& spec, ErrorType type, const std::string& message);
+  // ---- normal tasks (task_submitter.h) and what both submitters share ----
+  class SubmitHostImpl;
+  std::unique_ptr<SubmitHost> MakeSubmitHost();
+  SubmitDeps submit_deps() { return SubmitDeps{&store_, &refs_, &loop_, submit_host_.get()}; }
+  void FailTask(const rpc::TaskSpec& spec, ErrorType type, const std::string& message) {
+    submit_deps().FailTask(spec, type, message);
+  }
+  // Adds the caller's address and the program workers run, which actor
+  // registrations carry.
+  void AddCallerAndProgram(rpc::TaskSpec* spec) const;
 
-  // ---- actors (actor_submitter.cc; any thread, under actors_mu_) ----
-  // A call not yet completed. Its spec is here until pushed, then in the
-  // latest PushCall carrying it (`pushed`), and back here if that push fails.
-  struct PendingActorCall {
-    rpc::TaskSpec spec;
-    PushCall* pushed = nullptr;
-    // Its arguments this process owns are not ready yet: it holds back the
-    // calls made after it (`spec` is a copy to fail it by).
-    bool resolving = false;
-    // The sequence number the actor sees, given when first pushed: calls
-    // that fail before being pushed leave no gap the actor would wait on.
-    int64_t wire_sequence = -1;
-    int retries_used = 0;
-    // The incarnation (num_restarts) a failed push last used a retry in:
-    // pushes that fail again before the GCS reports the restart are free.
-    int64_t charged_incarnation = -1;
-    int free_resends = 0;
-    const rpc::TaskSpec& Spec() const { return pushed != nullptr ? pushed->request.spec() : spec; }
-  };
-  struct ActorState {
-    ActorId id;
-    rpc::ActorInfo info;
-    int max_task_retries = 0;
-    int64_t next_call = 0;           // order of the calls made
-    int64_t next_wire_sequence = 0;  // of the calls pushed
-    // Calls not yet completed, by the order they were made in.
-    std::map<int64_t, PendingActorCall> pending;
-    // Every pending call below the cursor was pushed to the current
-    // incarnation; `resend` lists single calls to push again.
-    int64_t send_cursor = 0;
-    std::set<int64_t> resend;
-    // A resend of a failed push is scheduled on the loop.
-    bool resend_timer_armed = false;
-    // Skips to push again (their push failed), by wire number: task id.
-    std::map<int64_t, std::string> skips;
-    std::string address;  // "ip:port" while ALIVE
-    rpc::CoreWorkerService::Stub* stub = nullptr;  // to `address`
-  };
-  static std::unique_ptr<ActorState> NewActorState(const ActorId& id, int max_task_retries);
-  void RegisterActorOnLoop(rpc::TaskSpec creation);  // io loop
-  // Makes the pushes `actor` is due (new calls, resends); the caller starts
-  // them once actors_mu_ is released.
-  void SendActorTasks(ActorState& actor, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
-  // Pushes `actor.resend` again a little later (from the loop).
-  void ScheduleResend(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
-  // Settles a push; the caller starts `to_start` (a skip push) after.
-  void OnActorTaskReply(PushCall& call, std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
-  // Tells the actor a call it may hold others behind will never come.
-  PushCall* SkipPush(const ActorState& actor, const std::string& task_id, int64_t wire_sequence)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
-  static int64_t LowestUnacked(const ActorState& actor);
-  void OnActorInfo(const rpc::ActorInfo& info) ABSL_LOCKS_EXCLUDED(actors_mu_);
-  void PollActors();                        // io loop
-  void SubscribeActor(const ActorId& id);   // io loop
-  void FailActorTasks(ActorState& actor, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_);
+  // ---- actors (actor_submitter.h; the GCS side in actor_directory.cc) ----
+  class ActorDirectoryImpl;
+  std::unique_ptr<ActorDirectory> MakeActorDirectory();
 
   // ---- GCS and driver plumbing (core_worker_impl.cc) ----
+  // Tells the submitters who submits, once registered.
+  void ConfigureSubmitters();
   absl::Status RegisterJob();
   absl::Status RegisterWithRaylet();
   absl::StatusOr<rpc::GetAllNodeInfoReply> AliveNodes(absl::Duration timeout = absl::Seconds(10));
@@ -428,11 +294,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // `contained`: the refs serialized inside the arguments' values.
   rpc::TaskSpec BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name, std::vector<Arg> args,
                          std::vector<ObjectId>* contained);
-
-
-  // Adds the caller's address and the program workers run, which lease
-  // requests and actor registrations carry.
-  void AddCallerAndProgram(rpc::TaskSpec* spec) const;
 
   const CoreWorkerOptions options_;
   const bool is_worker_;
@@ -495,24 +356,16 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::flat_hash_map<std::string, std::shared_ptr<PushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
   std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
 
-  // The normal-task scheduling queues, by SchedulingKey.
-  absl::Mutex tasks_mu_;
-  std::map<std::string, SchedulingQueue> queues_ ABSL_GUARDED_BY(tasks_mu_);
-  bool idle_lease_timer_armed_ ABSL_GUARDED_BY(tasks_mu_) = false;
-  // The actors this process calls.
-  absl::Mutex actors_mu_;
-  absl::flat_hash_map<ActorId, std::unique_ptr<ActorState>> actors_ ABSL_GUARDED_BY(actors_mu_);
+  // Pushes, leases and task events for the submitters; argument
+  // resolution; normal tasks.
+  std::unique_ptr<SubmitHost> submit_host_;
+  DependencyResolver resolver_{&store_, &loop_};
+  TaskSubmitter tasks_;
+  // The actors this process creates and calls.
+  std::unique_ptr<ActorDirectory> actor_directory_;
+  ActorSubmitter actors_;
 
   // io loop only.
-  std::unique_ptr<EventLoop::Timer> idle_lease_timer_;
-  // Lease requests to send again after a rejection; dropped at Stop().
-  std::list<std::unique_ptr<EventLoop::Timer>> lease_retry_timers_;
-  // Since when lease requests to the local raylet fail (InfiniteFuture: they
-  // do not).
-  absl::Time local_raylet_failing_since_ = absl::InfiniteFuture();
-  int64_t actor_poll_sequence_ = 0;
-  std::string actor_poll_incarnation_;
-  bool actor_poll_running_ = false;
   int64_t log_poll_sequence_ = 0;
   std::string log_poll_incarnation_;
   std::unique_ptr<EventLoop::Timer> log_poll_timer_;

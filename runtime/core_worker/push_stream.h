@@ -35,8 +35,6 @@ constexpr size_t kMaxPushBatchBytes = 1 << 20;
 
 class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
  public:
-  using PushCall = CoreWorkerImpl::PushCall;
-
   PushStream(CoreWorkerImpl* cw, std::string address);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
   // called from then on, and never finds it broken before Start. Start

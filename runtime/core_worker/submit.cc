@@ -1,0 +1,115 @@
+// The CoreWorker's submission API: specs built from the caller's
+// arguments, handed to the task submitter (task_submitter.h) or the actor
+// side (actor_submitter.cc).
+#include <cstring>
+
+#include "runtime/core_worker/core_worker_impl.h"
+
+namespace manta::core {
+
+TaskId CoreWorkerImpl::NextTaskId() {
+  uint64_t n = task_counter_.fetch_add(1, std::memory_order_relaxed);
+  char bytes[TaskId::kSize];
+  static_assert(TaskId::kSize == 16 + sizeof(n));
+  std::memcpy(bytes, task_id_prefix_.data(), 16);
+  for (int i = 0; i < 8; ++i) bytes[16 + i] = static_cast<char>(n >> (8 * (7 - i)));
+  return *TaskId::FromBinary(std::string_view(bytes, sizeof(bytes)));
+}
+
+rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::string& function_name,
+                                       std::vector<Arg> args, std::vector<ObjectId>* contained) {
+  // Only what the worker running the task needs: the program to start and
+  // the demand travel in lease requests (a queue's shape) and actor
+  // registrations, not with every push.
+  rpc::TaskSpec spec;
+  spec.set_type(type);
+  spec.set_task_id(NextTaskId().Binary());
+  spec.set_job_id(job_id_.Binary());
+  spec.set_function_name(function_name);
+  spec.set_caller_worker_id(address_proto_.worker_id());
+  // Where the worker registers this process as a borrower of refs inside
+  // the return value.
+  *spec.mutable_caller_address() = address_proto_;
+  for (Arg& a : args) {
+    for (const ObjectRefInfo& r : a.contained) contained->push_back(r.id);
+    rpc::TaskArg* out = spec.add_args();
+    if (a.ref) {
+      out->set_object_id(a.ref->id.Binary());
+      rpc::Address owner;
+      if (a.ref->owner_address.empty() || !owner.ParseFromString(a.ref->owner_address)) owner = address_proto_;
+      *out->mutable_owner() = owner;
+    } else if (a.data.size() > kInlineLimit && type != rpc::TaskSpec::ACTOR_CREATION_TASK) {
+      // A large value travels as an object this process owns, fetched in
+      // chunks by the worker, as a Put value would: no push carries it, so
+      // none nears the message limit. The task's hold (HoldArgs) is its only
+      // reference. (Not for constructors: a detached actor may restart after
+      // this process is gone.)
+      ObjectId id = ObjectId::FromRandom();
+      store_.Put(id, std::make_shared<const std::string>(std::move(a.data)));
+      out->set_object_id(id.Binary());
+      *out->mutable_owner() = address_proto_;
+    } else {
+      out->set_data(std::move(a.data));
+    }
+  }
+  return spec;
+}
+
+void CoreWorkerImpl::AddCallerAndProgram(rpc::TaskSpec* spec) const {
+  *spec->mutable_caller_address() = address_proto_;
+  spec->set_worker_executable(options_.worker_executable);
+  for (const auto& a : options_.worker_args) spec->add_worker_args(a);
+}
+
+absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& function_name, std::vector<Arg> args,
+                                                         const TaskOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args), &contained);
+  spec.set_max_retries(options.max_retries);
+  // The worker sets these while the task runs.
+  for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
+  const ObjectId ret = ReturnObjectId(spec.task_id(), 1);
+  tasks_.Submit(std::move(spec), options, contained);
+  // Owned here: an empty owner address means this process.
+  return ObjectRefInfo{ret, std::string()};
+}
+
+absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
+                                                    const ActorOptions& options) {
+  if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args), &contained);
+  // The GCS has a worker started for the actor and owns it for this caller.
+  AddCallerAndProgram(&spec);
+  ActorId id = ActorId::FromRandom();
+  spec.set_actor_id(id.Binary());
+  for (const auto& [k, v] : options.resources) (*spec.mutable_resources())[k] = v;
+  for (const auto& [k, v] : options.label_selector) (*spec.mutable_label_selector())[k] = v;
+  rpc::ActorCreationOptions* o = spec.mutable_actor_creation();
+  o->set_max_restarts(options.max_restarts);
+  o->set_max_task_retries(options.max_task_retries);
+  o->set_name(options.name);
+  o->set_ray_namespace(options.ray_namespace.empty() ? job_id_.Hex() : options.ray_namespace);
+  o->set_detached(options.detached);
+  o->set_max_concurrency(std::max(1, options.max_concurrency));
+  o->set_class_name(options.class_name);
+  spec.set_placement_group_id(options.placement_group_id);
+  spec.set_bundle_index(options.bundle_index);
+  for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
+  if (auto s = actors_.Create(std::move(spec), contained); !s.ok()) return s;
+  return id;
+}
+
+absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                                                              std::vector<Arg> args) {
+  std::vector<ObjectId> contained;
+  rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args), &contained);
+  spec.set_actor_id(actor.Binary());
+  const ObjectId ret = ReturnObjectId(spec.task_id(), 1);
+  actors_.Submit(actor, std::move(spec), contained);
+  // Owned here: an empty owner address means this process.
+  return ObjectRefInfo{ret, std::string()};
+}
+
+}  // namespace manta::core
