@@ -17,6 +17,7 @@
 #include "raylet/bundle_manager.h"
 #include "raylet/cluster_view.h"
 #include "raylet/drain_state.h"
+#include "raylet/gcs_link.h"
 #include "raylet/lease_manager.h"
 #include "raylet/local_resource_manager.h"
 #include "raylet/log_forwarder.h"
@@ -26,12 +27,6 @@
 namespace manta::raylet {
 namespace {
 
-constexpr absl::Duration kRetryDelay = absl::Milliseconds(300);
-constexpr absl::Duration kLivenessPeriod = absl::Seconds(1);
-// The GCS health-checks every node every 2 s by default; this much silence
-// means it may be gone: ping it.
-constexpr absl::Duration kQuietBeforePing = absl::Seconds(5);
-constexpr int kPollWaitMs = 30000;
 // Resource changes reach the GCS at most this often.
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
@@ -50,16 +45,14 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 
-class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
+class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public GcsLink::Host {
  public:
   Impl(RayletOptions options, EventLoop* loop)
       : options_(std::move(options)),
         loop_(loop),
         node_id_(NodeId::FromRandom()),
         local_(options_.resources.total, options_.resources.tpu ? options_.resources.tpu->chips_per_host : 0),
-        view_(node_id_) {
-    cluster_id_ = options_.cluster_id;
-  }
+        view_(node_id_) {}
   ~Impl() override {
     if (shutdown_thread_.joinable()) shutdown_thread_.join();
   }
@@ -73,12 +66,18 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     if (!server.ok()) return server.status();
     server_ = std::move(*server);
     port_ = server_->port();
-    gcs_ = std::make_unique<gcs::GcsClient>(loop_, options_.gcs_address, options_.token);
+    gcs_ = gcs::MakeGrpcGcsClient(loop_, options_.gcs_address, options_.token);
+    GcsLinkOptions link;
+    link.gcs_address = options_.gcs_address;
+    link.connect_timeout = options_.gcs_connect_timeout;
+    link.reconnect_timeout = options_.gcs_reconnect_timeout;
+    link.cluster_id = options_.cluster_id;
+    link.node_id = node_id_.Binary();
+    link_ = std::make_unique<GcsLink>(std::move(link), loop_, gcs_.get(), this);
     StartManagers();
-    started_ = absl::Now();
     Log()->info("raylet serving on {}:{} node_id={} resources={}", options_.node_ip, port_, node_id_.Hex(),
                 options_.resources.total.DebugString());
-    Register();
+    link_->Start();
     return absl::OkStatus();
   }
 
@@ -86,11 +85,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx, const rpc::HealthCheckRequest* req,
                                         rpc::HealthCheckReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
-      last_gcs_contact_ = absl::Now();
-      if (registered_ && !req->gcs_incarnation().empty() && req->gcs_incarnation() != gcs_incarnation_) {
-        Log()->info("the GCS restarted; registering again");
-        Register();
-      }
+      link_->OnHealthCheck(req->gcs_incarnation());
       reply->set_node_id(node_id_.Binary());
       done(absl::OkStatus());
     });
@@ -241,7 +236,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
                                              PublishLogs(std::move(batch), std::move(answered));
                                            });
     reports_ = std::make_unique<ReportThrottle>(loop_, kReportInterval,
-                                                [this](std::function<void()> done) { SendReport(std::move(done)); });
+                                                [this](std::function<void()> done) { link_->SendReport(std::move(done)); });
     local_.SetChangeListener([this] { reports_->Request(); });
     leases_->SetDemandsListener([this] { reports_->Request(); });
     leases_->SetGrantListener([this](const rpc::TaskSpec& spec, const LeasedWorker& worker) {
@@ -267,7 +262,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   void OnWorkerExit(const WorkerExit& exit) {
     logs_->RemoveWorker(exit.worker_id);
     bool held_lease = leases_->OnWorkerExit(exit.worker_id);
-    if (!held_lease || shutting_down_ || !registered_) return;
+    if (!held_lease || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(exit.worker_id.Binary());
     req.set_node_id(node_id_.Binary());
@@ -305,9 +300,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
       (exit_code == 0 ? Log()->info("raylet stopping: {}", why) : Log()->error("raylet exiting: {}", why));
       if (exit_code != 0) std::fprintf(stderr, "raylet: error: %s\n", why.c_str());
     }
-    liveness_timer_.reset();
+    if (link_) link_->Stop();
     group_check_timer_.reset();
-    retry_timer_.reset();
     drain_timer_.reset();
     // Workers go first: none may outlive the raylet.
     if (!pool_) return FinishShutdown(exit_code, why);
@@ -355,7 +349,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     Log()->info("SIGTERM: draining within {} (a second SIGTERM, or SIGINT, stops at once)",
                 absl::FormatDuration(options_.drain_grace));
     leases_->StartDraining(kSigtermDrainReason);  // no new work while the GCS is asked
-    if (!registered_) return StartDrain(kSigtermDrainReason, deadline);
+    if (!link_->registered()) return StartDrain(kSigtermDrainReason, deadline);
     rpc::DrainNodeRequest req;
     req.set_node_id(node_id_.Binary());
     req.set_reason(kSigtermDrainReason);
@@ -378,7 +372,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
         loop_->Stop();
       });
     };
-    if (!registered_ || exit_code != 0 || rejoin_) return finish();
+    if (!link_ || !link_->registered() || exit_code != 0 || rejoin_) return finish();
     rpc::UnregisterNodeRequest req;
     req.set_node_id(node_id_.Binary());
     req.set_reason(why);
@@ -388,7 +382,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     });
   }
 
-  rpc::NodeInfo NodeInfo() const {
+  // --- GcsLink::Host ---
+  rpc::NodeInfo NodeInfo() const override {
     rpc::NodeInfo info;
     info.set_node_id(node_id_.Binary());
     info.set_node_ip(options_.node_ip);
@@ -415,63 +410,6 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     return r;
   }
 
-  void Register() {
-    if (registering_ || shutting_down_) return;
-    registering_ = true;
-    rpc::RegisterNodeRequest req;
-    *req.mutable_node_info() = NodeInfo();
-    req.set_cluster_id(cluster_id_);
-    gcs_->RegisterNode(req, [this](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
-      registering_ = false;
-      OnRegistered(s, reply);
-    });
-  }
-
-  void OnRegistered(const absl::Status& s, const rpc::RegisterNodeReply& reply) {
-    if (shutting_down_) return;
-    if (!s.ok()) {
-      switch (s.code()) {
-        case absl::StatusCode::kUnavailable:
-        case absl::StatusCode::kDeadlineExceeded:
-          return RetryRegistration(s);
-        case absl::StatusCode::kFailedPrecondition:
-          // Refused after having joined: this node was declared dead, or the
-          // GCS now serves another cluster. Asked which, below.
-          if (registered_) return RejoinUnlessForeign(std::string(s.message()));
-          return Shutdown(1, "the GCS at " + options_.gcs_address + " refused this node: " +
-                                 std::string(s.message()));
-        case absl::StatusCode::kUnauthenticated:
-          return Shutdown(1, "the GCS at " + options_.gcs_address + " refused the cluster token (" +
-                                 std::string(s.message()) + ")");
-        default:
-          return Shutdown(1, "the GCS at " + options_.gcs_address + " refused this node: " +
-                                 std::string(s.message()));
-      }
-    }
-    bool first = !registered_;
-    registered_ = true;
-    cluster_id_ = reply.cluster_id();
-    gcs_incarnation_ = reply.gcs_incarnation();
-    last_gcs_contact_ = absl::Now();
-    Log()->info("registered with the GCS at {} cluster_id={}", options_.gcs_address, ToHex(cluster_id_));
-    reports_->Request();
-    if (first) {
-      liveness_timer_ = loop_->RunEvery(kLivenessPeriod, [this] { CheckGcsLiveness(); });
-      Poll();
-      WriteReadyFile();
-    }
-  }
-
-  void RetryRegistration(const absl::Status& s) {
-    absl::Duration limit = registered_ ? options_.gcs_reconnect_timeout : options_.gcs_connect_timeout;
-    absl::Time since = registered_ ? last_gcs_contact_ : started_;
-    if (absl::Now() - since > limit) {
-      return Shutdown(1, "cannot reach the GCS at " + options_.gcs_address + " (" + std::string(s.message()) +
-                             ")");
-    }
-    retry_timer_ = loop_->RunAfter(kRetryDelay, [this] { Register(); });
-  }
-
   void WriteReadyFile() {
     if (options_.ready_file.empty()) return;
     std::string json = "{\"node_id\": \"" + node_id_.Hex() + "\", \"port\": " + std::to_string(port_) +
@@ -481,85 +419,39 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     }
   }
 
-  // One ReportResources call: this node's resources and waiting demand.
-  void SendReport(std::function<void()> done) {
-    if (!registered_ || shutting_down_) return done();
+  rpc::ReportResourcesRequest Report() override {
     rpc::ReportResourcesRequest req;
     ++resource_version_;
     *req.mutable_resources() = Resources();
     for (auto& d : leases_->Demands()) *req.add_demands() = std::move(d);
-    gcs_->ReportResources(req, [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
-      done();
-      if (shutting_down_) return;
-      if (s.ok()) {
-        last_gcs_contact_ = absl::Now();
-        if (!reply.known_node()) Register();
-      } else {
-        // Try again: the GCS must not keep a stale view of this node.
-        Log()->warn("resource report failed: {}", s.ToString());
-        report_retry_timer_ = loop_->RunAfter(kRetryDelay, [this] { reports_->Request(); });
-      }
-    });
+    return req;
   }
 
-  // Long-polls node events and resource reports: keeps the view of alive
-  // nodes and the cluster view, and learns when the GCS says this node is
-  // dead.
-  void Poll() {
-    if (shutting_down_) return;
-    rpc::PollRequest req;
-    req.add_channels(rpc::PubMessage::NODE_INFO);
-    req.add_channels(rpc::PubMessage::NODE_RESOURCES);
-    req.set_after_sequence(poll_sequence_);
-    req.set_gcs_incarnation(poll_incarnation_);
-    req.set_max_wait_ms(kPollWaitMs);
-    req.set_subscriber_node_id(node_id_.Binary());
-    gcs_->Poll(req, [this](const absl::Status& s, rpc::PollReply&& reply) {
-      if (shutting_down_) return;
-      if (!s.ok()) {
-        poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Poll(); });
-        return;
-      }
-      last_gcs_contact_ = absl::Now();
-      if (registered_ && reply.gcs_incarnation() != gcs_incarnation_) {
-        Log()->info("the GCS restarted; registering again");
-        Register();
-      }
-      poll_incarnation_ = reply.gcs_incarnation();
-      poll_sequence_ = reply.last_sequence();
-      bool changed = false;
-      for (const auto& m : reply.messages()) {
-        if (m.has_node_info()) changed |= OnNodeInfo(m.node_info());
-        if (m.has_node_resources()) changed |= view_.OnNodeResources(m.node_resources());
-      }
-      if (reply.gap()) return RefreshNodes();
-      if (changed) leases_->OnClusterChanged();
-      Poll();
-    });
+  void OnRegistered(bool first) override {
+    reports_->Request();
+    if (first) WriteReadyFile();
   }
 
-  // After a gap in the poll: re-reads the node table and every node's
-  // resources, then polls again.
-  void RefreshNodes() {
-    gcs_->GetAllNodeInfo({}, [this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
-      if (shutting_down_) return;
-      if (!s.ok()) return Poll();
-      alive_nodes_.clear();
-      view_.Reset();
-      for (const auto& n : reply.nodes()) OnNodeInfo(n);
-      gcs_->GetClusterResources([this](const absl::Status& s, rpc::GetClusterResourcesReply&& reply) {
-        if (shutting_down_) return;
-        if (s.ok()) {
-          for (const auto& r : reply.nodes()) view_.OnNodeResources(r);
-        }
-        leases_->OnClusterChanged();
-        Poll();
-      });
-    });
+  void RequestReport() override { reports_->Request(); }
+  bool OnNodeResources(const rpc::NodeResources& r) override { return view_.OnNodeResources(r); }
+
+  void OnNodesReset() override {
+    alive_nodes_.clear();
+    view_.Reset();
+  }
+
+  void OnClusterChanged() override { leases_->OnClusterChanged(); }
+  void Exit(const std::string& why) override { Shutdown(1, why); }
+
+  // Declared dead while alive: start over as a new node, unless draining or
+  // told not to.
+  void Rejoin(const std::string& why) override {
+    if (drain_.draining() || !options_.rejoin_when_dead) return Shutdown(1, why);
+    StartOver(why);
   }
 
   // Returns whether the cluster view changed.
-  bool OnNodeInfo(const rpc::NodeInfo& info) {
+  bool OnNodeInfo(const rpc::NodeInfo& info) override {
     auto id = NodeId::FromBinary(info.node_id());
     if (!id.ok()) return false;
     bool changed = view_.OnNodeInfo(info);
@@ -579,58 +471,19 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
     return changed;
   }
 
-  void CheckGcsLiveness() {
-    absl::Duration quiet = absl::Now() - last_gcs_contact_;
-    if (quiet > options_.gcs_reconnect_timeout) {
-      return Shutdown(1, "the GCS at " + options_.gcs_address + " has been unreachable for " +
-                             absl::FormatDuration(absl::Trunc(quiet, absl::Seconds(1))));
-    }
-    if (quiet < kQuietBeforePing || pinging_) return;
-    pinging_ = true;
-    gcs_->GetClusterId([this](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
-      pinging_ = false;
-      if (shutting_down_ || !s.ok()) return;
-      last_gcs_contact_ = absl::Now();
-      if (reply.cluster_id() != cluster_id_) {
-        return Shutdown(1, "the GCS at " + options_.gcs_address + " now serves another cluster (" +
-                               ToHex(reply.cluster_id()) + ")");
-      }
-      // Health checks stopped coming although the GCS answers: it may have
-      // declared this node dead (e.g. it was paused or cut off). Registering
-      // again is idempotent and is refused for a dead node, which makes this
-      // raylet rejoin as a new one.
-      Register();
-    });
-  }
-
   // --- declared dead while alive ---
   // The GCS published this node as DEAD. An expected death (drained,
   // unregistered) or a draining node ends the raylet as before; any other
   // death (the GCS lost contact with it) makes it rejoin as a new node.
   void OnDeclaredDead(const rpc::NodeInfo& info) {
     std::string why = "the GCS marked this node dead: " + info.death_reason();
-    if (info.death_expected() || drain_.draining() || !options_.rejoin_when_dead) return Shutdown(1, why);
+    if (info.death_expected()) return Shutdown(1, why);
     Rejoin(why);
-  }
-
-  // The GCS refused to register this node again (`refusal`): rejoin when it
-  // still serves this cluster, exit when it serves another or cannot say.
-  void RejoinUnlessForeign(const std::string& refusal) {
-    gcs_->GetClusterId([this, refusal](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
-      if (shutting_down_) return;
-      std::string why = "the GCS at " + options_.gcs_address + " refused this node: " + refusal;
-      if (!s.ok()) return RetryRegistration(s);
-      if (reply.cluster_id() != cluster_id_) {
-        return Shutdown(1, why + " (it now serves cluster " + ToHex(reply.cluster_id()) + ")");
-      }
-      if (drain_.draining() || !options_.rejoin_when_dead) return Shutdown(1, why);
-      Rejoin(why);
-    });
   }
 
   // Stops every worker (the cluster has replaced them) and the server
   // without unregistering; main then starts this raylet over as a new node.
-  void Rejoin(const std::string& why) {
+  void StartOver(const std::string& why) {
     if (shutting_down_) return;
     rejoin_ = true;
     Shutdown(1, why + "; stopping every worker and rejoining as a new node");
@@ -641,25 +494,14 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   const NodeId node_id_;
   int port_ = 0;
   int exit_code_ = 0;
-  absl::Time started_;
   std::unique_ptr<rpc::GatedServer> server_;
   std::unique_ptr<gcs::GcsClient> gcs_;
+  std::unique_ptr<GcsLink> link_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop
 
-  // Link to the GCS.
-  bool registered_ = false;
-  bool registering_ = false;
   bool shutting_down_ = false;
-  bool pinging_ = false;
-  bool rejoin_ = false;          // shutting down to rejoin as a new node
-  std::string cluster_id_;       // binary; options_.cluster_id until the first registration
-  std::string gcs_incarnation_;  // of the GCS we last registered with
-  absl::Time last_gcs_contact_;
+  bool rejoin_ = false;  // shutting down to rejoin as a new node
   int64_t resource_version_ = 0;
-  std::unique_ptr<EventLoop::Timer> liveness_timer_;
-  std::unique_ptr<EventLoop::Timer> retry_timer_;
-  std::unique_ptr<EventLoop::Timer> poll_timer_;
-  std::unique_ptr<EventLoop::Timer> report_retry_timer_;
   std::unique_ptr<EventLoop::Timer> group_check_timer_;
 
   // Draining.
@@ -668,8 +510,6 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService {
   std::unique_ptr<EventLoop::Timer> drain_timer_;
 
   // Node events.
-  int64_t poll_sequence_ = 0;
-  std::string poll_incarnation_;
   absl::flat_hash_map<NodeId, rpc::NodeInfo> alive_nodes_;
 
   // Leasing. Created in Start(); the pool before the leases that use it.
@@ -690,7 +530,9 @@ void Raylet::Shutdown(int exit_code, const std::string& why) { impl_->Shutdown(e
 void Raylet::OnSigterm() { impl_->OnSigterm(); }
 int Raylet::exit_code() const { return impl_->exit_code_; }
 bool Raylet::rejoin_requested() const { return impl_->rejoin_; }
-std::string Raylet::cluster_id_hex() const { return ToHex(impl_->cluster_id_); }
+std::string Raylet::cluster_id_hex() const {
+  return ToHex(impl_->link_ ? impl_->link_->cluster_id() : impl_->options_.cluster_id);
+}
 std::string Raylet::node_id_hex() const { return impl_->node_id_.Hex(); }
 int Raylet::port() const { return impl_->port_; }
 

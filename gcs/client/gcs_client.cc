@@ -6,9 +6,15 @@
 
 namespace manta::gcs {
 
-class GcsClient::Impl {
+namespace {
+
+template <typename Reply>
+using Callback = GcsClient::Callback<Reply>;
+
+// The stubs and how calls are made on them.
+class Stubs {
  public:
-  Impl(EventLoop* loop, const std::string& address, std::string token, absl::Duration timeout)
+  Stubs(EventLoop* loop, const std::string& address, std::string token, absl::Duration timeout)
       : loop(loop), token(std::move(token)), timeout(timeout) {
     auto channel = rpc::MakeChannel(address);
     nodes = rpc::NodeInfoGcsService::NewStub(channel);
@@ -18,6 +24,7 @@ class GcsClient::Impl {
     actors = rpc::ActorGcsService::NewStub(channel);
     task_events = rpc::TaskEventGcsService::NewStub(channel);
     placement_groups = rpc::PlacementGroupGcsService::NewStub(channel);
+    jobs = rpc::JobGcsService::NewStub(channel);
   }
 
   template <typename Reply, typename Request, typename Start>
@@ -26,8 +33,9 @@ class GcsClient::Impl {
   }
   // For methods idempotent on the GCS: made again when the connection broke.
   template <typename Reply, typename Request, typename Start>
-  void RetryingCall(Start start, Request request, absl::Duration deadline, Callback<Reply> cb) {
-    rpc::RetryingUnaryCall<Reply>(loop, token, deadline, rpc::RetryPolicy{}, std::move(request), std::move(start),
+  void RetryingCall(Start start, Request request, absl::Duration deadline, Callback<Reply> cb,
+                    rpc::RetryPolicy policy = rpc::RetryPolicy{}) {
+    rpc::RetryingUnaryCall<Reply>(loop, token, deadline, policy, std::move(request), std::move(start),
                                   std::move(cb));
   }
 
@@ -41,90 +49,110 @@ class GcsClient::Impl {
   std::unique_ptr<rpc::ActorGcsService::Stub> actors;
   std::unique_ptr<rpc::TaskEventGcsService::Stub> task_events;
   std::unique_ptr<rpc::PlacementGroupGcsService::Stub> placement_groups;
+  std::unique_ptr<rpc::JobGcsService::Stub> jobs;
 };
 
+class GrpcGcsClient final : public GcsClient {
+ public:
+  GrpcGcsClient(EventLoop* loop, const std::string& address, std::string token, absl::Duration timeout)
+      : stubs_(loop, address, std::move(token), timeout) {}
+
 // A start function for rpc::UnaryCall on `stub`'s callback `Method`.
-#define MANTA_ASYNC(stub_member, Method)                                     \
-  [stub = impl_->stub_member.get()](auto* ctx, auto* req, auto* reply, auto done) { \
-    stub->async()->Method(ctx, req, reply, std::move(done));                \
+#define MANTA_ASYNC(stub_member, Method)                                            \
+  [stub = stubs_.stub_member.get()](auto* ctx, auto* req, auto* reply, auto done) { \
+    stub->async()->Method(ctx, req, reply, std::move(done));                        \
   }
 
-GcsClient::GcsClient(EventLoop* loop, const std::string& address, std::string token, absl::Duration timeout)
-    : address_(address), impl_(std::make_unique<Impl>(loop, address, std::move(token), timeout)) {}
+  void GetClusterId(Callback<rpc::GetClusterIdReply> cb) override {
+    stubs_.Call<rpc::GetClusterIdReply>(MANTA_ASYNC(nodes, GetClusterId), rpc::GetClusterIdRequest(), stubs_.timeout,
+                                        std::move(cb));
+  }
 
-GcsClient::~GcsClient() = default;
+  void RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb) override {
+    stubs_.Call<rpc::RegisterNodeReply>(MANTA_ASYNC(nodes, RegisterNode), request, stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::GetClusterId(Callback<rpc::GetClusterIdReply> cb) {
-  impl_->Call<rpc::GetClusterIdReply>(MANTA_ASYNC(nodes, GetClusterId),
-                                      rpc::GetClusterIdRequest(), impl_->timeout, std::move(cb));
-}
+  void UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
+                      Callback<rpc::UnregisterNodeReply> cb) override {
+    stubs_.RetryingCall<rpc::UnregisterNodeReply>(MANTA_ASYNC(nodes, UnregisterNode), request, timeout, std::move(cb));
+  }
 
-void GcsClient::RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb) {
-  impl_->Call<rpc::RegisterNodeReply>(
-      MANTA_ASYNC(nodes, RegisterNode),
-      request, impl_->timeout, std::move(cb));
-}
+  void DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout,
+                 Callback<rpc::DrainNodeReply> cb) override {
+    stubs_.RetryingCall<rpc::DrainNodeReply>(MANTA_ASYNC(nodes, DrainNode), request, timeout, std::move(cb));
+  }
 
-void GcsClient::UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
-                               Callback<rpc::UnregisterNodeReply> cb) {
-  impl_->RetryingCall<rpc::UnregisterNodeReply>(MANTA_ASYNC(nodes, UnregisterNode), request, timeout, std::move(cb));
-}
+  void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) override {
+    stubs_.Call<rpc::GetAllNodeInfoReply>(MANTA_ASYNC(nodes, GetAllNodeInfo), request, stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout,
-                          Callback<rpc::DrainNodeReply> cb) {
-  impl_->RetryingCall<rpc::DrainNodeReply>(MANTA_ASYNC(nodes, DrainNode), request, timeout, std::move(cb));
-}
+  void ReportResources(const rpc::ReportResourcesRequest& request, Callback<rpc::ReportResourcesReply> cb) override {
+    stubs_.Call<rpc::ReportResourcesReply>(MANTA_ASYNC(resources, ReportResources), request, stubs_.timeout,
+                                           std::move(cb));
+  }
 
-void GcsClient::GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) {
-  impl_->Call<rpc::GetAllNodeInfoReply>(
-      MANTA_ASYNC(nodes, GetAllNodeInfo), request,
-      impl_->timeout, std::move(cb));
-}
+  void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) override {
+    stubs_.Call<rpc::GetClusterResourcesReply>(MANTA_ASYNC(resources, GetClusterResources),
+                                               rpc::GetClusterResourcesRequest(), stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::ReportResources(const rpc::ReportResourcesRequest& request,
-                                Callback<rpc::ReportResourcesReply> cb) {
-  impl_->Call<rpc::ReportResourcesReply>(
-      MANTA_ASYNC(resources, ReportResources), request,
-      impl_->timeout, std::move(cb));
-}
+  void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) override {
+    stubs_.Call<rpc::PollReply>(MANTA_ASYNC(pubsub, Poll), request,
+                                stubs_.timeout + absl::Milliseconds(request.max_wait_ms()), std::move(cb));
+  }
 
-void GcsClient::GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) {
-  impl_->Call<rpc::GetClusterResourcesReply>(
-      MANTA_ASYNC(resources, GetClusterResources),
-      rpc::GetClusterResourcesRequest(), impl_->timeout, std::move(cb));
-}
+  void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) override {
+    rpc::KvPutRequest req = request;
+    if (req.request_id().empty()) req.set_request_id(rpc::NewRequestId());
+    stubs_.RetryingCall<rpc::KvPutReply>(MANTA_ASYNC(kv, Put), std::move(req), stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) {
-  impl_->Call<rpc::PollReply>(MANTA_ASYNC(pubsub, Poll),
-                              request, impl_->timeout + absl::Milliseconds(request.max_wait_ms()), std::move(cb));
-}
+  void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) override {
+    stubs_.Call<rpc::KvGetReply>(MANTA_ASYNC(kv, Get), request, stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) {
-  rpc::KvPutRequest req = request;
-  if (req.request_id().empty()) req.set_request_id(rpc::NewRequestId());
-  impl_->RetryingCall<rpc::KvPutReply>(MANTA_ASYNC(kv, Put), std::move(req), impl_->timeout, std::move(cb));
-}
+  void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
+                           Callback<rpc::ReportWorkerFailureReply> cb) override {
+    stubs_.RetryingCall<rpc::ReportWorkerFailureReply>(MANTA_ASYNC(actors, ReportWorkerFailure), request,
+                                                       stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) {
-  impl_->Call<rpc::KvGetReply>(MANTA_ASYNC(kv, Get),
-                               request, impl_->timeout, std::move(cb));
-}
+  void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) override {
+    stubs_.Call<rpc::PublishLogsReply>(MANTA_ASYNC(task_events, PublishLogs), request, stubs_.timeout, std::move(cb));
+  }
 
-void GcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
-                                    Callback<rpc::ReportWorkerFailureReply> cb) {
-  impl_->RetryingCall<rpc::ReportWorkerFailureReply>(MANTA_ASYNC(actors, ReportWorkerFailure), request, impl_->timeout,
-                                                     std::move(cb));
-}
+  void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
+                         Callback<rpc::GetPlacementGroupReply> cb) override {
+    stubs_.Call<rpc::GetPlacementGroupReply>(MANTA_ASYNC(placement_groups, GetPlacementGroup), request, stubs_.timeout,
+                                             std::move(cb));
+  }
 
-void GcsClient::PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) {
-  impl_->Call<rpc::PublishLogsReply>(MANTA_ASYNC(task_events, PublishLogs), request, impl_->timeout,
-                                     std::move(cb));
-}
+  void RegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override {
+    stubs_.RetryingCall<rpc::RegisterActorReply>(MANTA_ASYNC(actors, RegisterActor), request, stubs_.timeout,
+                                                 std::move(cb), rpc::RetryPolicy::Patient());
+  }
 
-void GcsClient::GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
-                                  Callback<rpc::GetPlacementGroupReply> cb) {
-  impl_->Call<rpc::GetPlacementGroupReply>(MANTA_ASYNC(placement_groups, GetPlacementGroup), request,
-                                           impl_->timeout, std::move(cb));
+  void GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) override {
+    stubs_.Call<rpc::GetActorInfoReply>(MANTA_ASYNC(actors, GetActorInfo), request, stubs_.timeout, std::move(cb));
+  }
+
+  void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) override {
+    stubs_.Call<rpc::AddJobReply>(MANTA_ASYNC(jobs, AddJob), request, stubs_.timeout, std::move(cb));
+  }
+
+  void MarkJobFinished(const rpc::MarkJobFinishedRequest& request, Callback<rpc::MarkJobFinishedReply> cb) override {
+    stubs_.Call<rpc::MarkJobFinishedReply>(MANTA_ASYNC(jobs, MarkJobFinished), request, stubs_.timeout, std::move(cb));
+  }
+
+ private:
+  Stubs stubs_;
+};
+
+}  // namespace
+
+std::unique_ptr<GcsClient> MakeGrpcGcsClient(EventLoop* loop, const std::string& address, std::string token,
+                                             absl::Duration timeout) {
+  return std::make_unique<GrpcGcsClient>(loop, address, std::move(token), timeout);
 }
 
 #undef MANTA_ASYNC

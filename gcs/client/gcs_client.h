@@ -1,12 +1,14 @@
-// GcsClient: asynchronous calls to the GCS for raylets and core workers.
+// GcsClient: the one way to the GCS — nodes, resources, actors, placement
+// groups, jobs, KV and pub/sub — as asynchronous calls whose callbacks run
+// on the owner's EventLoop, never inline. Two implementations: over gRPC
+// (MakeGrpcGcsClient: every call has a deadline and carries the cluster
+// token; calls idempotent on the GCS — UnregisterNode, DrainNode, KvPut,
+// ReportWorkerFailure, RegisterActor — are made again when their
+// connection breaks; a registration patiently, as a GCS restart takes time), and FakeGcsClient (fake_gcs_client.h), the GCS's
+// tables in memory, for unit tests. Call from the loop thread only.
 //
-// Every call has a deadline and carries the cluster token; its callback runs
-// on the owner's EventLoop. Calls idempotent on the GCS (UnregisterNode,
-// DrainNode, KvPut, ReportWorkerFailure) are made again, a few times, when
-// their connection breaks. Safe to call from the loop thread only.
-//
-//   GcsClient gcs(&loop, "127.0.0.1:6379", token);
-//   gcs.RegisterNode(request, [](const absl::Status& s, rpc::RegisterNodeReply r) { ... });
+//   std::unique_ptr<GcsClient> gcs = MakeGrpcGcsClient(&loop, "127.0.0.1:6379", token);
+//   gcs->RegisterNode(request, [](const absl::Status& s, rpc::RegisterNodeReply r) { ... });
 #pragma once
 
 #include <functional>
@@ -25,39 +27,51 @@ class GcsClient {
   template <typename Reply>
   using Callback = std::function<void(const absl::Status&, Reply&&)>;
 
-  GcsClient(EventLoop* loop, const std::string& address, std::string token,
-            absl::Duration timeout = absl::Seconds(5));
-  ~GcsClient();
+  virtual ~GcsClient() = default;
 
-  const std::string& address() const { return address_; }
-
-  void GetClusterId(Callback<rpc::GetClusterIdReply> cb);
-  void RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb);
-  void UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
-                      Callback<rpc::UnregisterNodeReply> cb);
+  // ---- nodes ----
+  virtual void GetClusterId(Callback<rpc::GetClusterIdReply> cb) = 0;
+  virtual void RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb) = 0;
+  virtual void UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration timeout,
+                              Callback<rpc::UnregisterNodeReply> cb) = 0;
   // A raylet drains itself (SIGTERM with a drain grace).
-  void DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout, Callback<rpc::DrainNodeReply> cb);
-  void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb);
-  void ReportResources(const rpc::ReportResourcesRequest& request, Callback<rpc::ReportResourcesReply> cb);
-  void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb);
-  // A long poll: the deadline is the request's max_wait plus the timeout.
-  void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb);
+  virtual void DrainNode(const rpc::DrainNodeRequest& request, absl::Duration timeout,
+                         Callback<rpc::DrainNodeReply> cb) = 0;
+  virtual void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) = 0;
+  // ---- resources ----
+  virtual void ReportResources(const rpc::ReportResourcesRequest& request,
+                               Callback<rpc::ReportResourcesReply> cb) = 0;
+  virtual void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) = 0;
+  // ---- pub/sub ----
+  // A long poll: answered when there are messages, or after the request's
+  // max_wait_ms (the deadline is that plus the call timeout).
+  virtual void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) = 0;
+  // A raylet forwards worker output to the job's LOGS channel.
+  virtual void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) = 0;
+  // ---- KV ----
   // A request without request_id gets one, so a retry is answered as the
   // first attempt was.
-  void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb);
-  void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb);
+  virtual void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) = 0;
+  virtual void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) = 0;
+  // ---- actors ----
+  virtual void RegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) = 0;
+  virtual void GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) = 0;
   // A raylet reports that one of its workers exited.
-  void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
-                           Callback<rpc::ReportWorkerFailureReply> cb);
-  // A raylet forwards worker output to the job's LOGS channel.
-  void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb);
+  virtual void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
+                                   Callback<rpc::ReportWorkerFailureReply> cb) = 0;
+  // ---- placement groups ----
   // A raylet asks whether a group its waiting leases name still exists.
-  void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request, Callback<rpc::GetPlacementGroupReply> cb);
-
- private:
-  class Impl;
-  std::string address_;
-  std::unique_ptr<Impl> impl_;
+  virtual void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
+                                 Callback<rpc::GetPlacementGroupReply> cb) = 0;
+  // ---- jobs ----
+  virtual void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) = 0;
+  virtual void MarkJobFinished(const rpc::MarkJobFinishedRequest& request,
+                               Callback<rpc::MarkJobFinishedReply> cb) = 0;
 };
+
+// The gRPC implementation, on `loop`, to the GCS at `address` ("ip:port").
+// `timeout`: each call's deadline (a poll's comes on top of its wait).
+std::unique_ptr<GcsClient> MakeGrpcGcsClient(EventLoop* loop, const std::string& address, std::string token,
+                                             absl::Duration timeout = absl::Seconds(5));
 
 }  // namespace manta::gcs

@@ -89,7 +89,7 @@ absl::Status ActorSubmitter::RegisterNamed(const rpc::TaskSpec& creation) {
   deps_.loop->Post([this, creation, registered] {
     rpc::RegisterActorRequest req;
     *req.mutable_creation_task() = creation;
-    gcs_->RegisterActor(std::move(req), [this, creation, registered](const absl::Status& s,
+    gcs_->RegisterActor(req, [this, creation, registered](const absl::Status& s,
                                                                       rpc::RegisterActorReply&& reply) {
       if (s.ok()) {
         ActorId aid = *ActorId::FromBinary(creation.actor_id());
@@ -123,7 +123,7 @@ void ActorSubmitter::RegisterOnLoop(rpc::TaskSpec creation) {
     }
     rpc::RegisterActorRequest req;
     *req.mutable_creation_task() = std::move(resolved);
-    gcs_->RegisterActor(std::move(req), [this, id](const absl::Status& s, rpc::RegisterActorReply&& reply) {
+    gcs_->RegisterActor(req, [this, id](const absl::Status& s, rpc::RegisterActorReply&& reply) {
       if (s.ok()) return OnActorInfo(reply.actor());
       FailActor(id, "the actor could not be registered: " + std::string(s.message()));
     });
@@ -146,7 +146,9 @@ void ActorSubmitter::FailActor(const ActorId& id, const std::string& why) {
 void ActorSubmitter::SubscribeActor(const ActorId& id) {
   // The next poll includes this actor; fetch its state now so nothing
   // published before that poll is missed.
-  gcs_->GetActorInfo(id, [this](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
+  rpc::GetActorInfoRequest req;
+  req.set_actor_id(id.Binary());
+  gcs_->GetActorInfo(req, [this](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
     if (s.ok() && reply.has_actor()) OnActorInfo(reply.actor());
   });
   if (!poll_running_) {
@@ -174,7 +176,7 @@ void ActorSubmitter::PollActors() {
   req.set_after_sequence(poll_sequence_);
   req.set_gcs_incarnation(poll_incarnation_);
   req.set_max_wait_ms(kActorPollWaitMs);
-  gcs_->Poll(std::move(req), [this](const absl::Status& s, rpc::PollReply&& reply) { OnPoll(s, reply); });
+  gcs_->Poll(req, [this](const absl::Status& s, rpc::PollReply&& reply) { OnPoll(s, reply); });
 }
 
 void ActorSubmitter::OnPoll(const absl::Status& s, const rpc::PollReply& reply) {

@@ -31,25 +31,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "gcs/client/gcs_client.h"
 #include "proto/gcs_service.pb.h"
 #include "runtime/core_worker/submit_deps.h"
 
 namespace manta::core {
-
-// The GCS's actor table and its ACTOR channel, as the submitter needs them.
-// Every `done` runs on the io loop, never inline.
-class ActorDirectory {
- public:
-  virtual ~ActorDirectory() = default;
-  // Idempotent by actor id: made again while the connection breaks.
-  virtual void RegisterActor(rpc::RegisterActorRequest req,
-                             std::function<void(const absl::Status&, rpc::RegisterActorReply&&)> done) = 0;
-  virtual void GetActorInfo(const ActorId& id,
-                            std::function<void(const absl::Status&, rpc::GetActorInfoReply&&)> done) = 0;
-  // A long poll: answered when there are messages or after the request's
-  // max_wait_ms.
-  virtual void Poll(rpc::PollRequest req, std::function<void(const absl::Status&, rpc::PollReply&&)> done) = 0;
-};
 
 class ActorSubmitter {
  public:
@@ -61,7 +47,9 @@ class ActorSubmitter {
   // that cost no retry: 10 s of them.
   static constexpr int kMaxFreeResends = 100;
 
-  ActorSubmitter(SubmitDeps deps, DependencyResolver* resolver, ActorDirectory* gcs)
+  // `gcs`: the actor table and the ACTOR channel; its replies come on the
+  // loop.
+  ActorSubmitter(SubmitDeps deps, DependencyResolver* resolver, gcs::GcsClient* gcs)
       : deps_(deps), resolver_(resolver), gcs_(gcs) {}
   ActorSubmitter(const ActorSubmitter&) = delete;
   ActorSubmitter& operator=(const ActorSubmitter&) = delete;
@@ -159,7 +147,7 @@ class ActorSubmitter {
 
   const SubmitDeps deps_;
   DependencyResolver* const resolver_;
-  ActorDirectory* const gcs_;
+  gcs::GcsClient* const gcs_;
   std::string self_;
   std::atomic<bool> stopping_{false};
 

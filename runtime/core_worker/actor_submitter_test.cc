@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "gcs/client/fake_gcs_client.h"
 #include "runtime/core_worker/submit_test_util.h"
 #include "runtime/core_worker/wire.h"
 
@@ -12,41 +13,6 @@ namespace {
 
 using testing::FakeSubmitHost;
 using testing::kWait;
-
-// The GCS's actor table as records the test answers (on the loop, as gRPC
-// replies would come).
-class FakeDirectory : public ActorDirectory {
- public:
-  template <typename Req, typename Reply>
-  struct Call {
-    Req req;
-    std::function<void(const absl::Status&, Reply&&)> done;
-  };
-  void RegisterActor(rpc::RegisterActorRequest req,
-                     std::function<void(const absl::Status&, rpc::RegisterActorReply&&)> done) override {
-    absl::MutexLock lock(&mu);
-    registers.push_back({std::move(req), std::move(done)});
-  }
-  void GetActorInfo(const ActorId& id,
-                    std::function<void(const absl::Status&, rpc::GetActorInfoReply&&)> done) override {
-    absl::MutexLock lock(&mu);
-    infos.push_back({id, std::move(done)});
-  }
-  void Poll(rpc::PollRequest req, std::function<void(const absl::Status&, rpc::PollReply&&)> done) override {
-    absl::MutexLock lock(&mu);
-    polls.push_back({std::move(req), std::move(done)});
-  }
-  bool Await(const std::function<bool()>& pred) {
-    absl::MutexLock lock(&mu);
-    auto cond = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pred(); };
-    return mu.AwaitWithTimeout(absl::Condition(&cond), kWait);
-  }
-
-  absl::Mutex mu;
-  std::vector<Call<rpc::RegisterActorRequest, rpc::RegisterActorReply>> registers ABSL_GUARDED_BY(mu);
-  std::vector<Call<ActorId, rpc::GetActorInfoReply>> infos ABSL_GUARDED_BY(mu);
-  std::vector<Call<rpc::PollRequest, rpc::PollReply>> polls ABSL_GUARDED_BY(mu);
-};
 
 rpc::ActorInfo Info(const ActorId& id, rpc::ActorInfo::State state, const std::string& worker = "", int port = 0,
                     int restarts = 0) {
@@ -68,18 +34,53 @@ class ActorSubmitterTest : public ::testing::Test {
     resolver_.set_self("driver");
     actors_.set_self("driver");
   }
-  ~ActorSubmitterTest() override { actors_.Stop(); }
+  ~ActorSubmitterTest() override {
+    actors_.Stop();
+    loop_.RunOnLoop([&] { gcs_.SetReachable(false); });  // ends the held poll
+    loop_.Stop();  // no timer of the submitter's runs once it is gone
+  }
 
-  // Creates an anonymous actor and waits for its registration request.
-  ActorId Create(int max_task_retries) {
-    ActorId id = ActorId::FromRandom();
+  // Runs `fn` on the loop, then lets what it set off there run too.
+  void OnLoop(const std::function<void()>& fn) {
+    loop_.RunOnLoop(fn);
+    loop_.RunOnLoop([] {});
+    loop_.RunOnLoop([] {});
+  }
+  template <typename T>
+  T Read(const std::function<T()>& fn) {
+    T out{};
+    loop_.RunOnLoop([&] { out = fn(); });
+    return out;
+  }
+  // Waits (with a deadline) until `pred` holds on the loop.
+  bool AwaitOnLoop(const std::function<bool()>& pred) {
+    absl::Notification met;
+    std::unique_ptr<EventLoop::Timer> timer;
+    loop_.RunOnLoop([&] {
+      timer = loop_.loop()->RunEvery(absl::Milliseconds(1), [&] {
+        if (!met.HasBeenNotified() && pred()) met.Notify();
+      });
+    });
+    const bool ok = met.WaitForNotificationWithTimeout(kWait);
+    loop_.RunOnLoop([&] { timer.reset(); });
+    return ok;
+  }
+
+  rpc::TaskSpec Creation(const ActorId& id, int max_task_retries, const std::string& name = "") {
     rpc::TaskSpec spec;
     spec.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
     spec.set_task_id(TaskId::FromRandom().Binary());
     spec.set_actor_id(id.Binary());
     spec.mutable_actor_creation()->set_max_task_retries(max_task_retries);
-    EXPECT_TRUE(actors_.Create(spec, {}).ok());
-    EXPECT_TRUE(gcs_.Await([&] { return !gcs_.registers.empty() && !gcs_.infos.empty(); }));
+    spec.mutable_actor_creation()->set_name(name);
+    return spec;
+  }
+  // Creates an anonymous actor; returns once the GCS has it and its state
+  // is followed.
+  ActorId Create(int max_task_retries) {
+    ActorId id = ActorId::FromRandom();
+    EXPECT_TRUE(actors_.Create(Creation(id, max_task_retries), {}).ok());
+    EXPECT_TRUE(AwaitOnLoop([&] { return gcs_.calls("RegisterActor") >= 1 && gcs_.held_polls() == 1; }));
     return id;
   }
   ObjectId Call(const ActorId& actor, const std::string& arg) {
@@ -92,16 +93,9 @@ class ActorSubmitterTest : public ::testing::Test {
     actors_.Submit(actor, std::move(spec), {});
     return ret;
   }
-  // Tells the submitter the actor's state, as GetActorInfo's reply.
+  // The GCS publishes the actor's new state (the held poll brings it).
   void Tell(const rpc::ActorInfo& info) {
-    std::function<void(const absl::Status&, rpc::GetActorInfoReply&&)> done;
-    {
-      absl::MutexLock lock(&gcs_.mu);
-      done = gcs_.infos.back().done;
-    }
-    rpc::GetActorInfoReply reply;
-    *reply.mutable_actor() = info;
-    loop_.RunOnLoop([&] { done(absl::OkStatus(), std::move(reply)); });
+    OnLoop([&] { gcs_.PutActor(info); });
   }
   void Finish(size_t i, const absl::Status& status) {
     PushCall* call = host_.Push(i);
@@ -119,12 +113,11 @@ class ActorSubmitterTest : public ::testing::Test {
   testing::NoPeers peers_;
   ReferenceCounter refs_{&store_, &peers_};
   FakeSubmitHost host_;
-  FakeDirectory gcs_;
-  testing::LoopThread loop_;  // stopped before the submitter is gone
+  testing::LoopThread loop_;  // stopped by the destructor, before the submitter is gone
+  gcs::FakeGcsClient gcs_{loop_.loop()};
   DependencyResolver resolver_{&store_, loop_.loop()};
   ActorSubmitter actors_{SubmitDeps{&store_, &refs_, loop_.loop(), &host_}, &resolver_, &gcs_};
 };
-
 TEST_F(ActorSubmitterTest, CallsMadeBeforeTheActorLivesGoOutInOrderOnceItDoes) {
   ActorId id = Create(0);
   Call(id, "a");
@@ -214,64 +207,51 @@ TEST_F(ActorSubmitterTest, ADeadActorFailsItsCallsAndEveryLaterOne) {
 }
 
 TEST_F(ActorSubmitterTest, ARefusedRegistrationFailsTheActorAndItsCalls) {
-  ActorId id = Create(0);
+  loop_.RunOnLoop([&] { gcs_.FailNext("RegisterActor", absl::InvalidArgumentError("bad resources")); });
+  ActorId id = ActorId::FromRandom();
+  ASSERT_TRUE(actors_.Create(Creation(id, 0), {}).ok());
   ObjectId ret = Call(id, "a");
-  std::function<void(const absl::Status&, rpc::RegisterActorReply&&)> done;
-  {
-    absl::MutexLock lock(&gcs_.mu);
-    done = gcs_.registers[0].done;
-  }
-  loop_.RunOnLoop([&] { done(absl::InvalidArgumentError("bad resources"), {}); });
   EXPECT_EQ(GetErrorType(Result(ret)), ErrorType::kActorDied);
   EXPECT_NE(Result(ret).message().find("bad resources"), std::string::npos);
   EXPECT_EQ(actors_.Find(id)->state, rpc::ActorInfo::DEAD);
 }
 
 TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredBeforeCreateReturns) {
-  rpc::TaskSpec spec;
-  spec.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
-  spec.set_task_id(TaskId::FromRandom().Binary());
-  ActorId id = ActorId::FromRandom();
-  spec.set_actor_id(id.Binary());
-  spec.mutable_actor_creation()->set_name("taken");
   ObjectId arg = ObjectId::FromRandom();
   store_.Put(arg, std::make_shared<const std::string>("v"));
+  ActorId taken = ActorId::FromRandom();
+  rpc::TaskSpec spec = Creation(taken, 0, "taken");
   spec.add_args()->set_object_id(arg.Binary());
-  absl::Status created;
-  std::thread creator([&] { created = actors_.Create(spec, {}); });
-  ASSERT_TRUE(gcs_.Await([&] { return !gcs_.registers.empty(); }));
-  std::function<void(const absl::Status&, rpc::RegisterActorReply&&)> done;
-  {
-    absl::MutexLock lock(&gcs_.mu);
-    done = gcs_.registers[0].done;
-  }
-  loop_.RunOnLoop([&] { done(absl::AlreadyExistsError("the name 'taken' is in use"), {}); });
-  creator.join();
-  EXPECT_TRUE(absl::IsAlreadyExists(created));
+  loop_.RunOnLoop([&] { gcs_.FailNext("RegisterActor", absl::AlreadyExistsError("the name 'taken' is in use")); });
+  EXPECT_TRUE(absl::IsAlreadyExists(actors_.Create(spec, {})));
   EXPECT_EQ(refs_.num_holds(), 0u);  // its argument is let go
+
+  ActorId free = ActorId::FromRandom();
+  ASSERT_TRUE(actors_.Create(Creation(free, 0, "free"), {}).ok());
+  // Known and followed before Create returned.
+  EXPECT_EQ(actors_.Find(free)->state, rpc::ActorInfo::PENDING_CREATION);
 }
 
 TEST_F(ActorSubmitterTest, APollThatMissedMessagesAsksForEveryActorAgain) {
   ActorId id = Create(0);
-  ASSERT_TRUE(gcs_.Await([&] { return gcs_.polls.size() == 1; }));
-  std::function<void(const absl::Status&, rpc::PollReply&&)> done;
-  size_t infos_before;
-  {
-    absl::MutexLock lock(&gcs_.mu);
-    EXPECT_EQ(gcs_.polls[0].req.max_wait_ms(), ActorSubmitter::kActorPollWaitMs);
-    done = gcs_.polls[0].done;
-    infos_before = gcs_.infos.size();
-  }
-  rpc::PollReply reply;
-  reply.set_gap(true);
-  reply.set_last_sequence(42);
-  *reply.add_messages()->mutable_actor_info() = Info(id, rpc::ActorInfo::ALIVE, "w1", 5001);
-  loop_.RunOnLoop([&] { done(absl::OkStatus(), std::move(reply)); });
+  const int infos_before = Read<int>([&] { return gcs_.calls("GetActorInfo"); });
+  const int polls_before = Read<int>([&] { return gcs_.calls("Poll"); });
+  OnLoop([&] {
+    // The actor went alive among messages the poll will never see.
+    rpc::ActorInfo alive = Info(id, rpc::ActorInfo::ALIVE, "w1", 5001);
+    gcs_.PutActor(alive);  // answers the held poll...
+  });
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_.held_polls() == 1; }));
+  OnLoop([&] {
+    gcs_.ForgetUpTo(1000);
+    rpc::PubMessage other;
+    other.set_channel(rpc::PubMessage::ACTOR);
+    *other.mutable_actor_info() = Info(ActorId::FromRandom(), rpc::ActorInfo::ALIVE);
+    gcs_.Publish(other);  // ...and this one comes with a gap
+  });
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_.calls("GetActorInfo") > infos_before; }));
+  EXPECT_GT(Read<int>([&] { return gcs_.calls("Poll"); }), polls_before + 1);
   EXPECT_EQ(actors_.Find(id)->state, rpc::ActorInfo::ALIVE);
-  absl::MutexLock lock(&gcs_.mu);
-  EXPECT_EQ(gcs_.infos.size(), infos_before + 1);
-  ASSERT_EQ(gcs_.polls.size(), 2u);
-  EXPECT_EQ(gcs_.polls[1].req.after_sequence(), 42);
 }
 
 }  // namespace

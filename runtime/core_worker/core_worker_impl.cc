@@ -100,8 +100,8 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       objects_(&store_, owner_client_.get()),
       submit_host_(MakeSubmitHost()),
       tasks_(submit_deps(), &resolver_),
-      actor_directory_(MakeActorDirectory()),
-      actors_(submit_deps(), &resolver_, actor_directory_.get()) {
+      gcs_client_(gcs::MakeGrpcGcsClient(&loop_, options_.gcs_address, options_.token, absl::Seconds(10))),
+      actors_(submit_deps(), &resolver_, gcs_client_.get()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
   if (is_worker_) {
     if (auto id = WorkerId::FromHex(Env("MANTA_WORKER_ID")); id.ok()) worker_id_ = *id;

@@ -273,9 +273,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // registrations carry.
   void AddCallerAndProgram(rpc::TaskSpec* spec) const;
 
-  // ---- actors (actor_submitter.h; the GCS side in actor_directory.cc) ----
-  class ActorDirectoryImpl;
-  std::unique_ptr<ActorDirectory> MakeActorDirectory();
+  // ---- actors: actor_submitter.h; named actors and kills in named_actors.cc ----
 
   // ---- GCS and driver plumbing (core_worker_impl.cc) ----
   // Tells the submitters who submits, once registered.
@@ -361,8 +359,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<SubmitHost> submit_host_;
   DependencyResolver resolver_{&store_, &loop_};
   TaskSubmitter tasks_;
-  // The actors this process creates and calls.
-  std::unique_ptr<ActorDirectory> actor_directory_;
+  // The GCS, as the rooms reach it (gcs/client/gcs_client.h); the actors
+  // this process creates and calls.
+  std::unique_ptr<gcs::GcsClient> gcs_client_;
   ActorSubmitter actors_;
 
   // io loop only.

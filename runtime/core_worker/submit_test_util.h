@@ -79,7 +79,10 @@ class NoPeers : public BorrowPeers {
 class LoopThread {
  public:
   LoopThread() : thread_([this] { loop_.Run(); }) {}
-  ~LoopThread() {
+  ~LoopThread() { Stop(); }
+  // Stops and joins the loop thread; nothing posted runs after this.
+  void Stop() {
+    if (!thread_.joinable()) return;
     loop_.Stop();
     thread_.join();
   }

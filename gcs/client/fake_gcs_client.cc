@@ -1,0 +1,360 @@
+#include "gcs/client/fake_gcs_client.h"
+
+#include <algorithm>
+
+#include "common/id.h"
+
+namespace manta::gcs {
+namespace {
+constexpr absl::Duration kMaxPollWait = absl::Seconds(30);
+
+std::string NewToken() { return NodeId::FromRandom().Binary(); }
+}  // namespace
+
+FakeGcsClient::FakeGcsClient(EventLoop* loop) : loop_(loop), cluster_id_(NewToken()), incarnation_(NewToken()) {}
+
+FakeGcsClient::~FakeGcsClient() = default;
+
+template <typename Reply>
+bool FakeGcsClient::Admit(const std::string& method, Callback<Reply>& cb) {
+  ++calls_[method];
+  if (auto it = fail_next_.find(method); it != fail_next_.end()) {
+    absl::Status s = std::move(it->second);
+    fail_next_.erase(it);
+    Answer(std::move(cb), std::move(s), Reply());
+    return false;
+  }
+  if (reachable_) return true;
+  Answer(std::move(cb), absl::UnavailableError("failed to connect to the GCS"), Reply());
+  return false;
+}
+
+template <typename Reply>
+void FakeGcsClient::Answer(Callback<Reply> cb, absl::Status s, Reply reply) {
+  loop_->Post([cb = std::move(cb), s = std::move(s), reply = std::move(reply)]() mutable { cb(s, std::move(reply)); });
+}
+
+// ---------------------------------------------------------------- nodes
+
+void FakeGcsClient::GetClusterId(Callback<rpc::GetClusterIdReply> cb) {
+  if (!Admit("GetClusterId", cb)) return;
+  rpc::GetClusterIdReply reply;
+  reply.set_cluster_id(cluster_id_);
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::RegisterNode(const rpc::RegisterNodeRequest& request, Callback<rpc::RegisterNodeReply> cb) {
+  if (!Admit("RegisterNode", cb)) return;
+  const std::string& id = request.node_info().node_id();
+  if (!request.cluster_id().empty() && request.cluster_id() != cluster_id_) {
+    return Answer(std::move(cb), absl::FailedPreconditionError("this GCS serves another cluster"),
+                  rpc::RegisterNodeReply());
+  }
+  auto it = nodes_.find(id);
+  if (it != nodes_.end() && it->second.state() == rpc::NodeInfo::DEAD) {
+    return Answer(std::move(cb), absl::FailedPreconditionError("the node was marked dead; start a new raylet"),
+                  rpc::RegisterNodeReply());
+  }
+  nodes_[id] = request.node_info();
+  PublishNode(nodes_[id]);
+  rpc::RegisterNodeReply reply;
+  reply.set_cluster_id(cluster_id_);
+  reply.set_gcs_incarnation(incarnation_);
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::UnregisterNode(const rpc::UnregisterNodeRequest& request, absl::Duration,
+                                   Callback<rpc::UnregisterNodeReply> cb) {
+  if (!Admit("UnregisterNode", cb)) return;
+  auto it = nodes_.find(request.node_id());
+  if (it != nodes_.end() && it->second.state() == rpc::NodeInfo::ALIVE) {
+    it->second.set_state(rpc::NodeInfo::DEAD);
+    it->second.set_death_expected(true);
+    it->second.set_death_reason(request.reason());
+    PublishNode(it->second);
+  }
+  Answer(std::move(cb), absl::OkStatus(), rpc::UnregisterNodeReply());
+}
+
+void FakeGcsClient::DrainNode(const rpc::DrainNodeRequest& request, absl::Duration, Callback<rpc::DrainNodeReply> cb) {
+  if (!Admit("DrainNode", cb)) return;
+  rpc::DrainNodeReply reply;
+  auto it = nodes_.find(request.node_id());
+  if (it == nodes_.end() || it->second.state() == rpc::NodeInfo::DEAD) {
+    reply.set_rejection_reason("the node is dead");
+  } else {
+    reply.set_accepted(true);
+    it->second.set_draining(true);
+    it->second.set_drain_reason(request.reason());
+    it->second.set_drain_deadline_ms(request.deadline_ms());
+    PublishNode(it->second);
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) {
+  if (!Admit("GetAllNodeInfo", cb)) return;
+  rpc::GetAllNodeInfoReply reply;
+  for (const auto& [id, n] : nodes_) {
+    if (!request.filter_alive() || n.state() == rpc::NodeInfo::ALIVE) *reply.add_nodes() = n;
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::DeclareDead(const std::string& node_id, const std::string& reason) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.state() == rpc::NodeInfo::DEAD) return;
+  it->second.set_state(rpc::NodeInfo::DEAD);
+  it->second.set_death_reason(reason);
+  PublishNode(it->second);
+}
+
+const rpc::NodeInfo* FakeGcsClient::node(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+void FakeGcsClient::PublishNode(const rpc::NodeInfo& info) {
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::NODE_INFO);
+  m.set_key(info.node_id());
+  *m.mutable_node_info() = info;
+  Publish(std::move(m));
+}
+
+// ---------------------------------------------------------------- resources
+
+void FakeGcsClient::ReportResources(const rpc::ReportResourcesRequest& request,
+                                    Callback<rpc::ReportResourcesReply> cb) {
+  if (!Admit("ReportResources", cb)) return;
+  const std::string& id = request.resources().node_id();
+  auto node = nodes_.find(id);
+  rpc::ReportResourcesReply reply;
+  reply.set_known_node(node != nodes_.end() && node->second.state() == rpc::NodeInfo::ALIVE);
+  if (reply.known_node()) {
+    resources_[id] = request.resources();
+    rpc::PubMessage m;
+    m.set_channel(rpc::PubMessage::NODE_RESOURCES);
+    m.set_key(id);
+    *m.mutable_node_resources() = request.resources();
+    Publish(std::move(m));
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) {
+  if (!Admit("GetClusterResources", cb)) return;
+  rpc::GetClusterResourcesReply reply;
+  for (const auto& [id, r] : resources_) {
+    auto node = nodes_.find(id);
+    if (node != nodes_.end() && node->second.state() == rpc::NodeInfo::ALIVE) *reply.add_nodes() = r;
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+// ---------------------------------------------------------------- pub/sub
+
+void FakeGcsClient::Publish(rpc::PubMessage message) {
+  message.set_sequence(next_sequence_++);
+  log_.push_back(std::move(message));
+  AnswerHeld();
+}
+
+void FakeGcsClient::ForgetUpTo(int64_t sequence) {
+  while (!log_.empty() && log_.front().sequence() <= sequence) log_.pop_front();
+  forgotten_up_to_ = std::max(forgotten_up_to_, sequence);
+}
+
+rpc::PollReply FakeGcsClient::Collect(const rpc::PollRequest& request) const {
+  rpc::PollReply reply;
+  reply.set_gcs_incarnation(incarnation_);
+  // Another incarnation's sequence means nothing here: from the start.
+  const int64_t after = request.gcs_incarnation() == incarnation_ ? request.after_sequence() : 0;
+  reply.set_gap(after < forgotten_up_to_);
+  int64_t last = std::max(after, forgotten_up_to_);
+  for (const rpc::PubMessage& m : log_) {
+    last = std::max(last, m.sequence());
+    if (m.sequence() <= after) continue;
+    if (std::find(request.channels().begin(), request.channels().end(), m.channel()) == request.channels().end()) {
+      continue;
+    }
+    *reply.add_messages() = m;
+  }
+  reply.set_last_sequence(last);
+  return reply;
+}
+
+void FakeGcsClient::Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) {
+  if (!Admit("Poll", cb)) return;
+  rpc::PollReply reply = Collect(request);
+  if (reply.messages_size() > 0 || reply.gap() || request.max_wait_ms() <= 0) {
+    return Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+  }
+  auto held = std::make_unique<HeldPoll>();
+  HeldPoll* raw = held.get();
+  held->request = request;
+  held->cb = std::move(cb);
+  held->timer = loop_->RunAfter(std::min(absl::Milliseconds(request.max_wait_ms()), kMaxPollWait), [this, raw] {
+    auto it = std::find_if(held_.begin(), held_.end(), [raw](const auto& h) { return h.get() == raw; });
+    if (it == held_.end()) return;
+    std::unique_ptr<HeldPoll> mine = std::move(*it);
+    held_.erase(it);
+    Answer(std::move(mine->cb), absl::OkStatus(), Collect(mine->request));
+    loop_->Post([mine = std::shared_ptr<HeldPoll>(std::move(mine))] {});  // not freed inside its own timer
+  });
+  held_.push_back(std::move(held));
+}
+
+void FakeGcsClient::AnswerHeld() {
+  std::vector<std::unique_ptr<HeldPoll>> keep;
+  for (auto& h : held_) {
+    rpc::PollReply reply = Collect(h->request);
+    if (reply.messages_size() == 0 && !reply.gap()) {
+      keep.push_back(std::move(h));
+      continue;
+    }
+    h->timer.reset();
+    Answer(std::move(h->cb), absl::OkStatus(), std::move(reply));
+  }
+  held_ = std::move(keep);
+}
+
+void FakeGcsClient::EndHeld(const absl::Status& s) {
+  for (auto& h : held_) {
+    h->timer.reset();
+    if (s.ok()) {
+      Answer(std::move(h->cb), s, Collect(h->request));
+    } else {
+      Answer(std::move(h->cb), s, rpc::PollReply());
+    }
+  }
+  held_.clear();
+}
+
+void FakeGcsClient::PublishLogs(const rpc::PublishLogsRequest&, Callback<rpc::PublishLogsReply> cb) {
+  if (!Admit("PublishLogs", cb)) return;
+  Answer(std::move(cb), absl::OkStatus(), rpc::PublishLogsReply());
+}
+
+// ---------------------------------------------------------------- control
+
+void FakeGcsClient::SetReachable(bool reachable) {
+  reachable_ = reachable;
+  if (!reachable) EndHeld(absl::UnavailableError("the GCS went away"));
+}
+
+void FakeGcsClient::Restart() {
+  incarnation_ = NewToken();
+  EndHeld(absl::UnavailableError("the GCS restarted"));
+}
+
+void FakeGcsClient::ServeAnotherCluster() {
+  cluster_id_ = NewToken();
+  incarnation_ = NewToken();
+  nodes_.clear();
+  resources_.clear();
+  EndHeld(absl::UnavailableError("the GCS restarted"));
+}
+
+int FakeGcsClient::calls(const std::string& method) const {
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+// ---------------------------------------------------------------- KV, actors, groups, jobs
+
+void FakeGcsClient::KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) {
+  if (!Admit("KvPut", cb)) return;
+  std::string key = request.ns() + '\0' + request.key();
+  rpc::KvPutReply reply;
+  const bool exists = kv_.count(key) > 0;
+  if (!exists || request.overwrite()) kv_[key] = request.value();
+  reply.set_added(!exists);
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) {
+  if (!Admit("KvGet", cb)) return;
+  rpc::KvGetReply reply;
+  auto it = kv_.find(request.ns() + '\0' + request.key());
+  if (it != kv_.end()) {
+    reply.set_found(true);
+    reply.set_value(it->second);
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::PutActor(const rpc::ActorInfo& info) {
+  actors_[info.actor_id()] = info;
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::ACTOR);
+  m.set_key(info.actor_id());
+  *m.mutable_actor_info() = info;
+  Publish(std::move(m));
+}
+
+void FakeGcsClient::RegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) {
+  if (!Admit("RegisterActor", cb)) return;
+  const std::string& id = request.creation_task().actor_id();
+  if (!actors_.count(id)) {
+    rpc::ActorInfo info;
+    info.set_actor_id(id);
+    info.set_state(rpc::ActorInfo::PENDING_CREATION);
+    PutActor(info);
+  }
+  rpc::RegisterActorReply reply;
+  *reply.mutable_actor() = actors_[id];
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) {
+  if (!Admit("GetActorInfo", cb)) return;
+  rpc::GetActorInfoReply reply;
+  auto it = actors_.find(request.actor_id());
+  if (it != actors_.end()) *reply.mutable_actor() = it->second;
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
+                                        Callback<rpc::ReportWorkerFailureReply> cb) {
+  if (!Admit("ReportWorkerFailure", cb)) return;
+  worker_failures_.push_back(request);
+  Answer(std::move(cb), absl::OkStatus(), rpc::ReportWorkerFailureReply());
+}
+
+void FakeGcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) { groups_[info.placement_group_id()] = info; }
+
+void FakeGcsClient::GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
+                                      Callback<rpc::GetPlacementGroupReply> cb) {
+  if (!Admit("GetPlacementGroup", cb)) return;
+  rpc::GetPlacementGroupReply reply;
+  auto it = groups_.find(request.placement_group_id());
+  if (it != groups_.end()) *reply.mutable_placement_group() = it->second;
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) {
+  if (!Admit("AddJob", cb)) return;
+  rpc::JobInfo job = request.job();
+  std::string id(JobId::kSize, '\0');
+  const int n = next_job_++;
+  for (size_t i = 0; i < id.size(); ++i) id[id.size() - 1 - i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  job.set_job_id(id);
+  jobs_[id] = job;
+  rpc::AddJobReply reply;
+  reply.set_job_id(id);
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::MarkJobFinished(const rpc::MarkJobFinishedRequest& request,
+                                    Callback<rpc::MarkJobFinishedReply> cb) {
+  if (!Admit("MarkJobFinished", cb)) return;
+  auto it = jobs_.find(request.job_id());
+  if (it == jobs_.end()) {
+    return Answer(std::move(cb), absl::NotFoundError("no such job"), rpc::MarkJobFinishedReply());
+  }
+  it->second.set_is_dead(true);
+  Answer(std::move(cb), absl::OkStatus(), rpc::MarkJobFinishedReply());
+}
+
+}  // namespace manta::gcs

@@ -1,0 +1,204 @@
+#include "raylet/gcs_link.h"
+
+#include "common/logging.h"
+#include "common/id.h"
+
+namespace manta::raylet {
+namespace {
+std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
+}  // namespace
+
+GcsLink::GcsLink(GcsLinkOptions options, EventLoop* loop, gcs::GcsClient* gcs, Host* host, Clock clock)
+    : options_(std::move(options)), loop_(loop), gcs_(gcs), host_(host), clock_(std::move(clock)) {
+  cluster_id_ = options_.cluster_id;
+}
+
+void GcsLink::Start() {
+  started_ = clock_();
+  Register();
+}
+
+void GcsLink::Stop() {
+  stopped_ = true;
+  liveness_timer_.reset();
+  retry_timer_.reset();
+  poll_timer_.reset();
+  report_retry_timer_.reset();
+}
+
+// ---------------------------------------------------------------- registration
+
+void GcsLink::Register() {
+  if (registering_ || stopped_) return;
+  registering_ = true;
+  rpc::RegisterNodeRequest req;
+  *req.mutable_node_info() = host_->NodeInfo();
+  req.set_cluster_id(cluster_id_);
+  gcs_->RegisterNode(req, [this](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
+    registering_ = false;
+    OnRegisterReply(s, reply);
+  });
+}
+
+void GcsLink::OnRegisterReply(const absl::Status& s, const rpc::RegisterNodeReply& reply) {
+  if (stopped_) return;
+  const std::string refused = "the GCS at " + options_.gcs_address + " refused this node: ";
+  if (!s.ok()) {
+    switch (s.code()) {
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kDeadlineExceeded:
+        return RetryRegistration(s);
+      case absl::StatusCode::kFailedPrecondition:
+        // Refused after having joined: this node was declared dead, or the
+        // GCS now serves another cluster. Asked which, below.
+        if (registered_) return RejoinUnlessForeign(std::string(s.message()));
+        return host_->Exit(refused + std::string(s.message()));
+      case absl::StatusCode::kUnauthenticated:
+        return host_->Exit("the GCS at " + options_.gcs_address + " refused the cluster token (" +
+                           std::string(s.message()) + ")");
+      default:
+        return host_->Exit(refused + std::string(s.message()));
+    }
+  }
+  const bool first = !registered_;
+  registered_ = true;
+  cluster_id_ = reply.cluster_id();
+  gcs_incarnation_ = reply.gcs_incarnation();
+  Contact();
+  Log()->info("registered with the GCS at {} cluster_id={}", options_.gcs_address, ToHex(cluster_id_));
+  host_->OnRegistered(first);
+  if (first) {
+    liveness_timer_ = loop_->RunEvery(options_.liveness_period, [this] { CheckLiveness(); });
+    Poll();
+  }
+}
+
+void GcsLink::RetryRegistration(const absl::Status& s) {
+  const absl::Duration limit = registered_ ? options_.reconnect_timeout : options_.connect_timeout;
+  const absl::Time since = registered_ ? last_contact_ : started_;
+  if (clock_() - since > limit) {
+    return host_->Exit("cannot reach the GCS at " + options_.gcs_address + " (" + std::string(s.message()) + ")");
+  }
+  retry_timer_ = loop_->RunAfter(options_.retry_delay, [this] { Register(); });
+}
+
+void GcsLink::RejoinUnlessForeign(const std::string& refusal) {
+  gcs_->GetClusterId([this, refusal](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
+    if (stopped_) return;
+    const std::string why = "the GCS at " + options_.gcs_address + " refused this node: " + refusal;
+    if (!s.ok()) return RetryRegistration(s);
+    if (reply.cluster_id() != cluster_id_) {
+      return host_->Exit(why + " (it now serves cluster " + ToHex(reply.cluster_id()) + ")");
+    }
+    host_->Rejoin(why);
+  });
+}
+
+void GcsLink::OnHealthCheck(const std::string& gcs_incarnation) {
+  Contact();
+  if (registered_ && !gcs_incarnation.empty() && gcs_incarnation != gcs_incarnation_) {
+    Log()->info("the GCS restarted; registering again");
+    Register();
+  }
+}
+
+// ---------------------------------------------------------------- reports
+
+void GcsLink::SendReport(std::function<void()> done) {
+  if (!registered_ || stopped_) return done();
+  gcs_->ReportResources(host_->Report(), [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
+    done();
+    if (stopped_) return;
+    if (s.ok()) {
+      Contact();
+      if (!reply.known_node()) Register();
+    } else {
+      // Try again: the GCS must not keep a stale view of this node.
+      Log()->warn("resource report failed: {}", s.ToString());
+      report_retry_timer_ = loop_->RunAfter(options_.retry_delay, [this] { host_->RequestReport(); });
+    }
+  });
+}
+
+// ---------------------------------------------------------------- node events
+
+void GcsLink::Poll() {
+  if (stopped_) return;
+  rpc::PollRequest req;
+  req.add_channels(rpc::PubMessage::NODE_INFO);
+  req.add_channels(rpc::PubMessage::NODE_RESOURCES);
+  req.set_after_sequence(poll_sequence_);
+  req.set_gcs_incarnation(poll_incarnation_);
+  req.set_max_wait_ms(options_.poll_wait_ms);
+  req.set_subscriber_node_id(options_.node_id);
+  gcs_->Poll(req, [this](const absl::Status& s, rpc::PollReply&& reply) { OnPoll(s, reply); });
+}
+
+void GcsLink::OnPoll(const absl::Status& s, const rpc::PollReply& reply) {
+  if (stopped_) return;
+  if (!s.ok()) {
+    poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Poll(); });
+    return;
+  }
+  Contact();
+  if (registered_ && reply.gcs_incarnation() != gcs_incarnation_) {
+    Log()->info("the GCS restarted; registering again");
+    Register();
+  }
+  poll_incarnation_ = reply.gcs_incarnation();
+  poll_sequence_ = reply.last_sequence();
+  bool changed = false;
+  for (const auto& m : reply.messages()) {
+    if (m.has_node_info()) changed |= host_->OnNodeInfo(m.node_info());
+    if (m.has_node_resources()) changed |= host_->OnNodeResources(m.node_resources());
+    if (stopped_) return;  // the node learned it is dead
+  }
+  if (reply.gap()) return RefreshNodes();
+  if (changed) host_->OnClusterChanged();
+  Poll();
+}
+
+void GcsLink::RefreshNodes() {
+  gcs_->GetAllNodeInfo({}, [this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+    if (stopped_) return;
+    if (!s.ok()) return Poll();
+    host_->OnNodesReset();
+    for (const auto& n : reply.nodes()) host_->OnNodeInfo(n);
+    gcs_->GetClusterResources([this](const absl::Status& s, rpc::GetClusterResourcesReply&& reply) {
+      if (stopped_) return;
+      if (s.ok()) {
+        for (const auto& r : reply.nodes()) host_->OnNodeResources(r);
+      }
+      host_->OnClusterChanged();
+      Poll();
+    });
+  });
+}
+
+// ---------------------------------------------------------------- liveness
+
+void GcsLink::CheckLiveness() {
+  const absl::Duration quiet = clock_() - last_contact_;
+  if (quiet > options_.reconnect_timeout) {
+    return host_->Exit("the GCS at " + options_.gcs_address + " has been unreachable for " +
+                       absl::FormatDuration(absl::Trunc(quiet, absl::Seconds(1))));
+  }
+  if (quiet < options_.quiet_before_ping || pinging_) return;
+  pinging_ = true;
+  gcs_->GetClusterId([this](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
+    pinging_ = false;
+    if (stopped_ || !s.ok()) return;
+    Contact();
+    if (reply.cluster_id() != cluster_id_) {
+      return host_->Exit("the GCS at " + options_.gcs_address + " now serves another cluster (" +
+                         ToHex(reply.cluster_id()) + ")");
+    }
+    // Health checks stopped coming although the GCS answers: it may have
+    // declared this node dead (e.g. it was paused or cut off). Registering
+    // again is idempotent and is refused for a dead node, which makes this
+    // raylet rejoin as a new one.
+    Register();
+  });
+}
+
+}  // namespace manta::raylet
