@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "train/kernels/rendezvous.h"
 
@@ -34,9 +36,27 @@ ParallelismConfig Par(int64_t fsdp, int64_t tensor, int64_t dcn_fsdp = 1) {
 void RunMesh(int processes, int chips, const ParallelismConfig& par,
              const std::function<void(Communicator&, int)>& body, int slices = 1) {
   const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  // Every process keeps its communicator until all are done: one that
+  // closes its pairs right after the last barrier can break a peer still
+  // taking that barrier's last message.
+  absl::BlockingCounter all_done(processes);
+  absl::Notification release;
   std::vector<std::thread> procs;
   for (int p = 0; p < processes; ++p) {
     procs.emplace_back([&, p] {
+      // Counts this process done once, even when it stops on a failure.
+      struct Arrival {
+        absl::BlockingCounter* counter;
+        bool counted = false;
+        void AndWait(absl::Notification* release) {
+          counted = true;
+          counter->DecrementCount();
+          release->WaitForNotification();
+        }
+        ~Arrival() {
+          if (!counted) counter->DecrementCount();
+        }
+      } arrival{&all_done};
       DistributedEnv env;
       env.coordinator_address = address;
       env.process_id = p;
@@ -53,8 +73,11 @@ void RunMesh(int processes, int chips, const ParallelismConfig& par,
         devices.emplace_back([&, d] { body(**comm, d); });
       }
       for (auto& t : devices) t.join();
+      arrival.AndWait(&release);  // `comm` lives until every process is here
     });
   }
+  all_done.Wait();
+  release.Notify();
   for (auto& t : procs) t.join();
 }
 

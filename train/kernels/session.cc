@@ -319,14 +319,18 @@ absl::StatusOr<SessionRun> TrainingSession::Run(const RunOptions& options) {
   run.next_step = next_step_;
   if (run.end != SessionRun::kBroken) {
     // Nobody tears down the coordinator or its gloo pairs while a peer may
-    // still be finishing its last exchange.
+    // still be finishing its last exchange. The barrier cannot fail the run:
+    // every step's collectives completed here, so every peer completed them
+    // too. Its root leaves first and may close its pairs while another peer
+    // still waits for the root's last message, which gloo then reports as a
+    // closed connection although the message arrived.
     std::vector<std::thread> final_barrier;
     for (auto& d : devices_) {
-      final_barrier.emplace_back([this, &run, id = d->device()] {
+      final_barrier.emplace_back([this, id = d->device()] {
         try {
           comm_->Barrier(kAllAxes, id);
         } catch (const CollectiveError& e) {
-          Broke(&run, e.what());
+          Logger()->info("a peer left the closing barrier first (the run is complete): {}", e.what());
         }
       });
     }
