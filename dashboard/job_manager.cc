@@ -17,7 +17,6 @@ namespace {
 
 constexpr size_t kLogTailInMessage = 2000;
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("dashboard"); }
 
@@ -116,7 +115,7 @@ void JobManager::FailLocked(Entry* e, std::string_view error_type, std::string m
   e->record.status = JobStatus::kFailed;
   e->record.error_type = std::string(error_type);
   e->record.message = std::move(message);
-  e->record.end_time_ms = NowMs();
+  e->record.end_time_ms = absl::ToUnixMillis(options_.clock());
   e->dirty = true;
   Log()->info("job failed submission_id={} error_type={}: {}", e->record.submission_id, error_type,
               e->record.message.substr(0, 200));
@@ -125,7 +124,7 @@ void JobManager::FailLocked(Entry* e, std::string_view error_type, std::string m
 absl::StatusOr<std::string> JobManager::Submit(const JobSubmitRequest& request) {
   std::string id = request.submission_id.empty() ? NewSubmissionId() : request.submission_id;
   RETURN_IF_ERROR(ValidateSubmissionId(id));
-  JobRecord record = NewJobRecord(request, id, NowMs());
+  JobRecord record = NewJobRecord(request, id, absl::ToUnixMillis(options_.clock()));
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the dashboard is shutting down");
@@ -171,7 +170,7 @@ absl::StatusOr<bool> JobManager::Stop(const std::string& id) {
   if (e.record.status == JobStatus::kPending && !e.starting) {
     e.record.status = JobStatus::kStopped;
     e.record.message = "Job was intentionally stopped.";
-    e.record.end_time_ms = NowMs();
+    e.record.end_time_ms = absl::ToUnixMillis(options_.clock());
     Log()->info("job stopped before it started submission_id={}", id);
     loop_->Post([this] { Flush(); });
     return true;
@@ -277,7 +276,7 @@ void JobManager::ReleasePending() {
 
 void JobManager::StartQueued() {
   MANTA_CHECK_ON_LOOP(loop_);
-  if (queue_.empty() || absl::Now() < next_start_attempt_) return;
+  if (queue_.empty() || options_.clock() < next_start_attempt_) return;
   std::deque<std::string> waiting;
   while (!queue_.empty()) {
     std::string id = queue_.front();
@@ -326,7 +325,7 @@ void JobManager::StartQueued() {
   }
   queue_ = std::move(waiting);
   // Waiting jobs are retried when a job ends, and at least every second.
-  next_start_attempt_ = queue_.empty() ? absl::InfinitePast() : absl::Now() + absl::Seconds(1);
+  next_start_attempt_ = queue_.empty() ? absl::InfinitePast() : options_.clock() + absl::Seconds(1);
   Flush();
 }
 
@@ -435,7 +434,7 @@ void JobManager::Finish(const std::string& id, const Runner& runner) {
   if (it == jobs_.end() || IsTerminal(it->second.record.status)) return;
   Entry& e = it->second;
   JobRecord& job = e.record;
-  job.end_time_ms = NowMs();
+  job.end_time_ms = absl::ToUnixMillis(options_.clock());
   e.dirty = true;
   if (exit && WIFEXITED(*exit)) job.driver_exit_code = WEXITSTATUS(*exit);
   if (job.stop_requested) {
@@ -494,7 +493,7 @@ void JobManager::Shutdown(std::function<void()> done) {
       e.dirty = true;
       if (job.status == JobStatus::kPending) {
         job.status = JobStatus::kStopped;
-        job.end_time_ms = NowMs();
+        job.end_time_ms = absl::ToUnixMillis(options_.clock());
         if (reserving_.count(id) > 0) loop_->Post([this, id = id] { Release(id); });
       } else if (job.runner_pid > 0) {
         running.emplace_back(id, Runner{job.runner_pid, job.runner_start_ticks});

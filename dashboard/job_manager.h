@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/event_loop.h"
 #include "common/resources.h"
 #include "dashboard/job_info.h"
@@ -57,6 +58,9 @@ struct JobManagerOptions {
   absl::Duration poll_period = absl::Milliseconds(200);
   // How long Start() retries loading the records while the GCS is not up.
   absl::Duration load_timeout = absl::Seconds(15);
+  // The records' start and end times, and when a job that could not start
+  // is tried again, read this clock.
+  Clock clock = absl::Now;
 };
 
 class JobManager {

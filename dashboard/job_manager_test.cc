@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/process.h"
 #include "dashboard/tar_writer.h"
@@ -77,8 +78,9 @@ class JobManagerTest : public ::testing::Test {
     done.get_future().wait();
   }
 
-  void StartManager() {
+  void StartManager(Clock clock = absl::Now) {
     JobManagerOptions o;
+    o.clock = std::move(clock);
     o.session_dir = session_;
     o.gcs_address = "127.0.0.1:1";
     o.token = "t0k3n";
@@ -127,6 +129,20 @@ class JobManagerTest : public ::testing::Test {
   std::thread loop_thread_;
   std::unique_ptr<JobManager> jobs_;
 };
+
+TEST_F(JobManagerTest, RecordTimesComeFromTheInjectedClock) {
+  ManualClock clock(absl::FromUnixMillis(1'800'000'000'123));
+  DestroyManager();
+  StartManager(clock.AsClock());
+  std::string id = Submit(R"({"entrypoint": "sleep 30"})");
+  JobRecord running = WaitFor(id, JobStatus::kRunning);
+  EXPECT_EQ(running.start_time_ms, 1'800'000'000'123);
+  clock.Advance(absl::Minutes(90));
+  auto stopped = jobs_->Stop(id);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  JobRecord job = WaitFor(id, JobStatus::kStopped);
+  EXPECT_EQ(job.end_time_ms, 1'800'000'000'123 + 90 * 60 * 1000);
+}
 
 TEST_F(JobManagerTest, SuccessfulJobRecordsOutputInOrderAndEnvironment) {
   std::string id = Submit(R"({"entrypoint": "for i in 1 2 3 4 5; do echo line $i; done; echo err >&2; )"

@@ -19,6 +19,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/event_loop.h"
 #include "gcs/client/gcs_client.h"
 
@@ -44,8 +45,6 @@ struct GcsLinkOptions {
 
 class GcsLink {
  public:
-  using Clock = std::function<absl::Time()>;
-
   class Host {
    public:
     virtual ~Host() = default;

@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/clock.h"
 #include "common/id.h"
 #include "gcs/client/fake_gcs_client.h"
 
@@ -108,7 +109,7 @@ class GcsLinkTest : public ::testing::Test {
     OnLoop([&] {
       gcs_ = std::make_unique<gcs::FakeGcsClient>(&loop_);
       link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_,
-                                        [this] { return absl::FromUnixMillis(now_ms_.load()); });
+                                        clock_.AsClock());
       link_->Start();
     });
   }
@@ -116,7 +117,7 @@ class GcsLinkTest : public ::testing::Test {
     Start();
     ASSERT_TRUE(raylet_.Await([&] { return raylet_.registrations == 1; }));
   }
-  void Advance(absl::Duration d) { now_ms_ += absl::ToInt64Milliseconds(d); }
+  void Advance(absl::Duration d) { clock_.Advance(d); }
   // Reads the fake GCS on the loop.
   template <typename T>
   T Read(std::function<T()> fn) {
@@ -142,7 +143,7 @@ class GcsLinkTest : public ::testing::Test {
   }
 
   const std::string node_id_ = NodeId::FromRandom().Binary();
-  std::atomic<int64_t> now_ms_{1'000'000};
+  ManualClock clock_;
   GcsLinkOptions options_;
   FakeRaylet raylet_{node_id_};
   EventLoop loop_;
@@ -180,7 +181,7 @@ TEST_F(GcsLinkTest, AGcsThatNeverAnswersEndsTheFirstRegistrationAfterTheConnectT
     gcs_ = std::make_unique<gcs::FakeGcsClient>(&loop_);
     gcs_->SetReachable(false);
     link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_,
-                                      [this] { return absl::FromUnixMillis(now_ms_.load()); });
+                                      clock_.AsClock());
     link_->Start();
   });
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->calls("RegisterNode") >= 3; }));  // retried meanwhile

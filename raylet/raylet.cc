@@ -41,8 +41,6 @@ constexpr size_t kMaxDrainReasonBytes = 256;
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
-
 }  // namespace
 
 class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public GcsLink::Host {
@@ -73,7 +71,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     link.reconnect_timeout = options_.gcs_reconnect_timeout;
     link.cluster_id = options_.cluster_id;
     link.node_id = node_id_.Binary();
-    link_ = std::make_unique<GcsLink>(std::move(link), loop_, gcs_.get(), this);
+    link_ = std::make_unique<GcsLink>(std::move(link), loop_, gcs_.get(), this, options_.clock);
     StartManagers();
     Log()->info("raylet serving on {}:{} node_id={} resources={}", options_.node_ip, port_, node_id_.Hex(),
                 options_.resources.total.DebugString());
@@ -327,7 +325,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   void CheckDrain() {
     if (shutting_down_ || !drain_.draining()) return;
     NodeLoad load{leases_->num_granted(), local_.bundles().size()};
-    switch (drain_.Decide(NowMs(), load)) {
+    switch (drain_.Decide(absl::ToUnixMillis(options_.clock()), load)) {
       case DrainState::Action::kStay:
         return;
       case DrainState::Action::kIdle:
@@ -345,7 +343,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
       return Shutdown(0, "SIGTERM");
     }
     sigterm_drain_ = true;
-    const int64_t deadline = NowMs() + absl::ToInt64Milliseconds(options_.drain_grace);
+    const int64_t deadline = absl::ToUnixMillis(options_.clock()) + absl::ToInt64Milliseconds(options_.drain_grace);
     Log()->info("SIGTERM: draining within {} (a second SIGTERM, or SIGINT, stops at once)",
                 absl::FormatDuration(options_.drain_grace));
     leases_->StartDraining(kSigtermDrainReason);  // no new work while the GCS is asked

@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/event_loop.h"
 #include "raylet/local_resources.h"
 
@@ -68,6 +69,8 @@ struct RayletOptions {
   std::string cluster_id;
   // Declared dead while alive: rejoin as a new node (true) or exit 1.
   bool rejoin_when_dead = true;
+  // What the GCS link and draining read time from (timers keep real time).
+  Clock clock = absl::Now;
 };
 
 class Raylet {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/event_loop.h"
 #include "proto/node_manager.pb.h"
 #include "runtime/core_worker/memory_store.h"
@@ -44,6 +45,9 @@ struct SubmitDeps {
   ReferenceCounter* refs;
   EventLoop* loop;
   SubmitHost* host;
+  // What decisions read time from (lease idleness, pipelining); timers and
+  // blocking waits keep real time.
+  Clock clock = absl::Now;
 
   // The task ends with an error: its FAILED event, its return failed, its
   // held arguments released.

@@ -122,7 +122,7 @@ void TaskSubmitter::Pump(TaskQueue& q, std::vector<PushCall*>* to_start) {
   for (auto& lease : q.leases) idle += !lease->dead && lease->in_flight == 0;
   int need = std::min<int>(static_cast<int>(q.tasks.size()) - idle, kMaxLeaseRequests);
   while (q.lease_requests_in_flight < need && q.leases.size() < 256) {
-    if (q.lease_requests_in_flight++ == 0) q.oldest_lease_request = absl::Now();
+    if (q.lease_requests_in_flight++ == 0) q.oldest_lease_request = deps_.clock();
     RequestLease(&q, caller_.local_raylet, false, 0);
   }
   // Tasks that hold devices (TPU chips, custom resources) never queue behind
@@ -130,7 +130,7 @@ void TaskSubmitter::Pump(TaskQueue& q, std::vector<PushCall*>* to_start) {
   // lease of its own. CPU-only tasks are fungible and pipeline once more
   // workers cannot be had at once.
   if (!q.tasks.empty()) {
-    bool saturated = q.lease_requests_in_flight == 0 || absl::Now() - q.oldest_lease_request >= kPipelineAfter;
+    bool saturated = q.lease_requests_in_flight == 0 || deps_.clock() - q.oldest_lease_request >= kPipelineAfter;
     int depth = q.fungible && saturated ? kPipelineDepth : 1;
     while (!q.tasks.empty()) {
       std::shared_ptr<WorkerLease>* best = nullptr;
@@ -187,7 +187,7 @@ void TaskSubmitter::OnLeaseReply(TaskQueue* q, const std::string& raylet, int sp
       --q->lease_requests_in_flight;
       return Pump(*q, to_start);
     }
-    absl::Time now = absl::Now();
+    absl::Time now = deps_.clock();
     if (local_raylet_failing_since_ == absl::InfiniteFuture()) local_raylet_failing_since_ = now;
     // The same lease id: a grant whose reply was lost is answered again.
     if (now - local_raylet_failing_since_ < kLocalRayletPatience) {
@@ -209,9 +209,9 @@ void TaskSubmitter::OnLeaseReply(TaskQueue* q, const std::string& raylet, int sp
       lease->chips.assign(reply.tpu_chip_ids().begin(), reply.tpu_chip_ids().end());
       lease->chips_per_host = reply.tpu_chips_per_host();
       lease->worker_pid = reply.worker_pid();
-      lease->idle_since = absl::Now();
+      lease->idle_since = deps_.clock();
       q->leases.push_back(lease);
-      if (q->tasks.empty()) ReturnIdleLeasesLocked(absl::Now());
+      if (q->tasks.empty()) ReturnIdleLeasesLocked(deps_.clock());
       return Pump(*q, to_start);
     }
     case rpc::RequestWorkerLeaseReply::SPILLBACK:
@@ -282,7 +282,7 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
       ReturnLease(*lease, true);
     }
   }
-  if (lease->in_flight == 0) lease->idle_since = absl::Now();
+  if (lease->in_flight == 0) lease->idle_since = deps_.clock();
   if (lease->dead) {
     q.leases.erase(std::remove(q.leases.begin(), q.leases.end(), lease), q.leases.end());
   }
@@ -322,7 +322,7 @@ void TaskSubmitter::ReleaseLease(const std::string& raylet, const std::string& l
 
 void TaskSubmitter::ReturnIdleLeases() {
   absl::MutexLock lock(&mu_);
-  if (!ReturnIdleLeasesLocked(absl::Now())) {
+  if (!ReturnIdleLeasesLocked(deps_.clock())) {
     idle_lease_timer_armed_ = false;
     idle_lease_timer_.reset();
   }

@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/notification.h"
 
+#include "common/clock.h"
 #include "runtime/core_worker/submit_test_util.h"
 #include "runtime/core_worker/wire.h"
 
@@ -112,7 +113,8 @@ class TaskSubmitterTest : public ::testing::Test {
   FakeHost host_;
   rpc::Address self_;
   DependencyResolver resolver_{&store_, &loop_};
-  TaskSubmitter submitter_{SubmitDeps{&store_, &refs_, &loop_, &host_}, &resolver_};
+  ManualClock clock_;
+  TaskSubmitter submitter_{SubmitDeps{&store_, &refs_, &loop_, &host_, clock_.AsClock()}, &resolver_};
 };
 
 TEST_F(TaskSubmitterTest, ATaskRunsOnALeasedWorkerThatTheNextTaskReuses) {
@@ -250,7 +252,9 @@ TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedAndStopReturnsTheRest) {
   Grant(0, "w1", 5001);
   ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));
   Finish(0, absl::OkStatus());
+  EXPECT_EQ(submitter_.counts().leases, 1);  // idle, not yet long enough
   // Idle for kLeaseIdle: back to its raylet, still connected.
+  clock_.Advance(TaskSubmitter::kLeaseIdle);
   ASSERT_TRUE(host_.Await([&] { return host_.returned.size() == 1; }));
   {
     absl::MutexLock lock(&host_.mu);
@@ -268,6 +272,35 @@ TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedAndStopReturnsTheRest) {
   absl::MutexLock lock(&host_.mu);
   ASSERT_EQ(host_.returned.size(), 2u);
   EXPECT_EQ(host_.returned[1].worker_id(), "w2");
+}
+
+TEST_F(TaskSubmitterTest, CpuTasksPipelineOnALeaseOnlyOnceMoreLeasesAreSlowToCome) {
+  for (int i = 0; i < 3; ++i) Submit(Spec(std::to_string(i)));
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 3; }));
+  Grant(0, "w1", 5001);
+  ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));
+  // The other requests were just made: the queued tasks wait for workers of
+  // their own.
+  Submit(Spec("3"));
+  EXPECT_EQ(NumPushes(), 1u);
+  clock_.Advance(TaskSubmitter::kPipelineAfter);
+  Submit(Spec("4"));
+  // Requests outstanding that long: the lease takes the queue, pipelined.
+  ASSERT_EQ(NumPushes(), 5u);
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(PushAt(i).request.intended_worker_id(), "w1");
+}
+
+TEST_F(TaskSubmitterTest, ALocalRayletUnreachableBeyondItsPatienceFailsTheQueue) {
+  ObjectId ret = Submit(Spec("a"));
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 1; }));
+  Answer(0, absl::UnavailableError("connection refused"), {});
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 2; }));
+  clock_.Advance(TaskSubmitter::kLocalRayletPatience);
+  Answer(1, absl::UnavailableError("connection refused"), {});
+  auto got = store_.Get({ret}, absl::Now() + kWait);
+  EXPECT_EQ(GetErrorType(got[0].status()), ErrorType::kNodeDied);
+  EXPECT_NE(got[0].status().message().find("the local raylet at 10.0.0.1:7000 is unreachable"), std::string::npos)
+      << got[0].status();
 }
 
 TEST_F(TaskSubmitterTest, ABurstAsksForAtMostFourLeasesAtOnce) {
