@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/process.h"
 #include "common/id.h"
 #include "gcs/client/fake_gcs_client.h"
 
@@ -127,16 +128,7 @@ class GcsLinkTest : public ::testing::Test {
   }
   // Waits (with a deadline) until `pred` holds, checking it on the loop.
   bool AwaitOnLoop(const std::function<bool()>& pred) {
-    absl::Notification met;
-    std::unique_ptr<EventLoop::Timer> timer;
-    OnLoop([&] {
-      timer = loop_.RunEvery(absl::Milliseconds(2), [&] {
-        if (!met.HasBeenNotified() && pred()) met.Notify();
-      });
-    });
-    const bool ok = met.WaitForNotificationWithTimeout(kWait);
-    OnLoop([&] { timer.reset(); });
-    return ok;
+    return PollUntil([&] { return Read<bool>(pred); }, absl::Now() + kWait);
   }
   void Report() {
     OnLoop([&] { link_->SendReport([] {}); });

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/process.h"
 #include "gcs/client/fake_gcs_client.h"
 #include "runtime/core_worker/submit_test_util.h"
 #include "runtime/core_worker/wire.h"
@@ -52,18 +53,9 @@ class ActorSubmitterTest : public ::testing::Test {
     loop_.RunOnLoop([&] { out = fn(); });
     return out;
   }
-  // Waits (with a deadline) until `pred` holds on the loop.
+  // Waits (with a deadline) until `pred` holds, checking it on the loop.
   bool AwaitOnLoop(const std::function<bool()>& pred) {
-    absl::Notification met;
-    std::unique_ptr<EventLoop::Timer> timer;
-    loop_.RunOnLoop([&] {
-      timer = loop_.loop()->RunEvery(absl::Milliseconds(1), [&] {
-        if (!met.HasBeenNotified() && pred()) met.Notify();
-      });
-    });
-    const bool ok = met.WaitForNotificationWithTimeout(kWait);
-    loop_.RunOnLoop([&] { timer.reset(); });
-    return ok;
+    return PollUntil([&] { return Read<bool>(pred); }, absl::Now() + kWait);
   }
 
   rpc::TaskSpec Creation(const ActorId& id, int max_task_retries, const std::string& name = "") {

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/token.h"
 #include "runtime/core_worker/log_printer.h"
+#include "runtime/core_worker/peers.h"
 #include "runtime/core_worker/real_core_worker.h"
 #include "runtime/core_worker/task_receiver.h"
 
@@ -94,10 +95,9 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       is_worker_(is_worker),
       pid_(getpid()),
       worker_id_(WorkerId::FromRandom()),
-      borrow_peers_(MakeBorrowPeers()),
-      refs_(&store_, borrow_peers_.get()),
-      owner_client_(MakeOwnerClient()),
-      objects_(&store_, owner_client_.get()),
+      peers_(std::make_unique<GrpcPeers>(&pool_, &loop_, options_.token)),
+      refs_(&store_, peers_.get()),
+      objects_(&store_, peers_.get()),
       submit_host_(MakeSubmitHost()),
       tasks_(submit_deps(), &resolver_),
       gcs_client_(gcs::MakeGrpcGcsClient(&loop_, options_.gcs_address, options_.token, absl::Seconds(10))),

@@ -59,6 +59,8 @@
 
 namespace manta::core {
 
+class GrpcPeers;
+
 // Threads that pull large task returns at once (FetchPool); more wait.
 constexpr int kMaxFetchThreads = 8;
 
@@ -223,10 +225,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   void HandleReturns(rpc::PushTaskReply& reply);
 
  private:
-  // The reference counter's peers and the object service's owners: this
-  // process's clients and io loop.
-  std::unique_ptr<BorrowPeers> MakeBorrowPeers();
-  std::unique_ptr<OwnerClient> MakeOwnerClient();
   // A fresh task id: a random per-process prefix and a counter (no system
   // call per task).
   TaskId NextTaskId();
@@ -310,13 +308,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<rpc::GatedServer> server_;
   ClientPool pool_;
   MemoryStore store_;
-  // Reference counting across processes; its peers are this process's
-  // clients and loop.
-  std::unique_ptr<BorrowPeers> borrow_peers_;
+  // Reference counting and values between processes (object_service.h; its
+  // handlers in object_rpc.cc), both reaching other processes via peers_.
+  std::unique_ptr<GrpcPeers> peers_;
   ReferenceCounter refs_;
-  // Values between processes (object_service.h; its handlers in
-  // object_rpc.cc).
-  std::unique_ptr<OwnerClient> owner_client_;
   ObjectService objects_;
   // Pulls large task returns into store_; stopped (cancelled and joined) by
   // Stop(), and declared after pool_ and store_, which its fetches use.

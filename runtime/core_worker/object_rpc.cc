@@ -1,6 +1,6 @@
 // Objects between processes over gRPC: the core worker's GetObjectStatus
-// and GetObject handlers (which ask its ObjectService), FetchObject, the
-// service's OwnerClient, and the stub pool.
+// and GetObject handlers (which ask its ObjectService), FetchObject and the
+// stub pool.
 #include <atomic>
 #include <new>
 #include <string>
@@ -186,27 +186,6 @@ grpc::ServerWriteReactor<rpc::ObjectChunk>* CoreWorkerImpl::GetObject(grpc::Call
   auto v = objects_.ValueToSend(*id);
   if (!v.ok()) return new ObjectWriter(v.status());
   return new ObjectWriter(*v, [this, oid = *id] { objects_.Sent(oid); });
-}
-
-std::unique_ptr<OwnerClient> CoreWorkerImpl::MakeOwnerClient() {
-  class GrpcOwnerClient : public OwnerClient {
-   public:
-    GrpcOwnerClient(ClientPool* pool, EventLoop* loop, std::string token)
-        : pool_(pool), loop_(loop), token_(std::move(token)) {}
-    absl::StatusOr<Value> Fetch(const std::string& owner, const ObjectId& id, absl::Duration wait) override {
-      return FetchObject(pool_, token_, owner, id, wait);
-    }
-    void RunAfter(absl::Duration delay, std::function<void()> fn) override {
-      // Held on a timer owned by the loop.
-      loop_->Post([this, delay, fn = std::move(fn)]() mutable { loop_->RunOnce(delay, std::move(fn)); });
-    }
-
-   private:
-    ClientPool* const pool_;
-    EventLoop* const loop_;
-    const std::string token_;
-  };
-  return std::make_unique<GrpcOwnerClient>(&pool_, &loop_, options_.token);
 }
 
 }  // namespace manta::core

@@ -1,75 +1,62 @@
 // The core worker's side of reference counting (reference_counter.h): its
-// API calls, the borrowing handlers of its service, and the counter's peers
-// over gRPC and the io loop.
+// API calls, the borrowing handlers of its service, and GrpcPeers (peers.h),
+// the counter's and the object service's way to other processes.
 #include "common/rpc/client_call.h"
 #include "common/rpc/grpc_util.h"
 #include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/peers.h"
 
 namespace manta::core {
 namespace {
 constexpr absl::Duration kBorrowRpcTimeout = absl::Seconds(10);
-
-class GrpcBorrowPeers : public BorrowPeers {
- public:
-  GrpcBorrowPeers(ClientPool* pool, EventLoop* loop, std::string token)
-      : pool_(pool), loop_(loop), token_(std::move(token)) {}
-
-  bool AddBorrower(const std::string& owner, const ObjectId& id, const rpc::Address& borrower) override {
-    rpc::AddBorrowerRequest req;
-    req.set_object_id(id.Binary());
-    *req.mutable_borrower() = borrower;
-    auto* stub = pool_->Worker(owner);
-    auto reply = SyncCall<rpc::AddBorrowerReply>(
-        token_, [&](auto* ctx, auto* r) { return stub->AddBorrower(ctx, req, r); }, kBorrowRpcTimeout);
-    return reply.ok() && reply->found();
-  }
-
-  void RemoveBorrower(const std::string& owner, const ObjectId& id, const std::string& borrower_worker_id,
-                      int count) override {
-    rpc::RemoveBorrowerRequest req;
-    req.set_object_id(id.Binary());
-    req.set_borrower_worker_id(borrower_worker_id);
-    req.set_count(count);
-    loop_->Post([this, stub = pool_->Worker(owner), req = std::move(req)]() mutable {
-      rpc::UnaryCall<rpc::RemoveBorrowerReply>(
-          loop_, token_, kBorrowRpcTimeout, std::move(req),
-          [stub](auto* ctx, auto* r, auto* reply, auto done) {
-            stub->async()->RemoveBorrower(ctx, r, reply, std::move(done));
-          },
-          [](const absl::Status&, rpc::RemoveBorrowerReply&&) {});
-    });
-  }
-
-  void CheckWorker(const rpc::Address& at, const std::string& worker_id,
-                   std::function<void(const absl::Status&, bool)> done) override {
-    rpc::CheckWorkerRequest req;
-    req.set_worker_id(worker_id);
-    loop_->Post([this, stub = pool_->Worker(AddressKey(at)), req = std::move(req), done = std::move(done)]() mutable {
-      rpc::UnaryCall<rpc::CheckWorkerReply>(
-          loop_, token_, kBorrowRpcTimeout, std::move(req),
-          [stub](auto* ctx, auto* r, auto* reply, auto cb) {
-            stub->async()->CheckWorker(ctx, r, reply, std::move(cb));
-          },
-          [done = std::move(done)](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
-            done(s, reply.same());
-          });
-    });
-  }
-
-  void RunAfter(absl::Duration delay, std::function<void()> fn) override {
-    loop_->Post([this, delay, fn = std::move(fn)]() mutable { loop_->RunOnce(delay, std::move(fn)); });
-  }
-
- private:
-  ClientPool* const pool_;
-  EventLoop* const loop_;
-  const std::string token_;
-};
 }  // namespace
 
-std::unique_ptr<BorrowPeers> CoreWorkerImpl::MakeBorrowPeers() {
-  return std::make_unique<GrpcBorrowPeers>(&pool_, &loop_, options_.token);
+bool GrpcPeers::AddBorrower(const std::string& owner, const ObjectId& id, const rpc::Address& borrower) {
+  rpc::AddBorrowerRequest req;
+  req.set_object_id(id.Binary());
+  *req.mutable_borrower() = borrower;
+  auto* stub = pool_->Worker(owner);
+  auto reply = SyncCall<rpc::AddBorrowerReply>(
+      token_, [&](auto* ctx, auto* r) { return stub->AddBorrower(ctx, req, r); }, kBorrowRpcTimeout);
+  return reply.ok() && reply->found();
 }
+
+void GrpcPeers::RemoveBorrower(const std::string& owner, const ObjectId& id, const std::string& borrower_worker_id,
+                               int count) {
+  rpc::RemoveBorrowerRequest req;
+  req.set_object_id(id.Binary());
+  req.set_borrower_worker_id(borrower_worker_id);
+  req.set_count(count);
+  loop_->Post([this, stub = pool_->Worker(owner), req = std::move(req)]() mutable {
+    rpc::UnaryCall<rpc::RemoveBorrowerReply>(
+        loop_, token_, kBorrowRpcTimeout, std::move(req),
+        [stub](auto* ctx, auto* r, auto* reply, auto done) {
+          stub->async()->RemoveBorrower(ctx, r, reply, std::move(done));
+        },
+        [](const absl::Status&, rpc::RemoveBorrowerReply&&) {});
+  });
+}
+
+void GrpcPeers::CheckWorker(const rpc::Address& at, const std::string& worker_id,
+                            std::function<void(const absl::Status&, bool)> done) {
+  rpc::CheckWorkerRequest req;
+  req.set_worker_id(worker_id);
+  loop_->Post([this, stub = pool_->Worker(AddressKey(at)), req = std::move(req), done = std::move(done)]() mutable {
+    rpc::UnaryCall<rpc::CheckWorkerReply>(
+        loop_, token_, kBorrowRpcTimeout, std::move(req),
+        [stub](auto* ctx, auto* r, auto* reply, auto cb) { stub->async()->CheckWorker(ctx, r, reply, std::move(cb)); },
+        [done = std::move(done)](const absl::Status& s, rpc::CheckWorkerReply&& reply) { done(s, reply.same()); });
+  });
+}
+
+absl::StatusOr<Value> GrpcPeers::Fetch(const std::string& owner, const ObjectId& id, absl::Duration wait) {
+  return FetchObject(pool_, token_, owner, id, wait);
+}
+
+void GrpcPeers::RunAfter(absl::Duration delay, std::function<void()> fn) {
+  loop_->Post([this, delay, fn = std::move(fn)]() mutable { loop_->RunOnce(delay, std::move(fn)); });
+}
+
 
 void CoreWorkerImpl::AddLocalReference(const ObjectId& id) { refs_.AddLocalReference(id); }
 

@@ -1,0 +1,34 @@
+// GrpcPeers: other processes and the io loop as the reference counter
+// (BorrowPeers) and the object service (OwnerClient) reach them, over the
+// core worker's stubs. Internal header.
+#pragma once
+
+#include <string>
+
+#include "runtime/core_worker/core_worker_impl.h"
+
+namespace manta::core {
+
+class GrpcPeers final : public BorrowPeers, public OwnerClient {
+ public:
+  GrpcPeers(ClientPool* pool, EventLoop* loop, std::string token)
+      : pool_(pool), loop_(loop), token_(std::move(token)) {}
+
+  // BorrowPeers
+  bool AddBorrower(const std::string& owner, const ObjectId& id, const rpc::Address& borrower) override;
+  void RemoveBorrower(const std::string& owner, const ObjectId& id, const std::string& borrower_worker_id,
+                      int count) override;
+  void CheckWorker(const rpc::Address& at, const std::string& worker_id,
+                   std::function<void(const absl::Status&, bool)> done) override;
+  // OwnerClient
+  absl::StatusOr<Value> Fetch(const std::string& owner, const ObjectId& id, absl::Duration wait) override;
+  // Both: a timer held by the loop.
+  void RunAfter(absl::Duration delay, std::function<void()> fn) override;
+
+ private:
+  ClientPool* const pool_;
+  EventLoop* const loop_;
+  const std::string token_;
+};
+
+}  // namespace manta::core
