@@ -1,29 +1,39 @@
 #include "cli/gcs_client.h"
-#include "cli/list_actors_client.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "cli/list_actors_client.h"
 #include "common/id.h"
-#include "common/rpc/grpc_util.h"
-#include "gcs_service.grpc.pb.h"
+#include "common/status.h"
+#include "gcs/client/sync_gcs_client.h"
 
 namespace manta::cli {
 namespace {
 
-absl::Status CallError(const std::string& address, const grpc::Status& s) {
-  switch (s.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::UnavailableError(absl::StrCat("cannot reach the GCS at ", address, ": ", s.error_message()));
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return absl::UnauthenticatedError(absl::StrCat("the GCS at ", address, " refused the request (",
-                                                     s.error_message(),
+using gcs::GcsClient;
+using gcs::SyncGcsClient;
+
+absl::Status CallError(const std::string& address, const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::UnavailableError(absl::StrCat("cannot reach the GCS at ", address, ": ", s.message()));
+    case absl::StatusCode::kUnauthenticated:
+      return absl::UnauthenticatedError(absl::StrCat("the GCS at ", address, " refused the request (", s.message(),
                                                      "); set MANTA_TOKEN or use the cluster's token file"));
     default:
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          absl::StrCat("the GCS at ", address, " failed: ", s.error_message()));
+      return absl::Status(s.code(), absl::StrCat("the GCS at ", address, " failed: ", s.message()));
   }
+}
+
+// One call to the GCS at `address`, waited for; its errors in the CLI's words.
+template <typename Reply>
+absl::StatusOr<Reply> Call(const std::string& address, const std::string& token, absl::Duration timeout,
+                           SyncGcsClient::Start<Reply> start) {
+  auto reply = SyncGcsClient::Connect(address, token, timeout)->Call<Reply>(std::move(start));
+  if (!reply.ok()) return CallError(address, reply.status());
+  return reply;
 }
 
 std::map<std::string, double> ToMap(const google::protobuf::Map<std::string, double>& m) {
@@ -100,16 +110,9 @@ TrainRunView ToView(const rpc::TrainRunInfo& r) {
 
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
                                              absl::Duration timeout, bool summary) {
-  // The calls go out together on one connection, so the whole costs one
-  // round trip (and one GCS handler's time) rather than the sum.
-  auto channel = rpc::MakeChannel(address);
-  auto nodes_stub = rpc::NodeInfoGcsService::NewStub(channel);
-  auto resources_stub = rpc::NodeResourceGcsService::NewStub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext nodes_ctx, resources_ctx, probe_ctx;
-  rpc::PrepareContext(&nodes_ctx, token, timeout);
-  rpc::PrepareContext(&resources_ctx, token, timeout);
-  rpc::PrepareContext(&probe_ctx, "", timeout);  // no token: answered only by a GCS that checks none
+  // The calls go out together, so the whole costs one round trip (and one
+  // GCS handler's time) rather than the sum.
+  auto gcs = SyncGcsClient::Connect(address, token, timeout);
   rpc::GetAllNodeInfoRequest nodes_request;
   nodes_request.set_brief(summary);
   rpc::GetClusterResourcesRequest resources_request;
@@ -117,34 +120,28 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   // status report folds itself.
   resources_request.set_totals_only(summary);
   resources_request.set_fold(summary);
-  rpc::GetAllNodeInfoReply nodes;
-  rpc::GetClusterResourcesReply resources;
-  rpc::GetClusterIdReply probe;
-  grpc::Status nodes_status, resources_status, probe_status;
-  auto nodes_call = nodes_stub->AsyncGetAllNodeInfo(&nodes_ctx, nodes_request, &cq);
-  auto resources_call = resources_stub->AsyncGetClusterResources(&resources_ctx, resources_request, &cq);
-  nodes_call->Finish(&nodes, &nodes_status, &nodes);
-  resources_call->Finish(&resources, &resources_status, &resources);
-  int pending = 2;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<rpc::GetClusterIdReply>> probe_call;
+  auto nodes_call = gcs->Begin<rpc::GetAllNodeInfoReply>(
+      [nodes_request](GcsClient& c, auto done) { c.GetAllNodeInfo(nodes_request, std::move(done)); });
+  auto resources_call = gcs->Begin<rpc::GetClusterResourcesReply>(
+      [resources_request](GcsClient& c, auto done) { c.GetClusterResources(resources_request, std::move(done)); });
+  // No token: answered only by a GCS that checks none.
+  std::unique_ptr<SyncGcsClient> tokenless;
+  std::shared_ptr<SyncGcsClient::Pending<rpc::GetClusterIdReply>> probe_call;
   if (summary && !token.empty()) {
-    probe_call = nodes_stub->AsyncGetClusterId(&probe_ctx, rpc::GetClusterIdRequest(), &cq);
-    probe_call->Finish(&probe, &probe_status, &probe);
-    ++pending;
+    tokenless = SyncGcsClient::Connect(address, "", timeout);
+    probe_call =
+        tokenless->Begin<rpc::GetClusterIdReply>([](GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
   }
-  void* tag = nullptr;
-  bool ok = false;
-  for (; pending > 0 && cq.Next(&tag, &ok); --pending) {
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (!nodes_status.ok()) return CallError(address, nodes_status);
-  if (!resources_status.ok()) return CallError(address, resources_status);
+  const absl::Duration wait = timeout + absl::Seconds(5);
+  auto nodes = nodes_call->Wait(wait);
+  auto resources = resources_call->Wait(wait);
+  const bool probe_ok = probe_call != nullptr && probe_call->Wait(wait).ok();
+  if (!nodes.ok()) return CallError(address, nodes.status());
+  if (!resources.ok()) return CallError(address, resources.status());
 
   ClusterView view;
-  view.auth_disabled = summary && (token.empty() || probe_status.ok());
-  for (const rpc::NodeInfo& n : nodes.nodes()) {
+  view.auth_disabled = summary && (token.empty() || probe_ok);
+  for (const rpc::NodeInfo& n : nodes->nodes()) {
     NodeView v;
     v.node_id = ToHex(n.node_id());
     v.node_ip = n.node_ip();
@@ -163,17 +160,17 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
     v.drain_deadline_ms = n.drain_deadline_ms();
     view.nodes.push_back(std::move(v));
   }
-  for (const rpc::NodeResources& r : resources.nodes()) {
+  for (const rpc::NodeResources& r : resources->nodes()) {
     view.usage.push_back({ToHex(r.node_id()), ToMap(r.total()), ToMap(r.available())});
   }
   if (summary) {
-    view.usage.push_back({"", ToMap(resources.totals().total()), ToMap(resources.totals().available())});
-    view.reserved = {"", ToMap(resources.reserved().total()), ToMap(resources.reserved().available())};
+    view.usage.push_back({"", ToMap(resources->totals().total()), ToMap(resources->totals().available())});
+    view.reserved = {"", ToMap(resources->reserved().total()), ToMap(resources->reserved().available())};
   }
-  for (const rpc::ResourceDemand& d : resources.demands()) {
+  for (const rpc::ResourceDemand& d : resources->demands()) {
     view.demands.push_back({ToMap(d.shape()), d.num_ready_requests_queued(), d.num_infeasible_requests_queued()});
   }
-  for (const rpc::PlacementGroupInfo& g : resources.pending_placement_groups()) {
+  for (const rpc::PlacementGroupInfo& g : resources->pending_placement_groups()) {
     view.pending_placement_groups.push_back(ToView(g));
   }
   return view;
@@ -181,49 +178,40 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
 
 absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std::string& token,
                                            absl::Duration timeout) {
-  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
-  rpc::GetClusterIdReply reply;
-  grpc::Status s = stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &reply);
-  if (!s.ok()) return CallError(address, s);
-  return ToHex(reply.cluster_id());
+  auto reply = Call<rpc::GetClusterIdReply>(address, token, timeout,
+                                            [](GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
+  if (!reply.ok()) return reply.status();
+  return ToHex(reply->cluster_id());
 }
 
-absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token,
-                                          absl::Duration timeout, const std::string& node_id_hex,
-                                          const std::string& reason, int64_t deadline_ms) {
+absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token, absl::Duration timeout,
+                                          const std::string& node_id_hex, const std::string& reason,
+                                          int64_t deadline_ms) {
   auto id = FromHex(node_id_hex);
   if (!id.ok()) return absl::InvalidArgumentError("node id " + node_id_hex + " is not hexadecimal");
-  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
   rpc::DrainNodeRequest request;
   request.set_node_id(*id);
   request.set_reason(reason);
   request.set_deadline_ms(deadline_ms);
-  rpc::DrainNodeReply reply;
-  grpc::Status s = stub->DrainNode(&ctx, request, &reply);
-  if (!s.ok()) {
+  auto reply = SyncGcsClient::Connect(address, token, timeout)
+                   ->Call<rpc::DrainNodeReply>(
+                       [request, timeout](GcsClient& c, auto done) { c.DrainNode(request, timeout, std::move(done)); });
+  if (!reply.ok()) {
     // The GCS's own words for a request it refused (bad reason, unknown node).
-    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT || s.error_code() == grpc::StatusCode::NOT_FOUND) {
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    }
-    return CallError(address, s);
+    if (absl::IsInvalidArgument(reply.status()) || absl::IsNotFound(reply.status())) return reply.status();
+    return CallError(address, reply.status());
   }
-  return DrainNodeResult{reply.accepted(), reply.rejection_reason()};
+  return DrainNodeResult{reply->accepted(), reply->rejection_reason()};
 }
 
 absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, const std::string& token,
                                                    absl::Duration timeout, int limit) {
-  auto stub = rpc::ActorGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
   rpc::ListActorsRequest request;
   request.set_limit(limit);
-  rpc::ListActorsReply reply;
-  grpc::Status s = stub->ListActors(&ctx, request, &reply);
-  if (!s.ok()) return CallError(address, s);
+  ASSIGN_OR_RETURN(rpc::ListActorsReply reply,
+                   Call<rpc::ListActorsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+                     c.ListActors(request, std::move(done));
+                   }));
   std::vector<ActorView> out;
   for (const rpc::ActorInfo& a : reply.actors()) {
     ActorView v;
@@ -249,16 +237,14 @@ absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, c
 }
 
 absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::string& address,
-                                                                     const std::string& token,
-                                                                     absl::Duration timeout, int limit) {
-  auto stub = rpc::PlacementGroupGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
+                                                                     const std::string& token, absl::Duration timeout,
+                                                                     int limit) {
   rpc::ListPlacementGroupsRequest request;
   request.set_limit(limit);
-  rpc::ListPlacementGroupsReply reply;
-  grpc::Status s = stub->ListPlacementGroups(&ctx, request, &reply);
-  if (!s.ok()) return CallError(address, s);
+  ASSIGN_OR_RETURN(rpc::ListPlacementGroupsReply reply,
+                   Call<rpc::ListPlacementGroupsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+                     c.ListPlacementGroups(request, std::move(done));
+                   }));
   std::vector<PlacementGroupView> out;
   for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) out.push_back(ToView(g));
   return out;
@@ -266,14 +252,12 @@ absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::
 
 absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& address, const std::string& token,
                                                          absl::Duration timeout, int limit) {
-  auto stub = rpc::TrainRunGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
   rpc::ListTrainRunsRequest request;
   request.set_limit(std::max(0, limit));
-  rpc::ListTrainRunsReply reply;
-  grpc::Status s = stub->ListTrainRuns(&ctx, request, &reply);
-  if (!s.ok()) return CallError(address, s);
+  ASSIGN_OR_RETURN(rpc::ListTrainRunsReply reply,
+                   Call<rpc::ListTrainRunsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+                     c.ListTrainRuns(request, std::move(done));
+                   }));
   std::vector<TrainRunView> out;
   for (const rpc::TrainRunInfo& r : reply.runs()) out.push_back(ToView(r));
   return out;
@@ -281,14 +265,12 @@ absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& addr
 
 absl::StatusOr<TaskList> FetchTasks(const std::string& address, const std::string& token, absl::Duration timeout,
                                     int limit) {
-  auto stub = rpc::TaskEventGcsService::NewStub(rpc::MakeChannel(address));
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, token, timeout);
   rpc::ListTasksRequest request;
   request.set_limit(limit);
-  rpc::ListTasksReply reply;
-  grpc::Status s = stub->ListTasks(&ctx, request, &reply);
-  if (!s.ok()) return CallError(address, s);
+  ASSIGN_OR_RETURN(rpc::ListTasksReply reply,
+                   Call<rpc::ListTasksReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+                     c.ListTasks(request, std::move(done));
+                   }));
   TaskList out;
   out.num_dropped = reply.num_dropped();
   for (const rpc::TaskEvent& t : reply.tasks()) {

@@ -4,25 +4,26 @@
 #include "common/id.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "common/rpc/grpc_util.h"
-#include "gcs_service.grpc.pb.h"
+#include "gcs/client/sync_gcs_client.h"
 
 namespace manta::dashboard {
+
+namespace {
+using gcs::GcsClient;
+}  // namespace
 
 class GcsJobStore::Impl {
  public:
   Impl(const std::string& address, std::string token, absl::Duration timeout)
-      : address_(address),
-        token_(std::move(token)),
-        timeout_(timeout),
-        channel_(rpc::MakeChannel(address)),
-        kv_(rpc::InternalKvGcsService::NewStub(channel_)),
-        nodes_(rpc::NodeInfoGcsService::NewStub(channel_)),
-        groups_(rpc::PlacementGroupGcsService::NewStub(channel_)) {}
+      : address_(address), timeout_(timeout), gcs_(gcs::SyncGcsClient::Connect(address, std::move(token), timeout)) {}
 
-  absl::Status Error(const char* what, const grpc::Status& s) const {
-    absl::Status status = rpc::ToAbslStatus(s);
-    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) status = absl::UnavailableError(s.error_message());
+  // One call, waited for; its error says what was being done.
+  template <typename Reply>
+  absl::StatusOr<Reply> Call(const char* what, gcs::SyncGcsClient::Start<Reply> start) {
+    absl::StatusOr<Reply> reply = gcs_->Call<Reply>(std::move(start));
+    if (reply.ok()) return reply;
+    absl::Status status = reply.status();
+    if (absl::IsDeadlineExceeded(status)) status = absl::UnavailableError(status.message());
     return absl::Status(status.code(), absl::StrCat("GCS at ", address_, ": ", what, ": ", status.message()));
   }
 
@@ -32,34 +33,27 @@ class GcsJobStore::Impl {
     req.set_key(job.submission_id);
     req.set_value(ToStoredJson(job));
     req.set_overwrite(overwrite);
-    rpc::KvPutReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = kv_->Put(&ctx, req, &reply);
-    if (!s.ok()) return Error("storing job record", s);
+    ASSIGN_OR_RETURN(rpc::KvPutReply reply, Call<rpc::KvPutReply>("storing job record", [req](GcsClient& c, auto done) {
+                       c.KvPut(req, std::move(done));
+                     }));
     return reply.added();
   }
 
   absl::StatusOr<std::vector<JobRecord>> List() {
     rpc::KvKeysRequest keys_req;
     keys_req.set_ns(kJobNamespace);
-    rpc::KvKeysReply keys;
-    {
-      grpc::ClientContext ctx;
-      rpc::PrepareContext(&ctx, token_, timeout_);
-      grpc::Status s = kv_->Keys(&ctx, keys_req, &keys);
-      if (!s.ok()) return Error("listing job records", s);
-    }
+    ASSIGN_OR_RETURN(rpc::KvKeysReply keys,
+                     Call<rpc::KvKeysReply>("listing job records", [keys_req](GcsClient& c, auto done) {
+                       c.KvKeys(keys_req, std::move(done));
+                     }));
     std::vector<JobRecord> out;
     for (const std::string& key : keys.keys()) {
       rpc::KvGetRequest req;
       req.set_ns(kJobNamespace);
       req.set_key(key);
-      rpc::KvGetReply reply;
-      grpc::ClientContext ctx;
-      rpc::PrepareContext(&ctx, token_, timeout_);
-      grpc::Status s = kv_->Get(&ctx, req, &reply);
-      if (!s.ok()) return Error("reading a job record", s);
+      ASSIGN_OR_RETURN(rpc::KvGetReply reply,
+                       Call<rpc::KvGetReply>("reading a job record",
+                                             [req](GcsClient& c, auto done) { c.KvGet(req, std::move(done)); }));
       if (!reply.found()) continue;  // deleted meanwhile
       auto job = FromStoredJson(reply.value());
       if (!job.ok()) {
@@ -75,22 +69,18 @@ class GcsJobStore::Impl {
     rpc::KvDelRequest req;
     req.set_ns(kJobNamespace);
     req.set_key(id);
-    rpc::KvDelReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = kv_->Del(&ctx, req, &reply);
-    if (!s.ok()) return Error("deleting a job record", s);
-    return absl::OkStatus();
+    return Call<rpc::KvDelReply>("deleting a job record",
+                                 [req](GcsClient& c, auto done) { c.KvDel(req, std::move(done)); })
+        .status();
   }
 
   absl::StatusOr<HeadNode> GetHeadNode() {
     rpc::GetAllNodeInfoRequest req;
     req.set_filter_alive(true);
-    rpc::GetAllNodeInfoReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = nodes_->GetAllNodeInfo(&ctx, req, &reply);
-    if (!s.ok()) return Error("reading the node table", s);
+    ASSIGN_OR_RETURN(rpc::GetAllNodeInfoReply reply,
+                     Call<rpc::GetAllNodeInfoReply>("reading the node table", [req](GcsClient& c, auto done) {
+                       c.GetAllNodeInfo(req, std::move(done));
+                     }));
     for (const rpc::NodeInfo& n : reply.nodes()) {
       if (!n.is_head() || n.state() != rpc::NodeInfo::ALIVE) continue;
       HeadNode head;
@@ -107,11 +97,11 @@ class GcsJobStore::Impl {
     rpc::GetPlacementGroupRequest req;
     req.set_name(EntrypointReservationName(id));
     req.set_ray_namespace(kEntrypointNamespace);
-    rpc::GetPlacementGroupReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = groups_->GetPlacementGroup(&ctx, req, &reply);
-    if (!s.ok()) return Error("reading an entrypoint reservation", s);
+    ASSIGN_OR_RETURN(
+        rpc::GetPlacementGroupReply reply,
+        Call<rpc::GetPlacementGroupReply>("reading an entrypoint reservation", [req](GcsClient& c, auto done) {
+          c.GetPlacementGroup(req, std::move(done));
+        }));
     if (reply.placement_group().state() == rpc::PlacementGroupInfo::REMOVED) {
       return absl::NotFoundError("the entrypoint reservation was removed");
     }
@@ -133,14 +123,13 @@ class GcsJobStore::Impl {
     bundle->set_index(0);
     for (const auto& [name, quantity] : demand) (*bundle->mutable_resources())[name] = quantity;
     (*bundle->mutable_resources())[kHeadNodeResource] = 0.0001;  // on the head node only
-    rpc::CreatePlacementGroupReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = groups_->CreatePlacementGroup(&ctx, req, &reply);
+    auto reply = Call<rpc::CreatePlacementGroupReply>("reserving entrypoint resources", [req](GcsClient& c, auto done) {
+      c.CreatePlacementGroup(req, std::move(done));
+    });
     // Created meanwhile by an earlier attempt whose reply was lost.
-    if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return ReserveOnHeadExisting(id);
-    if (!s.ok()) return Error("reserving entrypoint resources", s);
-    return reply.placement_group().state() == rpc::PlacementGroupInfo::CREATED;
+    if (absl::IsAlreadyExists(reply.status())) return ReserveOnHeadExisting(id);
+    if (!reply.ok()) return reply.status();
+    return reply->placement_group().state() == rpc::PlacementGroupInfo::CREATED;
   }
 
   absl::StatusOr<bool> ReserveOnHeadExisting(const std::string& id) {
@@ -154,22 +143,17 @@ class GcsJobStore::Impl {
     if (!found.ok()) return found.status();
     rpc::RemovePlacementGroupRequest req;
     req.set_placement_group_id(found->placement_group_id());
-    rpc::RemovePlacementGroupReply reply;
-    grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, token_, timeout_);
-    grpc::Status s = groups_->RemovePlacementGroup(&ctx, req, &reply);
-    if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) return Error("releasing entrypoint resources", s);
+    auto removed = Call<rpc::RemovePlacementGroupReply>(
+        "releasing entrypoint resources",
+        [req, timeout = timeout_](GcsClient& c, auto done) { c.RemovePlacementGroup(req, timeout, std::move(done)); });
+    if (!removed.ok() && !absl::IsNotFound(removed.status())) return removed.status();
     return absl::OkStatus();
   }
 
  private:
   const std::string address_;
-  const std::string token_;
   const absl::Duration timeout_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<rpc::InternalKvGcsService::Stub> kv_;
-  std::unique_ptr<rpc::NodeInfoGcsService::Stub> nodes_;
-  std::unique_ptr<rpc::PlacementGroupGcsService::Stub> groups_;
+  std::unique_ptr<gcs::SyncGcsClient> gcs_;
 };
 
 GcsJobStore::GcsJobStore(const std::string& gcs_address, std::string token, absl::Duration timeout)

@@ -25,7 +25,7 @@ constexpr int64_t kMaxParams = 1 << 18;  // restore only into models this small
 
 const std::string& Dir() {
   static const std::string dir = [] {
-    std::string d = std::filesystem::temp_directory_path().string() + "/manta_checkpoint_fuzz_" + std::to_string(::getpid());
+    std::string d = FuzzTempDir("manta_checkpoint_fuzz");
     std::filesystem::create_directories(d + "/" + std::to_string(kStep));
     return d;
   }();

@@ -80,8 +80,7 @@ struct Dashboard {
     LoggingOptions quiet;
     quiet.level = spdlog::level::off;  // refusals are logged; the fuzzer makes millions
     InitLogging(quiet);
-    const std::string session =
-        std::filesystem::temp_directory_path().string() + "/manta_http_fuzz_" + std::to_string(::getpid());
+    const std::string session = FuzzTempDir("manta_http_fuzz");
     std::filesystem::create_directories(session + "/logs");
     TarLimits limits;
     limits.max_unpacked_bytes = 1 << 20;

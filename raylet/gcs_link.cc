@@ -1,7 +1,7 @@
 #include "raylet/gcs_link.h"
 
-#include "common/logging.h"
 #include "common/id.h"
+#include "common/logging.h"
 
 namespace manta::raylet {
 namespace {
@@ -164,14 +164,15 @@ void GcsLink::RefreshNodes() {
     if (!s.ok()) return Poll();
     host_->OnNodesReset();
     for (const auto& n : reply.nodes()) host_->OnNodeInfo(n);
-    gcs_->GetClusterResources([this](const absl::Status& s, rpc::GetClusterResourcesReply&& reply) {
-      if (stopped_) return;
-      if (s.ok()) {
-        for (const auto& r : reply.nodes()) host_->OnNodeResources(r);
-      }
-      host_->OnClusterChanged();
-      Poll();
-    });
+    gcs_->GetClusterResources(rpc::GetClusterResourcesRequest(),
+                              [this](const absl::Status& s, rpc::GetClusterResourcesReply&& reply) {
+                                if (stopped_) return;
+                                if (s.ok()) {
+                                  for (const auto& r : reply.nodes()) host_->OnNodeResources(r);
+                                }
+                                host_->OnClusterChanged();
+                                Poll();
+                              });
   });
 }
 

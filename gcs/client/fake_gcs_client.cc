@@ -9,6 +9,16 @@ namespace {
 constexpr absl::Duration kMaxPollWait = absl::Seconds(30);
 
 std::string NewToken() { return NodeId::FromRandom().Binary(); }
+
+// A List call's answer: the entries of `table` whose job (`job_of`) is
+// `job` (any when empty), at most `limit` of them (0: all).
+template <typename Table, typename Out, typename JobOf>
+void ListOfJob(const Table& table, const std::string& job, int limit, Out* out, JobOf job_of) {
+  for (const auto& [key, entry] : table) {
+    if (limit > 0 && out->size() >= limit) break;
+    if (job.empty() || job_of(entry) == job) *out->Add() = entry;
+  }
+}
 }  // namespace
 
 FakeGcsClient::FakeGcsClient(EventLoop* loop) : loop_(loop), cluster_id_(NewToken()), incarnation_(NewToken()) {}
@@ -142,7 +152,8 @@ void FakeGcsClient::ReportResources(const rpc::ReportResourcesRequest& request,
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
-void FakeGcsClient::GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) {
+void FakeGcsClient::GetClusterResources(const rpc::GetClusterResourcesRequest&,
+                                        Callback<rpc::GetClusterResourcesReply> cb) {
   if (!Admit("GetClusterResources", cb)) return;
   rpc::GetClusterResourcesReply reply;
   for (const auto& [id, r] : resources_) {
@@ -284,6 +295,23 @@ void FakeGcsClient::KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetR
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
+void FakeGcsClient::KvDel(const rpc::KvDelRequest& request, Callback<rpc::KvDelReply> cb) {
+  if (!Admit("KvDel", cb)) return;
+  rpc::KvDelReply reply;
+  reply.set_deleted(static_cast<int64_t>(kv_.erase(request.ns() + '\0' + request.key())));
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::KvKeys(const rpc::KvKeysRequest& request, Callback<rpc::KvKeysReply> cb) {
+  if (!Admit("KvKeys", cb)) return;
+  rpc::KvKeysReply reply;
+  const std::string from = request.ns() + '\0' + request.prefix();
+  for (auto it = kv_.lower_bound(from); it != kv_.end() && it->first.compare(0, from.size(), from) == 0; ++it) {
+    reply.add_keys(it->first.substr(request.ns().size() + 1));
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
 void FakeGcsClient::PutActor(const rpc::ActorInfo& info) {
   actors_[info.actor_id()] = info;
   rpc::PubMessage m;
@@ -315,6 +343,37 @@ void FakeGcsClient::GetActorInfo(const rpc::GetActorInfoRequest& request, Callba
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
+void FakeGcsClient::GetNamedActor(const rpc::GetNamedActorRequest& request, Callback<rpc::GetNamedActorReply> cb) {
+  if (!Admit("GetNamedActor", cb)) return;
+  for (const auto& [id, a] : actors_) {
+    if (a.name() == request.name() && a.ray_namespace() == request.ray_namespace() &&
+        a.state() != rpc::ActorInfo::DEAD) {
+      rpc::GetNamedActorReply reply;
+      *reply.mutable_actor() = a;
+      return Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+    }
+  }
+  Answer(std::move(cb), absl::NotFoundError("no live actor named '" + request.name() + "'"), rpc::GetNamedActorReply());
+}
+
+void FakeGcsClient::KillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) {
+  if (!Admit("KillActor", cb)) return;
+  auto it = actors_.find(request.actor_id());
+  if (it == actors_.end()) return Answer(std::move(cb), absl::NotFoundError("no actor"), rpc::KillActorReply());
+  rpc::ActorInfo info = it->second;
+  info.set_state(request.no_restart() ? rpc::ActorInfo::DEAD : rpc::ActorInfo::RESTARTING);
+  PutActor(info);
+  Answer(std::move(cb), absl::OkStatus(), rpc::KillActorReply());
+}
+
+void FakeGcsClient::ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) {
+  if (!Admit("ListActors", cb)) return;
+  rpc::ListActorsReply reply;
+  ListOfJob(actors_, request.job_id(), request.limit(), reply.mutable_actors(),
+            [](const rpc::ActorInfo& a) { return a.job_id(); });
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
 void FakeGcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                         Callback<rpc::ReportWorkerFailureReply> cb) {
   if (!Admit("ReportWorkerFailure", cb)) return;
@@ -322,14 +381,123 @@ void FakeGcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& r
   Answer(std::move(cb), absl::OkStatus(), rpc::ReportWorkerFailureReply());
 }
 
-void FakeGcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) { groups_[info.placement_group_id()] = info; }
+void FakeGcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
+  groups_[info.placement_group_id()] = info;
+}
 
 void FakeGcsClient::GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
                                       Callback<rpc::GetPlacementGroupReply> cb) {
   if (!Admit("GetPlacementGroup", cb)) return;
+  const rpc::PlacementGroupInfo* group =
+      FindGroup(request.placement_group_id(), request.name(), request.ray_namespace());
+  if (group == nullptr && request.placement_group_id().empty()) {
+    return Answer(std::move(cb), absl::NotFoundError("no placement group named '" + request.name() + "'"),
+                  rpc::GetPlacementGroupReply());
+  }
   rpc::GetPlacementGroupReply reply;
+  if (group != nullptr) *reply.mutable_placement_group() = *group;
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+const rpc::PlacementGroupInfo* FakeGcsClient::FindGroup(const std::string& id, const std::string& name,
+                                                        const std::string& ray_namespace) const {
+  if (!id.empty()) {
+    auto it = groups_.find(id);
+    return it == groups_.end() ? nullptr : &it->second;
+  }
+  for (const auto& [gid, g] : groups_) {
+    if (g.name() == name && g.ray_namespace() == ray_namespace && g.state() != rpc::PlacementGroupInfo::REMOVED) {
+      return &g;
+    }
+  }
+  return nullptr;
+}
+
+void FakeGcsClient::CreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
+                                         Callback<rpc::CreatePlacementGroupReply> cb) {
+  if (!Admit("CreatePlacementGroup", cb)) return;
+  const rpc::PlacementGroupInfo& spec = request.spec();
+  if (groups_.count(spec.placement_group_id()) ||
+      (!spec.name().empty() && FindGroup("", spec.name(), spec.ray_namespace()) != nullptr)) {
+    return Answer(std::move(cb),
+                  absl::AlreadyExistsError("a placement group named '" + spec.name() + "' already exists"),
+                  rpc::CreatePlacementGroupReply());
+  }
+  rpc::PlacementGroupInfo& group = groups_[spec.placement_group_id()] = spec;
+  group.set_state(rpc::PlacementGroupInfo::CREATED);
+  rpc::CreatePlacementGroupReply reply;
+  *reply.mutable_placement_group() = group;
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::RemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request, absl::Duration,
+                                         Callback<rpc::RemovePlacementGroupReply> cb) {
+  if (!Admit("RemovePlacementGroup", cb)) return;
   auto it = groups_.find(request.placement_group_id());
-  if (it != groups_.end()) *reply.mutable_placement_group() = it->second;
+  if (it == groups_.end()) {
+    return Answer(std::move(cb), absl::NotFoundError("no placement group"), rpc::RemovePlacementGroupReply());
+  }
+  it->second.set_state(rpc::PlacementGroupInfo::REMOVED);
+  Answer(std::move(cb), absl::OkStatus(), rpc::RemovePlacementGroupReply());
+}
+
+void FakeGcsClient::WaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
+                                            Callback<rpc::WaitPlacementGroupReadyReply> cb) {
+  if (!Admit("WaitPlacementGroupReady", cb)) return;
+  auto it = groups_.find(request.placement_group_id());
+  if (it == groups_.end()) {
+    return Answer(std::move(cb), absl::NotFoundError("no placement group"), rpc::WaitPlacementGroupReadyReply());
+  }
+  rpc::WaitPlacementGroupReadyReply reply;
+  reply.set_ready(it->second.state() == rpc::PlacementGroupInfo::CREATED);
+  *reply.mutable_placement_group() = it->second;
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::ListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
+                                        Callback<rpc::ListPlacementGroupsReply> cb) {
+  if (!Admit("ListPlacementGroups", cb)) return;
+  rpc::ListPlacementGroupsReply reply;
+  ListOfJob(groups_, request.job_id(), request.limit(), reply.mutable_placement_groups(),
+            [](const rpc::PlacementGroupInfo& g) { return g.creator_job_id(); });
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+// ---------------------------------------------------------------- tasks, training runs
+
+void FakeGcsClient::AddTaskEvents(const rpc::AddTaskEventsRequest& request, Callback<rpc::AddTaskEventsReply> cb) {
+  if (!Admit("AddTaskEvents", cb)) return;
+  for (const rpc::TaskEvent& e : request.events()) tasks_[e.task_id()] = e;
+  Answer(std::move(cb), absl::OkStatus(), rpc::AddTaskEventsReply());
+}
+
+void FakeGcsClient::ListTasks(const rpc::ListTasksRequest& request, Callback<rpc::ListTasksReply> cb) {
+  if (!Admit("ListTasks", cb)) return;
+  rpc::ListTasksReply reply;
+  ListOfJob(tasks_, request.job_id(), request.limit(), reply.mutable_tasks(),
+            [](const rpc::TaskEvent& t) { return t.job_id(); });
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
+void FakeGcsClient::ReportTrainRun(const rpc::ReportTrainRunRequest& request, Callback<rpc::ReportTrainRunReply> cb) {
+  if (!Admit("ReportTrainRun", cb)) return;
+  rpc::TrainRunInfo& run = train_runs_[request.run().run_id()];
+  auto metrics = std::move(*run.mutable_metrics());
+  run = request.run();
+  *run.mutable_metrics() = std::move(metrics);
+  for (const rpc::TrainMetricPoint& p : request.new_metrics()) *run.add_metrics() = p;
+  Answer(std::move(cb), absl::OkStatus(), rpc::ReportTrainRunReply());
+}
+
+void FakeGcsClient::ListTrainRuns(const rpc::ListTrainRunsRequest& request, Callback<rpc::ListTrainRunsReply> cb) {
+  if (!Admit("ListTrainRuns", cb)) return;
+  rpc::ListTrainRunsReply reply;
+  for (const auto& [id, r] : train_runs_) {
+    if (!request.job_id().empty() && r.job_id() != request.job_id()) continue;
+    rpc::TrainRunInfo* out = reply.add_runs();
+    *out = r;
+    if (!request.with_metrics()) out->clear_metrics();
+  }
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 

@@ -5,7 +5,8 @@
 // What it keeps: the cluster id and incarnation, the node table (a dead
 // node cannot register again, a node naming another cluster is refused),
 // resource reports, the pub/sub log (NODE_INFO, NODE_RESOURCES, ACTOR) with
-// held polls, KV, actors, placement groups and jobs. What the test controls:
+// held polls, KV, actors, placement groups, jobs, task events and training
+// runs. What the test controls:
 // reachability (every call fails UNAVAILABLE while down), a restart (a new
 // incarnation; the tables stay, as they do with persistent storage),
 // serving another cluster, declaring a node dead, and how many times each
@@ -37,17 +38,38 @@ class FakeGcsClient : public GcsClient {
                  Callback<rpc::DrainNodeReply> cb) override;
   void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) override;
   void ReportResources(const rpc::ReportResourcesRequest& request, Callback<rpc::ReportResourcesReply> cb) override;
-  void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) override;
+  void GetClusterResources(const rpc::GetClusterResourcesRequest& request,
+                           Callback<rpc::GetClusterResourcesReply> cb) override;
   void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) override;
   void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) override;
   void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) override;
   void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) override;
+  void KvDel(const rpc::KvDelRequest& request, Callback<rpc::KvDelReply> cb) override;
+  void KvKeys(const rpc::KvKeysRequest& request, Callback<rpc::KvKeysReply> cb) override;
   void RegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override;
   void GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) override;
+  void GetNamedActor(const rpc::GetNamedActorRequest& request, Callback<rpc::GetNamedActorReply> cb) override;
+  // Without restart the actor is DEAD; with, RESTARTING (published).
+  void KillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) override;
+  void ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) override;
   void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                            Callback<rpc::ReportWorkerFailureReply> cb) override;
   void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
                          Callback<rpc::GetPlacementGroupReply> cb) override;
+  // The fake places nothing: a group is CREATED at once (PutPlacementGroup
+  // sets any other state), and a wait is answered at once.
+  void CreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
+                            Callback<rpc::CreatePlacementGroupReply> cb) override;
+  void RemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request, absl::Duration timeout,
+                            Callback<rpc::RemovePlacementGroupReply> cb) override;
+  void WaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
+                               Callback<rpc::WaitPlacementGroupReadyReply> cb) override;
+  void ListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
+                           Callback<rpc::ListPlacementGroupsReply> cb) override;
+  void AddTaskEvents(const rpc::AddTaskEventsRequest& request, Callback<rpc::AddTaskEventsReply> cb) override;
+  void ListTasks(const rpc::ListTasksRequest& request, Callback<rpc::ListTasksReply> cb) override;
+  void ReportTrainRun(const rpc::ReportTrainRunRequest& request, Callback<rpc::ReportTrainRunReply> cb) override;
+  void ListTrainRuns(const rpc::ListTrainRunsRequest& request, Callback<rpc::ListTrainRunsReply> cb) override;
   void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) override;
   void MarkJobFinished(const rpc::MarkJobFinishedRequest& request, Callback<rpc::MarkJobFinishedReply> cb) override;
 
@@ -95,6 +117,9 @@ class FakeGcsClient : public GcsClient {
   void AnswerHeld();
   void EndHeld(const absl::Status& s);
   void PublishNode(const rpc::NodeInfo& info);
+  // By id, or (id empty) the group not removed with the name in the namespace.
+  const rpc::PlacementGroupInfo* FindGroup(const std::string& id, const std::string& name,
+                                           const std::string& ray_namespace) const;
 
   EventLoop* const loop_;
   std::string cluster_id_;
@@ -102,12 +127,14 @@ class FakeGcsClient : public GcsClient {
   bool reachable_ = true;
   std::map<std::string, int> calls_;
   std::map<std::string, absl::Status> fail_next_;
-  std::map<std::string, rpc::NodeInfo> nodes_;              // by binary id
-  std::map<std::string, rpc::NodeResources> resources_;     // by binary id
-  std::map<std::string, std::string> kv_;                   // ns + '\0' + key
-  std::map<std::string, rpc::ActorInfo> actors_;            // by binary id
-  std::map<std::string, rpc::PlacementGroupInfo> groups_;   // by binary id
-  std::map<std::string, rpc::JobInfo> jobs_;                // by binary id
+  std::map<std::string, rpc::NodeInfo> nodes_;             // by binary id
+  std::map<std::string, rpc::NodeResources> resources_;    // by binary id
+  std::map<std::string, std::string> kv_;                  // ns + '\0' + key
+  std::map<std::string, rpc::ActorInfo> actors_;           // by binary id
+  std::map<std::string, rpc::PlacementGroupInfo> groups_;  // by binary id
+  std::map<std::string, rpc::JobInfo> jobs_;               // by binary id
+  std::map<std::string, rpc::TaskEvent> tasks_;            // the latest, by task id
+  std::map<std::string, rpc::TrainRunInfo> train_runs_;    // by run id
   std::vector<rpc::ReportWorkerFailureRequest> worker_failures_;
   std::deque<rpc::PubMessage> log_;  // retained, by sequence
   int64_t next_sequence_ = 1;

@@ -25,6 +25,7 @@ class Stubs {
     task_events = rpc::TaskEventGcsService::NewStub(channel);
     placement_groups = rpc::PlacementGroupGcsService::NewStub(channel);
     jobs = rpc::JobGcsService::NewStub(channel);
+    train_runs = rpc::TrainRunGcsService::NewStub(channel);
   }
 
   template <typename Reply, typename Request, typename Start>
@@ -35,8 +36,7 @@ class Stubs {
   template <typename Reply, typename Request, typename Start>
   void RetryingCall(Start start, Request request, absl::Duration deadline, Callback<Reply> cb,
                     rpc::RetryPolicy policy = rpc::RetryPolicy{}) {
-    rpc::RetryingUnaryCall<Reply>(loop, token, deadline, policy, std::move(request), std::move(start),
-                                  std::move(cb));
+    rpc::RetryingUnaryCall<Reply>(loop, token, deadline, policy, std::move(request), std::move(start), std::move(cb));
   }
 
   EventLoop* const loop;
@@ -50,6 +50,7 @@ class Stubs {
   std::unique_ptr<rpc::TaskEventGcsService::Stub> task_events;
   std::unique_ptr<rpc::PlacementGroupGcsService::Stub> placement_groups;
   std::unique_ptr<rpc::JobGcsService::Stub> jobs;
+  std::unique_ptr<rpc::TrainRunGcsService::Stub> train_runs;
 };
 
 class GrpcGcsClient final : public GcsClient {
@@ -91,9 +92,10 @@ class GrpcGcsClient final : public GcsClient {
                                            std::move(cb));
   }
 
-  void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) override {
-    stubs_.Call<rpc::GetClusterResourcesReply>(MANTA_ASYNC(resources, GetClusterResources),
-                                               rpc::GetClusterResourcesRequest(), stubs_.timeout, std::move(cb));
+  void GetClusterResources(const rpc::GetClusterResourcesRequest& request,
+                           Callback<rpc::GetClusterResourcesReply> cb) override {
+    stubs_.Call<rpc::GetClusterResourcesReply>(MANTA_ASYNC(resources, GetClusterResources), request, stubs_.timeout,
+                                               std::move(cb));
   }
 
   void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) override {
@@ -109,6 +111,14 @@ class GrpcGcsClient final : public GcsClient {
 
   void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) override {
     stubs_.Call<rpc::KvGetReply>(MANTA_ASYNC(kv, Get), request, stubs_.timeout, std::move(cb));
+  }
+
+  void KvDel(const rpc::KvDelRequest& request, Callback<rpc::KvDelReply> cb) override {
+    stubs_.Call<rpc::KvDelReply>(MANTA_ASYNC(kv, Del), request, stubs_.timeout, std::move(cb));
+  }
+
+  void KvKeys(const rpc::KvKeysRequest& request, Callback<rpc::KvKeysReply> cb) override {
+    stubs_.Call<rpc::KvKeysReply>(MANTA_ASYNC(kv, Keys), request, stubs_.timeout, std::move(cb));
   }
 
   void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
@@ -134,6 +144,62 @@ class GrpcGcsClient final : public GcsClient {
 
   void GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) override {
     stubs_.Call<rpc::GetActorInfoReply>(MANTA_ASYNC(actors, GetActorInfo), request, stubs_.timeout, std::move(cb));
+  }
+
+  void GetNamedActor(const rpc::GetNamedActorRequest& request, Callback<rpc::GetNamedActorReply> cb) override {
+    stubs_.Call<rpc::GetNamedActorReply>(MANTA_ASYNC(actors, GetNamedActor), request, stubs_.timeout, std::move(cb));
+  }
+
+  void KillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) override {
+    stubs_.Call<rpc::KillActorReply>(MANTA_ASYNC(actors, KillActor), request, stubs_.timeout, std::move(cb));
+  }
+
+  void ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) override {
+    stubs_.Call<rpc::ListActorsReply>(MANTA_ASYNC(actors, ListActors), request, stubs_.timeout, std::move(cb));
+  }
+
+  void CreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
+                            Callback<rpc::CreatePlacementGroupReply> cb) override {
+    stubs_.Call<rpc::CreatePlacementGroupReply>(MANTA_ASYNC(placement_groups, CreatePlacementGroup), request,
+                                                stubs_.timeout, std::move(cb));
+  }
+
+  void RemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request, absl::Duration timeout,
+                            Callback<rpc::RemovePlacementGroupReply> cb) override {
+    stubs_.Call<rpc::RemovePlacementGroupReply>(MANTA_ASYNC(placement_groups, RemovePlacementGroup), request, timeout,
+                                                std::move(cb));
+  }
+
+  void WaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
+                               Callback<rpc::WaitPlacementGroupReadyReply> cb) override {
+    stubs_.Call<rpc::WaitPlacementGroupReadyReply>(MANTA_ASYNC(placement_groups, WaitPlacementGroupReady), request,
+                                                   stubs_.timeout + absl::Milliseconds(request.timeout_ms()),
+                                                   std::move(cb));
+  }
+
+  void ListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
+                           Callback<rpc::ListPlacementGroupsReply> cb) override {
+    stubs_.Call<rpc::ListPlacementGroupsReply>(MANTA_ASYNC(placement_groups, ListPlacementGroups), request,
+                                               stubs_.timeout, std::move(cb));
+  }
+
+  void AddTaskEvents(const rpc::AddTaskEventsRequest& request, Callback<rpc::AddTaskEventsReply> cb) override {
+    stubs_.Call<rpc::AddTaskEventsReply>(MANTA_ASYNC(task_events, AddTaskEvents), request, stubs_.timeout,
+                                         std::move(cb));
+  }
+
+  void ListTasks(const rpc::ListTasksRequest& request, Callback<rpc::ListTasksReply> cb) override {
+    stubs_.Call<rpc::ListTasksReply>(MANTA_ASYNC(task_events, ListTasks), request, stubs_.timeout, std::move(cb));
+  }
+
+  void ReportTrainRun(const rpc::ReportTrainRunRequest& request, Callback<rpc::ReportTrainRunReply> cb) override {
+    stubs_.Call<rpc::ReportTrainRunReply>(MANTA_ASYNC(train_runs, ReportTrainRun), request, stubs_.timeout,
+                                          std::move(cb));
+  }
+
+  void ListTrainRuns(const rpc::ListTrainRunsRequest& request, Callback<rpc::ListTrainRunsReply> cb) override {
+    stubs_.Call<rpc::ListTrainRunsReply>(MANTA_ASYNC(train_runs, ListTrainRuns), request, stubs_.timeout,
+                                         std::move(cb));
   }
 
   void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) override {

@@ -1,14 +1,17 @@
 // GcsClient: the one way to the GCS — nodes, resources, actors, placement
-// groups, jobs, KV and pub/sub — as asynchronous calls whose callbacks run
+// groups, jobs, task events, training runs, KV and pub/sub — as asynchronous calls whose callbacks run
 // on the owner's EventLoop, never inline. Two implementations: over gRPC
 // (MakeGrpcGcsClient: every call has a deadline and carries the cluster
 // token; calls idempotent on the GCS — UnregisterNode, DrainNode, KvPut,
 // ReportWorkerFailure, RegisterActor — are made again when their
-// connection breaks; a registration patiently, as a GCS restart takes time), and FakeGcsClient (fake_gcs_client.h), the GCS's
-// tables in memory, for unit tests. Call from the loop thread only.
+// connection breaks; a registration patiently, as a GCS restart takes time), and FakeGcsClient (fake_gcs_client.h), the
+// GCS's tables in memory, for unit tests. Call from the loop thread only.
 //
 //   std::unique_ptr<GcsClient> gcs = MakeGrpcGcsClient(&loop, "127.0.0.1:6379", token);
 //   gcs->RegisterNode(request, [](const absl::Status& s, rpc::RegisterNodeReply r) { ... });
+//
+// Threads that may block (a user's thread in the core worker, the CLI, the
+// dashboard's job store) call through SyncGcsClient (sync_gcs_client.h).
 #pragma once
 
 #include <functional>
@@ -39,9 +42,9 @@ class GcsClient {
                          Callback<rpc::DrainNodeReply> cb) = 0;
   virtual void GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Callback<rpc::GetAllNodeInfoReply> cb) = 0;
   // ---- resources ----
-  virtual void ReportResources(const rpc::ReportResourcesRequest& request,
-                               Callback<rpc::ReportResourcesReply> cb) = 0;
-  virtual void GetClusterResources(Callback<rpc::GetClusterResourcesReply> cb) = 0;
+  virtual void ReportResources(const rpc::ReportResourcesRequest& request, Callback<rpc::ReportResourcesReply> cb) = 0;
+  virtual void GetClusterResources(const rpc::GetClusterResourcesRequest& request,
+                                   Callback<rpc::GetClusterResourcesReply> cb) = 0;
   // ---- pub/sub ----
   // A long poll: answered when there are messages, or after the request's
   // max_wait_ms (the deadline is that plus the call timeout).
@@ -53,9 +56,16 @@ class GcsClient {
   // first attempt was.
   virtual void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) = 0;
   virtual void KvGet(const rpc::KvGetRequest& request, Callback<rpc::KvGetReply> cb) = 0;
+  virtual void KvDel(const rpc::KvDelRequest& request, Callback<rpc::KvDelReply> cb) = 0;
+  virtual void KvKeys(const rpc::KvKeysRequest& request, Callback<rpc::KvKeysReply> cb) = 0;
   // ---- actors ----
   virtual void RegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) = 0;
   virtual void GetActorInfo(const rpc::GetActorInfoRequest& request, Callback<rpc::GetActorInfoReply> cb) = 0;
+  // NotFound when no live actor has the name in the namespace.
+  virtual void GetNamedActor(const rpc::GetNamedActorRequest& request, Callback<rpc::GetNamedActorReply> cb) = 0;
+  // With a request_id, a kill made again (with restart) restarts once.
+  virtual void KillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) = 0;
+  virtual void ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) = 0;
   // A raylet reports that one of its workers exited.
   virtual void ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                    Callback<rpc::ReportWorkerFailureReply> cb) = 0;
@@ -63,10 +73,27 @@ class GcsClient {
   // A raylet asks whether a group its waiting leases name still exists.
   virtual void GetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
                                  Callback<rpc::GetPlacementGroupReply> cb) = 0;
+  // AlreadyExists when the name (or the id) is taken.
+  virtual void CreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
+                                    Callback<rpc::CreatePlacementGroupReply> cb) = 0;
+  // Answered once the group's nodes have returned its bundles: `timeout`.
+  virtual void RemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request, absl::Duration timeout,
+                                    Callback<rpc::RemovePlacementGroupReply> cb) = 0;
+  // Held until the group is ready or the request's timeout_ms has passed
+  // (the deadline is that plus the call timeout).
+  virtual void WaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
+                                       Callback<rpc::WaitPlacementGroupReadyReply> cb) = 0;
+  virtual void ListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
+                                   Callback<rpc::ListPlacementGroupsReply> cb) = 0;
+  // ---- task events ----
+  virtual void AddTaskEvents(const rpc::AddTaskEventsRequest& request, Callback<rpc::AddTaskEventsReply> cb) = 0;
+  virtual void ListTasks(const rpc::ListTasksRequest& request, Callback<rpc::ListTasksReply> cb) = 0;
+  // ---- training runs ----
+  virtual void ReportTrainRun(const rpc::ReportTrainRunRequest& request, Callback<rpc::ReportTrainRunReply> cb) = 0;
+  virtual void ListTrainRuns(const rpc::ListTrainRunsRequest& request, Callback<rpc::ListTrainRunsReply> cb) = 0;
   // ---- jobs ----
   virtual void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) = 0;
-  virtual void MarkJobFinished(const rpc::MarkJobFinishedRequest& request,
-                               Callback<rpc::MarkJobFinishedReply> cb) = 0;
+  virtual void MarkJobFinished(const rpc::MarkJobFinishedRequest& request, Callback<rpc::MarkJobFinishedReply> cb) = 0;
 };
 
 // The gRPC implementation, on `loop`, to the GCS at `address` ("ip:port").

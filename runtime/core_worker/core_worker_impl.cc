@@ -24,7 +24,8 @@
 namespace manta::core {
 namespace {
 
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+// Each call to the GCS's deadline (a held poll's comes on top of its wait).
+constexpr absl::Duration kGcsCallTimeout = absl::Seconds(10);
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -87,7 +88,6 @@ RealCoreWorkerFactory& RealCoreWorkerFactory::Get() {
 
 // ---------------------------------------------------------------- helpers
 
-
 // ---------------------------------------------------------------- lifecycle
 
 CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
@@ -100,7 +100,8 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       objects_(&store_, peers_.get()),
       submit_host_(MakeSubmitHost()),
       tasks_(submit_deps(), &resolver_),
-      gcs_client_(gcs::MakeGrpcGcsClient(&loop_, options_.gcs_address, options_.token, absl::Seconds(10))),
+      gcs_client_(gcs::MakeGrpcGcsClient(&loop_, options_.gcs_address, options_.token, kGcsCallTimeout)),
+      gcs_sync_(&loop_, gcs_client_.get(), kGcsCallTimeout + absl::Seconds(5)),
       actors_(submit_deps(), &resolver_, gcs_client_.get()) {
   FillRandom(task_id_prefix_.data(), task_id_prefix_.size());
   if (is_worker_) {
@@ -113,15 +114,6 @@ CoreWorkerImpl::~CoreWorkerImpl() { Stop(); }
 
 absl::Status CoreWorkerImpl::Start() {
   if (options_.gcs_address.empty()) return absl::InvalidArgumentError("no GCS address");
-  gcs_channel_ = rpc::MakeChannel(options_.gcs_address);
-  gcs_nodes_ = rpc::NodeInfoGcsService::NewStub(gcs_channel_);
-  gcs_actors_ = rpc::ActorGcsService::NewStub(gcs_channel_);
-  gcs_jobs_ = rpc::JobGcsService::NewStub(gcs_channel_);
-  gcs_tasks_ = rpc::TaskEventGcsService::NewStub(gcs_channel_);
-  gcs_pubsub_ = rpc::PubSubGcsService::NewStub(gcs_channel_);
-  gcs_placement_groups_ = rpc::PlacementGroupGcsService::NewStub(gcs_channel_);
-  gcs_resources_ = rpc::NodeResourceGcsService::NewStub(gcs_channel_);
-  gcs_train_runs_ = rpc::TrainRunGcsService::NewStub(gcs_channel_);
   io_thread_ = std::thread([this] { loop_.Run(); });
 
   if (is_worker_) StartReceiver();
@@ -149,10 +141,8 @@ absl::Status CoreWorkerImpl::Start() {
     ConfigureSubmitters();
     return absl::OkStatus();
   }
-  auto cluster = GcsCall<rpc::GetClusterIdReply>(
-      options_.token,
-      [&](auto* ctx, auto* reply) { return gcs_nodes_->GetClusterId(ctx, rpc::GetClusterIdRequest(), reply); },
-      absl::Seconds(5));
+  auto cluster =
+      GcsCall<rpc::GetClusterIdReply>([](gcs::GcsClient& gcs, auto done) { gcs.GetClusterId(std::move(done)); });
   if (!cluster.ok()) {
     return absl::Status(cluster.status().code(), "cannot reach the GCS at " + options_.gcs_address + ": " +
                                                      std::string(cluster.status().message()));
@@ -183,7 +173,7 @@ bool CoreWorkerImpl::Stop() {
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
   const bool quiet = CancelPushes();
-  if (!is_worker_ && !job_id_.IsNil() && gcs_jobs_) {
+  if (!is_worker_ && !job_id_.IsNil()) {
     // Return the leases, then finish the job so the cluster cleans up.
     auto returned = std::make_shared<std::promise<void>>();
     loop_.Post([this, returned] {
@@ -195,9 +185,10 @@ bool CoreWorkerImpl::Stop() {
     FlushTaskEvents();
     rpc::MarkJobFinishedRequest req;
     req.set_job_id(job_id_.Binary());
-    SyncCall<rpc::MarkJobFinishedReply>(
-        options_.token, [&](auto* ctx, auto* reply) { return gcs_jobs_->MarkJobFinished(ctx, req, reply); },
-        absl::Seconds(3))
+    gcs_sync_
+        .Call<rpc::MarkJobFinishedReply>(
+            [req](gcs::GcsClient& gcs, auto done) { gcs.MarkJobFinished(req, std::move(done)); },
+            {.wait = absl::Seconds(3)})
         .IgnoreError();
   }
   if (server_) server_->Shutdown(absl::Milliseconds(500));
@@ -233,8 +224,7 @@ absl::Status CoreWorkerImpl::RegisterJob() {
   job->set_driver_ip(options_.node_ip);
   job->set_start_time_ms(absl::ToUnixMillis(absl::Now()));
   job->set_entrypoint(options_.worker_executable);
-  auto reply =
-      GcsCall<rpc::AddJobReply>(options_.token, [&](auto* ctx, auto* r) { return gcs_jobs_->AddJob(ctx, req, r); });
+  auto reply = GcsCall<rpc::AddJobReply>([req](gcs::GcsClient& gcs, auto done) { gcs.AddJob(req, std::move(done)); });
   if (!reply.ok()) return Annotate(reply.status(), "cannot register the job with the GCS");
   auto id = JobId::FromBinary(reply->job_id());
   if (!id.ok()) return absl::InternalError("the GCS returned a malformed job id");
@@ -246,7 +236,7 @@ absl::StatusOr<rpc::GetAllNodeInfoReply> CoreWorkerImpl::AliveNodes(absl::Durati
   rpc::GetAllNodeInfoRequest req;
   req.set_filter_alive(true);
   return GcsCall<rpc::GetAllNodeInfoReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); }, timeout);
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetAllNodeInfo(req, std::move(done)); }, timeout);
 }
 
 absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
@@ -303,7 +293,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::Put(std::string data) {
 }
 
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
-                                                           const std::vector<ObjectRefInfo>& contained) {
+                                                          const std::vector<ObjectRefInfo>& contained) {
   ObjectId id = ObjectId::FromRandom();
   // The caller holds every contained ref now: a reference each keeps them
   // (and any borrow of them) until the stored value is erased.
@@ -363,18 +353,10 @@ void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::
 
 void CoreWorkerImpl::FlushTaskEvents() {
   auto flush = [this] {
-    // The requests live on one arena, freed when the last call is done.
-    struct Call {
-      grpc::ClientContext ctx;
-      rpc::AddTaskEventsReply reply;
-      std::shared_ptr<google::protobuf::Arena> arena;
-    };
-    auto arena = std::make_shared<google::protobuf::Arena>();
-    for (rpc::AddTaskEventsRequest* req : task_events_.Take(arena.get())) {
-      auto* call = new Call;
-      call->arena = arena;
-      rpc::PrepareContext(&call->ctx, options_.token, kRpcTimeout);
-      gcs_tasks_->async()->AddTaskEvents(&call->ctx, req, &call->reply, [call](grpc::Status) { delete call; });
+    // The batches live on one arena, dropped once they are sent.
+    google::protobuf::Arena arena;
+    for (rpc::AddTaskEventsRequest* req : task_events_.Take(&arena)) {
+      gcs_client_->AddTaskEvents(*req, [](const absl::Status&, rpc::AddTaskEventsReply&&) {});
     }
   };
   if (loop_.IsInLoopThread()) {
@@ -429,10 +411,9 @@ void CoreWorkerImpl::DrainLogs() {
   req.add_keys(job_id_.Binary());
   req.set_after_sequence(pos.first);
   req.set_gcs_incarnation(pos.second);
-  grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, options_.token, absl::Seconds(2));
-  rpc::PollReply reply;
-  if (gcs_pubsub_->Poll(&ctx, req, &reply).ok()) PrintLogs(reply);
+  auto reply = gcs_sync_.Call<rpc::PollReply>([req](gcs::GcsClient& gcs, auto done) { gcs.Poll(req, std::move(done)); },
+                                              {.wait = absl::Seconds(2)});
+  if (reply.ok()) PrintLogs(*reply);
 }
 
 void CoreWorkerImpl::PollLogs() {
@@ -445,24 +426,19 @@ void CoreWorkerImpl::PollLogs() {
   req.set_max_wait_ms(1000);  // also the cadence of closing repeat windows
   // The GCS finishes the job when this held poll's connection drops.
   req.set_subscriber_job_id(job_id_.Binary());
-  rpc::UnaryCall<rpc::PollReply>(
-      &loop_, options_.token, absl::Seconds(15), std::move(req),
-      [stub = gcs_pubsub_.get()](auto* ctx, auto* r, auto* reply, auto done) {
-        stub->async()->Poll(ctx, r, reply, std::move(done));
-      },
-      [this](const absl::Status& s, rpc::PollReply&& reply) {
-        if (stopping_) return;
-        if (!s.ok()) {
-          log_poll_timer_ = loop_.RunAfter(absl::Seconds(1), [this] { PollLogs(); });
-          return;
-        }
-        log_poll_incarnation_ = reply.gcs_incarnation();
-        log_poll_sequence_ = reply.last_sequence();
-        // The next poll first: a held poll is how the GCS knows this driver
-        // lives, and printing a flood of lines takes a while.
-        PollLogs();
-        PrintLogs(reply);
-      });
+  gcs_client_->Poll(req, [this](const absl::Status& s, rpc::PollReply&& reply) {
+    if (stopping_) return;
+    if (!s.ok()) {
+      log_poll_timer_ = loop_.RunAfter(absl::Seconds(1), [this] { PollLogs(); });
+      return;
+    }
+    log_poll_incarnation_ = reply.gcs_incarnation();
+    log_poll_sequence_ = reply.last_sequence();
+    // The next poll first: a held poll is how the GCS knows this driver
+    // lives, and printing a flood of lines takes a while.
+    PollLogs();
+    PrintLogs(reply);
+  });
 }
 
 }  // namespace manta::core

@@ -28,11 +28,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <optional>
-#include <map>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,10 +43,11 @@
 #include "common/event_loop.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/grpc_util.h"
+#include "gcs/client/sync_gcs_client.h"
+#include "manta/internal/core_worker.h"
 #include "proto/core_worker.grpc.pb.h"
 #include "proto/gcs_service.grpc.pb.h"
 #include "proto/node_manager.grpc.pb.h"
-#include "manta/internal/core_worker.h"
 #include "runtime/core_worker/actor_submitter.h"
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
@@ -93,23 +94,6 @@ absl::StatusOr<Reply> SyncCall(const std::string& token, Call&& call, absl::Dura
 // before they fail: MANTA_GCS_RECONNECT_TIMEOUT_S seconds, 60 by default (as
 // Ray's gcs_rpc_server_reconnect_timeout_s).
 absl::Duration GcsReconnectTimeout();
-
-// A SyncCall to the GCS, made again while the GCS is unreachable
-// (UNAVAILABLE), until GcsReconnectTimeout() has passed. The GCS's handlers
-// are idempotent for the requests retried here (ids are chosen by the caller).
-template <typename Reply, typename Call>
-absl::StatusOr<Reply> GcsCall(const std::string& token, Call&& call, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time give_up = absl::Now() + GcsReconnectTimeout();
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (true) {
-    absl::StatusOr<Reply> reply = SyncCall<Reply>(token, call, timeout);
-    if (reply.ok() || reply.status().code() != absl::StatusCode::kUnavailable || absl::Now() + backoff > give_up) {
-      return reply;
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
-  }
-}
 
 // Blocking fetch of a value from the process at `address` over the
 // GetObject stream. Any thread but the io loop. Its calls end with an
@@ -197,8 +181,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
 
   // The preamble of a request about one object: the caller's token, then a
   // well-formed id (into *id). Not OK: finish the call with it.
-  grpc::Status CheckObjectRequest(const grpc::ServerContextBase& ctx, const std::string& object_id,
-                                  ObjectId* id) const;
+  grpc::Status CheckObjectRequest(const grpc::ServerContextBase& ctx, const std::string& object_id, ObjectId* id) const;
 
   // Worker: runs tasks on the calling (main) thread until exit; never returns.
   [[noreturn]] void RunTaskLoop();
@@ -316,15 +299,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Pulls large task returns into store_; stopped (cancelled and joined) by
   // Stop(), and declared after pool_ and store_, which its fetches use.
   FetchPool fetches_{kMaxFetchThreads};
-  std::shared_ptr<grpc::Channel> gcs_channel_;
-  std::unique_ptr<rpc::NodeInfoGcsService::Stub> gcs_nodes_;
-  std::unique_ptr<rpc::ActorGcsService::Stub> gcs_actors_;
-  std::unique_ptr<rpc::JobGcsService::Stub> gcs_jobs_;
-  std::unique_ptr<rpc::TaskEventGcsService::Stub> gcs_tasks_;
-  std::unique_ptr<rpc::PubSubGcsService::Stub> gcs_pubsub_;
-  std::unique_ptr<rpc::PlacementGroupGcsService::Stub> gcs_placement_groups_;
-  std::unique_ptr<rpc::NodeResourceGcsService::Stub> gcs_resources_;
-  std::unique_ptr<rpc::TrainRunGcsService::Stub> gcs_train_runs_;
 
   // Node watches (node_events.cc): each polls NODE_INFO on a thread of its own.
   struct NodeWatch;
@@ -354,9 +328,19 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<SubmitHost> submit_host_;
   DependencyResolver resolver_{&store_, &loop_};
   TaskSubmitter tasks_;
-  // The GCS, as the rooms reach it (gcs/client/gcs_client.h); the actors
-  // this process creates and calls.
+  // The GCS (gcs/client/gcs_client.h): the rooms and the io loop call it
+  // directly; a caller's thread blocks on it through gcs_sync_.
   std::unique_ptr<gcs::GcsClient> gcs_client_;
+  gcs::SyncGcsClient gcs_sync_;
+  // A blocking call to the GCS from a caller's thread (never the io loop),
+  // made again while the GCS is unreachable until GcsReconnectTimeout() has
+  // passed; only for requests the GCS handles idempotently (ids chosen here).
+  // `start` runs on the loop: capture by value. `wait`: zero for the default.
+  template <typename Reply>
+  absl::StatusOr<Reply> GcsCall(gcs::SyncGcsClient::Start<Reply> start, absl::Duration wait = absl::ZeroDuration()) {
+    return gcs_sync_.Call<Reply>(std::move(start), {wait, GcsReconnectTimeout()});
+  }
+  // The actors this process creates and calls.
   ActorSubmitter actors_;
 
   // io loop only.

@@ -8,7 +8,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::GetNamedActor(const std::string& name, c
   req.set_name(name);
   req.set_ray_namespace(ray_namespace.empty() ? job_id_.Hex() : ray_namespace);
   auto reply = GcsCall<rpc::GetNamedActorReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_actors_->GetNamedActor(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetNamedActor(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   auto id = ActorId::FromBinary(reply->actor().actor_id());
   if (!id.ok()) return absl::NotFoundError("no actor named '" + name + "'");
@@ -21,8 +21,7 @@ absl::Status CoreWorkerImpl::KillActor(const ActorId& actor, bool no_restart) {
   req.set_no_restart(no_restart);
   // The same on every retry: a retried kill with restart restarts once.
   req.set_request_id(rpc::NewRequestId());
-  return GcsCall<rpc::KillActorReply>(options_.token,
-                                       [&](auto* ctx, auto* r) { return gcs_actors_->KillActor(ctx, req, r); })
+  return GcsCall<rpc::KillActorReply>([req](gcs::GcsClient& gcs, auto done) { gcs.KillActor(req, std::move(done)); })
       .status();
 }
 

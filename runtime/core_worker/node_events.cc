@@ -9,7 +9,8 @@ namespace {
 
 // How long the GCS may hold one poll; Unwatch cancels a held poll at once.
 constexpr int32_t kNodePollWaitMs = 10000;
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+// The call's own timeout on top of the hold, and the loop's hop.
+constexpr absl::Duration kPollSlack = absl::Seconds(15);
 
 NodeEvent::Kind KindOf(const NodeData& d) {
   if (!d.alive) return NodeEvent::kDead;
@@ -39,8 +40,8 @@ struct CoreWorkerImpl::NodeWatch {
   std::thread thread;
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  grpc::ClientContext* held ABSL_GUARDED_BY(mu) = nullptr;  // the poll in flight
-  int64_t sequence = 0;  // the poll thread's
+  std::shared_ptr<gcs::SyncGcsClient::Pending<rpc::PollReply>> held ABSL_GUARDED_BY(mu);  // the poll in flight
+  int64_t sequence = 0;                                                                   // the poll thread's
   std::string incarnation;
 };
 
@@ -52,8 +53,8 @@ absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const Node
   first.add_channels(rpc::PubMessage::NODE_INFO);
   first.set_max_wait_ms(0);
   first.set_after_sequence(std::numeric_limits<int64_t>::max());
-  auto start = SyncCall<rpc::PollReply>(options_.token,
-                                        [&](auto* ctx, auto* r) { return gcs_pubsub_->Poll(ctx, first, r); });
+  auto start =
+      gcs_sync_.Call<rpc::PollReply>([first](gcs::GcsClient& gcs, auto done) { gcs.Poll(first, std::move(done)); });
   if (!start.ok()) return start.status();
   watch->sequence = start->last_sequence();
   watch->incarnation = start->gcs_incarnation();
@@ -71,26 +72,26 @@ absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const Node
       req.set_after_sequence(w->sequence);
       req.set_gcs_incarnation(w->incarnation);
       req.set_max_wait_ms(kNodePollWaitMs);
-      grpc::ClientContext ctx;
-      rpc::PrepareContext(&ctx, options_.token, absl::Milliseconds(kNodePollWaitMs) + kRpcTimeout);
+      std::shared_ptr<gcs::SyncGcsClient::Pending<rpc::PollReply>> poll;
       {
         absl::MutexLock lock(&w->mu);
         if (w->stopping) return;
-        w->held = &ctx;
+        poll = w->held =
+            gcs_sync_.Begin<rpc::PollReply>([req](gcs::GcsClient& gcs, auto done) { gcs.Poll(req, std::move(done)); });
       }
-      rpc::PollReply reply;
-      grpc::Status s = gcs_pubsub_->Poll(&ctx, req, &reply);
+      absl::StatusOr<rpc::PollReply> polled = poll->Wait(absl::Milliseconds(kNodePollWaitMs) + kPollSlack);
       {
         absl::MutexLock lock(&w->mu);
         w->held = nullptr;
         if (w->stopping) return;
       }
-      if (!s.ok()) {  // the GCS is away: try again, a little later each time
+      if (!polled.ok()) {  // the GCS is away: try again, a little later each time
         absl::SleepFor(backoff);
         backoff = std::min(backoff * 2, absl::Seconds(2));
         continue;
       }
       backoff = absl::Milliseconds(100);
+      const rpc::PollReply& reply = *polled;
       const absl::Time now = absl::Now();
       const bool restarted = reply.gcs_incarnation() != w->incarnation;
       w->incarnation = reply.gcs_incarnation();
@@ -125,7 +126,7 @@ void CoreWorkerImpl::UnwatchNodes(int64_t id) {
   {
     absl::MutexLock lock(&w->mu);
     w->stopping = true;
-    if (w->held != nullptr) w->held->TryCancel();
+    if (w->held != nullptr) w->held->Cancel();
   }
   if (w->thread.joinable() && w->thread.get_id() != std::this_thread::get_id()) w->thread.join();
   if (w->thread.joinable()) w->thread.detach();  // unwatched from its own callback

@@ -1,6 +1,5 @@
 // Placement groups and the node table from the core worker's side: blocking
-// calls to the GCS (PlacementGroupGcsService, NodeInfoGcsService,
-// NodeResourceGcsService) made on the caller's thread, never the io loop.
+// calls to the GCS made on the caller's thread, never the io loop.
 #include <algorithm>
 
 #include "common/status.h"
@@ -11,8 +10,11 @@ namespace {
 
 // The GCS holds a WaitPlacementGroupReady call at most this long.
 constexpr absl::Duration kMaxHeldWait = absl::Seconds(60);
-// Added to a held call's deadline for the round trip.
-constexpr absl::Duration kWaitSlack = absl::Seconds(10);
+// Added to a held call's wait: the call's own timeout and the round trip.
+constexpr absl::Duration kWaitSlack = absl::Seconds(15);
+// The GCS answers a removal once the group's nodes have returned its
+// bundles, each within its own 10 s call.
+constexpr absl::Duration kRemoveTimeout = absl::Seconds(30);
 
 rpc::PlacementGroupInfo ToProto(const PlacementGroupData& d, const JobId& job, const std::string& ray_namespace) {
   rpc::PlacementGroupInfo info;
@@ -57,11 +59,9 @@ PlacementGroupData FromProto(const rpc::PlacementGroupInfo& info) {
 
 absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroup(const PlacementGroupData& spec) {
   rpc::CreatePlacementGroupRequest req;
-  *req.mutable_spec() =
-      ToProto(spec, job_id_, spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace);
-  auto reply = GcsCall<rpc::CreatePlacementGroupReply>(options_.token, [&](auto* ctx, auto* r) {
-    return gcs_placement_groups_->CreatePlacementGroup(ctx, req, r);
-  });
+  *req.mutable_spec() = ToProto(spec, job_id_, spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace);
+  auto reply = GcsCall<rpc::CreatePlacementGroupReply>(
+      [req](gcs::GcsClient& gcs, auto done) { gcs.CreatePlacementGroup(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   return FromProto(reply->placement_group());
 }
@@ -69,12 +69,9 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroup(const Pl
 absl::Status CoreWorkerImpl::RemovePlacementGroup(const PlacementGroupId& id) {
   rpc::RemovePlacementGroupRequest req;
   req.set_placement_group_id(id.Binary());
-  // The GCS answers once the group's nodes have returned its bundles, each
-  // within its own 10 s call.
   return GcsCall<rpc::RemovePlacementGroupReply>(
-             options_.token,
-             [&](auto* ctx, auto* r) { return gcs_placement_groups_->RemovePlacementGroup(ctx, req, r); },
-             absl::Seconds(30))
+             [req](gcs::GcsClient& gcs, auto done) { gcs.RemovePlacementGroup(req, kRemoveTimeout, std::move(done)); },
+             kRemoveTimeout + kWaitSlack)
       .status();
 }
 
@@ -82,7 +79,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::GetPlacementGroup(const Place
   rpc::GetPlacementGroupRequest req;
   req.set_placement_group_id(id.Binary());
   auto reply = GcsCall<rpc::GetPlacementGroupReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_placement_groups_->GetPlacementGroup(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetPlacementGroup(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   return FromProto(reply->placement_group());
 }
@@ -94,15 +91,16 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::GetNamedPlacementGroup(const 
   req.set_name(name);
   req.set_ray_namespace(ray_namespace.empty() ? job_id_.Hex() : ray_namespace);
   auto reply = GcsCall<rpc::GetPlacementGroupReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_placement_groups_->GetPlacementGroup(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetPlacementGroup(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   return FromProto(reply->placement_group());
 }
 
 absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const PlacementGroupId& id,
                                                                            absl::Duration timeout) {
-  const absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + std::max(timeout, absl::ZeroDuration());
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + std::max(timeout, absl::ZeroDuration());
   while (true) {
     // Held calls of at most a minute each, until the deadline.
     absl::Duration hold = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxHeldWait);
@@ -110,8 +108,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
     req.set_placement_group_id(id.Binary());
     req.set_timeout_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(hold)));
     auto reply = GcsCall<rpc::WaitPlacementGroupReadyReply>(
-        options_.token,
-        [&](auto* ctx, auto* r) { return gcs_placement_groups_->WaitPlacementGroupReady(ctx, req, r); },
+        [req](gcs::GcsClient& gcs, auto done) { gcs.WaitPlacementGroupReady(req, std::move(done)); },
         hold + kWaitSlack);
     if (!reply.ok()) return reply.status();
     PlacementGroupData data = FromProto(reply->placement_group());
@@ -122,7 +119,7 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
 absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {
   rpc::GetAllNodeInfoRequest req;
   auto reply = GcsCall<rpc::GetAllNodeInfoReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_nodes_->GetAllNodeInfo(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetAllNodeInfo(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   std::vector<NodeData> nodes;
   nodes.reserve(reply->nodes_size());
@@ -133,7 +130,7 @@ absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {
 absl::StatusOr<std::vector<NodeResourcesData>> CoreWorkerImpl::GetClusterResources() {
   rpc::GetClusterResourcesRequest req;
   auto reply = GcsCall<rpc::GetClusterResourcesReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_resources_->GetClusterResources(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.GetClusterResources(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   std::vector<NodeResourcesData> nodes;
   nodes.reserve(reply->nodes_size());

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/loop_thread.h"
 #include "runtime/core_worker/submit_deps.h"
 
 namespace manta::core::testing {
@@ -29,8 +30,8 @@ class FakeSubmitHost : public SubmitHost {
     absl::MutexLock lock(&mu);
     for (PushCall* c : calls) pushes.push_back(c);
   }
-  void RecordTaskEvent(const rpc::TaskSpec&, rpc::TaskEvent::State state, const rpc::ErrorInfo*,
-                       const rpc::Address*, int, std::shared_ptr<const TaskEventBuffer::Resources>) override {
+  void RecordTaskEvent(const rpc::TaskSpec&, rpc::TaskEvent::State state, const rpc::ErrorInfo*, const rpc::Address*,
+                       int, std::shared_ptr<const TaskEventBuffer::Resources>) override {
     absl::MutexLock lock(&mu);
     events.push_back(state);
   }
@@ -75,31 +76,6 @@ class NoPeers : public BorrowPeers {
   void RunAfter(absl::Duration, std::function<void()>) override {}
 };
 
-// An EventLoop run by its own thread for the test's life.
-class LoopThread {
- public:
-  LoopThread() : thread_([this] { loop_.Run(); }) {}
-  ~LoopThread() { Stop(); }
-  // Stops and joins the loop thread; nothing posted runs after this.
-  void Stop() {
-    if (!thread_.joinable()) return;
-    loop_.Stop();
-    thread_.join();
-  }
-  EventLoop* loop() { return &loop_; }
-  // Runs `fn` on the loop and waits for it.
-  void RunOnLoop(std::function<void()> fn) {
-    absl::Notification done;
-    loop_.Post([&] {
-      fn();
-      done.Notify();
-    });
-    done.WaitForNotification();
-  }
-
- private:
-  EventLoop loop_;
-  std::thread thread_;
-};
+using ::manta::LoopThread;
 
 }  // namespace manta::core::testing

@@ -120,7 +120,7 @@ absl::Status CoreWorkerImpl::ReportTrainRun(const TrainRunData& run,
   *req.mutable_run() = ToProto(run, job_id_);
   for (const TrainMetricPointData& p : new_metrics) ToProto(p, req.add_new_metrics());
   return GcsCall<rpc::ReportTrainRunReply>(
-             options_.token, [&](auto* ctx, auto* r) { return gcs_train_runs_->ReportTrainRun(ctx, req, r); })
+             [req](gcs::GcsClient& gcs, auto done) { gcs.ReportTrainRun(req, std::move(done)); })
       .status();
 }
 
@@ -129,7 +129,7 @@ absl::StatusOr<std::vector<TrainRunData>> CoreWorkerImpl::ListTrainRuns(bool wit
   req.set_with_metrics(with_metrics);
   req.set_limit(std::max(0, limit));
   auto reply = GcsCall<rpc::ListTrainRunsReply>(
-      options_.token, [&](auto* ctx, auto* r) { return gcs_train_runs_->ListTrainRuns(ctx, req, r); });
+      [req](gcs::GcsClient& gcs, auto done) { gcs.ListTrainRuns(req, std::move(done)); });
   if (!reply.ok()) return reply.status();
   std::vector<TrainRunData> runs;
   runs.reserve(reply->runs_size());
