@@ -27,13 +27,16 @@ absl::Status CallError(const std::string& address, const absl::Status& s) {
   }
 }
 
-// One call to the GCS at `address`, waited for; its errors in the CLI's words.
+// One call, waited for; its errors in the CLI's words.
 template <typename Reply>
-absl::StatusOr<Reply> Call(const std::string& address, const std::string& token, absl::Duration timeout,
-                           SyncGcsClient::Start<Reply> start) {
-  auto reply = SyncGcsClient::Connect(address, token, timeout)->Call<Reply>(std::move(start));
-  if (!reply.ok()) return CallError(address, reply.status());
+absl::StatusOr<Reply> Call(SyncGcsClient& gcs, SyncGcsClient::Start<Reply> start) {
+  auto reply = gcs.Call<Reply>(std::move(start));
+  if (!reply.ok()) return CallError(gcs.address(), reply.status());
   return reply;
+}
+
+std::unique_ptr<SyncGcsClient> Connect(const std::string& address, const std::string& token, absl::Duration timeout) {
+  return SyncGcsClient::Connect(address, token, timeout);
 }
 
 std::map<std::string, double> ToMap(const google::protobuf::Map<std::string, double>& m) {
@@ -103,6 +106,9 @@ TrainRunView ToView(const rpc::TrainRunInfo& r) {
   v.num_failures = r.num_failures();
   v.max_failures = r.max_failures();
   v.latest_checkpoint = r.latest_checkpoint();
+  for (const rpc::TrainMetricPoint& p : r.metrics()) {
+    v.metrics.push_back({p.time_ms(), p.step(), std::map<std::string, double>(p.metrics().begin(), p.metrics().end())});
+  }
   return v;
 }
 
@@ -110,9 +116,23 @@ TrainRunView ToView(const rpc::TrainRunInfo& r) {
 
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
                                              absl::Duration timeout, bool summary) {
+  // No token: answered only by a GCS that checks none.
+  std::unique_ptr<SyncGcsClient> tokenless;
+  if (summary && !token.empty()) tokenless = Connect(address, "", timeout);
+  ClusterViewOptions options;
+  options.summary = summary;
+  options.wait = timeout + absl::Seconds(5);
+  auto view = FetchClusterView(*Connect(address, token, timeout), options, tokenless.get());
+  if (view.ok() && summary && token.empty()) view->auth_disabled = true;
+  return view;
+}
+
+absl::StatusOr<ClusterView> FetchClusterView(SyncGcsClient& gcs, const ClusterViewOptions& options,
+                                             SyncGcsClient* tokenless) {
+  const bool summary = options.summary;
+  const std::string& address = gcs.address();
   // The calls go out together, so the whole costs one round trip (and one
   // GCS handler's time) rather than the sum.
-  auto gcs = SyncGcsClient::Connect(address, token, timeout);
   rpc::GetAllNodeInfoRequest nodes_request;
   nodes_request.set_brief(summary);
   rpc::GetClusterResourcesRequest resources_request;
@@ -120,19 +140,16 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   // status report folds itself.
   resources_request.set_totals_only(summary);
   resources_request.set_fold(summary);
-  auto nodes_call = gcs->Begin<rpc::GetAllNodeInfoReply>(
+  auto nodes_call = gcs.Begin<rpc::GetAllNodeInfoReply>(
       [nodes_request](GcsClient& c, auto done) { c.GetAllNodeInfo(nodes_request, std::move(done)); });
-  auto resources_call = gcs->Begin<rpc::GetClusterResourcesReply>(
+  auto resources_call = gcs.Begin<rpc::GetClusterResourcesReply>(
       [resources_request](GcsClient& c, auto done) { c.GetClusterResources(resources_request, std::move(done)); });
-  // No token: answered only by a GCS that checks none.
-  std::unique_ptr<SyncGcsClient> tokenless;
   std::shared_ptr<SyncGcsClient::Pending<rpc::GetClusterIdReply>> probe_call;
-  if (summary && !token.empty()) {
-    tokenless = SyncGcsClient::Connect(address, "", timeout);
+  if (tokenless != nullptr) {
     probe_call =
         tokenless->Begin<rpc::GetClusterIdReply>([](GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
   }
-  const absl::Duration wait = timeout + absl::Seconds(5);
+  const absl::Duration wait = options.wait;
   auto nodes = nodes_call->Wait(wait);
   auto resources = resources_call->Wait(wait);
   const bool probe_ok = probe_call != nullptr && probe_call->Wait(wait).ok();
@@ -140,7 +157,7 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
   if (!resources.ok()) return CallError(address, resources.status());
 
   ClusterView view;
-  view.auth_disabled = summary && (token.empty() || probe_ok);
+  view.auth_disabled = summary && probe_ok;
   for (const rpc::NodeInfo& n : nodes->nodes()) {
     NodeView v;
     v.node_id = ToHex(n.node_id());
@@ -178,7 +195,7 @@ absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const s
 
 absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std::string& token,
                                            absl::Duration timeout) {
-  auto reply = Call<rpc::GetClusterIdReply>(address, token, timeout,
+  auto reply = Call<rpc::GetClusterIdReply>(*Connect(address, token, timeout),
                                             [](GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
   if (!reply.ok()) return reply.status();
   return ToHex(reply->cluster_id());
@@ -193,9 +210,9 @@ absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std:
   request.set_node_id(*id);
   request.set_reason(reason);
   request.set_deadline_ms(deadline_ms);
-  auto reply = SyncGcsClient::Connect(address, token, timeout)
-                   ->Call<rpc::DrainNodeReply>(
-                       [request, timeout](GcsClient& c, auto done) { c.DrainNode(request, timeout, std::move(done)); });
+  auto reply = Connect(address, token, timeout)->Call<rpc::DrainNodeReply>([request, timeout](GcsClient& c, auto done) {
+    c.DrainNode(request, timeout, std::move(done));
+  });
   if (!reply.ok()) {
     // The GCS's own words for a request it refused (bad reason, unknown node).
     if (absl::IsInvalidArgument(reply.status()) || absl::IsNotFound(reply.status())) return reply.status();
@@ -206,12 +223,16 @@ absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std:
 
 absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, const std::string& token,
                                                    absl::Duration timeout, int limit) {
+  return FetchActors(*Connect(address, token, timeout), limit);
+}
+
+absl::StatusOr<std::vector<ActorView>> FetchActors(SyncGcsClient& gcs, int limit, int64_t* total) {
   rpc::ListActorsRequest request;
   request.set_limit(limit);
-  ASSIGN_OR_RETURN(rpc::ListActorsReply reply,
-                   Call<rpc::ListActorsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+  ASSIGN_OR_RETURN(rpc::ListActorsReply reply, Call<rpc::ListActorsReply>(gcs, [request](GcsClient& c, auto done) {
                      c.ListActors(request, std::move(done));
                    }));
+  if (total != nullptr) *total = reply.total();
   std::vector<ActorView> out;
   for (const rpc::ActorInfo& a : reply.actors()) {
     ActorView v;
@@ -239,12 +260,16 @@ absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, c
 absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::string& address,
                                                                      const std::string& token, absl::Duration timeout,
                                                                      int limit) {
+  return FetchPlacementGroups(*Connect(address, token, timeout), limit);
+}
+
+absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(SyncGcsClient& gcs, int limit, int64_t* total) {
   rpc::ListPlacementGroupsRequest request;
   request.set_limit(limit);
   ASSIGN_OR_RETURN(rpc::ListPlacementGroupsReply reply,
-                   Call<rpc::ListPlacementGroupsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
-                     c.ListPlacementGroups(request, std::move(done));
-                   }));
+                   Call<rpc::ListPlacementGroupsReply>(
+                       gcs, [request](GcsClient& c, auto done) { c.ListPlacementGroups(request, std::move(done)); }));
+  if (total != nullptr) *total = reply.total();
   std::vector<PlacementGroupView> out;
   for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) out.push_back(ToView(g));
   return out;
@@ -252,27 +277,38 @@ absl::StatusOr<std::vector<PlacementGroupView>> FetchPlacementGroups(const std::
 
 absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& address, const std::string& token,
                                                          absl::Duration timeout, int limit) {
+  return FetchTrainRuns(*Connect(address, token, timeout), limit);
+}
+
+absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(SyncGcsClient& gcs, int limit, bool with_metrics) {
   rpc::ListTrainRunsRequest request;
   request.set_limit(std::max(0, limit));
+  request.set_with_metrics(with_metrics);
   ASSIGN_OR_RETURN(rpc::ListTrainRunsReply reply,
-                   Call<rpc::ListTrainRunsReply>(address, token, timeout, [request](GcsClient& c, auto done) {
-                     c.ListTrainRuns(request, std::move(done));
-                   }));
+                   Call<rpc::ListTrainRunsReply>(
+                       gcs, [request](GcsClient& c, auto done) { c.ListTrainRuns(request, std::move(done)); }));
   std::vector<TrainRunView> out;
-  for (const rpc::TrainRunInfo& r : reply.runs()) out.push_back(ToView(r));
+  for (const rpc::TrainRunInfo& r : reply.runs()) {
+    out.push_back(ToView(r));
+    out.back().with_metrics = with_metrics;
+  }
   return out;
 }
 
 absl::StatusOr<TaskList> FetchTasks(const std::string& address, const std::string& token, absl::Duration timeout,
                                     int limit) {
+  return FetchTasks(*Connect(address, token, timeout), limit);
+}
+
+absl::StatusOr<TaskList> FetchTasks(SyncGcsClient& gcs, int limit) {
   rpc::ListTasksRequest request;
   request.set_limit(limit);
-  ASSIGN_OR_RETURN(rpc::ListTasksReply reply,
-                   Call<rpc::ListTasksReply>(address, token, timeout, [request](GcsClient& c, auto done) {
+  ASSIGN_OR_RETURN(rpc::ListTasksReply reply, Call<rpc::ListTasksReply>(gcs, [request](GcsClient& c, auto done) {
                      c.ListTasks(request, std::move(done));
                    }));
   TaskList out;
   out.num_dropped = reply.num_dropped();
+  out.total = reply.total();
   for (const rpc::TaskEvent& t : reply.tasks()) {
     TaskView v;
     v.task_id = ToHex(t.task_id());

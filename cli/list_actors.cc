@@ -18,7 +18,7 @@ std::vector<std::string> ResourceLines(const std::map<std::string, double>& reso
 }  // namespace
 
 std::string FormatActorList(const std::vector<ActorView>& actors, int limit, absl::Time now, absl::TimeZone tz) {
-  std::vector<std::string> headers = {"ACTOR_ID", "CLASS_NAME", "STATE", "JOB_ID",        "NAME",
+  std::vector<std::string> headers = {"ACTOR_ID", "CLASS_NAME", "STATE",         "JOB_ID",  "NAME",
                                       "NODE_ID",  "PID",        "RAY_NAMESPACE", "RESTARTS"};
   std::vector<std::vector<std::vector<std::string>>> rows;
   for (const ActorView& a : actors) {
@@ -35,7 +35,7 @@ std::string FormatActorList(const std::vector<ActorView>& actors, int limit, abs
   return FormatListHeader(actors.size(), limit, now, tz) + FormatTable(headers, rows);
 }
 
-std::string FormatActorListJson(const std::vector<ActorView>& actors) {
+nlohmann::json ActorListJson(const std::vector<ActorView>& actors) {
   nlohmann::json out = nlohmann::json::array();
   for (const ActorView& a : actors) {
     nlohmann::json j;
@@ -57,13 +57,17 @@ std::string FormatActorListJson(const std::vector<ActorView>& actors) {
     j["end_time_ms"] = a.end_time_ms;
     out.push_back(std::move(j));
   }
-  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out;
+}
+
+std::string FormatActorListJson(const std::vector<ActorView>& actors) {
+  return ActorListJson(actors).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string FormatTaskList(const std::vector<TaskView>& tasks, int64_t num_dropped, int limit, absl::Time now,
                            absl::TimeZone tz) {
-  std::vector<std::string> headers = {"TASK_ID", "ATTEMPT_NUMBER", "NAME",       "STATE",      "JOB_ID",
-                                      "ACTOR_ID", "TYPE",          "NODE_ID",    "WORKER_PID", "ERROR_TYPE",
+  std::vector<std::string> headers = {"TASK_ID",           "ATTEMPT_NUMBER", "NAME",    "STATE",      "JOB_ID",
+                                      "ACTOR_ID",          "TYPE",           "NODE_ID", "WORKER_PID", "ERROR_TYPE",
                                       "REQUIRED_RESOURCES"};
   std::vector<std::vector<std::vector<std::string>>> rows;
   for (const TaskView& t : tasks) {
@@ -87,7 +91,7 @@ std::string FormatTaskList(const std::vector<TaskView>& tasks, int64_t num_dropp
   return out + FormatTable(headers, rows);
 }
 
-std::string FormatTaskListJson(const std::vector<TaskView>& tasks) {
+nlohmann::json TaskListJson(const std::vector<TaskView>& tasks) {
   nlohmann::json out = nlohmann::json::array();
   for (const TaskView& t : tasks) {
     nlohmann::json j;
@@ -106,7 +110,11 @@ std::string FormatTaskListJson(const std::vector<TaskView>& tasks) {
     j["required_resources"] = t.resources;
     out.push_back(std::move(j));
   }
-  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out;
+}
+
+std::string FormatTaskListJson(const std::vector<TaskView>& tasks) {
+  return TaskListJson(tasks).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

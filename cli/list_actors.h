@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace manta::cli {
 
@@ -65,10 +66,14 @@ struct TaskView {
 // list may be truncated, as Ray's does.
 std::string FormatActorList(const std::vector<ActorView>& actors, int limit, absl::Time now, absl::TimeZone tz);
 std::string FormatActorListJson(const std::vector<ActorView>& actors);
+// The same as a JSON array (the dashboard's State API serves it).
+nlohmann::json ActorListJson(const std::vector<ActorView>& actors);
 
 // `num_dropped`: task attempts the GCS evicted to stay within its bound.
 std::string FormatTaskList(const std::vector<TaskView>& tasks, int64_t num_dropped, int limit, absl::Time now,
                            absl::TimeZone tz);
 std::string FormatTaskListJson(const std::vector<TaskView>& tasks);
+// The same as a JSON array (the dashboard's State API serves it).
+nlohmann::json TaskListJson(const std::vector<TaskView>& tasks);
 
 }  // namespace manta::cli

@@ -118,8 +118,8 @@ std::string FormatTable(const std::vector<std::string>& headers,
 }
 
 std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, absl::TimeZone tz) {
-  std::vector<std::string> headers = {"NODE_ID",   "NODE_IP",         "IS_HEAD_NODE", "STATE", "STATE_MESSAGE",
-                                      "NODE_NAME", "RESOURCES_TOTAL", "LABELS"};
+  std::vector<std::string> headers = {"NODE_ID",       "NODE_IP",   "IS_HEAD_NODE",    "STATE",
+                                      "STATE_MESSAGE", "NODE_NAME", "RESOURCES_TOTAL", "LABELS"};
   std::vector<std::vector<std::vector<std::string>>> rows;
   for (const NodeView* n : Ordered(nodes)) {
     std::vector<std::string> resources;
@@ -138,7 +138,7 @@ std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, a
   return FormatListHeader(nodes.size(), /*limit=*/0, now, tz) + FormatTable(headers, rows);
 }
 
-std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
+nlohmann::json NodeListJson(const std::vector<NodeView>& nodes) {
   nlohmann::json out = nlohmann::json::array();
   for (const NodeView* n : Ordered(nodes)) {
     nlohmann::json j;
@@ -154,7 +154,11 @@ std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
     j["end_time_ms"] = n->end_time_ms;
     out.push_back(std::move(j));
   }
-  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out;
+}
+
+std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
+  return NodeListJson(nodes).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

@@ -25,6 +25,7 @@
 
 #include "absl/time/time.h"
 #include "cli/cluster_view.h"
+#include "nlohmann/json.hpp"
 
 namespace manta::cli {
 
@@ -33,6 +34,8 @@ std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, a
 // The same rows as a JSON array of objects with lower-case keys
 // (node_id, node_ip, is_head_node, state, ...), pretty-printed.
 std::string FormatNodeListJson(const std::vector<NodeView>& nodes);
+// The same as a JSON array (the dashboard's State API serves it).
+nlohmann::json NodeListJson(const std::vector<NodeView>& nodes);
 
 // A label value as YAML prints it: quoted when it would otherwise read as a
 // number, a boolean or null ('1', 'true'), or is empty.

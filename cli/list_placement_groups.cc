@@ -65,7 +65,7 @@ std::string FormatPlacementGroupList(const std::vector<PlacementGroupView>& grou
   return FormatListHeader(groups.size(), limit, now, tz) + FormatTable(headers, rows);
 }
 
-std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& groups) {
+nlohmann::json PlacementGroupListJson(const std::vector<PlacementGroupView>& groups) {
   nlohmann::json out = nlohmann::json::array();
   for (const PlacementGroupView& g : groups) {
     nlohmann::json bundles = nlohmann::json::array();
@@ -94,7 +94,11 @@ std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& 
     j["num_reschedules"] = g.num_reschedules;
     out.push_back(std::move(j));
   }
-  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out;
+}
+
+std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& groups) {
+  return PlacementGroupListJson(groups).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

@@ -34,6 +34,7 @@
 
 #include "absl/time/time.h"
 #include "cli/cluster_view.h"
+#include "nlohmann/json.hpp"
 
 namespace manta::cli {
 
@@ -47,5 +48,7 @@ std::string FormatPlacementGroupList(const std::vector<PlacementGroupView>& grou
 // state, strategy, bundles: [{bundle_index, unit_resources, label_selector,
 // node_id}], state_message, infeasible, ...).
 std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& groups);
+// The same as a JSON array (the dashboard's State API serves it).
+nlohmann::json PlacementGroupListJson(const std::vector<PlacementGroupView>& groups);
 
 }  // namespace manta::cli

@@ -99,7 +99,7 @@ std::string FormatTrainRunList(const std::vector<TrainRunView>& runs, int limit,
   return FormatListHeader(runs.size(), limit, now, tz) + FormatTable(headers, rows);
 }
 
-std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs) {
+nlohmann::json TrainRunListJson(const std::vector<TrainRunView>& runs) {
   nlohmann::json out = nlohmann::json::array();
   for (const TrainRunView& r : runs) {
     nlohmann::json attempts = nlohmann::json::array();
@@ -117,10 +117,24 @@ std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs) {
     j["num_failures"] = r.num_failures;
     j["max_failures"] = r.max_failures;
     j["latest_checkpoint"] = OrNull(r.latest_checkpoint);
+    if (r.with_metrics) {
+      nlohmann::json metrics = nlohmann::json::array();
+      for (const TrainMetricView& m : r.metrics) {
+        nlohmann::json point = m.values;
+        point["time_ms"] = m.time_ms;
+        point["step"] = m.step;
+        metrics.push_back(std::move(point));
+      }
+      j["metrics"] = std::move(metrics);
+    }
     out.push_back(std::move(j));
   }
   // Text from the GCS is valid UTF-8; replace, never throw, if it is not.
-  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out;
+}
+
+std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs) {
+  return TrainRunListJson(runs).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace manta::cli

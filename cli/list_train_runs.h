@@ -27,10 +27,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace manta::cli {
 
@@ -57,6 +59,13 @@ struct TrainAttemptView {
   std::vector<TrainWorkerView> workers;  // by world rank
 };
 
+// One point of a run's metrics series.
+struct TrainMetricView {
+  int64_t time_ms = 0;
+  int64_t step = 0;
+  std::map<std::string, double> values;  // e.g. loss, tokens_per_second
+};
+
 struct TrainRunView {
   std::string id;  // 32 hex digits
   std::string name;
@@ -70,6 +79,9 @@ struct TrainRunView {
   int num_failures = 0;
   int max_failures = 0;  // -1: unlimited
   std::string latest_checkpoint;
+  // Read only when asked for (the dashboard's plots).
+  bool with_metrics = false;
+  std::vector<TrainMetricView> metrics;  // oldest first
 };
 
 // `limit` is what was asked for: when the list reached it, a note says it
@@ -84,7 +96,10 @@ std::string FormatTrainRunList(const std::vector<TrainRunView>& runs, int limit,
 // local_rank, node_rank, node_id, node_ip, pid, actor_id, status, slice_id,
 // slice_name}]}], num_failures, max_failures, latest_checkpoint}. An empty
 // status_detail or latest_checkpoint and an end_time_ms of 0 are null, as
-// Ray's optional fields are.
+// Ray's optional fields are. A run read with its metrics also has
+// "metrics": [{time_ms, step, <name>: value...}].
 std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs);
+// The same as a JSON array (the dashboard's State API serves it).
+nlohmann::json TrainRunListJson(const std::vector<TrainRunView>& runs);
 
 }  // namespace manta::cli

@@ -17,6 +17,7 @@
 #include "cli/start.h"
 #include "cli/status_format.h"
 #include "cli/stop.h"
+#include "cli/up.h"
 #include "common/status.h"
 
 namespace manta::cli {
@@ -138,6 +139,9 @@ int Fail(const std::string& message) {
 struct Options {
   StartOptions start;
   StopOptions stop;
+  UpOptions up;
+  int up_timeout_s = 120;
+  std::string down_temp_dir = kDefaultTempDir;
   int grace_s = 10;
   QueryOptions status;
   DrainOptions drain;
@@ -184,6 +188,29 @@ CLI::App* AddStart(CLI::App& app, StartOptions& start) {
   cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
                   "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
                   "before stopping (default 0: stop at once). `manta stop` always stops at once.");
+  return cmd;
+}
+
+CLI::App* AddUp(CLI::App& app, Options& o) {
+  CLI::App* cmd = app.add_subcommand("up", "Start a simulated cluster on this machine: the head and TPU hosts.");
+  cmd->add_option("--tpu", o.up.tpu, "Pod type of each slice, e.g. v6e-16 (default: no TPU hosts).");
+  cmd->add_option("--topology", o.up.topology, "Topology of each slice (default: the squarest valid one).");
+  cmd->add_option("--slices", o.up.slices, "Slices of --tpu.")->capture_default_str();
+  cmd->add_option("--cpu-hosts", o.up.cpu_hosts, "Plain hosts besides the slices.")->capture_default_str();
+  cmd->add_option("--host-cpus", o.up.host_cpus, "CPUs each simulated host offers.")->capture_default_str();
+  cmd->add_option("--temp-dir", o.up.temp_dir, "Root of the session directories.")->capture_default_str();
+  cmd->add_option("--port", o.up.port, "The GCS port.")->capture_default_str();
+  cmd->add_option("--dashboard-port", o.up.dashboard_port,
+                  "The dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
+  cmd->add_option("--timeout", o.up_timeout_s, "Seconds to wait for every host to join.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  return cmd;
+}
+
+CLI::App* AddDown(CLI::App& app, Options& o) {
+  CLI::App* cmd = app.add_subcommand("down", "Stop the cluster `manta up` started.");
+  cmd->add_option("--temp-dir", o.down_temp_dir, "Root of the session directories.")->capture_default_str();
   return cmd;
 }
 
@@ -304,6 +331,8 @@ int Main(int argc, char** argv) {
   Options o;
   CLI::App* start = AddStart(app, o.start);
   CLI::App* stop = AddStop(app, o);
+  CLI::App* up = AddUp(app, o);
+  CLI::App* down = AddDown(app, o);
   CLI::App* status = AddStatus(app, o.status);
   CLI::App* drain = AddDrainNode(app, o.drain);
   ListCommands list = AddList(app, o);
@@ -328,6 +357,12 @@ int Main(int argc, char** argv) {
          o.stop.grace = absl::Seconds(o.grace_s);
          return RunStop(o.stop, std::cout);
        }},
+      {up,
+       [&] {
+         o.up.timeout = absl::Seconds(o.up_timeout_s);
+         return RunUp(o.up, std::cout, std::cerr);
+       }},
+      {down, [&] { return RunDown(o.down_temp_dir, std::cout); }},
       {status, [&] { return RunStatus(o.status); }},
       {drain, [&] { return RunDrainNode(o.drain); }},
       {list.nodes, [&] { return RunListNodes(o.list); }},

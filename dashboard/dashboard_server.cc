@@ -11,10 +11,16 @@
 #include "dashboard/jobs_api.h"
 #include "dashboard/package_store.h"
 #include "dashboard/request_guard.h"
+#include "dashboard/state_api.h"
+#include "gcs/client/sync_gcs_client.h"
 
 namespace manta::dashboard {
+namespace {
+// Each State API read of the GCS.
+constexpr absl::Duration kStateCallTimeout = absl::Seconds(5);
+}  // namespace
 
-void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api) {
+void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api, StateApi* state) {
   auto refuse = [](const GuardVerdict& v, httplib::Response& res) {
     res.status = v.status;
     res.set_header("Connection", "close");
@@ -61,6 +67,7 @@ void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> con
     res.set_content("Internal error.\n", "text/plain; charset=utf-8");
   });
   api->Register(http);
+  if (state != nullptr) state->Register(http);
 }
 
 DashboardServer::DashboardServer(DashboardOptions options, EventLoop* loop)
@@ -103,12 +110,14 @@ absl::Status DashboardServer::Start() {
   // The origins are final once the port is known; the handlers read them
   // only after the server starts.
   auto config = std::make_shared<GuardConfig>(guard);
-  InstallRoutes(http_.get(), config, api_.get());
+  state_gcs_ = gcs::SyncGcsClient::Connect(options_.gcs_address, options_.token, kStateCallTimeout);
+  state_api_ = std::make_unique<StateApi>(state_gcs_.get());
+  InstallRoutes(http_.get(), config, api_.get(), state_api_.get());
 
   absl::Status bound = http_->Bind(options_.host, options_.port);
   if (!bound.ok()) {
-    return absl::UnavailableError(absl::StrCat(bound.message(), options_.port == 0 ? "" :
-                                               " (is another dashboard running? use --dashboard-port)"));
+    return absl::UnavailableError(absl::StrCat(
+        bound.message(), options_.port == 0 ? "" : " (is another dashboard running? use --dashboard-port)"));
   }
   port_ = http_->bound_port();
   config->allowed_origins = OwnOrigins(options_.host, port_);

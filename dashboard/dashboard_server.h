@@ -1,5 +1,5 @@
 // DashboardServer: the head's HTTP server. Owns the job store client, the
-// package store, the JobManager and the httplib server; serves HTTP on its
+// package store, the JobManager, the State API and the httplib server; serves HTTP on its
 // own thread pool while the JobManager's supervision runs on the dashboard's
 // main EventLoop.
 //
@@ -24,20 +24,26 @@ namespace httplib {
 class Server;
 }
 
+namespace manta::gcs {
+class SyncGcsClient;
+}
+
 namespace manta::dashboard {
 
 class JobStore;
 class PackageStore;
 class JobManager;
 class JobsApi;
+class StateApi;
 class GatedHttpServer;
 struct GuardConfig;
 
 // Installs on `http` what answers a request before and around the routes
 // (the token, origin and size guard of request_guard.h, the error and
-// exception handlers) and the Jobs API's routes. `config` is read on every
-// request.
-void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api);
+// exception handlers), the Jobs API's routes and (when given) the State
+// API's. `config` is read on every request.
+void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api,
+                   StateApi* state = nullptr);
 
 struct DashboardOptions {
   std::string host = "127.0.0.1";
@@ -72,6 +78,8 @@ class DashboardServer {
   std::unique_ptr<PackageStore> packages_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<JobsApi> api_;
+  std::unique_ptr<gcs::SyncGcsClient> state_gcs_;  // the State API's reads
+  std::unique_ptr<StateApi> state_api_;
   std::unique_ptr<GatedHttpServer> http_;
   int port_ = 0;
 };

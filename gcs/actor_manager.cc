@@ -235,6 +235,7 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
   std::sort(out.begin(), out.end(), [](const Actor* x, const Actor* y) { return x->order < y->order; });
   size_t limit = request.limit() > 0 ? static_cast<size_t>(request.limit()) : out.size();
   for (size_t i = 0; i < out.size() && i < limit; ++i) *reply->add_actors() = out[i]->info;
+  reply->set_total(static_cast<int64_t>(out.size()));
   done(absl::OkStatus());
 }
 

@@ -604,6 +604,7 @@ TEST_F(ActorManagerTest, ListsInRegistrationOrderWithJobFilterAndLimit) {
   reply.Clear();
   actors_->HandleListActors(req, &reply, [](const absl::Status&) {});
   EXPECT_EQ(reply.actors_size(), 2);
+  EXPECT_EQ(reply.total(), 4);  // every job's, before the limit
 }
 
 }  // namespace

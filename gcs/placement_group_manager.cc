@@ -179,6 +179,7 @@ void PlacementGroupManager::HandleListPlacementGroups(const rpc::ListPlacementGr
   std::sort(all.begin(), all.end(), [](const Group* a, const Group* b) { return a->order < b->order; });
   size_t limit = request.limit() > 0 ? static_cast<size_t>(request.limit()) : all.size();
   for (size_t i = 0; i < all.size() && i < limit; ++i) *reply->add_placement_groups() = all[i]->info;
+  reply->set_total(static_cast<int64_t>(all.size()));
   done(absl::OkStatus());
 }
 

@@ -93,12 +93,19 @@ void TaskEventManager::HandleListTasks(const rpc::ListTasksRequest& request, rpc
     return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   }
   size_t limit = request.limit() > 0 ? static_cast<size_t>(request.limit()) : order_.size();
+  int64_t total = 0;
   for (const std::string& key : order_) {
-    if (static_cast<size_t>(reply->tasks_size()) >= limit) break;
+    const bool full = static_cast<size_t>(reply->tasks_size()) >= limit;
+    if (full && request.job_id().empty()) {
+      total = static_cast<int64_t>(order_.size());  // every task counts
+      break;
+    }
     const rpc::TaskEvent& e = tasks_.at(key);
     if (!request.job_id().empty() && e.job_id() != request.job_id()) continue;
-    *reply->add_tasks() = e;
+    ++total;
+    if (!full) *reply->add_tasks() = e;
   }
+  reply->set_total(total);
   reply->set_num_dropped(num_dropped_);
   done(absl::OkStatus());
 }

@@ -100,6 +100,7 @@ TEST_F(TaskEventManagerTest, EvictsOldestFirstAndCountsDrops) {
   EXPECT_EQ(reply.tasks(2).task_id(), ids[4]);
   EXPECT_EQ(reply.num_dropped(), 2);
   EXPECT_EQ(List(m, "", 2).tasks_size(), 2);
+  EXPECT_EQ(List(m, "", 2).total(), 3);  // what is retained, before the limit
 }
 
 TEST_F(TaskEventManagerTest, FiltersByJob) {
@@ -108,7 +109,9 @@ TEST_F(TaskEventManagerTest, FiltersByJob) {
   other.set_job_id(std::string("\0\0\0\2", 4));
   ASSERT_TRUE(AddEvents(m, {Event(TaskId::FromRandom().Binary(), rpc::TaskEvent::RUNNING, 1), other}).ok());
   EXPECT_EQ(List(m, std::string("\0\0\0\2", 4)).tasks_size(), 1);
+  EXPECT_EQ(List(m, std::string("\0\0\0\2", 4)).total(), 1);
   EXPECT_EQ(List(m).tasks_size(), 2);
+  EXPECT_EQ(List(m, "", 1).total(), 2);
 }
 
 TEST_F(TaskEventManagerTest, RejectsMalformedBatchesWhole) {

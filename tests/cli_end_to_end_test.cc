@@ -48,8 +48,8 @@ TEST(CliEndToEndTest, StartJoinStatusListStop) {
   ASSERT_TRUE(port.ok());
   const std::string address = absl::StrCat("127.0.0.1:", *port);
 
-  CommandResult head = cluster.RunManta({"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp,
-                                         "--num-cpus=2", "--memory=2147483648"});
+  CommandResult head = cluster.RunManta(
+      {"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp, "--num-cpus=2", "--memory=2147483648"});
   ASSERT_EQ(head.exit_code, 0) << head.err;
   EXPECT_FALSE(absl::StrContains(head.err, "WARNING")) << head.err;
   EXPECT_TRUE(absl::StrContains(head.out, "Local node IP: 127.0.0.1")) << head.out;
@@ -66,8 +66,7 @@ TEST(CliEndToEndTest, StartJoinStatusListStop) {
 
   // A single-host v6e-8 slice joins; its token comes from the local session.
   CommandResult join = cluster.RunManta(
-      {"start", "--address=" + address, "--temp-dir=" + temp, "--num-cpus=1", "--memory=1073741824",
-       "--labels=zone=a"},
+      {"start", "--address=" + address, "--temp-dir=" + temp, "--num-cpus=1", "--memory=1073741824", "--labels=zone=a"},
       {{"TPU_ACCELERATOR_TYPE", "v6e-8"}, {"TPU_TOPOLOGY", "2x4"}, {"TPU_WORKER_ID", "0"}, {"TPU_NAME", "solo"}});
   ASSERT_EQ(join.exit_code, 0) << join.err;
   EXPECT_TRUE(absl::StrContains(join.out, "Manta runtime started.")) << join.out;
@@ -176,8 +175,8 @@ class BlockTest : public ::testing::Test {
     ASSERT_TRUE(pid.ok()) << pid.status();
     manta_ = *pid;
     ASSERT_TRUE(WaitForFile(o.log_file, absl::Now() + absl::Seconds(30), manta_).ok());
-    ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(TailFile(o.log_file, 50), "--block"); },
-                                 absl::Seconds(30)))
+    ASSERT_TRUE(
+        Cluster::WaitFor([&] { return absl::StrContains(TailFile(o.log_file, 50), "--block"); }, absl::Seconds(30)))
         << TailFile(o.log_file, 50);
     daemons_ = RecordedPids(temp_);
     ASSERT_EQ(CountAlive(daemons_), 3);  // GCS, raylet, dashboard
@@ -221,6 +220,63 @@ TEST_F(BlockTest, ADyingDaemonStopsTheOthers) {
   EXPECT_EQ(DescribeWaitStatus(*ExitStatusOf(manta_)), "exited with code 1");
   EXPECT_FALSE(IsAlive(gcs));
   EXPECT_TRUE(ProcessesMentioning(temp_).empty());
+}
+
+// `manta up` starts the head and two v6e-16 slices (8 hosts) and waits for
+// them; a second `manta up` names the running cluster and starts nothing;
+// `manta down` leaves no process and no port behind.
+TEST(CliEndToEndTest, UpTwiceThenDownLeavesNothing) {
+  Cluster cluster;  // the temp dir, RunManta and teardown on failure
+  const std::string temp = cluster.temp_dir() + "/up";
+  auto port = PickFreePort();
+  auto dashboard_port = PickFreePort();
+  ASSERT_TRUE(port.ok() && dashboard_port.ok());
+  const std::vector<std::string> up_args = {"up",
+                                            "--tpu=v6e-16",
+                                            "--slices=2",
+                                            "--temp-dir=" + temp,
+                                            absl::StrCat("--port=", *port),
+                                            absl::StrCat("--dashboard-port=", *dashboard_port)};
+  CommandResult up = cluster.RunManta(up_args, {}, absl::Seconds(120));
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  EXPECT_TRUE(absl::StrContains(up.out, "hosts joined 8/8")) << up.out;
+  EXPECT_TRUE(absl::StrContains(
+      up.out, "Manta cluster up: the head and 8 hosts (2 slices of v6e-16, topology 4x4, 4 hosts each)."))
+      << up.out;
+  EXPECT_TRUE(absl::StrContains(up.out, absl::StrCat("127.0.0.1:", *port))) << up.out;
+  EXPECT_TRUE(absl::StrContains(up.out, "manta down --temp-dir=" + temp)) << up.out;
+
+  CommandResult status = cluster.RunManta({"status", "--temp-dir=" + temp});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  int nodes = 0;
+  for (absl::string_view line : absl::StrSplit(status.out, '\n')) nodes += absl::StartsWith(line, " 1 node_") ? 1 : 0;
+  EXPECT_EQ(nodes, 9) << status.out;
+  EXPECT_TRUE(absl::StrContains(status.out, "/32.0 TPU")) << status.out;  // 2 slices of 16 chips
+
+  const std::vector<pid_t> pids = RecordedPids(temp);
+  ASSERT_GE(pids.size(), 11u);  // the GCS, the dashboard and 9 raylets at least
+  ASSERT_EQ(CountAlive(pids), static_cast<int>(pids.size()));
+
+  CommandResult again = cluster.RunManta(up_args, {}, absl::Seconds(60));
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_TRUE(absl::StrContains(again.out, "already up")) << again.out;
+  EXPECT_EQ(RecordedPids(temp), pids);  // nothing new started
+
+  CommandResult down = cluster.RunManta({"down", "--temp-dir=" + temp});
+  ASSERT_EQ(down.exit_code, 0) << down.out << down.err;
+  EXPECT_EQ(CountAlive(pids), 0);
+  EXPECT_TRUE(CheckPortFree("127.0.0.1", *port).ok());
+  EXPECT_TRUE(CheckPortFree("127.0.0.1", *dashboard_port).ok());
+  EXPECT_TRUE(RecordedPids(temp).empty());
+}
+
+TEST(CliEndToEndTest, UpRefusesABadSliceBeforeStartingAnything) {
+  Cluster cluster;
+  const std::string temp = cluster.temp_dir() + "/up_bad";
+  CommandResult up = cluster.RunManta({"up", "--tpu=v6e-16", "--topology=2x2", "--temp-dir=" + temp});
+  EXPECT_NE(up.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(up.err, "--topology")) << up.err;
+  EXPECT_TRUE(RecordedPids(temp).empty());
 }
 
 }  // namespace

@@ -11,13 +11,16 @@ constexpr absl::Duration kMaxPollWait = absl::Seconds(30);
 std::string NewToken() { return NodeId::FromRandom().Binary(); }
 
 // A List call's answer: the entries of `table` whose job (`job_of`) is
-// `job` (any when empty), at most `limit` of them (0: all).
+// `job` (any when empty), at most `limit` of them (0: all); how many match.
 template <typename Table, typename Out, typename JobOf>
-void ListOfJob(const Table& table, const std::string& job, int limit, Out* out, JobOf job_of) {
+int64_t ListOfJob(const Table& table, const std::string& job, int limit, Out* out, JobOf job_of) {
+  int64_t total = 0;
   for (const auto& [key, entry] : table) {
-    if (limit > 0 && out->size() >= limit) break;
-    if (job.empty() || job_of(entry) == job) *out->Add() = entry;
+    if (!job.empty() && job_of(entry) != job) continue;
+    ++total;
+    if (limit <= 0 || out->size() < limit) *out->Add() = entry;
   }
+  return total;
 }
 }  // namespace
 
@@ -369,8 +372,8 @@ void FakeGcsClient::KillActor(const rpc::KillActorRequest& request, Callback<rpc
 void FakeGcsClient::ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) {
   if (!Admit("ListActors", cb)) return;
   rpc::ListActorsReply reply;
-  ListOfJob(actors_, request.job_id(), request.limit(), reply.mutable_actors(),
-            [](const rpc::ActorInfo& a) { return a.job_id(); });
+  reply.set_total(ListOfJob(actors_, request.job_id(), request.limit(), reply.mutable_actors(),
+                            [](const rpc::ActorInfo& a) { return a.job_id(); }));
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
@@ -458,8 +461,8 @@ void FakeGcsClient::ListPlacementGroups(const rpc::ListPlacementGroupsRequest& r
                                         Callback<rpc::ListPlacementGroupsReply> cb) {
   if (!Admit("ListPlacementGroups", cb)) return;
   rpc::ListPlacementGroupsReply reply;
-  ListOfJob(groups_, request.job_id(), request.limit(), reply.mutable_placement_groups(),
-            [](const rpc::PlacementGroupInfo& g) { return g.creator_job_id(); });
+  reply.set_total(ListOfJob(groups_, request.job_id(), request.limit(), reply.mutable_placement_groups(),
+                            [](const rpc::PlacementGroupInfo& g) { return g.creator_job_id(); }));
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
@@ -474,8 +477,8 @@ void FakeGcsClient::AddTaskEvents(const rpc::AddTaskEventsRequest& request, Call
 void FakeGcsClient::ListTasks(const rpc::ListTasksRequest& request, Callback<rpc::ListTasksReply> cb) {
   if (!Admit("ListTasks", cb)) return;
   rpc::ListTasksReply reply;
-  ListOfJob(tasks_, request.job_id(), request.limit(), reply.mutable_tasks(),
-            [](const rpc::TaskEvent& t) { return t.job_id(); });
+  reply.set_total(ListOfJob(tasks_, request.job_id(), request.limit(), reply.mutable_tasks(),
+                            [](const rpc::TaskEvent& t) { return t.job_id(); }));
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 

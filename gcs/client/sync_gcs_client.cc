@@ -14,6 +14,7 @@ std::unique_ptr<SyncGcsClient> SyncGcsClient::Connect(const std::string& address
   std::unique_ptr<SyncGcsClient> sync(new SyncGcsClient(std::make_unique<EventLoop>(), timeout + absl::Seconds(5)));
   sync->owned_client_ = MakeGrpcGcsClient(sync->loop_, address, std::move(token), timeout);
   sync->client_ = sync->owned_client_.get();
+  sync->address_ = address;
   sync->loop_thread_ = std::thread([loop = sync->loop_] { loop->Run(); });
   return sync;
 }

@@ -111,6 +111,8 @@ class SyncGcsClient {
 
   EventLoop* loop() const { return loop_; }
   GcsClient* client() const { return client_; }
+  // Connect's address; empty over a borrowed client.
+  const std::string& address() const { return address_; }
 
  private:
   SyncGcsClient(std::unique_ptr<EventLoop> loop, absl::Duration wait);
@@ -121,6 +123,7 @@ class SyncGcsClient {
   EventLoop* loop_;
   GcsClient* client_;
   const absl::Duration wait_;
+  std::string address_;
 };
 
 }  // namespace manta::gcs

@@ -1,0 +1,140 @@
+#include "dashboard/state_api.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli/gcs_client.h"
+#include "cli/list_actors.h"
+#include "cli/list_actors_client.h"
+#include "cli/list_format.h"
+#include "cli/list_placement_groups.h"
+#include "cli/status_format.h"
+#include "common/id.h"
+#include "dashboard/job_info.h"
+#include "dashboard/state_query.h"
+#include "gcs/client/sync_gcs_client.h"
+
+namespace manta::dashboard {
+namespace {
+
+using nlohmann::json;
+
+void Text(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(message + "\n", "text/plain; charset=utf-8");
+}
+
+void Json(httplib::Response& res, const json& j) { res.set_content(DumpJson(j), "application/json"); }
+
+// Ray's envelope of a dashboard answer.
+json Envelope(const std::string& msg, json data) { return {{"result", true}, {"msg", msg}, {"data", std::move(data)}}; }
+
+// A failed read of the GCS: 400 for what the request got wrong, else 503.
+void Failed(httplib::Response& res, const absl::Status& s) {
+  Text(res, absl::IsInvalidArgument(s) ? 400 : 503, std::string(s.message()));
+}
+
+QueryParams ParamsOf(const httplib::Request& req) { return QueryParams(req.params.begin(), req.params.end()); }
+
+// The structured form of `manta status`: usage as [used, total] by resource,
+// the nodes by state, the demands.
+json ClusterStatusJson(const cli::ClusterView& view) {
+  json usage = json::object();
+  for (const cli::NodeUsage& u : view.usage) {
+    if (!u.node_id.empty()) continue;  // the summary's sums only
+    for (const auto& [name, total] : u.total) {
+      auto it = u.available.find(name);
+      const double available = it == u.available.end() ? 0.0 : it->second;
+      usage[name] = json::array({total - available, total});
+    }
+  }
+  json demands = json::array();
+  for (const cli::DemandView& d : view.demands) {
+    demands.push_back({{"shape", d.shape}, {"ready", d.num_ready}, {"infeasible", d.num_infeasible}});
+  }
+  json active = json::object(), failed = json::array();
+  for (const cli::NodeView& n : view.nodes) {
+    if (n.alive) {
+      active["node_" + n.node_id] = 1;
+    } else if (!n.death_expected) {
+      failed.push_back(json::array({n.node_ip, "node_" + n.node_id}));
+    }
+  }
+  json pending_groups = cli::PlacementGroupListJson(view.pending_placement_groups);
+  return {{"loadMetricsReport", {{"usage", usage}, {"resourceDemand", demands}, {"pgDemand", pending_groups}}},
+          {"autoscalerReport", {{"activeNodes", active}, {"pendingNodes", json::array()}, {"failedNodes", failed}}}};
+}
+
+}  // namespace
+
+void StateApi::Register(httplib::Server* server) {
+  server->Get("/api/gcs_healthz", [this](const httplib::Request&, httplib::Response& res) {
+    auto id = gcs_->Call<rpc::GetClusterIdReply>([](gcs::GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
+    if (!id.ok()) return Text(res, 503, "the GCS cannot be reached: " + std::string(id.status().message()));
+    res.set_content("success", "text/plain; charset=utf-8");
+  });
+  server->Get("/api/cluster_status", [this](const httplib::Request& req, httplib::Response& res) {
+    cli::ClusterViewOptions options;
+    options.summary = true;
+    auto summary = cli::FetchClusterView(*gcs_, options);
+    if (!summary.ok()) return Failed(res, summary.status());
+    if (req.get_param_value("format") == "1") {
+      return Json(res, Envelope("Got formatted cluster status.",
+                                {{"clusterStatus", cli::FormatStatus(*summary, absl::Now(), absl::UTCTimeZone())}}));
+    }
+    Json(res, Envelope("Got cluster status.", {{"autoscalingStatus", nullptr},
+                                               {"autoscalingError", nullptr},
+                                               {"clusterStatus", ClusterStatusJson(*summary)}}));
+  });
+  // A list route. `fetch(limit, &total)` reads up to `limit` entries (0:
+  // all) and how many there are: a query without filters reads only what
+  // it returns; one with filters reads every entry and filters here.
+  using Fetch = std::function<absl::StatusOr<json>(int limit, int64_t* total)>;
+  auto list = [server](const std::string& path, Fetch fetch) {
+    server->Get(path, [fetch](const httplib::Request& req, httplib::Response& res) {
+      auto query = ParseListQuery(ParamsOf(req));
+      if (!query.ok()) return Failed(res, query.status());
+      const bool pushed = query->filters.empty();
+      int64_t total = -1;
+      auto entries = fetch(pushed ? query->limit : 0, &total);
+      if (!entries.ok()) return Failed(res, entries.status());
+      auto answer = AnswerListQuery(*query, *entries, pushed ? total : -1);
+      if (!answer.ok()) return Failed(res, answer.status());
+      Json(res, Envelope("", {{"result", std::move(*answer)}}));
+    });
+  };
+  list("/api/v0/nodes", [this](int, int64_t*) -> absl::StatusOr<json> {
+    auto view = cli::FetchClusterView(*gcs_, cli::ClusterViewOptions());
+    if (!view.ok()) return view.status();
+    return cli::NodeListJson(view->nodes);
+  });
+  list("/api/v0/actors", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto actors = cli::FetchActors(*gcs_, limit, total);
+    if (!actors.ok()) return actors.status();
+    return cli::ActorListJson(*actors);
+  });
+  list("/api/v0/placement_groups", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto groups = cli::FetchPlacementGroups(*gcs_, limit, total);
+    if (!groups.ok()) return groups.status();
+    return cli::PlacementGroupListJson(*groups);
+  });
+  list("/api/v0/tasks", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto tasks = cli::FetchTasks(*gcs_, limit);
+    if (!tasks.ok()) return tasks.status();
+    *total = tasks->total;
+    return cli::TaskListJson(tasks->tasks);
+  });
+  server->Get("/api/train/v2/runs/v1", [this](const httplib::Request&, httplib::Response& res) {
+    auto runs = cli::FetchTrainRuns(*gcs_, 0, /*with_metrics=*/true);
+    if (!runs.ok()) return Failed(res, runs.status());
+    json out = cli::TrainRunListJson(*runs);
+    std::reverse(out.begin(), out.end());  // newest first, as Ray's
+    Json(res, {{"train_runs", std::move(out)}});
+  });
+}
+
+}  // namespace manta::dashboard

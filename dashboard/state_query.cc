@@ -1,0 +1,107 @@
+#include "dashboard/state_query.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace manta::dashboard {
+namespace {
+
+std::vector<std::string> Values(const QueryParams& params, const std::string& key) {
+  std::vector<std::string> out;
+  auto [begin, end] = params.equal_range(key);
+  for (auto it = begin; it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+absl::StatusOr<int> ParseLimit(const QueryParams& params) {
+  std::vector<std::string> limits = Values(params, "limit");
+  if (limits.empty()) return kDefaultListLimit;
+  const std::string& text = limits.back();
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be an integer from 1 to ", kMaxListLimit, ", not '", text.substr(0, 64), "'"));
+  }
+  return static_cast<int>(n);
+}
+
+// A scalar column as text; objects and arrays do not compare.
+bool AsText(const nlohmann::json& v, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return true;
+  }
+  if (v.is_number() || v.is_boolean() || v.is_null()) {
+    *out = v.dump();
+    return true;
+  }
+  return false;
+}
+
+bool Matches(const nlohmann::json& entry, const std::vector<ListFilter>& filters) {
+  for (const ListFilter& f : filters) {
+    std::string text;
+    auto it = entry.find(f.key);
+    const bool equal = it != entry.end() && AsText(*it, &text) && text == f.value;
+    if (equal != f.equal) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<ListQuery> ParseListQuery(const QueryParams& params) {
+  ListQuery query;
+  absl::StatusOr<int> limit = ParseLimit(params);
+  if (!limit.ok()) return limit.status();
+  query.limit = *limit;
+  std::vector<std::string> keys = Values(params, "filter_keys");
+  std::vector<std::string> predicates = Values(params, "filter_predicates");
+  std::vector<std::string> values = Values(params, "filter_values");
+  if (keys.size() != predicates.size() || keys.size() != values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("filter_keys, filter_predicates and filter_values must come in ",
+                                                   "threes (got ", keys.size(), ", ", predicates.size(), " and ",
+                                                   values.size(), ")"));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) return absl::InvalidArgumentError("a filter key is empty");
+    if (predicates[i] != "=" && predicates[i] != "!=") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("filter predicate '", predicates[i].substr(0, 16), "' is not one of = and !="));
+    }
+    query.filters.push_back({keys[i], predicates[i] == "=", values[i]});
+  }
+  return query;
+}
+
+absl::StatusOr<nlohmann::json> AnswerListQuery(const ListQuery& query, const nlohmann::json& entries, int64_t total) {
+  if (!entries.empty() && entries.front().is_object()) {
+    for (const ListFilter& f : query.filters) {
+      if (!entries.front().contains(f.key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot filter on '", f.key.substr(0, 64), "': the entries have no such column"));
+      }
+    }
+  }
+  nlohmann::json result = nlohmann::json::array();
+  size_t filtered = 0;
+  for (const nlohmann::json& entry : entries) {
+    if (!Matches(entry, query.filters)) continue;
+    ++filtered;
+    if (result.size() < static_cast<size_t>(query.limit)) result.push_back(entry);
+  }
+  nlohmann::json out;
+  out["total"] = total >= 0 ? total : static_cast<int64_t>(entries.size());
+  out["num_after_truncation"] = entries.size();
+  out["num_filtered"] = filtered;
+  out["result"] = std::move(result);
+  out["partial_failure_warning"] = "";
+  out["warnings"] = nullptr;
+  return out;
+}
+
+}  // namespace manta::dashboard
