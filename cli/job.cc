@@ -81,6 +81,29 @@ absl::Status FollowLogs(JobClient& client, const std::string& id, std::ostream& 
   return absl::OkStatus();
 }
 
+// While the job is PENDING (waiting for its entrypoint resources or for the
+// GCS), says so: whenever the reason changes, and every 10 s.
+absl::Status ShowPending(JobClient& client, const std::string& id, std::ostream& out) {
+  const absl::Time start = absl::Now();
+  absl::Time shown_at = absl::InfinitePast();
+  std::string shown = "\n";  // no reason looks like this
+  while (true) {
+    ASSIGN_OR_RETURN(json job, client.GetJob(id));
+    if (job.value("status", "") != "PENDING") return absl::OkStatus();
+    const std::string why = job["message"].is_string() ? job["message"].get<std::string>() : "";
+    const absl::Time now = absl::Now();
+    if (why != shown || now - shown_at >= absl::Seconds(10)) {
+      out << "Job '" << id << "' is PENDING";
+      if (now - start >= absl::Seconds(1)) out << " (" << absl::ToInt64Seconds(now - start) << " s)";
+      out << (why.empty() ? "" : ": " + why) << "\n";
+      out.flush();
+      shown = why;
+      shown_at = now;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
+
 std::string FormatTime(const json& ms) {
   if (!ms.is_number()) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms.get<int64_t>()), absl::LocalTimeZone());
@@ -97,7 +120,8 @@ std::string EntrypointProgram(const std::string& command) {
     std::string word;
     for (; i < n; ++i) {
       char c = command[i];
-      if (std::isspace(static_cast<unsigned char>(c)) || std::string_view(";&|<>()").find(c) != std::string_view::npos) break;
+      if (std::isspace(static_cast<unsigned char>(c)) || std::string_view(";&|<>()").find(c) != std::string_view::npos)
+        break;
       if (c == '\'') {
         size_t close = command.find('\'', i + 1);
         if (close == std::string::npos) return "";
@@ -106,7 +130,9 @@ std::string EntrypointProgram(const std::string& command) {
       } else if (c == '"') {
         for (++i; i < n && command[i] != '"'; ++i) {
           if (command[i] == '$' || command[i] == '`') return "";
-          if (command[i] == '\\' && i + 1 < n && std::string_view("\\\"").find(command[i + 1]) != std::string_view::npos) ++i;
+          if (command[i] == '\\' && i + 1 < n &&
+              std::string_view("\\\"").find(command[i + 1]) != std::string_view::npos)
+            ++i;
           word += command[i];
         }
         if (i == n) return "";
@@ -120,8 +146,8 @@ std::string EntrypointProgram(const std::string& command) {
     }
     // NAME=value before the program is an assignment, not the program.
     size_t eq = command.find('=', start);
-    bool assignment = eq != std::string::npos && eq < i && eq > start &&
-                      !std::isdigit(static_cast<unsigned char>(command[start]));
+    bool assignment =
+        eq != std::string::npos && eq < i && eq > start && !std::isdigit(static_cast<unsigned char>(command[start]));
     for (size_t k = start; assignment && k < eq; ++k) {
       assignment = std::isalnum(static_cast<unsigned char>(command[k])) || command[k] == '_';
     }
@@ -164,12 +190,14 @@ absl::StatusOr<int> RunJobSubmit(const JobSubmitOptions& o, std::ostream& out) {
   request["runtime_env"] = runtime_env;
   ASSIGN_OR_RETURN(std::string id, client.Submit(request));
 
-  out << "\n" << Frame("Job '" + id + "' submitted successfully") << "\n"
+  out << "\n"
+      << Frame("Job '" + id + "' submitted successfully") << "\n"
       << "Next steps\n"
       << "  Query the logs of the job:\n    manta job logs " << id << "\n"
       << "  Query the status of the job:\n    manta job status " << id << "\n"
       << "  Request the job to be stopped:\n    manta job stop " << id << "\n\n";
   if (o.no_wait) return 0;
+  RETURN_IF_ERROR(ShowPending(client, id, out));
   out << "Tailing logs until the job exits (disable with --no-wait):\n";
   out.flush();
   RETURN_IF_ERROR(FollowLogs(client, id, out));

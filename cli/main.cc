@@ -1,4 +1,7 @@
-// The manta command: start, stop, status, drain-node, list nodes/actors/tasks/placement-groups/train-runs, job.
+// The manta command: start, stop, up, down, status, drain-node, list nodes/actors/tasks/placement-groups/train-runs,
+// job.
+#include <unistd.h>
+
 #include <functional>
 #include <iostream>
 #include <string>
@@ -37,12 +40,30 @@ absl::StatusOr<ClusterView> Fetch(const QueryOptions& q) {
   return FetchClusterView(address, token, kRpcTimeout);
 }
 
-absl::Status RunStatus(const QueryOptions& q) {
+// With `watch_s` > 0, prints the status again every `watch_s` seconds until
+// interrupted (on a terminal, in place), and a GCS that cannot be reached
+// meanwhile is a line, not the end.
+absl::Status RunStatus(const QueryOptions& q, double watch_s) {
   ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout, /*summary=*/true));
-  std::cout << FormatStatus(view, absl::Now(), absl::LocalTimeZone());
-  return absl::OkStatus();
+  if (watch_s <= 0) {
+    ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout, /*summary=*/true));
+    std::cout << FormatStatus(view, absl::Now(), absl::LocalTimeZone());
+    return absl::OkStatus();
+  }
+  const bool terminal = isatty(STDOUT_FILENO) == 1;
+  while (true) {
+    auto view = FetchClusterView(address, token, kRpcTimeout, /*summary=*/true);
+    if (terminal) std::cout << "\033[H\033[2J";  // home, clear
+    if (view.ok()) {
+      std::cout << FormatStatus(*view, absl::Now(), absl::LocalTimeZone());
+    } else {
+      std::cout << "manta: " << view.status().message() << " (trying again every " << watch_s << " s)\n";
+    }
+    if (!terminal) std::cout << "\n";
+    std::cout.flush();
+    absl::SleepFor(absl::Seconds(watch_s));
+  }
 }
 
 absl::Status RunListNodes(const QueryOptions& q) {
@@ -144,6 +165,7 @@ struct Options {
   std::string down_temp_dir = kDefaultTempDir;
   int grace_s = 10;
   QueryOptions status;
+  double status_watch_s = 0;
   DrainOptions drain;
   QueryOptions list;
   bool list_detail = false;
@@ -227,10 +249,12 @@ CLI::App* AddStop(CLI::App& app, Options& o) {
 
 constexpr char kAddressHelp[] = "GCS HOST:PORT (default: $MANTA_ADDRESS, else this host's).";
 
-CLI::App* AddStatus(CLI::App& app, QueryOptions& status) {
+CLI::App* AddStatus(CLI::App& app, QueryOptions& status, double& watch_s) {
   CLI::App* cmd = app.add_subcommand("status", "Show the cluster's nodes and resource usage.");
   cmd->add_option("--address", status.address, kAddressHelp);
   cmd->add_option("--temp-dir", status.temp_dir, "Root of the session directories.")->capture_default_str();
+  cmd->add_option("--watch", watch_s, "Show it again every this many seconds (at least 0.1) until interrupted.")
+      ->check(CLI::Range(0.1, 3600.0));
   return cmd;
 }
 
@@ -333,7 +357,7 @@ int Main(int argc, char** argv) {
   CLI::App* stop = AddStop(app, o);
   CLI::App* up = AddUp(app, o);
   CLI::App* down = AddDown(app, o);
-  CLI::App* status = AddStatus(app, o.status);
+  CLI::App* status = AddStatus(app, o.status, o.status_watch_s);
   CLI::App* drain = AddDrainNode(app, o.drain);
   ListCommands list = AddList(app, o);
   JobCommands job = AddJob(app, o);
@@ -363,7 +387,7 @@ int Main(int argc, char** argv) {
          return RunUp(o.up, std::cout, std::cerr);
        }},
       {down, [&] { return RunDown(o.down_temp_dir, std::cout); }},
-      {status, [&] { return RunStatus(o.status); }},
+      {status, [&] { return RunStatus(o.status, o.status_watch_s); }},
       {drain, [&] { return RunDrainNode(o.drain); }},
       {list.nodes, [&] { return RunListNodes(o.list); }},
       {list.actors, [&] { return RunListActors(o.list, o.list_limit); }},

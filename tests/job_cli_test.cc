@@ -39,9 +39,9 @@ TEST_F(JobCliTest, SubmitUploadsTheWorkingDirAndFollowsToSuccess) {
   std::string dir = cluster_.temp_dir() + "/project";
   ASSERT_TRUE(MakeDirs(dir + "/conf").ok());
   ASSERT_TRUE(WriteFileAtomic(dir + "/conf/base.yml", "steps: 10\n").ok());
-  CommandResult r = Job({"submit", "--working-dir", dir, "--runtime-env-json", R"({"env_vars": {"GREETING": "hi there"}})",
-                         "--metadata-json", R"({"owner": "tests"})", "--", "sh", "-c",
-                         "cat conf/base.yml; echo \"$GREETING\"; echo \"it's quoted\""});
+  CommandResult r = Job({"submit", "--working-dir", dir, "--runtime-env-json",
+                         R"({"env_vars": {"GREETING": "hi there"}})", "--metadata-json", R"({"owner": "tests"})", "--",
+                         "sh", "-c", "cat conf/base.yml; echo \"$GREETING\"; echo \"it's quoted\""});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::string id = SubmittedId(r.out);
   EXPECT_TRUE(absl::StartsWith(id, "mantasubmit_")) << r.out;
@@ -175,6 +175,35 @@ TEST_F(JobCliTest, MantaStopStopsRunningJobs) {
   CommandResult stop = cluster_.RunManta({"stop", "--temp-dir", cluster_.temp_dir()});
   EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
   EXPECT_TRUE(JobCluster::WaitFor([&] { return ProcessGroupMembers(pgid).empty(); }, absl::Seconds(10)));
+}
+
+TEST_F(JobCliTest, SubmitShowsThePendingStateUntilTheJobRuns) {
+  // The head's 4 CPUs are held by a job for a few seconds.
+  CommandResult holder =
+      Job({"submit", "--no-wait", "--submission-id", "holder", "--entrypoint-num-cpus", "4", "--", "sleep", "3"});
+  ASSERT_EQ(holder.exit_code, 0) << holder.out << holder.err;
+  ASSERT_TRUE(JobCluster::WaitFor([&] { return absl::StrContains(Job({"status", "holder"}).out, "RUNNING"); }));
+
+  CommandResult waiter = Job({"submit", "--entrypoint-num-cpus", "1", "--", "echo", "ran after the wait"});
+  EXPECT_EQ(waiter.exit_code, 0) << waiter.out << waiter.err;
+  const size_t pending = waiter.out.find("is PENDING: Job is waiting for entrypoint resources");
+  const size_t ran = waiter.out.find("ran after the wait");
+  ASSERT_NE(pending, std::string::npos) << waiter.out;
+  ASSERT_NE(ran, std::string::npos) << waiter.out;
+  EXPECT_LT(pending, ran) << waiter.out;
+}
+
+TEST_F(JobCliTest, StatusWatchShowsTheClusterAgainUntilInterrupted) {
+  CommandResult watched =
+      cluster_.RunManta({"status", "--temp-dir", cluster_.temp_dir(), "--watch=0.2"}, {}, absl::Seconds(2));
+  EXPECT_TRUE(watched.timed_out);  // it runs until stopped
+  int shown = 0;
+  for (size_t at = watched.out.find("Cluster status"); at != std::string::npos;
+       at = watched.out.find("Cluster status", at + 1)) {
+    ++shown;
+  }
+  EXPECT_GE(shown, 3) << watched.out;
+  EXPECT_NE(cluster_.RunManta({"status", "--temp-dir", cluster_.temp_dir(), "--watch=0"}).exit_code, 0);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ absl::Status FsyncPath(const std::string& path) {
 }
 
 // Writes `path` atomically: <path>.partial, fsync, rename.
-absl::Status WriteFileAtomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
+absl::Status WriteFileAtomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts,
+                             const CheckpointStore::Progress& progress = nullptr) {
   const std::string tmp = path + ".partial";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("create", tmp);
@@ -54,6 +55,7 @@ absl::Status WriteFileAtomic(const std::string& path, const std::vector<std::pai
       p += w;
       left -= static_cast<size_t>(w);
     }
+    if (progress) progress(static_cast<int64_t>(size));
   }
   if (::fsync(fd) != 0) {
     absl::Status s = Errno("fsync", tmp);
@@ -139,14 +141,14 @@ absl::Status CheckpointStore::BeginSave(int64_t step) const {
 }
 
 absl::Status CheckpointStore::WriteShard(int64_t step, int tensor_rank, int fsdp_rank,
-                                         const ShardView& shard) const {
+                                         const ShardView& shard, const Progress& progress) const {
   std::vector<std::pair<const void*, size_t>> parts;
   for (size_t b = 0; b < shard.shard_sizes.size(); ++b) {
     for (const auto& field : shard.fields) {
       parts.push_back({field[b], sizeof(float) * shard.shard_sizes[b]});
     }
   }
-  return WriteFileAtomic(StepDir(step) + ".tmp/" + ShardName(tensor_rank, fsdp_rank), parts);
+  return WriteFileAtomic(StepDir(step) + ".tmp/" + ShardName(tensor_rank, fsdp_rank), parts, progress);
 }
 
 absl::Status CheckpointStore::FinishShards(int64_t step) const {
@@ -177,7 +179,8 @@ absl::Status CheckpointStore::WriteManifest(const CheckpointManifest& m) const {
 }
 
 absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLayout& layout,
-                                      int fsdp, int fsdp_rank, const ShardView& out) const {
+                                      int fsdp, int fsdp_rank, const ShardView& out,
+                                      const Progress& progress) const {
   const ModelShape& a = m.model;
   // The caller's layout is real memory; nothing is sized from the manifest
   // until its shape matches it.
@@ -245,6 +248,7 @@ absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLa
         }
       }
     }
+    if (progress) progress(static_cast<int64_t>(sizeof(float) * shard * out.fields.size()));
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,14 +49,18 @@ class CheckpointStore {
   // Save, in order: BeginSave once (process 0), WriteShard by each writer,
   // FinishShards once (process 0, after all writers), WriteManifest.
   absl::Status BeginSave(int64_t step) const;
-  absl::Status WriteShard(int64_t step, int tensor_rank, int fsdp_rank, const ShardView& shard) const;
+  // `progress` (optional) hears of each part's bytes as they are written.
+  using Progress = std::function<void(int64_t bytes)>;
+  absl::Status WriteShard(int64_t step, int tensor_rank, int fsdp_rank, const ShardView& shard,
+                          const Progress& progress = nullptr) const;
   absl::Status FinishShards(int64_t step) const;
   absl::Status WriteManifest(const CheckpointManifest& manifest) const;
 
   // Fills `out` (the caller's shard of `layout`, split `fsdp` ways, at
   // `fsdp_rank`) from the checkpoint at `step`, whatever its layout.
+  // `progress` (optional) hears of each block's restored bytes.
   absl::Status Restore(const CheckpointManifest& manifest, const ParamLayout& layout, int fsdp,
-                       int fsdp_rank, const ShardView& out) const;
+                       int fsdp_rank, const ShardView& out, const Progress& progress = nullptr) const;
 
   std::string StepDir(int64_t step) const;
 

@@ -176,5 +176,27 @@ TEST(TrainCheckpointTest, AHostileManifestIsAnErrorNotACrash) {
   }
 }
 
+
+TEST(TrainCheckpointTest, AShardWriteReportsEveryByteItWrites) {
+  TempDir dir;
+  CheckpointStore store(dir.path());
+  ASSERT_TRUE(store.BeginSave(5).ok());
+  std::vector<std::vector<float>> arrays(6, std::vector<float>(1000, 1.0f));  // 3 fields x 2 blocks
+  ShardView view;
+  view.shard_sizes = {1000, 600};
+  view.fields.resize(3);
+  for (int f = 0; f < 3; ++f) view.fields[f] = {arrays[2 * f].data(), arrays[2 * f + 1].data()};
+  int64_t reported = 0;
+  int calls = 0;
+  auto progress = [&](int64_t bytes) {
+    reported += bytes;
+    ++calls;
+  };
+  ASSERT_TRUE(store.WriteShard(5, 0, 0, view, progress).ok());
+  EXPECT_EQ(reported, static_cast<int64_t>(sizeof(float)) * 3 * (1000 + 600));
+  EXPECT_EQ(calls, 6);
+  EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(dir.path() + "/5.tmp/t0_f0.bin")), reported);
+}
+
 }  // namespace
 }  // namespace manta::train

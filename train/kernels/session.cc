@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +20,7 @@
 #include "train/kernels/communicator.h"
 #include "train/kernels/device_trainer.h"
 #include "train/kernels/flops.h"
+#include "train/kernels/progress_log.h"
 
 namespace manta::train {
 namespace {
@@ -62,6 +64,13 @@ void LogStep(const StepMetrics& m, int64_t total_weights, std::ofstream* metrics
         m.seconds_in_background_collectives);
     metrics->flush();
   }
+}
+
+// The bytes of a device's shard: parameters and both moments.
+int64_t ShardBytes(const ShardView& v) {
+  int64_t floats = 0;
+  for (int64_t n : v.shard_sizes) floats += n;
+  return static_cast<int64_t>(sizeof(float)) * floats * static_cast<int64_t>(v.fields.size());
 }
 
 }  // namespace
@@ -229,9 +238,15 @@ absl::Status TrainingSession::Fill(const JoinSpec& spec) {
       }
       const CheckpointStore from(dir.substr(0, slash));
       ASSIGN_OR_RETURN(CheckpointManifest manifest, from.ReadManifest(step));
+      int64_t total = 0;
+      for (auto& d : devices_) total += ShardBytes(d->View());
+      ProgressLog progress(absl::StrCat("checkpoint restore from ", dir), total,
+                           [](const std::string& line) { Logger()->info(line); });
       for (auto& d : devices_) {
-        RETURN_IF_ERROR(from.Restore(manifest, d->layout(), d->fsdp(), d->fsdp_rank(), d->View()));
+        RETURN_IF_ERROR(from.Restore(manifest, d->layout(), d->fsdp(), d->fsdp_rank(), d->View(),
+                                     [&](int64_t bytes) { progress.Add(bytes); }));
       }
+      progress.Done();
       next_step_ = manifest.data_position;
       restored_step_ = manifest.step;
       if (env_.process_id == 0) {
@@ -283,7 +298,19 @@ void TrainingSession::SaveCheckpoint(DeviceTrainer& dev, int64_t step, const Run
   if (leader) report(store_->BeginSave(step));
   comm_->Barrier(kAllAxes, dev.device());
   const DeviceCoord c = mesh_->Coord(dev.device());
-  if (c.data == 0) report(store_->WriteShard(step, c.tensor, c.fsdp, dev.View()));
+  if (c.data == 0) {
+    // One device per process tells the log how a long write goes.
+    std::optional<ProgressLog> progress;
+    if (dev.device() == devices_.front()->device()) {
+      progress.emplace(absl::StrCat("checkpoint save at step ", step, " (tensor ", c.tensor, ", fsdp ",
+                                    c.fsdp, ")"),
+                       ShardBytes(dev.View()), [](const std::string& line) { Logger()->info(line); });
+    }
+    report(store_->WriteShard(step, c.tensor, c.fsdp, dev.View(), [&](int64_t bytes) {
+      if (progress) progress->Add(bytes);
+    }));
+    if (progress) progress->Done();
+  }
   comm_->Barrier(kAllAxes, dev.device());
   if (leader) {
     if (options.save_fault_hook) options.save_fault_hook("shards_written", step);
