@@ -206,7 +206,8 @@ CLI::App* AddStart(CLI::App& app, StartOptions& start) {
                   "Head, Redis: the namespace of this cluster's tables (default: manta). A head started "
                   "again with the same Redis and namespace, on any machine, recovers the cluster.");
   cmd->add_option("--token-file", start.token_file,
-                  "Join: a file holding the cluster token (default: $MANTA_TOKEN, else the local session's).");
+                  "A file holding the cluster token. Head: enforce it instead of a new one. Join: present it "
+                  "(default: $MANTA_TOKEN, else the local session's).");
   cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
                   "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
                   "before stopping (default 0: stop at once). `manta stop` always stops at once.");

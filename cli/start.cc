@@ -81,8 +81,8 @@ absl::Status BlockUntilDone(const std::vector<Daemon>& daemons, std::ostream& ou
       std::string line = LastDaemonLine(d);
       unlink(d.pid_file.c_str());
       StopAll(daemons);
-      return absl::UnavailableError(absl::StrCat(d.program, " (pid ", d.pid, ") ", how,
-                                                 line.empty() ? "" : ": ", line, "; stopped the others"));
+      return absl::UnavailableError(
+          absl::StrCat(d.program, " (pid ", d.pid, ") ", how, line.empty() ? "" : ": ", line, "; stopped the others"));
     }
   }
 }
@@ -104,8 +104,8 @@ absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths
   std::vector<std::string> args = {"--host=" + o.dashboard_host, absl::StrCat("--port=", o.dashboard_port),
                                    "--session_dir=" + session.dir, "--gcs_address=" + gcs_address};
   for (auto& a : AuthArgs(token_file)) args.push_back(a);
-  ASSIGN_OR_RETURN(Daemon d, LaunchDaemon(bin, DaemonFiles(session, kDashboard, kDashboard), args,
-                                          o.dashboard_ready_timeout));
+  ASSIGN_OR_RETURN(Daemon d,
+                   LaunchDaemon(bin, DaemonFiles(session, kDashboard, kDashboard), args, o.dashboard_ready_timeout));
   std::string url = absl::StrCat("http://", o.dashboard_host, ":", o.dashboard_port);
   if (auto s = WriteFileAtomic(session.dir + "/dashboard_address", url + "\n", 0644); !s.ok()) {
     StopDaemon(d, kStopGrace).IgnoreError();
@@ -142,6 +142,16 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
     }
     RETURN_IF_ERROR(CheckPortFree(o.dashboard_host, o.dashboard_port));
   }
+  // A head given --token-file (a Kubernetes Secret, say) enforces that
+  // token, so nodes started elsewhere with the same file can join.
+  std::string token = GenerateToken();
+  if (o.auth == "token" && !o.token_file.empty()) {
+    auto given = ReadTokenFile(o.token_file);
+    if (!given.ok()) return Annotate(given.status(), "--token-file " + o.token_file);
+    token = *given;
+  } else if (o.auth == "none" && !o.token_file.empty()) {
+    return absl::InvalidArgumentError("--token-file and --auth=none contradict each other");
+  }
   BlockSignalsIfNeeded(o);
 
   ASSIGN_OR_RETURN(SessionPaths session, CreateSession(o.temp_dir));
@@ -149,7 +159,7 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   std::string token_file;
   if (o.auth == "token") {
     token_file = session.token();
-    RETURN_IF_ERROR(WriteTokenFile(token_file, GenerateToken()));
+    RETURN_IF_ERROR(WriteTokenFile(token_file, token));
   }
   RETURN_IF_ERROR(WriteFileAtomic(session.gcs_address(), address + "\n", 0644));
 
@@ -158,15 +168,14 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   for (auto& a : AuthArgs(token_file)) gcs_args.push_back(a);
   if (!o.gcs_storage.empty()) gcs_args.push_back("--storage=" + o.gcs_storage);
   if (!o.gcs_storage_namespace.empty()) gcs_args.push_back("--storage_namespace=" + o.gcs_storage_namespace);
-  ASSIGN_OR_RETURN(Daemon gcs, LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args,
-                                            o.gcs_ready_timeout));
+  ASSIGN_OR_RETURN(Daemon gcs,
+                   LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args, o.gcs_ready_timeout));
 
   std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
                                           "--session_dir=" + session.dir, "--head"};
   for (auto& a : AuthArgs(token_file)) raylet_args.push_back(a);
   for (auto& a : node_args) raylet_args.push_back(a);
-  auto raylet = LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args,
-                             o.raylet_ready_timeout);
+  auto raylet = LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args, o.raylet_ready_timeout);
   if (!raylet.ok()) {
     StopDaemon(gcs, kStopGrace).IgnoreError();
     return raylet.status();

@@ -21,7 +21,8 @@ struct StartOptions {
   std::string temp_dir = kDefaultTempDir;
   bool block = false;
   std::string auth = "token";  // "token" or "none" (head only)
-  std::string token_file;      // join: where the cluster token is
+  // Join: where the cluster token is. Head: the token to enforce (default: a new one).
+  std::string token_file;
   bool include_dashboard = true;  // head: start the dashboard (Jobs API)
   std::string dashboard_host = "127.0.0.1";
   // -1: 8265, or a free port when 8265 is taken (by another cluster's dashboard).

@@ -9,9 +9,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/process.h"
+#include "common/token.h"
 #include "gtest/gtest.h"
 #include "tests/cluster_fixture.h"
 
@@ -277,6 +279,39 @@ TEST(CliEndToEndTest, UpRefusesABadSliceBeforeStartingAnything) {
   EXPECT_NE(up.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(up.err, "--topology")) << up.err;
   EXPECT_TRUE(RecordedPids(temp).empty());
+}
+
+
+// A head given --token-file enforces that token (a Kubernetes Secret shared
+// with the workers); a token file others can read is refused.
+TEST(CliEndToEndTest, AHeadEnforcesTheTokenItIsGiven) {
+  Cluster cluster;
+  const std::string temp = cluster.temp_dir() + "/given";
+  const std::string file = cluster.temp_dir() + "/secret_token";
+  const std::string token = GenerateToken();
+  ASSERT_TRUE(WriteTokenFile(file, token).ok());
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  CommandResult head = cluster.RunManta({"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp,
+                                         "--token-file=" + file, "--include-dashboard=false"});
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  auto session_token = ReadFile(temp + "/session_latest/token");
+  ASSERT_TRUE(session_token.ok());
+  EXPECT_EQ(std::string(absl::StripAsciiWhitespace(*session_token)), token);
+  CommandResult status = cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)},
+                                          {{"MANTA_TOKEN", token}});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  CommandResult wrong = cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)},
+                                         {{"MANTA_TOKEN", GenerateToken()}});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_EQ(cluster.RunManta({"stop", "--temp-dir=" + temp}).exit_code, 0);
+
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  CommandResult loose = cluster.RunManta({"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp,
+                                          "--token-file=" + file, "--include-dashboard=false"});
+  EXPECT_NE(loose.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(loose.err, "--token-file")) << loose.err;
+  EXPECT_EQ(CountAlive(RecordedPids(temp)), 0);
 }
 
 }  // namespace
