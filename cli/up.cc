@@ -1,6 +1,5 @@
 #include "cli/up.h"
 
-#include <cmath>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +14,7 @@
 #include "common/process.h"
 #include "common/status.h"
 #include "common/tpu.h"
+#include "gcs/client/sync_gcs_client.h"
 
 namespace manta::cli {
 namespace {
@@ -78,8 +78,11 @@ absl::Status StartHosts(const std::string& manta, const RunningCluster& head, co
 absl::Status WaitJoined(const RunningCluster& head, int expected, absl::Duration timeout, std::ostream& out) {
   const absl::Time deadline = absl::Now() + timeout;
   int shown = expected;
+  auto gcs = gcs::SyncGcsClient::Connect(head.address, head.token, absl::Seconds(5));  // one connection for every poll
+  ClusterViewOptions brief;
+  brief.summary = true;
   while (true) {
-    auto view = FetchClusterView(head.address, head.token, absl::Seconds(5), /*summary=*/true);
+    auto view = FetchClusterView(*gcs, brief);
     int alive = 0;
     if (view.ok()) {
       for (const NodeView& n : view->nodes) alive += n.alive ? 1 : 0;

@@ -14,7 +14,7 @@
 #include "cli/list_placement_groups.h"
 #include "cli/status_format.h"
 #include "common/id.h"
-#include "dashboard/job_info.h"
+#include "dashboard/http_reply.h"
 #include "dashboard/state_query.h"
 #include "gcs/client/sync_gcs_client.h"
 
@@ -23,20 +23,8 @@ namespace {
 
 using nlohmann::json;
 
-void Text(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(message + "\n", "text/plain; charset=utf-8");
-}
-
-void Json(httplib::Response& res, const json& j) { res.set_content(DumpJson(j), "application/json"); }
-
 // Ray's envelope of a dashboard answer.
 json Envelope(const std::string& msg, json data) { return {{"result", true}, {"msg", msg}, {"data", std::move(data)}}; }
-
-// A failed read of the GCS: 400 for what the request got wrong, else 503.
-void Failed(httplib::Response& res, const absl::Status& s) {
-  Text(res, absl::IsInvalidArgument(s) ? 400 : 503, std::string(s.message()));
-}
 
 QueryParams ParamsOf(const httplib::Request& req) { return QueryParams(req.params.begin(), req.params.end()); }
 
@@ -81,7 +69,7 @@ void StateApi::Register(httplib::Server* server) {
     cli::ClusterViewOptions options;
     options.summary = true;
     auto summary = cli::FetchClusterView(*gcs_, options);
-    if (!summary.ok()) return Failed(res, summary.status());
+    if (!summary.ok()) return Error(res, summary.status());
     if (req.get_param_value("format") == "1") {
       return Json(res, Envelope("Got formatted cluster status.",
                                 {{"clusterStatus", cli::FormatStatus(*summary, absl::Now(), absl::UTCTimeZone())}}));
@@ -97,13 +85,13 @@ void StateApi::Register(httplib::Server* server) {
   auto list = [server](const std::string& path, Fetch fetch) {
     server->Get(path, [fetch](const httplib::Request& req, httplib::Response& res) {
       auto query = ParseListQuery(ParamsOf(req));
-      if (!query.ok()) return Failed(res, query.status());
+      if (!query.ok()) return Error(res, query.status());
       const bool pushed = query->filters.empty();
       int64_t total = -1;
       auto entries = fetch(pushed ? query->limit : 0, &total);
-      if (!entries.ok()) return Failed(res, entries.status());
+      if (!entries.ok()) return Error(res, entries.status());
       auto answer = AnswerListQuery(*query, *entries, pushed ? total : -1);
-      if (!answer.ok()) return Failed(res, answer.status());
+      if (!answer.ok()) return Error(res, answer.status());
       Json(res, Envelope("", {{"result", std::move(*answer)}}));
     });
   };
@@ -130,7 +118,7 @@ void StateApi::Register(httplib::Server* server) {
   });
   server->Get("/api/train/v2/runs/v1", [this](const httplib::Request&, httplib::Response& res) {
     auto runs = cli::FetchTrainRuns(*gcs_, 0, /*with_metrics=*/true);
-    if (!runs.ok()) return Failed(res, runs.status());
+    if (!runs.ok()) return Error(res, runs.status());
     json out = cli::TrainRunListJson(*runs);
     std::reverse(out.begin(), out.end());  // newest first, as Ray's
     Json(res, {{"train_runs", std::move(out)}});

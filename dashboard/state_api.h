@@ -14,8 +14,8 @@
 //                                        with limit and filters (state_query.h)
 //   GET /api/train/v2/runs/v1            {"train_runs": [runs, newest first, with their metrics]}
 //
-// Errors are text/plain: 400 for a bad query, 503 when the GCS cannot be
-// reached. Handlers run on the HTTP server's threads and block on the GCS;
+// Errors are text/plain (http_reply.h): 400 for a bad query, 503 when the
+// GCS cannot be reached. Handlers run on the HTTP server's threads and block on the GCS;
 // authentication and cross-site checks happen before (request_guard.h).
 #pragma once
 

@@ -114,7 +114,6 @@ absl::Status Run(const Config& cfg, Report& report) {
     return absl::OkStatus();
   };
   auto gcs = gcs::SyncGcsClient::Connect(head->address(), head->token(), absl::Seconds(30));
-  auto grpc = [&](auto start) -> absl::Status { return start(*gcs); };
 
   struct Route {
     std::string metric, path;
@@ -144,7 +143,7 @@ absl::Status Run(const Config& cfg, Report& report) {
     ASSIGN_OR_RETURN(std::vector<double> api, Time(cfg.requests, [&] { return get(r.path); }));
     std::vector<double> base;
     if (r.baseline) {
-      ASSIGN_OR_RETURN(base, Time(cfg.requests, [&] { return grpc(r.baseline); }));
+      ASSIGN_OR_RETURN(base, Time(cfg.requests, [&] { return r.baseline(*gcs); }));
     } else {
       ASSIGN_OR_RETURN(base, head->TimeStatusCalls(cfg.requests));
     }
