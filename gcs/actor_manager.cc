@@ -153,6 +153,7 @@ absl::Status ActorManager::Initialize() {
 
 void ActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& request, rpc::RegisterActorReply* reply,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   const rpc::TaskSpec& spec = request.creation_task();
   if (auto s = ValidateActorCreationSpec(spec); !s.ok()) return done(s);
   ActorId id = *ActorId::FromBinary(spec.actor_id());
@@ -198,6 +199,7 @@ void ActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& request,
 
 void ActorManager::HandleGetActorInfo(const rpc::GetActorInfoRequest& request, rpc::GetActorInfoReply* reply,
                                       rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = ActorId::FromBinary(request.actor_id());
   if (!id.ok()) return done(Invalid(absl::StrCat("actor_id must be ", ActorId::kSize, " bytes")));
   auto it = actors_.find(*id);
@@ -208,6 +210,7 @@ void ActorManager::HandleGetActorInfo(const rpc::GetActorInfoRequest& request, r
 
 void ActorManager::HandleGetNamedActor(const rpc::GetNamedActorRequest& request, rpc::GetNamedActorReply* reply,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (request.name().empty()) return done(Invalid("name is empty"));
   if (request.name().size() > 1024 || request.ray_namespace().size() > 1024) {
     return done(Invalid("name or namespace is too long"));
@@ -225,6 +228,7 @@ void ActorManager::HandleGetNamedActor(const rpc::GetNamedActorRequest& request,
 
 void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::ListActorsReply* reply,
                                     rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (!request.job_id().empty() && request.job_id().size() != JobId::kSize) {
     return done(Invalid(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   }
@@ -240,6 +244,7 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
 }
 
 void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = ActorId::FromBinary(request.actor_id());
   if (!id.ok()) return done(Invalid(absl::StrCat("actor_id must be ", ActorId::kSize, " bytes")));
   if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
@@ -269,6 +274,7 @@ void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::Ki
 }
 
 void ActorManager::OnPlacementGroupRemoved(const std::string& placement_group_id) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<ActorId> doomed;
   for (const auto& [id, a] : actors_) {
     if (a.spec.placement_group_id() == placement_group_id && a.info.state() != rpc::ActorInfo::DEAD) {
@@ -285,6 +291,7 @@ void ActorManager::OnPlacementGroupRemoved(const std::string& placement_group_id
 
 void ActorManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                              rpc::ReportWorkerFailureReply*, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (request.worker_id().size() != WorkerId::kSize) {
     return done(Invalid(absl::StrCat("worker_id must be ", WorkerId::kSize, " bytes")));
   }
@@ -317,6 +324,7 @@ void ActorManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureReque
 }
 
 void ActorManager::OnNodeDead(const rpc::NodeInfo& node) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<ActorId> lost;
   for (const auto& [id, a] : actors_) {
     if (a.info.state() == rpc::ActorInfo::ALIVE && a.info.address().node_id() == node.node_id()) lost.push_back(id);
@@ -330,6 +338,7 @@ void ActorManager::OnNodeDead(const rpc::NodeInfo& node) {
 }
 
 void ActorManager::OnJobFinished(const rpc::JobInfo& job) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<ActorId> doomed;
   for (const auto& [id, a] : actors_) {
     if (a.info.job_id() == job.job_id() && !a.info.detached() && a.info.state() != rpc::ActorInfo::DEAD) {
@@ -383,6 +392,7 @@ void ActorManager::ReportCreation(Actor& a, rpc::TaskEvent::State state, const A
 }
 
 void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = actors_.find(id);
   if (it == actors_.end() || it->second.info.state() == rpc::ActorInfo::DEAD ||
       it->second.info.state() == rpc::ActorInfo::ALIVE) {

@@ -33,6 +33,7 @@
 #include "common/id.h"
 #include "common/rpc/done.h"
 #include "common/rpc/reply_cache.h"
+#include "common/thread_checker.h"
 #include "gcs/actor_scheduler.h"
 #include "gcs/core_worker_client.h"
 #include "gcs/job_manager.h"
@@ -136,6 +137,8 @@ class ActorManager {
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;
   rpc::ReplyCache<rpc::KillActorReply> kills_;  // by request_id
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Checks an actor creation task from outside; the error names the field.

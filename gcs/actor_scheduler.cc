@@ -38,6 +38,7 @@ ActorScheduler::ActorScheduler(ResourceView resources, RayletClientPool* raylets
       options_(options) {}
 
 void ActorScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok()) return;
   auto total = ToResourceSet(info.resources_total());
@@ -55,12 +56,14 @@ void ActorScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
 }
 
 void ActorScheduler::OnNodeDraining(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok()) return;
   if (auto it = nodes_.find(*id); it != nodes_.end()) it->second.info = info;
 }
 
 void ActorScheduler::OnNodeDead(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   if (nodes_.erase(node) == 0) return;
   raylets_->Forget(node);
   std::vector<ActorId> leasing, pushing;
@@ -88,6 +91,7 @@ void ActorScheduler::OnNodeDead(const NodeId& node) {
 }
 
 void ActorScheduler::OnResourcesChanged(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<ActorId> retry;
   auto n = nodes_.find(node);
   for (auto& [actor, a] : attempts_) {
@@ -225,6 +229,7 @@ void ActorScheduler::Lease(const ActorId& actor, Attempt& a, const NodeId& node)
 void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, const NodeId& node,
                                   const LeaseId& lease, const absl::Status& s,
                                   rpc::RequestWorkerLeaseReply&& reply) {
+  MANTA_CHECK_THREAD(thread_);
   bool granted = s.ok() && reply.outcome() == rpc::RequestWorkerLeaseReply::GRANTED;
   auto it = attempts_.find(actor);
   if (it == attempts_.end() || it->second.generation != generation || it->second.phase != Attempt::kLeasing) {
@@ -279,6 +284,7 @@ void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, con
 
 void ActorScheduler::OnPushReply(const ActorId& actor, uint64_t generation, int32_t pid, const absl::Status& s,
                                  rpc::PushTaskReply&& reply) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = attempts_.find(actor);
   if (it == attempts_.end() || it->second.generation != generation || it->second.phase != Attempt::kPushing) {
     return;  // cancelled: the worker was already stopped and returned

@@ -31,6 +31,7 @@
 #include "common/event_loop.h"
 #include "common/id.h"
 #include "common/resources.h"
+#include "common/thread_checker.h"
 #include "gcs/core_worker_client.h"
 #include "gcs/raylet_client.h"
 #include "proto/gcs_service.pb.h"
@@ -138,6 +139,8 @@ class ActorScheduler {
   absl::flat_hash_map<ActorId, Attempt> attempts_;
   uint64_t next_generation_ = 1;
   size_t rotation_ = 0;  // spreads successive actors over equally good nodes
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::gcs

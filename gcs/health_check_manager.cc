@@ -52,6 +52,7 @@ void HealthCheckManager::Send(const NodeId& node, NodeState& state) {
 }
 
 void HealthCheckManager::OnResult(const NodeId& node, uint64_t generation, const absl::Status& status) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.generation != generation) return;
   NodeState& state = it->second;

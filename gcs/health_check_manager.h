@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/id.h"
+#include "common/thread_checker.h"
 
 namespace manta::gcs {
 
@@ -100,6 +101,8 @@ class HealthCheckManager {
   const Clock clock_;
   absl::flat_hash_map<NodeId, NodeState> nodes_;
   uint64_t next_generation_ = 1;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::gcs

@@ -79,6 +79,7 @@ absl::Status JobManager::Initialize() {
 }
 
 void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   const rpc::JobInfo& in = request.job();
   if (auto s = ValidateAddress(in.driver_address(), "driver_address"); !s.ok()) return done(s);
   if (in.driver_ip().size() > 255) return done(absl::InvalidArgumentError("driver_ip is too long"));
@@ -130,6 +131,7 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
 
 void JobManager::HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& request, rpc::MarkJobFinishedReply*,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = JobId::FromBinary(request.job_id());
   if (!id.ok()) return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   auto it = jobs_.find(*id);
@@ -141,6 +143,7 @@ void JobManager::HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& reques
 
 void JobManager::HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest&, rpc::GetAllJobInfoReply* reply,
                                      rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   for (const auto& [id, info] : jobs_) *reply->add_jobs() = info;
   done(absl::OkStatus());
 }
@@ -174,6 +177,7 @@ void JobManager::FinishJob(const JobId& job, const std::string& reason) {
 }
 
 void JobManager::OnDriverPollStarted(const JobId& job) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() || it->second.is_dead()) return;
   DriverWatch& w = drivers_[job];
@@ -183,6 +187,7 @@ void JobManager::OnDriverPollStarted(const JobId& job) {
 }
 
 void JobManager::OnDriverPollEnded(const JobId& job, bool connection_lost) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = drivers_.find(job);
   if (it == drivers_.end()) return;
   DriverWatch& w = it->second;

@@ -36,6 +36,7 @@
 #include "common/event_loop.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/publisher.h"
 #include "gcs/raylet_client.h"
 #include "gcs/store.h"
@@ -125,6 +126,8 @@ class JobManager {
   absl::flat_hash_map<JobId, DriverWatch> drivers_;  // alive jobs whose driver polled
   std::vector<Listener> finished_listeners_;
   DriverProbe probe_;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // 4 bytes, big-endian.

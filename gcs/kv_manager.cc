@@ -24,6 +24,7 @@ absl::Status KvManager::Initialize() {
 }
 
 void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), false); !s.ok()) return done(s);
   if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
   if (puts_.Replay(request.request_id(), reply, done)) return;
@@ -37,6 +38,7 @@ void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* rep
 }
 
 void KvManager::HandleGet(const rpc::KvGetRequest& request, rpc::KvGetReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), false); !s.ok()) return done(s);
   if (const std::string* v = Find(request.ns(), request.key())) {
     reply->set_found(true);
@@ -46,6 +48,7 @@ void KvManager::HandleGet(const rpc::KvGetRequest& request, rpc::KvGetReply* rep
 }
 
 void KvManager::HandleDel(const rpc::KvDelRequest& request, rpc::KvDelReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), request.by_prefix()); !s.ok()) return done(s);
   if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
   if (dels_.Replay(request.request_id(), reply, done)) return;
@@ -69,6 +72,7 @@ void KvManager::HandleDel(const rpc::KvDelRequest& request, rpc::KvDelReply* rep
 }
 
 void KvManager::HandleKeys(const rpc::KvKeysRequest& request, rpc::KvKeysReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.prefix(), true); !s.ok()) return done(s);
   std::string k = StoreKey(request.ns(), request.prefix());
   size_t ns_len = request.ns().size() + 1;

@@ -11,6 +11,7 @@
 
 #include "common/rpc/done.h"
 #include "common/rpc/reply_cache.h"
+#include "common/thread_checker.h"
 #include "gcs/store.h"
 #include "proto/gcs_service.pb.h"
 
@@ -43,6 +44,8 @@ class KvManager {
   // Replies of recent writes by request_id.
   rpc::ReplyCache<rpc::KvPutReply> puts_;
   rpc::ReplyCache<rpc::KvDelReply> dels_;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::gcs

@@ -1,5 +1,7 @@
 #include "gcs/kv_manager.h"
 
+#include <thread>
+
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -75,6 +77,25 @@ TEST(KvManagerTest, RejectsBadKeys) {
   kv.HandlePut(put, &reply, [&](const absl::Status& s) { result = s; });
   EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(store.ReadAll("kv")->empty());
+}
+
+// The managers live on the GCS's loop thread, bound by their first call:
+// a handler called from another thread aborts instead of racing with it.
+TEST(KvManagerTest, AHandlerCalledOffItsThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        EventLoop loop;
+        InMemoryStore store(&loop);
+        KvManager kv(&store);
+        rpc::KvGetRequest get;
+        get.set_ns("job");
+        get.set_key("a");
+        rpc::KvGetReply reply;
+        kv.HandleGet(get, &reply, [](const absl::Status&) {});
+        std::thread([&] { kv.HandleGet(get, &reply, [](const absl::Status&) {}); }).join();
+      },
+      "kv_manager.cc:[0-9]+: CHECK.*called off the thread it lives on");
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ absl::Status NodeManager::Initialize() {
 
 void NodeManager::HandleGetClusterId(const rpc::GetClusterIdRequest&, rpc::GetClusterIdReply* reply,
                                      rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   reply->set_cluster_id(cluster_id_.Binary());
   reply->set_gcs_incarnation(incarnation_);
   done(absl::OkStatus());
@@ -130,6 +131,7 @@ void NodeManager::HandleGetClusterId(const rpc::GetClusterIdRequest&, rpc::GetCl
 
 void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rpc::RegisterNodeReply* reply,
                                      rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   const rpc::NodeInfo& in = request.node_info();
   if (auto s = ValidateNodeInfo(in); !s.ok()) return done(s);
   if (!request.cluster_id().empty() && request.cluster_id() != cluster_id_.Binary()) {
@@ -178,6 +180,7 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
 
 void NodeManager::HandleUnregisterNode(const rpc::UnregisterNodeRequest& request, rpc::UnregisterNodeReply*,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(request.node_id());
   if (!id.ok()) return done(id.status());
   if (!alive_.contains(*id)) {
@@ -212,6 +215,7 @@ void CopyBrief(const rpc::NodeInfo& info, rpc::NodeInfo* out) {
 
 void NodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, rpc::GetAllNodeInfoReply* reply,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto add = [&](const rpc::NodeInfo& info) {
     if (request.brief()) {
       CopyBrief(info, reply->add_nodes());
@@ -228,6 +232,7 @@ void NodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request
 
 void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply,
                                   rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateDrainRequest(request, NowMs()); !s.ok()) return done(s);
   NodeId id = *NodeId::FromBinary(request.node_id());
   if (auto d = dead_.find(id); d != dead_.end()) {

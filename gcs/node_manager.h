@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/publisher.h"
 #include "gcs/raylet_client.h"
 #include "gcs/store.h"
@@ -96,6 +97,8 @@ class NodeManager {
   std::vector<Listener> added_listeners_;
   std::vector<Listener> dead_listeners_;
   std::vector<Listener> draining_listeners_;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Checks a DrainNodeRequest against the wall clock `now_ms`; the error names

@@ -96,6 +96,7 @@ absl::Status PlacementGroupManager::Initialize() {
 
 void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
                                                        rpc::CreatePlacementGroupReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidatePlacementGroupSpec(request.spec()); !s.ok()) return done(s);
   PlacementGroupId id = *PlacementGroupId::FromBinary(request.spec().placement_group_id());
   if (auto it = groups_.find(id); it != groups_.end()) {
@@ -135,6 +136,7 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
 
 void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request,
                                                        rpc::RemovePlacementGroupReply*, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = PlacementGroupId::FromBinary(request.placement_group_id());
   if (!id.ok()) {
     return done(absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize,
@@ -151,6 +153,7 @@ void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacemen
 
 void PlacementGroupManager::HandleGetPlacementGroup(const rpc::GetPlacementGroupRequest& request,
                                                     rpc::GetPlacementGroupReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (request.placement_group_id().empty()) {
     auto it = names_.find({request.ray_namespace(), request.name()});
     if (request.name().empty() || it == names_.end()) {
@@ -172,6 +175,7 @@ void PlacementGroupManager::HandleGetPlacementGroup(const rpc::GetPlacementGroup
 
 void PlacementGroupManager::HandleListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
                                                       rpc::ListPlacementGroupsReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<const Group*> all;
   for (const auto& [id, g] : groups_) {
     if (request.job_id().empty() || g->info.creator_job_id() == request.job_id()) all.push_back(g.get());
@@ -185,6 +189,7 @@ void PlacementGroupManager::HandleListPlacementGroups(const rpc::ListPlacementGr
 
 void PlacementGroupManager::HandleWaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
                                                           rpc::WaitPlacementGroupReadyReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = PlacementGroupId::FromBinary(request.placement_group_id());
   if (!id.ok()) {
     return done(absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize,
@@ -237,6 +242,7 @@ void PlacementGroupManager::Shutdown() {
 }
 
 void PlacementGroupManager::OnNodeAdded(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   scheduler_->OnNodeAdded(info);
   SyncNode(info, 0);
 }
@@ -272,6 +278,7 @@ void PlacementGroupManager::SyncNode(const rpc::NodeInfo& info, int attempt) {
 }
 
 void PlacementGroupManager::OnNodeDead(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   sync_retries_.erase(node);
   std::string binary = node.Binary();
   std::vector<PlacementGroupId> affected;
@@ -297,6 +304,7 @@ void PlacementGroupManager::OnNodeDead(const NodeId& node) {
 }
 
 void PlacementGroupManager::OnResourcesChanged() {
+  MANTA_CHECK_THREAD(thread_);
   // Coalesced, and never inside a scheduler callback.
   if (kick_) return;
   kick_ = run_after_(absl::ZeroDuration(), [this] {
@@ -306,6 +314,7 @@ void PlacementGroupManager::OnResourcesChanged() {
 }
 
 void PlacementGroupManager::OnJobFinished(const std::string& job_id) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<PlacementGroupId> doomed;
   for (const auto& [id, g] : groups_) {
     if (g->info.creator_job_id() == job_id && !g->info.detached() &&
@@ -348,6 +357,7 @@ void PlacementGroupManager::TrySchedule(const PlacementGroupId& id) {
 }
 
 void PlacementGroupManager::OnScheduled(const PlacementGroupId& id, PlacementResult r) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = groups_.find(id);
   if (it == groups_.end() || !Waiting(it->second->info)) return;
   Group& g = *it->second;
@@ -429,6 +439,7 @@ void PlacementGroupManager::ReturnBundles(const PlacementGroupId& id, const rpc:
 }
 
 void PlacementGroupManager::OnBundlesReturned(const PlacementGroupId& id) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = returning_.find(id);
   if (it == returning_.end() || --it->second.calls > 0) return;
   std::vector<rpc::Done> removers = std::move(it->second.removers);

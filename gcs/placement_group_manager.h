@@ -31,6 +31,7 @@
 #include "common/event_loop.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/placement_group_scheduler.h"
 #include "gcs/publisher.h"
 #include "gcs/store.h"
@@ -132,6 +133,8 @@ class PlacementGroupManager {
   size_t num_removed_ = 0;
   bool scheduling_pending_ = false;
   std::function<void(const std::string&)> on_removed_;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Validates a creation spec: id, 1..10000 bundles whose index is their

@@ -58,6 +58,7 @@ PlacementGroupScheduler::PlacementGroupScheduler(ResourceView view, ApplyResourc
     : view_(std::move(view)), apply_(std::move(apply)), raylets_(raylets) {}
 
 void PlacementGroupScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok()) return;
   Node& n = nodes_[*id];
@@ -71,12 +72,14 @@ void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
 }
 
 void PlacementGroupScheduler::OnNodeDraining(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok()) return;
   if (auto it = nodes_.find(*id); it != nodes_.end()) it->second.info = info;
 }
 
 void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   if (nodes_.erase(node) == 0) return;
   flight_.erase(node);
   parsed_.erase(node);
@@ -285,6 +288,7 @@ PlacementGroupScheduler::Attempt* PlacementGroupScheduler::Find(const PlacementG
 
 void PlacementGroupScheduler::OnPrepared(const PlacementGroupId& group, uint64_t generation, const NodeId& node,
                                          const absl::Status& s, const rpc::PrepareBundlesReply& reply) {
+  MANTA_CHECK_THREAD(thread_);
   if (s.ok() && reply.has_resources()) apply_(reply.resources());
   Attempt* a = Find(group, generation);
   if (a == nullptr || a->outstanding.erase(node) == 0) return;
@@ -327,6 +331,7 @@ void PlacementGroupScheduler::Commit(Attempt& a) {
 
 void PlacementGroupScheduler::OnCommitted(const PlacementGroupId& group, uint64_t generation, const NodeId& node,
                                           const absl::Status& s, const rpc::CommitBundlesReply& reply) {
+  MANTA_CHECK_THREAD(thread_);
   if (s.ok() && reply.has_resources()) apply_(reply.resources());
   Attempt* a = Find(group, generation);
   if (a == nullptr || a->outstanding.erase(node) == 0) return;

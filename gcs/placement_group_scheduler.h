@@ -43,6 +43,7 @@
 #include "common/label_selector.h"
 #include "common/placement_group_resources.h"
 #include "common/resources.h"
+#include "common/thread_checker.h"
 #include "gcs/raylet_client.h"
 #include "proto/common.pb.h"
 
@@ -160,6 +161,8 @@ class PlacementGroupScheduler {
   // starts for them until those have landed.
   absl::flat_hash_map<PlacementGroupId, int> returning_;
   uint64_t next_generation_ = 1;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Validates a bundle's resources and selector; the error names the bundle.

@@ -28,6 +28,7 @@ ResourceManager::ResourceManager(const NodeManager* nodes, Publisher* publisher)
     : nodes_(nodes), publisher_(publisher) {}
 
 void ResourceManager::OnNodeAdded(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   NodeId id = *NodeId::FromBinary(info.node_id());
   Entry& e = view_[id];
   if (e.resources.node_id().empty()) {
@@ -38,11 +39,13 @@ void ResourceManager::OnNodeAdded(const rpc::NodeInfo& info) {
 }
 
 void ResourceManager::OnNodeDead(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   view_.erase(*NodeId::FromBinary(info.node_id()));
 }
 
 void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& request,
                                             rpc::ReportResourcesReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(request.resources().node_id());
   if (!id.ok()) return done(id.status());
   if (auto s = ValidateResourceMap(request.resources().total(), "total"); !s.ok()) return done(s);
@@ -134,6 +137,7 @@ struct TotalsSum {
 
 void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
                                                 rpc::GetClusterResourcesReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   // Merge identical demand shapes from different nodes.
   std::map<std::map<std::string, double>, rpc::ResourceDemand> merged;
   TotalsSum sum;

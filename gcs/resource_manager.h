@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/node_manager.h"
 #include "gcs/publisher.h"
 #include "proto/gcs_service.pb.h"
@@ -58,6 +59,8 @@ class ResourceManager {
   const NodeManager* const nodes_;
   Publisher* const publisher_;
   absl::flat_hash_map<NodeId, Entry> view_;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::gcs

@@ -42,6 +42,7 @@ TaskEventManager::TaskEventManager(Publisher* publisher, size_t max_tasks)
 
 void TaskEventManager::HandleAddTaskEvents(const rpc::AddTaskEventsRequest& request, rpc::AddTaskEventsReply*,
                                            rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (request.events_size() > kMaxEventsPerRequest) {
     return done(absl::InvalidArgumentError(absl::StrCat("at most ", kMaxEventsPerRequest, " events per request")));
   }
@@ -89,6 +90,7 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
 
 void TaskEventManager::HandleListTasks(const rpc::ListTasksRequest& request, rpc::ListTasksReply* reply,
                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (!request.job_id().empty() && request.job_id().size() != JobId::kSize) {
     return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   }
@@ -112,6 +114,7 @@ void TaskEventManager::HandleListTasks(const rpc::ListTasksRequest& request, rpc
 
 void TaskEventManager::HandlePublishLogs(const rpc::PublishLogsRequest& request, rpc::PublishLogsReply*,
                                          rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   const rpc::LogBatch& b = request.batch();
   if (b.job_id().size() != JobId::kSize) {
     return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));

@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/publisher.h"
 #include "proto/gcs_service.pb.h"
 
@@ -58,6 +59,8 @@ class TaskEventManager {
   absl::flat_hash_map<std::string, rpc::TaskEvent> tasks_;
   std::deque<std::string> order_;
   int64_t num_dropped_ = 0;
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Checks one event from a core worker; the error names the field.

@@ -157,6 +157,7 @@ absl::Status TrainRunManager::Initialize() {
 
 void TrainRunManager::HandleReportTrainRun(const rpc::ReportTrainRunRequest& request, rpc::ReportTrainRunReply*,
                                            rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateTrainRunReport(request); !s.ok()) return done(s);
   const TrainRunInfo& in = request.run();
   const JobId job = *JobId::FromBinary(in.job_id());
@@ -190,6 +191,7 @@ void TrainRunManager::HandleReportTrainRun(const rpc::ReportTrainRunRequest& req
 
 void TrainRunManager::HandleListTrainRuns(const rpc::ListTrainRunsRequest& request, rpc::ListTrainRunsReply* reply,
                                           rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (!request.job_id().empty() && request.job_id().size() != JobId::kSize) {
     return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   }
@@ -218,6 +220,7 @@ void TrainRunManager::HandleListTrainRuns(const rpc::ListTrainRunsRequest& reque
 }
 
 void TrainRunManager::OnJobFinished(const JobId& job) {
+  MANTA_CHECK_THREAD(thread_);
   const std::string binary = job.Binary();
   for (auto& [id, run] : runs_) {
     if (run.job_id() == binary && !IsTerminal(run.state())) AbortRun(run);

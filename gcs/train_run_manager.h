@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "gcs/job_manager.h"
 #include "gcs/store.h"
 #include "proto/gcs_service.pb.h"
@@ -104,6 +105,8 @@ class TrainRunManager {
   const Clock clock_;
 
   std::map<std::string, rpc::TrainRunInfo> runs_;  // by run_id
+  // The loop thread, which every handler and listener runs on.
+  ThreadChecker thread_;
 };
 
 // Checks a report from outside: OK or INVALID_ARGUMENT naming the field.

@@ -22,22 +22,22 @@ std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 }  // namespace
 
 // One file being followed. Owned by tails_ until closed; a tail closed while
-// a read is in flight is orphaned (owner null) and freed by that read's
-// callback.
+// its open or a read is in flight is orphaned (owner null) and freed by that
+// request's callback.
 struct LogForwarder::Tail {
   LogForwarder* owner = nullptr;
   StreamKey key;
   JobId job;
   int pid = 0;
   std::string path;
-  int fd = -1;
+  int fd = -1;  // -1 until the open is answered
   int64_t offset = 0;
   uint64_t reads = 0;  // reads started
   std::string partial;  // bytes after the last newline
   uv_fs_event_t* watch = nullptr;
   uv_fs_t req;
   char buf[kReadChunk];
-  bool reading = false;
+  bool reading = false;  // req is in flight: the open, then a read
   bool dirty = false;    // changed while a read was in flight
   bool closing = false;  // the worker exited: read to the end, then close
 };
@@ -61,27 +61,50 @@ void LogForwarder::AddWorker(const WorkerLogFiles& files) {
     tail->job = files.job_id;
     tail->pid = files.pid;
     tail->path = is_error ? files.err_path : files.out_path;
-    tail->fd = ::open(tail->path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (tail->fd < 0) {
-      Log()->warn("cannot follow worker log {}: {}", tail->path, std::strerror(errno));
+    tail->req.data = tail.get();
+    // Opened on libuv's thread pool: a slow disk must not stall the loop.
+    // Until the open is answered the tail counts as reading, so a read,
+    // a flush or the worker's exit asked for meanwhile waits for it.
+    tail->reading = true;
+    int r = uv_fs_open(loop_->uv_loop(), &tail->req, tail->path.c_str(), O_RDONLY | O_CLOEXEC, 0, [](uv_fs_t* req) {
+      auto* t = static_cast<Tail*>(req->data);
+      const ssize_t result = req->result;
+      uv_fs_req_cleanup(req);
+      t->reading = false;
+      if (result >= 0) t->fd = static_cast<int>(result);
+      if (t->owner == nullptr) {  // closed while opening
+        if (t->fd >= 0) ::close(t->fd);
+        delete t;
+        return;
+      }
+      t->owner->OnOpened(t, result);
+    });
+    if (r != 0) {
+      Log()->warn("cannot follow worker log {}: {}", tail->path, uv_strerror(r));
       continue;
     }
-    tail->req.data = tail.get();
-    tail->watch = new uv_fs_event_t;
-    uv_fs_event_init(loop_->uv_loop(), tail->watch);
-    tail->watch->data = tail.get();
-    int r = uv_fs_event_start(
-        tail->watch,
-        [](uv_fs_event_t* h, const char*, int, int) {
-          auto* t = static_cast<Tail*>(h->data);
-          if (t != nullptr && t->owner != nullptr) t->owner->Read(t);
-        },
-        tail->path.c_str(), 0);
-    if (r != 0) Log()->warn("cannot watch worker log {}: {}", tail->path, uv_strerror(r));
-    Tail* raw = tail.get();
     tails_[tail->key] = std::move(tail);
-    Read(raw);  // anything written before the watch started
   }
+}
+
+void LogForwarder::OnOpened(Tail* tail, ssize_t result) {
+  if (result < 0) {
+    Log()->warn("cannot follow worker log {}: {}", tail->path, uv_strerror(static_cast<int>(result)));
+    Close(tail);  // which meets the flushes waiting for it
+    return;
+  }
+  tail->watch = new uv_fs_event_t;
+  uv_fs_event_init(loop_->uv_loop(), tail->watch);
+  tail->watch->data = tail;
+  int r = uv_fs_event_start(
+      tail->watch,
+      [](uv_fs_event_t* h, const char*, int, int) {
+        auto* t = static_cast<Tail*>(h->data);
+        if (t != nullptr && t->owner != nullptr) t->owner->Read(t);
+      },
+      tail->path.c_str(), 0);
+  if (r != 0) Log()->warn("cannot watch worker log {}: {}", tail->path, uv_strerror(r));
+  Read(tail);  // anything written before the watch started, and what was asked meanwhile
 }
 
 void LogForwarder::SetName(const WorkerId& worker, const std::string& name) { names_[worker] = name; }
@@ -111,7 +134,7 @@ void LogForwarder::Read(Tail* tail) {
     uv_fs_req_cleanup(req);
     t->reading = false;
     if (t->owner == nullptr) {
-      ::close(t->fd);
+      if (t->fd >= 0) ::close(t->fd);
       delete t;
       return;
     }
@@ -255,7 +278,7 @@ void LogForwarder::Close(Tail* tail) {
     tail->owner = nullptr;
     owned.release();  // freed by the read's callback
   } else {
-    ::close(tail->fd);
+    if (tail->fd >= 0) ::close(tail->fd);
     owned.reset();
   }
   // Last, with the tail gone: the flushes this meets may finish.

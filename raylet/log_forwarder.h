@@ -1,6 +1,7 @@
 // LogForwarder: streams workers' stdout and stderr files to the GCS.
 //
-// Owns one tail per worker log file. Each file is watched with inotify
+// Owns one tail per worker log file. Each file is opened on libuv's thread
+// pool (the loop never waits on the disk) and then watched with inotify
 // (uv_fs_event); a change triggers an asynchronous read (libuv's thread
 // pool) from the last offset. Complete lines are batched per worker and
 // stream and published at most once per flush interval while output
@@ -93,6 +94,7 @@ class LogForwarder {
     std::function<void()> done;
   };
 
+  void OnOpened(Tail* tail, ssize_t result);
   void Read(Tail* tail);
   void OnRead(Tail* tail, ssize_t result);
   void TakeLines(Tail* tail, bool final);

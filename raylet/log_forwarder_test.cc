@@ -178,6 +178,28 @@ TEST_F(LogForwarderTest, FlushJobWaitsForBatchesSentBeforeIt) {
   ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
 }
 
+TEST_F(LogForwarderTest, FilesAreOpenedOffTheLoopAndOneThatCannotBeLeavesNoTail) {
+  // The open is answered on the loop later, not within AddWorker.
+  files_.err_path = dir_ + "/missing/w.err";
+  forwarder_->AddWorker(files_);
+  Append(files_.out_path, "written while opening\n");
+  forwarder_->FlushJob(files_.job_id, [&] { ++flushes_done_; });
+  EXPECT_EQ(flushes_done_, 0) << "a flush waits for the files being opened";
+  ASSERT_TRUE(RunUntil([&] { return flushes_done_ == 1; }));
+  EXPECT_EQ(Lines(false), std::vector<std::string>({"written while opening"}));
+  EXPECT_EQ(forwarder_->num_tails(), 1u) << "the file that cannot be opened is not followed";
+}
+
+TEST_F(LogForwarderTest, DestroyedWithOpensInFlightClosesWhatTheyOpen) {
+  auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator());
+  };
+  const auto before = open_fds();
+  forwarder_->AddWorker(files_);
+  forwarder_.reset();  // the opens' callbacks close the files and free the orphaned tails
+  EXPECT_TRUE(RunUntil([&] { return open_fds() <= before; })) << "a file opened for a destroyed forwarder stays open";
+}
+
 TEST_F(LogForwarderTest, FlushJobCountsAnExitedWorkersLastLine) {
   Start(absl::Hours(1));
   forwarder_->AddWorker(files_);

@@ -24,6 +24,101 @@ grpc::StatusCode CallWith(const std::string& token, Fn call) {
   return call(&ctx).error_code();
 }
 
+// The stubs a caller without the right token tries.
+struct Stubs {
+  std::unique_ptr<rpc::NodeInfoGcsService::Stub> nodes;
+  std::unique_ptr<rpc::NodeResourceGcsService::Stub> resources;
+  std::unique_ptr<rpc::InternalKvGcsService::Stub> kv;
+  std::unique_ptr<rpc::PubSubGcsService::Stub> pubsub;
+  std::unique_ptr<rpc::NodeManagerService::Stub> raylet;
+};
+
+// Every call, read or write, to the GCS and to a raylet is refused with
+// `token`; `victim_id` is the node a write would change.
+void ExpectEveryCallRefused(const Stubs& stubs, const std::string& token, const std::string& victim_id) {
+  const auto& nodes = stubs.nodes;
+  const auto& resources = stubs.resources;
+  const auto& kv = stubs.kv;
+  const auto& pubsub = stubs.pubsub;
+  const auto& raylet = stubs.raylet;
+  const auto kUnauth = grpc::StatusCode::UNAUTHENTICATED;
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::GetClusterIdReply r;
+              return nodes->GetClusterId(c, rpc::GetClusterIdRequest(), &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::GetAllNodeInfoReply r;
+              return nodes->GetAllNodeInfo(c, rpc::GetAllNodeInfoRequest(), &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::RegisterNodeRequest req;
+              req.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
+              req.mutable_node_info()->set_node_ip("127.0.0.1");
+              req.mutable_node_info()->set_node_manager_port(1);
+              rpc::RegisterNodeReply r;
+              return nodes->RegisterNode(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::UnregisterNodeRequest req;
+              req.set_node_id(victim_id);
+              req.set_reason("attack");
+              rpc::UnregisterNodeReply r;
+              return nodes->UnregisterNode(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::ReportResourcesRequest req;
+              req.mutable_resources()->set_node_id(victim_id);
+              (*req.mutable_resources()->mutable_total())["CPU"] = 1000;
+              req.mutable_resources()->set_version(1 << 30);
+              rpc::ReportResourcesReply r;
+              return resources->ReportResources(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::GetClusterResourcesReply r;
+              return resources->GetClusterResources(c, rpc::GetClusterResourcesRequest(), &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::KvPutRequest req;
+              req.set_ns("test");
+              req.set_key("intruder");
+              req.set_value("x");
+              rpc::KvPutReply r;
+              return kv->Put(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::KvGetRequest req;
+              req.set_ns("test");
+              req.set_key("intruder");
+              rpc::KvGetReply r;
+              return kv->Get(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::PollRequest req;
+              req.set_max_wait_ms(10);
+              rpc::PollReply r;
+              return pubsub->Poll(c, req, &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::HealthCheckReply r;
+              return raylet->HealthCheck(c, rpc::HealthCheckRequest(), &r);
+            }),
+            kUnauth);
+  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
+              rpc::GetNodeStatsReply r;
+              return raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
+            }),
+            kUnauth);
+}
+
 TEST(AuthTest, MissingOrWrongTokenIsRefusedByGcsAndRayletAndChangesNothing) {
   Cluster cluster;
   MANTA_ASSERT_OK(cluster.StartHead());
@@ -45,91 +140,17 @@ TEST(AuthTest, MissingOrWrongTokenIsRefusedByGcsAndRayletAndChangesNothing) {
 
   std::string wrong = GenerateToken();
   ASSERT_NE(wrong, cluster.token());
+  Stubs stubs{std::move(nodes), std::move(resources), std::move(kv), std::move(pubsub), std::move(raylet)};
   for (const std::string& token : {std::string(), wrong, std::string("not-even-hex")}) {
     SCOPED_TRACE(token.empty() ? "missing token" : "token " + token);
-    const auto kUnauth = grpc::StatusCode::UNAUTHENTICATED;
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::GetClusterIdReply r;
-                return nodes->GetClusterId(c, rpc::GetClusterIdRequest(), &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::GetAllNodeInfoReply r;
-                return nodes->GetAllNodeInfo(c, rpc::GetAllNodeInfoRequest(), &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::RegisterNodeRequest req;
-                req.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
-                req.mutable_node_info()->set_node_ip("127.0.0.1");
-                req.mutable_node_info()->set_node_manager_port(1);
-                rpc::RegisterNodeReply r;
-                return nodes->RegisterNode(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::UnregisterNodeRequest req;
-                req.set_node_id(*victim_id);
-                req.set_reason("attack");
-                rpc::UnregisterNodeReply r;
-                return nodes->UnregisterNode(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::ReportResourcesRequest req;
-                req.mutable_resources()->set_node_id(*victim_id);
-                (*req.mutable_resources()->mutable_total())["CPU"] = 1000;
-                req.mutable_resources()->set_version(1 << 30);
-                rpc::ReportResourcesReply r;
-                return resources->ReportResources(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::GetClusterResourcesReply r;
-                return resources->GetClusterResources(c, rpc::GetClusterResourcesRequest(), &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::KvPutRequest req;
-                req.set_ns("test");
-                req.set_key("intruder");
-                req.set_value("x");
-                rpc::KvPutReply r;
-                return kv->Put(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::KvGetRequest req;
-                req.set_ns("test");
-                req.set_key("intruder");
-                rpc::KvGetReply r;
-                return kv->Get(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::PollRequest req;
-                req.set_max_wait_ms(10);
-                rpc::PollReply r;
-                return pubsub->Poll(c, req, &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::HealthCheckReply r;
-                return raylet->HealthCheck(c, rpc::HealthCheckRequest(), &r);
-              }),
-              kUnauth);
-    EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-                rpc::GetNodeStatsReply r;
-                return raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
-              }),
-              kUnauth);
+    ExpectEveryCallRefused(stubs, token, *victim_id);
   }
 
   // The right token works, and nothing changed.
   EXPECT_EQ(CallWith(cluster.token(),
                      [&](grpc::ClientContext* c) {
                        rpc::GetNodeStatsReply r;
-                       return raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
+                       return stubs.raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
                      }),
             grpc::StatusCode::OK);
   auto value = cluster.KvGet("test", "intruder");

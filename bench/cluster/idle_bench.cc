@@ -67,6 +67,24 @@ std::vector<pid_t> SessionPids(const std::string& temp_dir) {
 
 double Mb(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// A head and two v6e-16 slices of 4 hosts each, in `temp_dir`.
+absl::Status StartTpuCluster(const std::string& bin, const std::string& temp_dir) {
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  std::string address = absl::StrCat("127.0.0.1:", *port);
+  absl::Status s = RunManta(bin, {"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp_dir});
+  for (int slice = 0; slice < 2 && s.ok(); ++slice) {
+    for (int worker = 0; worker < 4 && s.ok(); ++worker) {
+      s = RunManta(bin, {"start", "--address=" + address, "--temp-dir=" + temp_dir},
+                   {{"TPU_ACCELERATOR_TYPE", "v6e-16"},
+                    {"TPU_TOPOLOGY", "4x4"},
+                    {"TPU_WORKER_ID", std::to_string(worker)},
+                    {"TPU_NAME", absl::StrCat("tpu-group-", slice)}});
+    }
+  }
+  return s;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"Idle cost of a Manta cluster: head + 8 TPU raylets."};
   int seconds = 10;
@@ -96,20 +114,7 @@ int Run(int argc, char** argv) {
       return 1;
     }
     temp_dir = tmpl;
-    auto port = PickFreePort();
-    if (!port.ok()) return teardown(), 1;
-    std::string address = absl::StrCat("127.0.0.1:", *port);
-    absl::Status s =
-        RunManta(bin, {"start", "--head", absl::StrCat("--port=", *port), "--temp-dir=" + temp_dir});
-    for (int slice = 0; slice < 2 && s.ok(); ++slice) {
-      for (int worker = 0; worker < 4 && s.ok(); ++worker) {
-        s = RunManta(bin, {"start", "--address=" + address, "--temp-dir=" + temp_dir},
-                     {{"TPU_ACCELERATOR_TYPE", "v6e-16"},
-                      {"TPU_TOPOLOGY", "4x4"},
-                      {"TPU_WORKER_ID", std::to_string(worker)},
-                      {"TPU_NAME", absl::StrCat("tpu-group-", slice)}});
-      }
-    }
+    absl::Status s = StartTpuCluster(bin, temp_dir);
     if (!s.ok()) {
       std::fprintf(stderr, "cannot start the cluster: %s\n", std::string(s.message()).c_str());
       teardown();

@@ -60,62 +60,16 @@ MANTA_REMOTE(Noop, Target::Create, &Target::Call, Caller::Create, &Caller::Run);
 
 using manta::bench::PairedRate;
 
-}  // namespace
+constexpr int kBatch = 1000;
+enum Baseline { kSequential, kInFlight };
+using AddMetric = std::function<void(const std::string& name, const char* unit, Baseline b, int per_round,
+                                     const std::function<void()>& round)>;
 
-int main(int argc, char** argv) {
-  if (manta::core::CoreWorker::IsWorkerProcess()) manta::Init(argc, argv);  // never returns
-
-  CLI::App app{"Ray's ray_perf metrics on Manta, beside raw gRPC."};
-  double seconds = 3;
-  std::string json_path, address;
-  app.add_option("--seconds", seconds, "Seconds per metric.");
-  app.add_option("--json", json_path, "Write the figures here as JSON.");
-  app.add_option("--address", address, "Use this cluster instead of starting one.");
-  std::string only;
-  app.add_option("--only", only, "Run only the metrics whose name contains this.");
-  CLI11_PARSE(app, argc, argv);
-
-  manta::bench::LocalCluster cluster;
-  manta::bench::ClusterSpec spec;
-  spec.num_cpus = 2;
-  if (auto st = cluster.Start(address, spec); !st.ok()) {
-    std::cerr << "cannot start a cluster: " << st.message() << "\n";
-    return 1;
-  }
-  auto stop_cluster = [&cluster] { cluster.Stop(); };
-  const std::string bin = cluster.bin_dir();
-  address = cluster.address();
-  const std::string temp_dir = cluster.temp_dir();
-
-  manta::InitOptions init;
-  init.address = address;
-  init.temp_dir = temp_dir;
-  if (auto s = manta::TryInit(init); !s.ok()) {
-    std::cerr << "cannot join the cluster: " << s.message() << "\n";
-    stop_cluster();
-    return 1;
-  }
-
-  manta::bench::RawGrpc raw;
-  if (!raw.Start(bin)) {
-    std::cerr << "cannot start the raw gRPC baseline server\n";
-    manta::Shutdown();
-    stop_cluster();
-    return 1;
-  }
-  const int kBatch = 1000;
-  auto wanted = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
-  manta::bench::Report report;
-  // Each metric beside its own baseline, measured in alternating slices.
-  enum Baseline { kSequential, kInFlight };
-  auto add = [&](const std::string& name, const char* unit, Baseline b, int per_round,
-                 const std::function<void()>& round) {
-    if (!wanted(name)) return;
-    auto r = b == kSequential ? PairedRate(seconds, per_round, round, 100, [&] { raw.Sequential(100); })
-                              : PairedRate(seconds, per_round, round, kBatch, [&] { raw.InFlight(kBatch); });
-    report.Add(name, r.value, unit, r.baseline);
-  };
-
+// Ray's ray_perf metrics, each given to `add` with the baseline it is
+// measured beside; `wanted` filters by name.
+void MeasureAll(const AddMetric& add, const std::function<bool(const std::string&)>& wanted, double seconds,
+                manta::bench::Report* report_out) {
+  manta::bench::Report& report = *report_out;
   add("single_client_tasks_sync", "tasks/s", kSequential, 1, [] { manta::Get(manta::Task(Noop).Remote()); });
   add("single_client_tasks_async", "tasks/s", kInFlight, kBatch, [&] {
     std::vector<manta::ObjectRef<int>> refs;
@@ -164,6 +118,64 @@ int main(int argc, char** argv) {
     const double gb = static_cast<double>(kBig) / 1e9;
     report.Add("single_client_put_gigabytes", r.value * gb, "GB/s", r.baseline * gb);
   }
+
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (manta::core::CoreWorker::IsWorkerProcess()) manta::Init(argc, argv);  // never returns
+
+  CLI::App app{"Ray's ray_perf metrics on Manta, beside raw gRPC."};
+  double seconds = 3;
+  std::string json_path, address;
+  app.add_option("--seconds", seconds, "Seconds per metric.");
+  app.add_option("--json", json_path, "Write the figures here as JSON.");
+  app.add_option("--address", address, "Use this cluster instead of starting one.");
+  std::string only;
+  app.add_option("--only", only, "Run only the metrics whose name contains this.");
+  CLI11_PARSE(app, argc, argv);
+
+  manta::bench::LocalCluster cluster;
+  manta::bench::ClusterSpec spec;
+  spec.num_cpus = 2;
+  if (auto st = cluster.Start(address, spec); !st.ok()) {
+    std::cerr << "cannot start a cluster: " << st.message() << "\n";
+    return 1;
+  }
+  auto stop_cluster = [&cluster] { cluster.Stop(); };
+  const std::string bin = cluster.bin_dir();
+  address = cluster.address();
+  const std::string temp_dir = cluster.temp_dir();
+
+  manta::InitOptions init;
+  init.address = address;
+  init.temp_dir = temp_dir;
+  if (auto s = manta::TryInit(init); !s.ok()) {
+    std::cerr << "cannot join the cluster: " << s.message() << "\n";
+    stop_cluster();
+    return 1;
+  }
+
+  manta::bench::RawGrpc raw;
+  if (!raw.Start(bin)) {
+    std::cerr << "cannot start the raw gRPC baseline server\n";
+    manta::Shutdown();
+    stop_cluster();
+    return 1;
+  }
+  auto wanted = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
+  manta::bench::Report report;
+  // Each metric beside its own baseline, measured in alternating slices.
+  auto add = [&](const std::string& name, const char* unit, Baseline b, int per_round,
+                 const std::function<void()>& round) {
+    if (!wanted(name)) return;
+    auto r = b == kSequential ? PairedRate(seconds, per_round, round, 100, [&] { raw.Sequential(100); })
+                              : PairedRate(seconds, per_round, round, kBatch, [&] { raw.InFlight(kBatch); });
+    report.Add(name, r.value, unit, r.baseline);
+  };
+
+  MeasureAll(add, wanted, seconds, &report);
 
   report.Print();
   int rc = 0;
