@@ -164,6 +164,27 @@ TEST_F(ActorSubmitterTest, ACallWithRetriesIsPushedAgainToTheSameWorkerALittleLa
   EXPECT_EQ(again.request.spec().args(0).data(), "a");
 }
 
+TEST_F(ActorSubmitterTest, StopWithACallInFlightMakesNoResendAndNoPoll) {
+  ActorId id = Create(1);
+  Tell(Info(id, rpc::ActorInfo::ALIVE, "w1", 5001));
+  Call(id, "a");
+  Call(id, "b");
+  Finish(0, absl::UnavailableError("connection reset"));  // arms the resend of "a" and "b"
+  OnLoop([] {});
+  const int polls = Read<int>([&] { return gcs_.calls("Poll"); });
+  actors_.Stop();
+  OnLoop([&] { gcs_.SetReachable(false); });  // the held poll ends: a running submitter would poll again
+  // Timers fire in the order of their due times: once this one has run,
+  // the resend (kResendDelay) and a failed poll's retry (500 ms) would have.
+  static_assert(ActorSubmitter::kResendDelay < absl::Milliseconds(600));
+  absl::Notification past_resend;
+  loop_.loop()->Post([&] { loop_.loop()->RunOnce(absl::Milliseconds(600), [&] { past_resend.Notify(); }); });
+  ASSERT_TRUE(past_resend.WaitForNotificationWithTimeout(kWait));
+  OnLoop([&] { gcs_.SetReachable(true); });
+  EXPECT_EQ(host_.NumPushes(), 2u) << "no resend once stopping";
+  EXPECT_EQ(Read<int>([&] { return gcs_.calls("Poll"); }), polls) << "no poll once stopping";
+}
+
 TEST_F(ActorSubmitterTest, ANewIncarnationGetsThePendingCallsNumberedAfresh) {
   ActorId id = Create(0);
   Tell(Info(id, rpc::ActorInfo::ALIVE, "w1", 5001));

@@ -82,6 +82,7 @@ void TaskReceiver::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  stop_requested_.store(true, std::memory_order_relaxed);
   main_cv_.SignalAll();
   pool_cv_.SignalAll();
 }
@@ -215,7 +216,10 @@ void TaskReceiver::RunMainLoop() {
       // Everything queued, in order: one lock for a burst of tasks.
       batch.swap(main_queue_);
     }
-    for (Work w : batch) Execute(w);
+    for (Work w : batch) {
+      if (stop_requested_.load(std::memory_order_relaxed)) return;  // the rest stays unrun
+      Execute(w);
+    }
     batch.clear();
   }
 }

@@ -134,6 +134,8 @@ class TaskReceiver {
   TaskHost* const host_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // stopping_, read without the lock between the tasks of a batch.
+  std::atomic<bool> stop_requested_{false};
   absl::CondVar main_cv_;  // main_queue_ has work
   absl::CondVar pool_cv_;  // pool_queue_ has work
   std::deque<Work> main_queue_ ABSL_GUARDED_BY(mu_);

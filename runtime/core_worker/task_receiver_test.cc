@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "common/process.h"
 #include "manta/internal/function_registry.h"
 #include "runtime/core_worker/wire.h"
 
@@ -190,6 +191,24 @@ TEST_F(TaskReceiverTest, TasksRunInPushOrderAndReturnTheirValues) {
   EXPECT_EQ(b->result().returns(0).object_id(), ReturnObjectId(b->request().spec().task_id(), 1).Binary());
   EXPECT_EQ(host_.running.load(), 2);
   EXPECT_EQ(host_.ended.load(), 2);
+}
+
+TEST_F(TaskReceiverTest, StopWithTasksInFlightEndsOnceTheRunningOneReturnsAndRunsNoMore) {
+  absl::Notification release;
+  g_release = &release;
+  FakePush* running = Push(Task("block", ""));
+  FakePush* queued = Push(Task("echo", "never"));
+  StartMainThread();
+  ASSERT_TRUE(PollUntil([&] { return Ran().size() == 1; }, absl::Now() + kWait));
+  receiver_.Stop();
+  EXPECT_FALSE(running->HasFinished());
+  release.Notify();
+  main_.join();  // RunMainLoop returned
+  g_release = nullptr;
+  EXPECT_TRUE(running->HasFinished()) << "the task that was running still answers";
+  EXPECT_TRUE(running->status().ok());
+  EXPECT_FALSE(queued->HasFinished()) << "what was queued stays unrun";
+  EXPECT_EQ(Ran(), std::vector<std::string>{"block"});
 }
 
 TEST_F(TaskReceiverTest, AReferenceArgumentIsResolvedAndAFailedOneFailsTheTask) {

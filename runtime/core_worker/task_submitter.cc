@@ -166,7 +166,17 @@ void TaskSubmitter::RequestLease(TaskQueue* q, const std::string& raylet, bool g
   deps_.host->RequestWorkerLease(
       raylet, std::move(req),
       [this, q, raylet, spillbacks, id](const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
-        if (stopping_.load()) return;
+        if (stopping_.load()) {
+          // A worker granted after Stop goes back at once: it would
+          // otherwise stay leased to a caller that is going away.
+          if (s.ok() && reply.outcome() == rpc::RequestWorkerLeaseReply::GRANTED) {
+            rpc::ReturnWorkerRequest back;
+            back.set_lease_id(id);
+            back.set_worker_id(reply.worker_address().worker_id());
+            deps_.host->ReturnWorker(raylet, std::move(back));
+          }
+          return;
+        }
         std::vector<PushCall*> to_start;
         {
           absl::MutexLock lock(&mu_);

@@ -108,7 +108,8 @@ class TaskSubmitter {
   // starts `to_start` once it holds no lock.
   void OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Stopping: lease replies and retries are ignored from now on.
+  // Stopping: lease replies and retries are ignored from now on, but a
+  // worker granted after this is returned to its raylet.
   void Stop() { stopping_.store(true); }
   // io loop, once stopping: returns every lease and drops the timers.
   void ReturnAllLeases() ABSL_LOCKS_EXCLUDED(mu_);

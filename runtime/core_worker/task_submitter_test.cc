@@ -274,6 +274,32 @@ TEST_F(TaskSubmitterTest, AnIdleLeaseIsReturnedAndStopReturnsTheRest) {
   EXPECT_EQ(host_.returned[1].worker_id(), "w2");
 }
 
+TEST_F(TaskSubmitterTest, StopWithTasksInFlightPushesNoMoreAndReturnsEveryWorker) {
+  Submit(Spec("a"));
+  Submit(Spec("b"));
+  Submit(Spec("c"));
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 3; }));
+  Grant(0, "w1", 5001);
+  ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));  // "a" is running
+  submitter_.Stop();
+  Grant(1, "w2", 5002);  // a grant that comes after the stop
+  Answer(2, absl::UnavailableError("connection refused"), {});  // a failure: not retried
+  ASSERT_TRUE(host_.Await([&] { return host_.returned.size() == 1; }));
+  absl::Notification returned;
+  loop_.Post([&] {
+    submitter_.ReturnAllLeases();
+    returned.Notify();
+  });
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(kWait));
+  absl::MutexLock lock(&host_.mu);
+  EXPECT_EQ(host_.pushes.size(), 1u) << "nothing is pushed once stopping";
+  EXPECT_EQ(host_.leases.size(), 3u) << "no lease is asked for again";
+  ASSERT_EQ(host_.returned.size(), 2u);
+  EXPECT_EQ(host_.returned[0].worker_id(), "w2") << "the late grant goes back at once";
+  EXPECT_EQ(host_.returned[0].lease_id(), host_.leases[1].req.lease_id());
+  EXPECT_EQ(host_.returned[1].worker_id(), "w1") << "the lease running a task goes back at the end";
+}
+
 TEST_F(TaskSubmitterTest, CpuTasksPipelineOnALeaseOnlyOnceMoreLeasesAreSlowToCome) {
   for (int i = 0; i < 3; ++i) Submit(Spec(std::to_string(i)));
   ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 3; }));
