@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 curl
-  procps libhiredis-dev redis-server yamllint
+  procps libhiredis-dev redis-server yamllint libnghttp2-dev
 )
 # Commands that may come from elsewhere than Debian's archive (NodeSource's
 # nodejs bundles npm; a cloud SDK may provide kubectl): their Debian

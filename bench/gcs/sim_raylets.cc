@@ -168,7 +168,7 @@ class SimulatedRaylets::Impl {
 
     grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx, const rpc::HealthCheckRequest*,
                                           rpc::HealthCheckReply* reply) override {
-      grpc::Status auth = rpc::CheckToken(*ctx, impl_->options_.token);
+      grpc::Status auth = rpc::CheckAuth(*ctx, impl_->options_.token);
       if (!auth.ok()) return Finished(ctx, auth);
       Node* node = impl_->NodeAt(CalledPort(*ctx));
       if (node == nullptr) return Finished(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no node on this port"));

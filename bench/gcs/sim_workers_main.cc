@@ -38,7 +38,7 @@ class Workers : public manta::rpc::CoreWorkerService::CallbackService {
  private:
   grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(manta::rpc::CheckToken(*ctx, token_));
+    reactor->Finish(manta::rpc::CheckAuth(*ctx, token_));
     return reactor;
   }
   const std::string token_;

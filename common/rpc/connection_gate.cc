@@ -9,7 +9,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,19 +25,14 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/rpc/first_request.h"
+#include "common/rpc/http2_frames.h"
+#include "common/rpc/refusing_connection.h"
 #include "common/rpc/grpc_util.h"
+#include "common/token.h"
 
 namespace manta::rpc {
 namespace {
-
-// Gates of this process, for MarkAuthenticated.
-absl::Mutex registry_mu(absl::kConstInit);
-std::vector<ConnectionGate*>& Registry() {
-  static auto* gates = new std::vector<ConnectionGate*>();
-  return *gates;
-}
-// Connections of all gates still waiting for an authenticated RPC.
-std::atomic<int> waiting_total{0};
 
 uint64_t InodeOf(int fd) {
   struct stat st;
@@ -114,32 +109,37 @@ absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const std
 }
 
 ConnectionGate::ConnectionGate(int listen_fd, int port, Options options)
-    : listen_fd_(listen_fd), port_(port), options_(options) {
+    : listen_fd_(listen_fd), port_(port), options_(std::move(options)) {
   int limit = RaiseDescriptorLimit();
   // Each connection holds two descriptors; keep room for files, pipes and
   // outgoing channels.
   max_connections_ = options_.max_connections > 0 ? options_.max_connections : std::max(16, (limit - 256) / 3);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {listen_fd_, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
 }
 
 ConnectionGate::~ConnectionGate() {
   Stop();
   absl::MutexLock lock(&mu_);
-  for (auto& [peer, conn] : conns_) close(conn.dup_fd);
-  waiting_total.fetch_sub(unauthenticated_);
-  unauthenticated_ = 0;
+  for (auto& [fd, conn] : conns_) close(conn.dup_fd);
+  for (auto& [fd, held] : held_) close(fd);
+  refusers_.clear();
   conns_.clear();
+  held_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (spare_fd_ >= 0) close(spare_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
 void ConnectionGate::Start(grpc::Server* server) {
   server_ = server;
-  {
-    absl::MutexLock lock(&registry_mu);
-    Registry().push_back(this);
-  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -148,21 +148,30 @@ void ConnectionGate::Stop() {
   uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
-  {
-    absl::MutexLock lock(&registry_mu);
-    auto& gates = Registry();
-    gates.erase(std::remove(gates.begin(), gates.end(), this), gates.end());
-  }
   close(listen_fd_);
 }
 
 void ConnectionGate::Run() {
   absl::Time next_sweep = absl::Now();
+  epoll_event events[64];
   while (!stopping_.load()) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int n = poll(fds, 2, 250);
+    int n = epoll_wait(epoll_fd_, events, 64, 250);
     if (stopping_.load()) break;
-    if (n > 0 && (fds[0].revents & POLLIN)) AcceptReady();
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        AcceptReady();
+      } else if (fd != wake_fd_) {
+        bool refused;
+        {
+          absl::MutexLock lock(&mu_);
+          auto it = held_.find(fd);
+          if (it == held_.end()) continue;
+          refused = it->second.refused;
+        }
+        refused ? Answer(fd) : ReadFirstRequest(fd);
+      }
+    }
     if (absl::Now() >= next_sweep) {
       Sweep();
       next_sweep = absl::Now() + absl::Milliseconds(500);
@@ -200,29 +209,126 @@ void ConnectionGate::AcceptReady() {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    Admit(fd);
+  }
+}
+
+void ConnectionGate::Admit(int fd) {
+  if (options_.token.empty()) return HandOver(fd);
+  // The client sends its first request once it has the server's SETTINGS.
+  static const std::string preface = http2::ServerPreface();
+  if (send(fd, preface.data(), preface.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(preface.size())) {
+    close(fd);
+    refused_.fetch_add(1);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    close(fd);
+    refused_.fetch_add(1);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  held_[fd] = Held{absl::Now(), false};
+}
+
+void ConnectionGate::ReadFirstRequest(int fd) {
+  // Peeked, not read: what passes reaches gRPC whole.
+  std::string bytes(kMaxFirstRequestBytes, '\0');
+  ssize_t n = recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) return CloseHeld(fd);  // the client went away
+  bytes.resize(static_cast<size_t>(n));
+  FirstRequest first = ParseFirstRequest(bytes);
+  switch (first.kind) {
+    case FirstRequest::kNeedMore: {
+      // Wake again only once the rest is there (poll honours SO_RCVLOWAT).
+      int lowat = static_cast<int>(std::max(first.need, bytes.size() + 1));
+      setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+      return;
+    }
+    case FirstRequest::kInvalid:
+      log_->debug("closing a connection that is not a gRPC client's: {}", first.error);
+      refused_.fetch_add(1);
+      return CloseHeld(fd);
+    case FirstRequest::kHeaders: {
+      std::string_view auth = first.authorization ? std::string_view(*first.authorization) : std::string_view();
+      if (first.authorization && TokenMatches(TokenFromAuthorization(auth), options_.token)) return HandOver(fd);
+      return Refuse(fd, first.authorization ? "wrong cluster token" : "missing cluster token");
+    }
+  }
+}
+
+void ConnectionGate::HandOver(int fd) {
+  if (!options_.token.empty()) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+  }
+  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  {
+    absl::MutexLock lock(&mu_);
+    held_.erase(fd);
     if (dup_fd < 0) {
       close(fd);
       refused_.fetch_add(1);
-      continue;
+      return;
     }
-    Conn conn{dup_fd, fd, InodeOf(fd), absl::Now(), false};
-    {
-      absl::MutexLock lock(&mu_);
-      auto [it, inserted] = conns_.try_emplace(fd, conn);
-      if (!inserted) {  // a stale entry of a closed connection from the same address
-        if (!it->second.authenticated) {
-          --unauthenticated_;
-          waiting_total.fetch_sub(1);
-        }
-        close(it->second.dup_fd);
-        it->second = conn;
-      }
-      ++unauthenticated_;
-      waiting_total.fetch_add(1);
+    // A stale entry of a connection gRPC closed since the last sweep.
+    auto [it, inserted] = conns_.try_emplace(fd, Conn{dup_fd, InodeOf(fd)});
+    if (!inserted) {
+      close(it->second.dup_fd);
+      it->second = Conn{dup_fd, InodeOf(fd)};
     }
-    grpc::AddInsecureChannelFromFd(server_, fd);
   }
+  grpc::AddInsecureChannelFromFd(server_, fd);
+}
+
+void ConnectionGate::Refuse(int fd, const std::string& why) {
+  refused_.fetch_add(1);
+  // From here the gate answers the connection itself: every request on it
+  // UNAUTHENTICATED, the first (still unread) included, for a short while.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+  refusers_[fd] = std::make_unique<RefusingConnection>(why, options_.token);
+  {
+    absl::MutexLock lock(&mu_);
+    held_[fd] = Held{absl::Now(), true};
+  }
+  Answer(fd);
+}
+
+void ConnectionGate::Answer(int fd) {
+  RefusingConnection* refuser = refusers_.at(fd).get();
+  char buf[16 << 10];
+  for (int i = 0; i < 64; ++i) {
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) return CloseHeld(fd);
+    const std::string out = refuser->Consume(std::string_view(buf, static_cast<size_t>(n)));
+    // Small answers into the client's window; a client that does not read
+    // them is not waited for.
+    if (!out.empty() && send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(out.size())) {
+      return CloseHeld(fd);
+    }
+    if (refuser->done()) return EndRefused(fd);
+  }
+}
+
+void ConnectionGate::EndRefused(int fd) {
+  const std::string goaway = refusers_.at(fd)->Goaway();
+  (void)!send(fd, goaway.data(), goaway.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  CloseHeld(fd);
+}
+
+void ConnectionGate::CloseHeld(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  refusers_.erase(fd);
+  absl::MutexLock lock(&mu_);
+  held_.erase(fd);
 }
 
 void ConnectionGate::DropOnDescriptorExhaustion() {
@@ -243,56 +349,39 @@ void ConnectionGate::DropOnDescriptorExhaustion() {
 }
 
 void ConnectionGate::Sweep() {
-  absl::MutexLock lock(&mu_);
-  absl::Time now = absl::Now();
-  last_sweep_ = now;
-  absl::Duration deadline = static_cast<int>(conns_.size()) * 2 >= max_connections_ ? options_.pressure_deadline
-                                                                                    : options_.auth_deadline;
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    Conn& c = it->second;
+  const absl::Time now = absl::Now();
+  std::vector<std::pair<int, bool>> expired;  // fd, refused
+  {
+    absl::MutexLock lock(&mu_);
+    last_sweep_ = now;
     // gRPC closed its descriptor (the number is free or holds another file).
-    if (InodeOf(c.server_fd) != c.inode) {
-      close(c.dup_fd);
-      if (!c.authenticated) {
-        --unauthenticated_;
-        waiting_total.fetch_sub(1);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (InodeOf(it->first) != it->second.inode) {
+        close(it->second.dup_fd);
+        conns_.erase(it++);
+      } else {
+        ++it;
       }
-      conns_.erase(it++);
-      continue;
     }
-    if (!c.authenticated && now - c.accepted > deadline) {
-      shutdown(c.dup_fd, SHUT_RDWR);  // gRPC sees the end and closes its side
-      refused_.fetch_add(1);
-      c.accepted = absl::InfiniteFuture();  // shut down once
+    const int open = static_cast<int>(conns_.size() + held_.size());
+    const absl::Duration deadline =
+        open * 2 >= max_connections_ ? options_.pressure_deadline : options_.auth_deadline;
+    for (const auto& [fd, held] : held_) {
+      // A refused connection is drained for a short while only.
+      if (now - held.since > (held.refused ? std::min(deadline, absl::Seconds(2)) : deadline)) {
+        expired.emplace_back(fd, held.refused);
+      }
     }
-    ++it;
   }
-}
-
-void ConnectionGate::MarkPeer(int server_fd) {
-  absl::MutexLock lock(&mu_);
-  auto it = conns_.find(server_fd);
-  if (it == conns_.end() || it->second.authenticated) return;
-  it->second.authenticated = true;
-  --unauthenticated_;
-  waiting_total.fetch_sub(1);
-}
-
-bool ConnectionGate::AnyWaiting() { return waiting_total.load(std::memory_order_relaxed) > 0; }
-
-void ConnectionGate::MarkAuthenticated(std::string_view peer) {
-  if (!AnyWaiting()) return;
-  // Connections added from a descriptor are named by it: "fd:12".
-  int fd = -1;
-  absl::string_view rest(peer.data(), peer.size());
-  if (!absl::ConsumePrefix(&rest, "fd:") || !absl::SimpleAtoi(rest, &fd)) return;
-  absl::MutexLock lock(&registry_mu);
-  for (ConnectionGate* gate : Registry()) gate->MarkPeer(fd);
+  for (auto [fd, refused] : expired) {
+    refused_.fetch_add(1);
+    refused ? EndRefused(fd) : CloseHeld(fd);
+  }
 }
 
 int ConnectionGate::open_connections() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(conns_.size());
+  return static_cast<int>(conns_.size() + held_.size());
 }
 
 }  // namespace manta::rpc
@@ -322,6 +411,7 @@ absl::StatusOr<std::unique_ptr<GatedServer>> GatedServer::Start(grpc::ServerBuil
                                                                 const std::string& address,
                                                                 const std::string& token,
                                                                 ConnectionGate::Options options) {
+  options.token = token;
   auto gate = ConnectionGate::Listen(address, options);
   if (!gate.ok()) return gate.status();
   std::unique_ptr<GatedServer> gated(new GatedServer());

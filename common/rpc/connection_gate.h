@@ -1,28 +1,35 @@
 // ConnectionGate: owns a gRPC server's listening socket and accepts its TCP
 // connections itself, so no flood of connections can stop the server from
-// accepting.
+// accepting, and no caller without the cluster token gets a byte read by gRPC.
 //
 // The gRPC listener gives up for good when accept() fails with "Too many open
-// files". The gate never lets that happen to a server:
+// files", and gRPC reads a unary request's whole body before any handler can
+// check its token. The gate prevents both:
 //   * at most `max_connections` are open at once; past it a new connection is
 //     closed at once (the listener stays open and keeps accepting);
-//   * a connection that has not made an RPC which passed the token check
-//     (rpc::CheckAuth calls MarkAuthenticated) within `auth_deadline` is shut
-//     down; once half the cap is in use, within `pressure_deadline`;
+//   * with a token, a new connection stays with the gate until its first
+//     request's headers have arrived (read with MSG_PEEK, decoded with
+//     first_request.h): with the right "authorization" the connection goes to
+//     the server, the peeked bytes still unread; without it the gate answers
+//     that request UNAUTHENTICATED itself, sends GOAWAY and closes, so the
+//     body is never read; a connection that has sent no request within
+//     `auth_deadline` (`pressure_deadline` once half the cap is in use) is
+//     closed;
 //   * when the process runs out of descriptors anyway, the gate drops the
 //     pending connection through a spare descriptor and backs off.
-// Accepted connections are handed to the server with AddInsecureChannelFromFd.
-// The gate keeps a duplicate of each one's descriptor to shut it down and to
-// see when gRPC has closed it.
+// Connections are handed to the server with AddInsecureChannelFromFd; the
+// gate keeps a duplicate of each one's descriptor to see when gRPC has
+// closed it. Later requests on a connection that passed are checked by the
+// handlers (rpc::CheckAuth), as every request is.
 //
-//   ASSIGN_OR_RETURN(auto gate, ConnectionGate::Listen("0.0.0.0:6379", {}));
+//   ASSIGN_OR_RETURN(auto gate, ConnectionGate::Listen("0.0.0.0:6379", {.token = token}));
 //   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();   // no ports
 //   gate->Start(server.get());
 //   ...
 //   gate->Stop();            // before server->Shutdown()
 //
-// Threads: one accept thread per gate. Listen/Start/Stop from one thread;
-// MarkAuthenticated and counts from any thread.
+// Threads: one thread per gate runs its epoll loop. Listen/Start/Stop from
+// one thread; counts from any thread.
 #pragma once
 
 #include <atomic>
@@ -45,6 +52,8 @@ class ServerBuilder;
 
 namespace manta::rpc {
 
+class RefusingConnection;
+
 class ConnectionGate {
  public:
   struct Options {
@@ -52,6 +61,7 @@ class ConnectionGate {
     int max_connections = 0;
     absl::Duration auth_deadline = absl::Seconds(20);
     absl::Duration pressure_deadline = absl::Seconds(2);
+    std::string token;  // empty: --auth=none, every connection goes to the server at once
   };
 
   // Binds and listens on "host:port" (port 0 picks a free one).
@@ -67,38 +77,45 @@ class ConnectionGate {
   // handed over stay with the server. Idempotent.
   void Stop();
 
-  // The connection `peer` (ServerContext::peer(): "fd:12" for connections
-  // from a gate) made an RPC that passed the token check. Cheap when no connection waits for it.
-  static void MarkAuthenticated(std::string_view peer);
-  // Whether any gate has a connection waiting for MarkAuthenticated.
-  static bool AnyWaiting();
-
-  // Open connections handed to the server, and connections refused or shut
-  // down by the gate so far.
+  // Open connections: those handed to the server and those the gate still
+  // holds; and connections refused or closed by the gate so far.
   int open_connections() const;
   int64_t refused_connections() const { return refused_.load(); }
 
  private:
+  // A connection handed to the server.
   struct Conn {
-    int dup_fd = -1;   // the gate's duplicate; the server owns the other
-    int server_fd = -1;
+    int dup_fd = -1;  // the gate's duplicate; the server owns the other
     uint64_t inode = 0;
-    absl::Time accepted;
-    bool authenticated = false;
+  };
+  // A connection the gate holds: waiting for its first request, or
+  // refused and answered by the gate for a short while.
+  struct Held {
+    absl::Time since;
+    bool refused = false;
   };
 
   ConnectionGate(int listen_fd, int port, Options options);
   void Run();
   void AcceptReady();
   void Admit(int fd);
+  // The first request of a held connection may have arrived.
+  void ReadFirstRequest(int fd);
+  void HandOver(int fd);
+  void Refuse(int fd, const std::string& why);
+  // A refused connection sent more: answered by its RefusingConnection.
+  void Answer(int fd);
+  // Sends a refused connection's GOAWAY and closes it.
+  void EndRefused(int fd);
+  void CloseHeld(int fd);
   void DropOnDescriptorExhaustion();
   void Sweep();
-  void MarkPeer(int server_fd);
 
   const int listen_fd_;
   const int port_;
   const Options options_;
   int max_connections_ = 0;
+  int epoll_fd_ = -1;
   int wake_fd_ = -1;
   int spare_fd_ = -1;
   grpc::Server* server_ = nullptr;
@@ -112,13 +129,16 @@ class ConnectionGate {
   absl::Time last_sweep_ = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, Conn> conns_ ABSL_GUARDED_BY(mu_);  // by server_fd
-  int unauthenticated_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<int, Conn> conns_ ABSL_GUARDED_BY(mu_);  // by the server's descriptor
+  absl::flat_hash_map<int, Held> held_ ABSL_GUARDED_BY(mu_);   // written by the gate's thread only
+  // The gate's thread only: the refused connections' answering state.
+  absl::flat_hash_map<int, std::unique_ptr<RefusingConnection>> refusers_;
 };
 
-// A started gRPC server whose connections pass through a ConnectionGate, and
-// which answers methods it does not serve with UNAUTHENTICATED when the
-// token is missing or wrong (before reading the request), else UNIMPLEMENTED.
+// A started gRPC server whose connections pass through a ConnectionGate
+// holding `token`, and which answers methods it does not serve with
+// UNAUTHENTICATED when the token is missing or wrong (before reading the
+// request), else UNIMPLEMENTED.
 //
 //   grpc::ServerBuilder builder;
 //   rpc::ConfigureServerBuilder(&builder);

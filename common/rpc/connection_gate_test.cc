@@ -96,8 +96,46 @@ class GateTest : public ::testing::Test {
 
 TEST_F(GateTest, UnknownMethodsCheckTheTokenFirst) {
   StartServer({});
-  EXPECT_EQ(Call("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(Call("wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status missing = Call("");
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(missing.error_message(), "missing cluster token");
+  grpc::Status wrong = Call("wrong");
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(wrong.error_message(), "wrong cluster token");
+  EXPECT_EQ(Call(kToken).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// A connection whose first request lacks the token is answered by the gate
+// itself: gRPC never reads the body, and the client's other calls on that
+// connection are sent again on new ones and refused the same way.
+TEST_F(GateTest, RequestsWithoutTheTokenAreRefusedBeforeGrpcReadsThem) {
+  StartServer({});
+  auto channel = MakeChannel("127.0.0.1:" + std::to_string(server_->port()));
+  grpc::GenericStub stub(channel);
+  constexpr int kCalls = 8;
+  grpc::Slice body(std::string(8 << 20, 'x'));
+  grpc::ByteBuffer request(&body, 1);
+  std::vector<grpc::ByteBuffer> replies(kCalls);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::Status> statuses(kCalls);
+  std::vector<absl::Notification> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    PrepareContext(contexts.back().get(), i % 2 ? "wrong" : "", absl::Seconds(20));
+    stub.UnaryCall(contexts.back().get(), "/manta.Nothing/Here", grpc::StubOptions(), &request, &replies[i],
+                   [&, i](grpc::Status s) {
+                     statuses[i] = s;
+                     done[i].Notify();
+                   });
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::UNAUTHENTICATED) << i << ": " << statuses[i].error_message();
+  }
+  EXPECT_GE(server_->gate()->refused_connections(), 1);
+  // The refused connections are closed; a caller with the token is served.
+  EXPECT_TRUE(WaitFor([&] { return server_->gate()->open_connections() == 0; }, absl::Seconds(10)))
+      << server_->gate()->open_connections() << " open";
   EXPECT_EQ(Call(kToken).error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 

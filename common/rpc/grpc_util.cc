@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/rpc/connection_gate.h"
 #include "common/rpc/rpc_chaos_interceptor.h"
 #include "common/token.h"
 
@@ -99,13 +98,6 @@ void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Du
 }
 
 grpc::Status CheckAuth(const grpc::ServerContextBase& ctx, const std::string& token) {
-  grpc::Status status = CheckToken(ctx, token);
-  // The connection made an RPC that passed: its gate keeps it open.
-  if (status.ok() && ConnectionGate::AnyWaiting()) ConnectionGate::MarkAuthenticated(ctx.peer());
-  return status;
-}
-
-grpc::Status CheckToken(const grpc::ServerContextBase& ctx, const std::string& token) {
   if (token.empty()) return grpc::Status::OK;
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");

@@ -30,11 +30,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target);
 void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Duration timeout);
 
 // Checks the "authorization" header against `token` (empty: auth is off).
-// UNAUTHENTICATED when it is missing or wrong. A call that passes tells the
-// connection's ConnectionGate that the connection is authenticated.
+// UNAUTHENTICATED when it is missing or wrong. (A ConnectionGate has
+// checked the first request of each connection before gRPC read it; every
+// handler still checks each request.)
 grpc::Status CheckAuth(const grpc::ServerContextBase& ctx, const std::string& token);
-// The check alone.
-grpc::Status CheckToken(const grpc::ServerContextBase& ctx, const std::string& token);
 
 // Options for a server: message limits and keepalive settings.
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
