@@ -208,6 +208,14 @@ CLI::App* AddStart(CLI::App& app, StartOptions& start) {
   cmd->add_option("--token-file", start.token_file,
                   "A file holding the cluster token. Head: enforce it instead of a new one. Join: present it "
                   "(default: $MANTA_TOKEN, else the local session's).");
+  cmd->add_option("--metrics-export-port", start.metrics_export_port,
+                  "Prometheus port: the GCS's on the head (default 8080, or a free port when 8080 is taken), this "
+                  "raylet's on a joining node (default: a free port). Every daemon serves /metrics; the head lists "
+                  "them in <session>/prom_metrics_service_discovery.json.");
+  cmd->add_option("--metrics-auth", start.metrics_auth,
+                  "token (default): a scrape must send the cluster token (Prometheus' authorization "
+                  "credentials_file); none: metrics are open to anyone who can reach the port.")
+      ->capture_default_str();
   cmd->add_option("--drain-grace-s", start.node.drain_grace_s,
                   "On SIGTERM, drain the node (no new work; exit once idle) for at most this many seconds "
                   "before stopping (default 0: stop at once). `manta stop` always stops at once.");
@@ -225,6 +233,9 @@ CLI::App* AddUp(CLI::App& app, Options& o) {
   cmd->add_option("--port", o.up.port, "The GCS port.")->capture_default_str();
   cmd->add_option("--dashboard-port", o.up.dashboard_port,
                   "The dashboard's HTTP port (default: 8265, or a free port when 8265 is taken).");
+  cmd->add_option("--metrics-export-port", o.up.metrics_export_port,
+                  "The GCS's Prometheus port (default: 8080, or a free port when 8080 is taken); every host's "
+                  "is listed in <session>/prom_metrics_service_discovery.json.");
   cmd->add_option("--timeout", o.up_timeout_s, "Seconds to wait for every host to join.")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));

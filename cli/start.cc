@@ -24,6 +24,8 @@ namespace {
 
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr int kDefaultDashboardPort = 8265;
+// KubeRay's container port "metrics", and Ray's --metrics-export-port there.
+constexpr int kDefaultMetricsPort = 8080;
 
 std::string Absolute(const std::string& path) {
   if (!path.empty() && path[0] == '/') return path;
@@ -98,11 +100,22 @@ void BlockSignalsIfNeeded(const StartOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+absl::Status CheckMetricsFlags(const StartOptions& o) {
+  if (o.metrics_auth != "token" && o.metrics_auth != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-auth must be token or none, got '", o.metrics_auth, "'"));
+  }
+  if (o.metrics_export_port < -1 || o.metrics_export_port == 0 || o.metrics_export_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-export-port ", o.metrics_export_port, " is out of range"));
+  }
+  return absl::OkStatus();
+}
+
 // Launches the dashboard and records its URL in <session>/dashboard_address.
 absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths& session, const StartOptions& o,
                                       const std::string& gcs_address, const std::string& token_file) {
   std::vector<std::string> args = {"--host=" + o.dashboard_host, absl::StrCat("--port=", o.dashboard_port),
-                                   "--session_dir=" + session.dir, "--gcs_address=" + gcs_address};
+                                   "--session_dir=" + session.dir, "--gcs_address=" + gcs_address,
+                                   "--metrics_export_port=0", "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Daemon d,
                    LaunchDaemon(bin, DaemonFiles(session, kDashboard, kDashboard), args, o.dashboard_ready_timeout));
@@ -118,6 +131,7 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   if (o.auth != "token" && o.auth != "none") {
     return absl::InvalidArgumentError(absl::StrCat("--auth must be token or none, got '", o.auth, "'"));
   }
+  RETURN_IF_ERROR(CheckMetricsFlags(o));
   if (o.port <= 0 || o.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port ", o.port, " is out of range"));
   }
@@ -125,6 +139,14 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   RETURN_IF_ERROR(ValidateCommon(o, &node_args));
   ASSIGN_OR_RETURN(std::string bin, DaemonBinDir());
   RETURN_IF_ERROR(CheckPortFree(o.node_ip, o.port));
+  if (o.metrics_export_port == -1) {
+    o.metrics_export_port = kDefaultMetricsPort;
+    if (!CheckPortFree(o.node_ip, o.metrics_export_port).ok()) {
+      ASSIGN_OR_RETURN(o.metrics_export_port, PickFreePort());
+    }
+  } else {
+    RETURN_IF_ERROR(CheckPortFree(o.node_ip, o.metrics_export_port));
+  }
   if (o.include_dashboard && o.dashboard_port == -1) {
     o.dashboard_port = kDefaultDashboardPort;
     if (!CheckPortFree(o.dashboard_host, o.dashboard_port).ok()) {
@@ -164,7 +186,9 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   RETURN_IF_ERROR(WriteFileAtomic(session.gcs_address(), address + "\n", 0644));
 
   std::vector<std::string> gcs_args = {absl::StrCat("--port=", o.port), "--bind_address=" + o.node_ip,
-                                       "--session_dir=" + session.dir};
+                                       "--session_dir=" + session.dir,
+                                       absl::StrCat("--metrics_export_port=", o.metrics_export_port),
+                                       "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) gcs_args.push_back(a);
   if (!o.gcs_storage.empty()) gcs_args.push_back("--storage=" + o.gcs_storage);
   if (!o.gcs_storage_namespace.empty()) gcs_args.push_back("--storage_namespace=" + o.gcs_storage_namespace);
@@ -172,7 +196,8 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
                    LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args, o.gcs_ready_timeout));
 
   std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
-                                          "--session_dir=" + session.dir, "--head"};
+                                          "--session_dir=" + session.dir, "--head", "--metrics_export_port=0",
+                                          "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) raylet_args.push_back(a);
   for (auto& a : node_args) raylet_args.push_back(a);
   auto raylet = LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args, o.raylet_ready_timeout);
@@ -202,13 +227,17 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
                            .gcs_address = address,
                            .token_file = token_file,
                            .dashboard_url = dashboard_url,
-                           .temp_dir_suffix = TempDirSuffix(o)});
+                           .temp_dir_suffix = TempDirSuffix(o),
+                           .metrics_address = absl::StrCat(o.node_ip, ":", o.metrics_export_port),
+                           .metrics_auth = o.metrics_auth == "token" && !token_file.empty(),
+                           .service_discovery_file = session.dir + "/prom_metrics_service_discovery.json"});
   out.flush();
   if (!o.block) return absl::OkStatus();
   return BlockUntilDone(daemons, out);
 }
 
 absl::Status JoinCluster(StartOptions o, std::ostream& out, std::ostream& err) {
+  RETURN_IF_ERROR(CheckMetricsFlags(o));
   ASSIGN_OR_RETURN(HostPort gcs, ParseHostPort(o.address));
   std::string address = gcs.ToString();
   std::vector<std::string> node_args;
@@ -236,7 +265,9 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out, std::ostream& err) {
   }
 
   std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
-                                          "--session_dir=" + session.dir};
+                                          "--session_dir=" + session.dir,
+                                          absl::StrCat("--metrics_export_port=", std::max(o.metrics_export_port, 0)),
+                                          "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) raylet_args.push_back(a);
   for (auto& a : node_args) raylet_args.push_back(a);
   ASSIGN_OR_RETURN(Daemon raylet, LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args,

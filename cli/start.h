@@ -31,6 +31,12 @@ struct StartOptions {
   // memory, redis://[:PASSWORD@]HOST:PORT, redis); empty: its default.
   std::string gcs_storage;
   std::string gcs_storage_namespace;  // Redis: empty means gcs_server's default
+  // The Prometheus port: the GCS's on the head (-1: 8080, or a free port
+  // when 8080 is taken), this host's raylet's on a joining node (-1: a free
+  // port). The head's raylet and dashboard take free ports; the head lists
+  // them all in <session>/prom_metrics_service_discovery.json.
+  int metrics_export_port = -1;
+  std::string metrics_auth = "token";  // "token": scrapes need the token; "none"
   absl::Duration gcs_ready_timeout = absl::Seconds(15);
   absl::Duration raylet_ready_timeout = absl::Seconds(20);
   absl::Duration dashboard_ready_timeout = absl::Seconds(20);

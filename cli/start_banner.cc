@@ -24,6 +24,11 @@ std::string FormatHeadBanner(const HeadBanner& b) {
                     " --working-dir . -- <command>\n  The Jobs REST API is at ", b.dashboard_url,
                     auth ? " (send 'Authorization: Bearer <token>').\n\n" : " (no authentication).\n\n");
   }
+  if (!b.metrics_address.empty()) {
+    absl::StrAppend(&out, "  Prometheus metrics are at http://", b.metrics_address, "/metrics",
+                    b.metrics_auth ? " (send 'Authorization: Bearer <token>')" : "", ";\n  every node's are listed in ",
+                    b.service_discovery_file, " (file_sd_configs).\n\n");
+  }
   absl::StrAppend(&out, "  To connect to this Manta cluster from a program on another host, set\n    MANTA_ADDRESS='",
                   b.gcs_address, auth ? "' (and MANTA_TOKEN)\n\n" : "'\n\n",
                   "  To view the status of the cluster, use\n    manta status", b.temp_dir_suffix, "\n\n",

@@ -19,6 +19,9 @@ struct HeadBanner {
   std::string dashboard_url;  // empty: no dashboard
   // " --temp-dir=X" for a temp dir other than the default, else empty.
   std::string temp_dir_suffix;
+  std::string metrics_address;  // the GCS's Prometheus endpoint, HOST:PORT; empty: none
+  bool metrics_auth = true;     // scrapes need the token
+  std::string service_discovery_file;
 };
 
 // "Local node IP: ...", "Manta runtime started." and how to add a node,

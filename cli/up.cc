@@ -116,6 +116,7 @@ void PrintReach(const RunningCluster& c, const std::string& temp_dir, std::ostre
   out << "  GCS:        " << c.address << "\n";
   if (dashboard.ok()) out << "  Dashboard:  " << Trimmed(*dashboard) << "\n";
   if (!c.token.empty()) out << "  Token:      " << c.session.token() << "\n";
+  out << "  Metrics:    " << c.session.dir << "/prom_metrics_service_discovery.json (Prometheus file_sd)\n";
   out << "\n  manta status --temp-dir=" << temp_dir << "\n";
   if (dashboard.ok()) out << "  manta job submit --address=" << Trimmed(*dashboard) << " -- <command>\n";
   out << "  manta down --temp-dir=" << temp_dir << std::endl;
@@ -137,6 +138,7 @@ absl::Status RunUp(const UpOptions& o, std::ostream& out, std::ostream& err) {
   head.port = o.port;
   head.temp_dir = o.temp_dir;
   head.dashboard_port = o.dashboard_port;
+  head.metrics_export_port = o.metrics_export_port;
   std::ostringstream head_out;
   RETURN_IF_ERROR(Annotate(RunStart(head, head_out, err), "starting the head"));
   auto started = FindRunning(o.temp_dir);

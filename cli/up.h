@@ -30,6 +30,7 @@ struct UpOptions {
   std::string temp_dir = kDefaultTempDir;
   int port = 6379;          // the GCS's
   int dashboard_port = -1;  // as `manta start`'s
+  int metrics_export_port = -1;  // the GCS's, as `manta start --head`'s (hosts take free ports)
   absl::Duration timeout = absl::Seconds(120);
 };
 

@@ -5,28 +5,35 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "dashboard/dashboard_metrics.h"
 #include "dashboard/gcs_job_store.h"
-#include "dashboard/http_gate.h"
+#include "common/http/gated_http_server.h"
 #include "dashboard/job_manager.h"
 #include "dashboard/jobs_api.h"
 #include "dashboard/package_store.h"
 #include "dashboard/request_guard.h"
 #include "dashboard/state_api.h"
+#include "dashboard/web_page.h"
+#include "gcs/gcs_metrics.h"
 #include "gcs/client/sync_gcs_client.h"
 
 namespace manta::dashboard {
 namespace {
 // Each State API read of the GCS.
 constexpr absl::Duration kStateCallTimeout = absl::Seconds(5);
+// When the request being handled on this thread began (for its metrics).
+thread_local absl::Time request_start;
 }  // namespace
 
-void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api, StateApi* state) {
+void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api, StateApi* state,
+                   DashboardMetrics* metrics) {
   auto refuse = [](const GuardVerdict& v, httplib::Response& res) {
     res.status = v.status;
     res.set_header("Connection", "close");
     res.set_content(v.message + "\n", "text/plain; charset=utf-8");
   };
   http->set_pre_routing_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
+    request_start = absl::Now();
     // A request with neither Content-Length nor Transfer-Encoding has an
     // empty body (RFC 9112 6.3), as `curl -X POST .../stop` sends it; httplib
     // would wait for the connection to close instead. The request object is
@@ -66,6 +73,13 @@ void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> con
     res.status = 500;
     res.set_content("Internal error.\n", "text/plain; charset=utf-8");
   });
+  if (metrics != nullptr) {
+    // Called once the response is written, on the request's thread.
+    http->set_logger([metrics](const httplib::Request& req, const httplib::Response& res) {
+      metrics->Record(req.method, req.path, res.status, absl::Now() - request_start);
+    });
+  }
+  RegisterWebPage(http, config);
   api->Register(http);
   if (state != nullptr) state->Register(http);
 }
@@ -98,9 +112,9 @@ absl::Status DashboardServer::Start() {
   api.max_json_bytes = options_.max_json_bytes;
   api_ = std::make_unique<JobsApi>(jobs_.get(), packages_.get(), api);
 
-  HttpLimits http_limits;
+  http::HttpLimits http_limits;
   http_limits.threads = options_.http_threads;
-  http_ = std::make_unique<GatedHttpServer>(http_limits);
+  http_ = std::make_unique<http::GatedHttpServer>(http_limits);
   http_->set_payload_max_length(std::max(options_.max_package_bytes, options_.max_json_bytes));
 
   GuardConfig guard;
@@ -112,7 +126,8 @@ absl::Status DashboardServer::Start() {
   auto config = std::make_shared<GuardConfig>(guard);
   state_gcs_ = gcs::SyncGcsClient::Connect(options_.gcs_address, options_.token, kStateCallTimeout);
   state_api_ = std::make_unique<StateApi>(state_gcs_.get());
-  InstallRoutes(http_.get(), config, api_.get(), state_api_.get());
+  metrics_ = std::make_unique<DashboardMetrics>(api.session_name);
+  InstallRoutes(http_.get(), config, api_.get(), state_api_.get(), metrics_.get());
 
   absl::Status bound = http_->Bind(options_.host, options_.port);
   if (!bound.ok()) {
@@ -123,6 +138,26 @@ absl::Status DashboardServer::Start() {
   config->allowed_origins = OwnOrigins(options_.host, port_);
   http_->Serve();
   Logger("dashboard")->info("dashboard serving on http://{}:{}", options_.host, port_);
+  return StartMetrics();
+}
+
+absl::Status DashboardServer::StartMetrics() {
+  if (options_.metrics_port < 0) return absl::OkStatus();
+  RETURN_IF_ERROR(metrics_->Start(options_.host, options_.metrics_port, options_.metrics_token));
+  // The head lists it among the scrape targets (the GCS's discovery file).
+  std::string host = options_.host;
+  if (host == "0.0.0.0" || host == "::") host = options_.gcs_address.substr(0, options_.gcs_address.rfind(':'));
+  metrics_address_ = absl::StrCat(host, ":", metrics_->port());
+  auto put = state_gcs_->Call<rpc::KvPutReply>([&](gcs::GcsClient& c, auto done) {
+    rpc::KvPutRequest req;
+    req.set_ns(gcs::kMetricsKvNamespace);
+    req.set_key(gcs::kDashboardMetricsKey);
+    req.set_value(metrics_address_);
+    req.set_overwrite(true);
+    c.KvPut(std::move(req), std::move(done));
+  });
+  if (!put.ok()) Logger("dashboard")->warn("cannot register the metrics address with the GCS: {}", put.status().ToString());
+  Logger("dashboard")->info("metrics on {}", metrics_address_);
   return absl::OkStatus();
 }
 
@@ -130,6 +165,7 @@ void DashboardServer::Shutdown(std::function<void()> done) {
   Logger("dashboard")->info("dashboard shutting down");
   api_->Shutdown();
   http_->StopServing();
+  if (metrics_) metrics_->Stop();
   jobs_->Shutdown(std::move(done));
 }
 

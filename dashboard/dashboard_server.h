@@ -28,6 +28,10 @@ namespace manta::gcs {
 class SyncGcsClient;
 }
 
+namespace manta::http {
+class GatedHttpServer;
+}
+
 namespace manta::dashboard {
 
 class JobStore;
@@ -35,15 +39,16 @@ class PackageStore;
 class JobManager;
 class JobsApi;
 class StateApi;
-class GatedHttpServer;
+class DashboardMetrics;
 struct GuardConfig;
 
 // Installs on `http` what answers a request before and around the routes
 // (the token, origin and size guard of request_guard.h, the error and
-// exception handlers), the Jobs API's routes and (when given) the State
-// API's. `config` is read on every request.
+// exception handlers), the web page (web_page.h), the Jobs API's routes and
+// (when given) the State API's; `metrics` (when given) counts every request.
+// `config` is read on every request.
 void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api,
-                   StateApi* state = nullptr);
+                   StateApi* state = nullptr, DashboardMetrics* metrics = nullptr);
 
 struct DashboardOptions {
   std::string host = "127.0.0.1";
@@ -57,6 +62,8 @@ struct DashboardOptions {
   uint64_t max_unpacked_bytes = 100ull << 20;
   absl::Duration stop_grace = absl::Seconds(10);
   int http_threads = 24;
+  int metrics_port = -1;  // -1: no metrics port
+  std::string metrics_token;  // empty: scrapes need no token
 };
 
 class DashboardServer {
@@ -72,6 +79,9 @@ class DashboardServer {
   void Shutdown(std::function<void()> done);
 
  private:
+  // Serves the metrics port and registers its address with the GCS.
+  absl::Status StartMetrics();
+
   const DashboardOptions options_;
   EventLoop* const loop_;
   std::unique_ptr<JobStore> store_;
@@ -80,7 +90,9 @@ class DashboardServer {
   std::unique_ptr<JobsApi> api_;
   std::unique_ptr<gcs::SyncGcsClient> state_gcs_;  // the State API's reads
   std::unique_ptr<StateApi> state_api_;
-  std::unique_ptr<GatedHttpServer> http_;
+  std::unique_ptr<DashboardMetrics> metrics_;
+  std::string metrics_address_;
+  std::unique_ptr<http::GatedHttpServer> http_;
   int port_ = 0;
 };
 

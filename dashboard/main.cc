@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_server.h"
 #include "common/token.h"
 #include "dashboard/dashboard_server.h"
 
@@ -25,6 +26,9 @@ ABSL_FLAG(std::string, auth, "token", "token: every request must carry the clust
 ABSL_FLAG(int64_t, max_package_bytes, 100 << 20, "Largest working-dir package accepted, and its unpacked size.");
 ABSL_FLAG(int64_t, max_json_bytes, 1 << 20, "Largest JSON request body accepted.");
 ABSL_FLAG(double, stop_grace_s, 10, "Seconds between SIGTERM and SIGKILL when a job is stopped.");
+ABSL_FLAG(int, metrics_export_port, -1, "Port of the Prometheus endpoint (/metrics); 0 picks a free one, -1: none.");
+ABSL_FLAG(std::string, metrics_auth, "token",
+          "token: a scrape must carry the cluster token (Authorization: Bearer); none: no check.");
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, pid) once serving.");
 ABSL_FLAG(std::string, log_file, "", "Log file; standard error when empty.");
 
@@ -64,6 +68,11 @@ int main(int argc, char** argv) {
   auto token = manta::LoadDaemonToken(absl::GetFlag(FLAGS_auth), absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(std::string(token.status().message()));
   options.token = *token;
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_export_port);
+  if (options.metrics_port < -1 || options.metrics_port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
+  if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
+  options.metrics_token = *metrics_token;
   int64_t max_package = absl::GetFlag(FLAGS_max_package_bytes);
   int64_t max_json = absl::GetFlag(FLAGS_max_json_bytes);
   if (max_package <= 0 || max_json <= 0) return Fail("body limits must be positive");

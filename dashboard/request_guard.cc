@@ -6,13 +6,53 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/token.h"
+#include "dashboard/web_page.h"
 
 namespace manta::dashboard {
 namespace {
 
 bool IsMutating(std::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+// The value of cookie `name` in a Cookie header ("a=1; manta_token=..."), or "".
+std::string CookieValue(const std::string& header, const std::string& name) {
+  for (absl::string_view part : absl::StrSplit(header, ';')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, name) && absl::ConsumePrefix(&part, "=")) return std::string(part);
+  }
+  return {};
+}
+
+// Where the token came from.
+enum class Credential { kNone, kHeader, kCookie };
+
+// The token the request presents: "Authorization: Bearer", Ray's
+// "X-Ray-Authorization: Bearer" (for proxies that keep Authorization for
+// themselves), or the page's cookie.
+Credential Presented(const httplib::Request& req, std::string* token) {
+  for (const char* header : {"Authorization", "X-Ray-Authorization"}) {
+    if (req.has_header(header)) {
+      *token = std::string(TokenFromAuthorization(req.get_header_value(header)));
+      return Credential::kHeader;
+    }
+  }
+  std::string cookie = CookieValue(req.get_header_value("Cookie"), kTokenCookie);
+  if (!cookie.empty()) {
+    *token = std::move(cookie);
+    return Credential::kCookie;
+  }
+  return Credential::kNone;
+}
+
+// A page's own origin: one of the dashboard's, or the one the request was
+// sent to (a dashboard bound to every address is reached by many names).
+bool OwnOrigin(const GuardConfig& config, const httplib::Request& req, const std::string& origin) {
+  return config.allowed_origins.count(origin) > 0 ||
+         (req.has_header("Host") && origin == "http://" + req.get_header_value("Host"));
 }
 
 }  // namespace
@@ -32,22 +72,28 @@ size_t BodyLimit(const GuardConfig& config, std::string_view method, std::string
 }
 
 GuardVerdict CheckRequest(const GuardConfig& config, const httplib::Request& req) {
-  if (!config.token.empty()) {
-    if (!req.has_header("Authorization")) {
+  Credential credential = Credential::kNone;
+  if (!config.token.empty() && !IsPublicRoute(req.method, req.path)) {
+    std::string presented;
+    credential = Presented(req, &presented);
+    if (credential == Credential::kNone) {
       return {401, "Missing cluster token: send 'Authorization: Bearer <token>' (the token file is in the "
-                   "session directory on the head node)."};
+                   "session directory on the head node), or sign in on the dashboard's page."};
     }
-    std::string header = req.get_header_value("Authorization");
-    std::string_view presented = TokenFromAuthorization(header);
     if (presented.empty() || !TokenMatches(presented, config.token)) return {403, "Invalid cluster token."};
   }
+  const bool cross_site = absl::AsciiStrToLower(req.get_header_value("Sec-Fetch-Site")) == "cross-site";
+  // A cookie is the browser's: a request another site made it send is refused.
+  if (credential == Credential::kCookie && cross_site) return {403, "Cross-site requests are refused."};
   if (IsMutating(req.method)) {
-    if (absl::AsciiStrToLower(req.get_header_value("Sec-Fetch-Site")) == "cross-site") {
-      return {403, "Cross-site requests may not change jobs."};
+    if (cross_site) return {403, "Cross-site requests may not change jobs."};
+    const std::string origin = req.get_header_value("Origin");
+    if (req.has_header("Origin") && !OwnOrigin(config, req, origin)) {
+      return {403, absl::StrCat("Requests from origin '", origin.substr(0, 200), "' may not change jobs.")};
     }
-    if (req.has_header("Origin") && config.allowed_origins.count(req.get_header_value("Origin")) == 0) {
-      return {403, absl::StrCat("Requests from origin '", req.get_header_value("Origin").substr(0, 200),
-                                "' may not change jobs.")};
+    // Browsers send Origin with every POST; a cookie without it is not the page's.
+    if (credential == Credential::kCookie && !req.has_header("Origin")) {
+      return {403, "A request signed in by cookie must come from the dashboard's page (no Origin header)."};
     }
   }
   if (!req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) {

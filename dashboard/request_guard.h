@@ -1,10 +1,15 @@
 // RequestGuard: the checks every HTTP request passes before a handler sees
 // it, in this order:
-//   1. the cluster token: "Authorization: Bearer <token>"; 401 when missing,
-//      403 when wrong (skipped when the cluster runs with --auth=none);
-//   2. browser cross-site markers on mutating methods (POST, PUT, PATCH,
-//      DELETE): "Sec-Fetch-Site: cross-site" or an Origin header that is not
-//      one of the dashboard's own origins gets 403;
+//   1. the cluster token, for every route but the web page's own files and
+//      its sign-in (web_page.h): "Authorization: Bearer <token>", Ray's
+//      "X-Ray-Authorization: Bearer <token>" (for proxies), or the page's
+//      HttpOnly cookie; 401 when missing, 403 when wrong (skipped when the
+//      cluster runs with --auth=none);
+//   2. browser cross-site markers: a request signed in by cookie with
+//      "Sec-Fetch-Site: cross-site" gets 403; on mutating methods (POST,
+//      PUT, PATCH, DELETE) so does any cross-site one, one whose Origin is
+//      not the dashboard's own (its bind address, or the Host it was sent
+//      to), and one signed in by cookie that carries no Origin;
 //   3. the declared body size: Content-Length above the route's limit (the
 //      package limit for PUT /api/packages/..., the JSON limit elsewhere) gets
 //      413 before any of the body is read; a body without Content-Length

@@ -81,5 +81,66 @@ TEST(RequestGuardTest, DeclaredBodySizeIsCheckedPerRoute) {
   EXPECT_EQ(CheckRequest(Config(), anonymous).status, 401);
 }
 
+TEST(RequestGuardTest, TheTokenComesAsAHeaderRaysProxyHeaderOrThePagesCookie) {
+  auto ray = Req("GET", "/api/v0/nodes", false);
+  ray.headers.emplace("X-Ray-Authorization", std::string("Bearer ") + kToken);
+  EXPECT_TRUE(CheckRequest(Config(), ray).allowed());
+  auto cookie = Req("GET", "/api/v0/nodes", false);
+  cookie.headers.emplace("Cookie", std::string("theme=dark; manta_token=") + kToken + "; other=1");
+  EXPECT_TRUE(CheckRequest(Config(), cookie).allowed());
+  auto bad_cookie = Req("GET", "/api/v0/nodes", false);
+  bad_cookie.headers.emplace("Cookie", "manta_token=nope");
+  EXPECT_EQ(CheckRequest(Config(), bad_cookie).status, 403);
+  auto prefixed = Req("GET", "/api/v0/nodes", false);
+  prefixed.headers.emplace("Cookie", std::string("xmanta_token=") + kToken);
+  EXPECT_EQ(CheckRequest(Config(), prefixed).status, 401) << "another cookie whose name ends the same";
+}
+
+TEST(RequestGuardTest, ThePageAndItsSignInNeedNoTokenAndNothingElseIsOpen) {
+  for (const char* path : {"/", "/static/app.js", "/static/app.css", "/static/uPlot.iife.min.js"}) {
+    EXPECT_TRUE(CheckRequest(Config(), Req("GET", path, false)).allowed()) << path;
+  }
+  EXPECT_TRUE(CheckRequest(Config(), Req("POST", "/api/login", false)).allowed());
+  for (const char* path : {"/static/other.js", "/api/jobs/", "/index.html", "/static/../api/jobs/"}) {
+    EXPECT_EQ(CheckRequest(Config(), Req("GET", path, false)).status, 401) << path;
+  }
+  EXPECT_EQ(CheckRequest(Config(), Req("POST", "/", false)).status, 401);
+  // The sign-in is a POST like any other: not from another origin.
+  auto login = Req("POST", "/api/login", false);
+  login.headers.emplace("Origin", "http://evil.example");
+  EXPECT_EQ(CheckRequest(Config(), login).status, 403);
+}
+
+TEST(RequestGuardTest, ACookieIsHonouredOnlyFromTheDashboardsOwnPages) {
+  auto by_cookie = [](const std::string& method) {
+    auto r = Req(method, "/api/jobs/raysubmit_x/stop", false);
+    r.headers.emplace("Cookie", std::string("manta_token=") + kToken);
+    return r;
+  };
+  auto cross = by_cookie("GET");
+  cross.headers.emplace("Sec-Fetch-Site", "cross-site");
+  EXPECT_EQ(CheckRequest(Config(), cross).status, 403) << "a read another site made the browser send";
+  auto no_origin = by_cookie("POST");
+  EXPECT_EQ(CheckRequest(Config(), no_origin).status, 403) << "a cookie POST without Origin";
+  auto other_port = by_cookie("POST");
+  other_port.headers.emplace("Origin", "http://127.0.0.1:9999");  // same site, another origin
+  other_port.headers.emplace("Sec-Fetch-Site", "same-site");
+  EXPECT_EQ(CheckRequest(Config(), other_port).status, 403);
+  auto page = by_cookie("POST");
+  page.headers.emplace("Origin", "http://127.0.0.1:8265");
+  page.headers.emplace("Sec-Fetch-Site", "same-origin");
+  EXPECT_TRUE(CheckRequest(Config(), page).allowed());
+  // Bound to every address: the page's origin is the one it was sent to.
+  GuardConfig any = Config();
+  any.allowed_origins = OwnOrigins("0.0.0.0", 8265);
+  auto lan = by_cookie("POST");
+  lan.headers.emplace("Host", "10.0.0.5:8265");
+  lan.headers.emplace("Origin", "http://10.0.0.5:8265");
+  EXPECT_TRUE(CheckRequest(any, lan).allowed());
+  lan.headers.erase("Origin");
+  lan.headers.emplace("Origin", "http://10.0.0.6:8265");
+  EXPECT_EQ(CheckRequest(any, lan).status, 403);
+}
+
 }  // namespace
 }  // namespace manta::dashboard

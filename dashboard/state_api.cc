@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -57,6 +58,26 @@ json ClusterStatusJson(const cli::ClusterView& view) {
           {"autoscalerReport", {{"activeNodes", active}, {"pendingNodes", json::array()}, {"failedNodes", failed}}}};
 }
 
+// The node list, each alive node with its available resources too (plain
+// names only: what placement groups reserve shows as not available).
+json NodesWithAvailable(const cli::ClusterView& view) {
+  json nodes = cli::NodeListJson(view.nodes);
+  std::map<std::string, const cli::NodeUsage*> usage;
+  for (const cli::NodeUsage& u : view.usage) usage[u.node_id] = &u;
+  for (json& node : nodes) {
+    auto it = usage.find(node["node_id"].get<std::string>());
+    json available = json::object();
+    if (it != usage.end()) {  // an alive node: what is not listed is all in use
+      for (const auto& [name, total] : node["resources_total"].items()) {
+        auto a = it->second->available.find(name);
+        available[name] = a == it->second->available.end() ? 0.0 : a->second;
+      }
+    }
+    node["resources_available"] = std::move(available);
+  }
+  return nodes;
+}
+
 }  // namespace
 
 void StateApi::Register(httplib::Server* server) {
@@ -88,7 +109,8 @@ void StateApi::Register(httplib::Server* server) {
       if (!query.ok()) return Error(res, query.status());
       const bool pushed = query->filters.empty();
       int64_t total = -1;
-      auto entries = fetch(pushed ? query->limit : 0, &total);
+      // Without filters the GCS is asked for the page's entries and those before them only.
+      auto entries = fetch(pushed ? query->limit + query->offset : 0, &total);
       if (!entries.ok()) return Error(res, entries.status());
       auto answer = AnswerListQuery(*query, *entries, pushed ? total : -1);
       if (!answer.ok()) return Error(res, answer.status());
@@ -98,7 +120,7 @@ void StateApi::Register(httplib::Server* server) {
   list("/api/v0/nodes", [this](int, int64_t*) -> absl::StatusOr<json> {
     auto view = cli::FetchClusterView(*gcs_, cli::ClusterViewOptions());
     if (!view.ok()) return view.status();
-    return cli::NodeListJson(view->nodes);
+    return NodesWithAvailable(*view);
   });
   list("/api/v0/actors", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto actors = cli::FetchActors(*gcs_, limit, total);

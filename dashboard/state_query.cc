@@ -15,16 +15,17 @@ std::vector<std::string> Values(const QueryParams& params, const std::string& ke
   return out;
 }
 
-absl::StatusOr<int> ParseLimit(const QueryParams& params) {
-  std::vector<std::string> limits = Values(params, "limit");
-  if (limits.empty()) return kDefaultListLimit;
-  const std::string& text = limits.back();
+// The last value of integer parameter `key`, within [min, max].
+absl::StatusOr<int> ParseInt(const QueryParams& params, const std::string& key, int fallback, int min, int max) {
+  std::vector<std::string> values = Values(params, key);
+  if (values.empty()) return fallback;
+  const std::string& text = values.back();
   char* end = nullptr;
   errno = 0;
   const long n = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxListLimit) {
+  if (text.empty() || *end != '\0' || errno != 0 || n < min || n > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat("limit must be an integer from 1 to ", kMaxListLimit, ", not '", text.substr(0, 64), "'"));
+        absl::StrCat(key, " must be an integer from ", min, " to ", max, ", not '", text.substr(0, 64), "'"));
   }
   return static_cast<int>(n);
 }
@@ -56,9 +57,12 @@ bool Matches(const nlohmann::json& entry, const std::vector<ListFilter>& filters
 
 absl::StatusOr<ListQuery> ParseListQuery(const QueryParams& params) {
   ListQuery query;
-  absl::StatusOr<int> limit = ParseLimit(params);
+  absl::StatusOr<int> limit = ParseInt(params, "limit", kDefaultListLimit, 1, kMaxListLimit);
   if (!limit.ok()) return limit.status();
   query.limit = *limit;
+  absl::StatusOr<int> offset = ParseInt(params, "offset", 0, 0, kMaxListOffset);
+  if (!offset.ok()) return offset.status();
+  query.offset = *offset;
   std::vector<std::string> keys = Values(params, "filter_keys");
   std::vector<std::string> predicates = Values(params, "filter_predicates");
   std::vector<std::string> values = Values(params, "filter_values");
@@ -92,7 +96,9 @@ absl::StatusOr<nlohmann::json> AnswerListQuery(const ListQuery& query, const nlo
   for (const nlohmann::json& entry : entries) {
     if (!Matches(entry, query.filters)) continue;
     ++filtered;
-    if (result.size() < static_cast<size_t>(query.limit)) result.push_back(entry);
+    if (filtered > static_cast<size_t>(query.offset) && result.size() < static_cast<size_t>(query.limit)) {
+      result.push_back(entry);
+    }
   }
   nlohmann::json out;
   out["total"] = total >= 0 ? total : static_cast<int64_t>(entries.size());

@@ -1,6 +1,7 @@
 // The list queries of the State API (/api/v0/nodes, actors, placement_groups,
 // tasks), as Ray's state API takes and answers them: `limit` (default 100,
-// at most 10,000) and filters given as parallel repeated parameters
+// at most 10,000), `offset` (entries to skip first, for a page's next
+// pages; default 0) and filters given as parallel repeated parameters
 // filter_keys / filter_predicates ("=" or "!=") / filter_values, ANDed,
 // each comparing one column of an entry as text (numbers and booleans as
 // JSON writes them). Pure: no I/O, no gRPC.
@@ -29,8 +30,11 @@ struct ListFilter {
   std::string value;
 };
 
+inline constexpr int kMaxListOffset = 10000000;
+
 struct ListQuery {
   int limit = kDefaultListLimit;
+  int offset = 0;
   std::vector<ListFilter> filters;
 };
 
@@ -38,12 +42,13 @@ struct ListQuery {
 using QueryParams = std::multimap<std::string, std::string>;
 
 // InvalidArgument, with the reason, for a limit that is not an integer in
-// [1, 10000], filter lists of different lengths, an unknown predicate, or
-// an empty key.
+// [1, 10000], an offset that is not one in [0, 10,000,000], filter lists
+// of different lengths, an unknown predicate, or an empty key.
 absl::StatusOr<ListQuery> ParseListQuery(const QueryParams& params);
 
 // `entries` (a JSON array of objects read from the GCS) filtered, the
-// first `limit` that match as the result, with Ray's counts: total (every
+// `limit` that match after the first `offset` that do as the result, with
+// Ray's counts: total (every
 // entry there is: `total`, or when negative the entries given),
 // num_after_truncation (the entries read) and num_filtered (those that
 // match; more than the result holds when truncated). InvalidArgument when a

@@ -101,5 +101,35 @@ TEST(StateQueryTest, AnUnknownColumnIsRefusedUnlessTheListIsEmpty) {
   EXPECT_EQ((*empty)["total"], 0);
 }
 
+TEST(StateQueryTest, AnOffsetSkipsTheMatchingEntriesBeforeThePage) {
+  auto query = ParseListQuery({{"limit", "2"}, {"offset", "3"}});
+  ASSERT_TRUE(query.ok()) << query.status();
+  EXPECT_EQ(query->offset, 3);
+  nlohmann::json entries = nlohmann::json::array();
+  for (int i = 0; i < 10; ++i) entries.push_back({{"i", i}, {"even", i % 2 == 0}});
+  auto page = AnswerListQuery(*query, entries);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ((*page)["result"].size(), 2u);
+  EXPECT_EQ((*page)["result"][0]["i"], 3);
+  EXPECT_EQ((*page)["num_filtered"], 10);
+  // With a filter the offset counts matching entries only.
+  auto evens = ParseListQuery(
+      {{"limit", "2"}, {"offset", "1"}, {"filter_keys", "even"}, {"filter_predicates", "="}, {"filter_values", "true"}});
+  ASSERT_TRUE(evens.ok());
+  auto even_page = AnswerListQuery(*evens, entries);
+  ASSERT_TRUE(even_page.ok());
+  EXPECT_EQ((*even_page)["result"][0]["i"], 2);
+  EXPECT_EQ((*even_page)["result"][1]["i"], 4);
+  // Past the end: an empty page.
+  auto past = AnswerListQuery(*ParseListQuery({{"offset", "50"}}), entries);
+  ASSERT_TRUE(past.ok());
+  EXPECT_TRUE((*past)["result"].empty());
+  for (const char* bad : {"-1", "x", "10000001", ""}) {
+    auto q = ParseListQuery({{"offset", bad}});
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_NE(q.status().message().find("offset must be an integer"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace manta::dashboard

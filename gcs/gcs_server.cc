@@ -323,6 +323,12 @@ class GcsServer::Impl {
       pgs_->OnJobFinished(job.job_id());
       train_runs_->OnJobFinished(*JobId::FromBinary(job.job_id()));
     });
+    metrics_ = std::make_unique<GcsMetrics>(
+        options_.metrics, loop_,
+        GcsMetrics::Tables{nodes_.get(), actors_.get(), pgs_.get(), task_events_.get(), train_runs_.get(), kv_.get()});
+    kv_->SetChangeListener([this](const std::string& ns) {
+      if (ns == kMetricsKvNamespace) metrics_->OnTargetsChanged();
+    });
   }
 
   // What each manager does when a node joins, drains or dies.
@@ -339,6 +345,7 @@ class GcsServer::Impl {
       pgs_->OnNodeAdded(info);
       health_->AddNode(*NodeId::FromBinary(info.node_id()),
                        RayletAddress(info));
+      metrics_->OnTargetsChanged();
     });
     // A draining node takes no new actors or bundles.
     nodes_->AddNodeDrainingListener([this](const rpc::NodeInfo& info) {
@@ -354,6 +361,7 @@ class GcsServer::Impl {
       pg_scheduler_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
       pgs_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
       actors_->OnNodeDead(info);
+      metrics_->OnTargetsChanged();
     });
   }
 
@@ -393,10 +401,12 @@ class GcsServer::Impl {
     builder.RegisterService(task_event_service_.get());
     builder.RegisterService(pg_service_.get());
     builder.RegisterService(train_run_service_.get());
+    if (options_.metrics.port >= 0) metrics_->server_metrics()->Install(&builder);
     auto server = rpc::GatedServer::Start(&builder, address, options_.token);
     if (!server.ok()) return server.status();
     server_ = std::move(*server);
     port_ = server_->port();
+    RETURN_IF_ERROR(metrics_->Start());
     health_timer_ = loop_->RunEvery(options_.health_check.tick, [this] { health_->Tick(); });
     // Large requests (and refused ones) leave freed heap pages behind; give
     // them back so a burst does not stay resident.
@@ -412,6 +422,7 @@ class GcsServer::Impl {
     trim_timer_.reset();
     publisher_->Shutdown();
     pgs_->Shutdown();
+    if (metrics_) metrics_->Stop();
     // Shutdown blocks until in-flight calls finish, and their handlers run on
     // this loop: wait on another thread, then stop the loop.
     shutdown_thread_ = std::thread([this] {
@@ -471,6 +482,7 @@ class GcsServer::Impl {
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<PlacementGroupScheduler> pg_scheduler_;
   std::unique_ptr<PlacementGroupManager> pgs_;
+  std::unique_ptr<GcsMetrics> metrics_;
   std::unique_ptr<GrpcHealthCheckClient> health_client_;
   std::unique_ptr<HealthCheckManager> health_;
   std::unique_ptr<EventLoop::Timer> health_timer_;
@@ -494,6 +506,7 @@ GcsServer::~GcsServer() = default;
 absl::Status GcsServer::Start() { return impl_->Start(); }
 void GcsServer::Shutdown() { impl_->Shutdown(); }
 int GcsServer::port() const { return impl_->port_; }
+int GcsServer::metrics_port() const { return impl_->metrics_ ? impl_->metrics_->port() : -1; }
 std::string GcsServer::cluster_id_hex() const { return impl_->cluster_id_.Hex(); }
 
 }  // namespace manta::gcs

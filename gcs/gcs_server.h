@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/event_loop.h"
+#include "gcs/gcs_metrics.h"
 #include "gcs/health_check_manager.h"
 #include "gcs/storage_config.h"
 
@@ -25,6 +26,7 @@ struct GcsServerOptions {
   std::string token;                 // empty: auth off
   StorageConfig storage;             // sqlite needs its path
   HealthCheckOptions health_check;
+  GcsMetricsOptions metrics;         // port -1: no metrics port
 };
 
 class GcsServer {
@@ -38,6 +40,7 @@ class GcsServer {
   void Shutdown();
 
   int port() const;
+  int metrics_port() const;  // -1: none
   std::string cluster_id_hex() const;
 
  private:

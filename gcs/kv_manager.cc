@@ -35,6 +35,7 @@ void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* rep
   if (it != data_.end() && !request.overwrite()) return done(absl::OkStatus());
   data_[k] = request.value();
   store_->Put(kTable, k, request.value(), std::move(done));
+  if (on_change_) on_change_(request.ns());
 }
 
 void KvManager::HandleGet(const rpc::KvGetRequest& request, rpc::KvGetReply* reply, rpc::Done done) {
@@ -69,6 +70,7 @@ void KvManager::HandleDel(const rpc::KvDelRequest& request, rpc::KvDelReply* rep
     data_.erase(doomed[i]);
     store_->Delete(kTable, doomed[i], i + 1 == doomed.size() ? std::move(done) : nullptr);
   }
+  if (on_change_) on_change_(request.ns());
 }
 
 void KvManager::HandleKeys(const rpc::KvKeysRequest& request, rpc::KvKeysReply* reply, rpc::Done done) {

@@ -6,6 +6,7 @@
 // thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -31,6 +32,10 @@ class KvManager {
   void HandleDel(const rpc::KvDelRequest& request, rpc::KvDelReply* reply, rpc::Done done);
   void HandleKeys(const rpc::KvKeysRequest& request, rpc::KvKeysReply* reply, rpc::Done done);
 
+  // Called with the namespace after a Put or Del through the handlers
+  // changed it.
+  void SetChangeListener(std::function<void(const std::string& ns)> listener) { on_change_ = std::move(listener); }
+
   // Direct access for other managers on the loop thread.
   const std::string* Find(const std::string& ns, const std::string& key) const;
   void Put(const std::string& ns, const std::string& key, std::string value, rpc::Done done);
@@ -40,6 +45,7 @@ class KvManager {
   static std::string StoreKey(const std::string& ns, const std::string& key) { return ns + '\0' + key; }
 
   Store* const store_;
+  std::function<void(const std::string& ns)> on_change_;
   std::map<std::string, std::string> data_;  // by StoreKey, so a prefix scan is a range
   // Replies of recent writes by request_id.
   rpc::ReplyCache<rpc::KvPutReply> puts_;

@@ -13,6 +13,7 @@
 #include "absl/flags/usage.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_server.h"
 #include "common/token.h"
 #include "gcs/gcs_server.h"
 
@@ -36,7 +37,10 @@ ABSL_FLAG(int, health_check_unresponsive_timeout_ms, 15000,
           "A raylet whose checks time out (rather than being refused) is dead only after this long unanswered.");
 ABSL_FLAG(int, health_check_suspect_period_ms, 100,
           "How often a raylet whose connection dropped is checked until it answers.");
-ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, pid, cluster_id) once serving.");
+ABSL_FLAG(int, metrics_export_port, -1, "Port of the Prometheus endpoint (/metrics); 0 picks a free one, -1: none.");
+ABSL_FLAG(std::string, metrics_auth, "token",
+          "token: a scrape must carry the cluster token (Authorization: Bearer); none: no check.");
+ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, pid, cluster_id, metrics_port) once serving.");
 ABSL_FLAG(std::string, log_file, "", "Log file; standard error when empty.");
 
 namespace {
@@ -87,6 +91,15 @@ int main(int argc, char** argv) {
     return Fail("health check period, timeout and threshold must be positive");
   }
 
+  options.metrics.port = absl::GetFlag(FLAGS_metrics_export_port);
+  if (options.metrics.port < -1 || options.metrics.port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
+  if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
+  options.metrics.token = *metrics_token;
+  options.metrics.host = options.bind_address;
+  options.metrics.session_dir = session_dir;
+  options.metrics.session_name = manta::metrics::SessionNameOf(session_dir);
+
   manta::InitLogging({absl::GetFlag(FLAGS_log_file)});
   manta::EventLoop loop;
   manta::gcs::GcsServer server(options, &loop);
@@ -100,7 +113,8 @@ int main(int argc, char** argv) {
   std::string ready = absl::GetFlag(FLAGS_ready_file);
   if (!ready.empty()) {
     std::string json = "{\"port\": " + std::to_string(server.port()) + ", \"pid\": " + std::to_string(getpid()) +
-                       ", \"cluster_id\": \"" + server.cluster_id_hex() + "\"}\n";
+                       ", \"cluster_id\": \"" + server.cluster_id_hex() +
+                       "\", \"metrics_port\": " + std::to_string(server.metrics_port()) + "}\n";
     if (auto s = manta::WriteFileAtomic(ready, json); !s.ok()) return Fail(std::string(s.message()));
   }
   loop.Run();

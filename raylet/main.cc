@@ -18,6 +18,7 @@
 #include "absl/flags/usage.h"
 #include "common/id.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_server.h"
 #include "common/token.h"
 #include "raylet/raylet.h"
 #include "raylet/rejoin.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, labels, "", "Node labels, e.g. 'zone=a,pool=tpu'.");
 ABSL_FLAG(int, gcs_connect_timeout_s, 5, "Give up joining when the GCS cannot be reached this long.");
 ABSL_FLAG(int, gcs_reconnect_timeout_s, 60, "Exit when a joined GCS has been unreachable this long.");
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: node_id, port, pid) once registered.");
+ABSL_FLAG(int, metrics_export_port, -1, "Port of the Prometheus endpoint (/metrics); 0 picks a free one, -1: none.");
+ABSL_FLAG(std::string, metrics_auth, "token",
+          "token: a scrape must carry the cluster token (Authorization: Bearer); none: no check.");
 ABSL_FLAG(std::string, log_file, "", "Log file; standard error when empty.");
 ABSL_FLAG(int, max_workers, -1,
           "Workers started ahead of need only while fewer are alive; max(4, 2 x CPUs) when negative.");
@@ -134,6 +138,12 @@ int main(int argc, char** argv) {
     options.cluster_id = *id;
   }
   options.rejoin_when_dead = absl::GetFlag(FLAGS_rejoin_when_dead);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_export_port);
+  if (options.metrics_port < -1 || options.metrics_port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
+  if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
+  options.metrics_token = *metrics_token;
+  options.session_name = manta::metrics::SessionNameOf(options.session_dir);
 
   manta::InitLogging({absl::GetFlag(FLAGS_log_file)});
   bool rejoin = false;

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
+#include "common/status.h"
 #include "common/utf8.h"
 #include "gcs/client/gcs_client.h"
 #include "proto/node_manager.grpc.pb.h"
@@ -21,6 +22,7 @@
 #include "raylet/lease_manager.h"
 #include "raylet/local_resource_manager.h"
 #include "raylet/log_forwarder.h"
+#include "raylet/raylet_metrics.h"
 #include "raylet/report_throttle.h"
 #include "raylet/worker_pool.h"
 
@@ -60,10 +62,18 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.node_ip + ":" + std::to_string(options_.port);
     builder.RegisterService(this);
+    metrics_ = std::make_unique<RayletMetrics>(
+        RayletMetricsOptions{.port = options_.metrics_port,
+                             .host = options_.node_ip,
+                             .token = options_.metrics_token,
+                             .session_name = options_.session_name},
+        loop_, [this] { return Resources(); });
+    if (metrics_->enabled()) metrics_->server_metrics()->Install(&builder);
     auto server = rpc::GatedServer::Start(&builder, address, options_.token);
     if (!server.ok()) return server.status();
     server_ = std::move(*server);
     port_ = server_->port();
+    RETURN_IF_ERROR(metrics_->Start());
     gcs_ = gcs::MakeGrpcGcsClient(loop_, options_.gcs_address, options_.token);
     GcsLinkOptions link;
     link.gcs_address = options_.gcs_address;
@@ -299,6 +309,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
       if (exit_code != 0) std::fprintf(stderr, "raylet: error: %s\n", why.c_str());
     }
     if (link_) link_->Stop();
+    if (metrics_) metrics_->Stop();
     group_check_timer_.reset();
     drain_timer_.reset();
     // Workers go first: none may outlive the raylet.
@@ -389,6 +400,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     info.set_node_name(options_.node_name.empty() ? options_.node_ip : options_.node_name);
     info.set_is_head(options_.is_head);
     info.set_pid(getpid());
+    info.set_metrics_export_port(metrics_ ? metrics_->port() : 0);
     for (const auto& [k, v] : options_.resources.total.ToMap()) (*info.mutable_resources_total())[k] = v;
     for (const auto& [k, v] : options_.resources.labels) (*info.mutable_labels())[k] = v;
     if (drain_.draining()) {
@@ -493,6 +505,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   int port_ = 0;
   int exit_code_ = 0;
   std::unique_ptr<rpc::GatedServer> server_;
+  std::unique_ptr<RayletMetrics> metrics_;
   std::unique_ptr<gcs::GcsClient> gcs_;
   std::unique_ptr<GcsLink> link_;
   std::thread shutdown_thread_;  // drains the server, then stops the loop

@@ -71,6 +71,10 @@ struct RayletOptions {
   bool rejoin_when_dead = true;
   // What the GCS link and draining read time from (timers keep real time).
   Clock clock = absl::Now;
+  // The Prometheus endpoint (port -1: none); its host is node_ip.
+  int metrics_port = -1;
+  std::string metrics_token;  // empty: scrapes need no token
+  std::string session_name;
 };
 
 class Raylet {

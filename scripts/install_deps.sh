@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 curl
-  procps libhiredis-dev redis-server yamllint libnghttp2-dev
+  procps libhiredis-dev redis-server yamllint libnghttp2-dev chromium prometheus
 )
 # Commands that may come from elsewhere than Debian's archive (NodeSource's
 # nodejs bundles npm; a cloud SDK may provide kubectl): their Debian
@@ -24,14 +24,22 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-# The npm packages the Kubernetes manifest check needs (deploy/kubernetes),
-# outside the repository.
+# The npm packages outside the repository: the Kubernetes manifest check's
+# (deploy/kubernetes), the dashboard page's plots (uplot, served by the
+# dashboard) and its browser test's driver (playwright-core, which drives the
+# Debian chromium and downloads no browser).
+NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 uplot@1.6.32 playwright-core@1.65.1)
 install_node_tools() {
   local prefix="${MANTA_NODE_TOOLS:-$HOME/.cache/manta/node_tools}"
-  if [ ! -f "$prefix/node_modules/kubernetes-models/package.json" ] || [ ! -f "$prefix/node_modules/js-yaml/package.json" ]; then
-    mkdir -p "$prefix"
-    npm install --silent --no-audit --no-fund --prefix "$prefix" kubernetes-models@4.5.1 js-yaml@4.1.0 >/dev/null
-  fi
+  local spec
+  for spec in "${NODE_TOOLS[@]}"; do
+    # Missing, or at another version than pinned here.
+    if ! grep -qs "\"version\": \"${spec##*@}\"" "$prefix/node_modules/${spec%@*}/package.json"; then
+      mkdir -p "$prefix"
+      npm install --silent --no-audit --no-fund --prefix "$prefix" "${NODE_TOOLS[@]}" >/dev/null
+      return
+    fi
+  done
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -47,7 +55,10 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 # Tests start their own redis-server on free ports; the packaged service
 # would hold 6379, the GCS's default port.
-if [[ " ${missing[*]} " == *" redis-server "* ]]; then
-  $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || $SUDO service redis-server stop >/dev/null 2>&1 || true
-fi
+# The same for Prometheus (the metrics test starts its own on a free port).
+for service in redis-server prometheus; do
+  if [[ " ${missing[*]} " == *" $service "* ]]; then
+    $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || $SUDO service "$service" stop >/dev/null 2>&1 || true
+  fi
+done
 install_node_tools

@@ -17,6 +17,7 @@
 #include "common/placement_group_resources.h"
 #include "common/rpc/grpc_util.h"
 #include "common/session.h"
+#include "common/status.h"
 #include "common/token.h"
 #include "common/tpu.h"
 #include "gcs_service.grpc.pb.h"
@@ -410,6 +411,19 @@ CommandResult Cluster::RunManta(const std::vector<std::string>& args,
     return failed;
   }
   return *r;
+}
+
+absl::StatusOr<Cluster::Up> Cluster::MantaUp(const std::string& name, const std::vector<std::string>& args) {
+  Up up;
+  up.temp_dir = temp_dir() + "/" + name;
+  ASSIGN_OR_RETURN(up.port, PickFreePort());
+  ASSIGN_OR_RETURN(up.dashboard_port, PickFreePort());
+  std::vector<std::string> all = {"up", "--temp-dir=" + up.temp_dir, absl::StrCat("--port=", up.port),
+                                  absl::StrCat("--dashboard-port=", up.dashboard_port)};
+  all.insert(all.end(), args.begin(), args.end());
+  CommandResult r = RunManta(all, {}, absl::Seconds(180));
+  if (r.exit_code != 0) return absl::InternalError("manta up failed: " + r.out + r.err);
+  return up;
 }
 
 std::shared_ptr<grpc::Channel> UnlimitedChannel(const std::string& target) {

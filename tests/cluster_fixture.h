@@ -152,6 +152,17 @@ class Cluster {
   CommandResult RunManta(const std::vector<std::string>& args,
                          const std::vector<std::pair<std::string, std::string>>& env = {},
                          absl::Duration timeout = absl::Seconds(60));
+  // Runs `manta up ARGS` (--tpu, --slices, ...) as a user would, in
+  // temp_dir()/`name` on free GCS and dashboard ports; the cluster's temp
+  // dir and ports, or the command's output as the error. Stop it with
+  // RunManta({"down", "--temp-dir=" + up.temp_dir}).
+  struct Up {
+    std::string temp_dir;
+    int port = 0;
+    int dashboard_port = 0;
+    std::string session() const { return temp_dir + "/session_latest"; }
+  };
+  absl::StatusOr<Up> MantaUp(const std::string& name, const std::vector<std::string>& args);
   // Runs build/bin/`program` (a driver or an example) against this cluster
   // (MantaEnv). A program that cannot be started or times out gives
   // exit_code -1 and the reason in err.

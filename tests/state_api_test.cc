@@ -59,6 +59,17 @@ TEST_F(StateApiTest, NodesAndClusterStatusInRaysShapes) {
   json two = List("/api/v0/nodes?limit=2");
   EXPECT_EQ(two["result"].size(), 2u);
   EXPECT_EQ(two["num_filtered"], 5);  // truncated: more match than are returned
+  json last = List("/api/v0/nodes?limit=2&offset=4");  // the third page
+  ASSERT_EQ(last["result"].size(), 1u);
+  EXPECT_EQ(last["result"][0]["node_id"], nodes["result"][4]["node_id"]);
+
+  // Each alive node's availability, every resource it has (chips a test's
+  // bundle would reserve show as used, not missing).
+  for (const json& node : nodes["result"]) {
+    ASSERT_TRUE(node.contains("resources_available")) << node.dump();
+    EXPECT_EQ(node["resources_available"].size(), node["resources_total"].size()) << node.dump();
+    if (node["resources_total"].contains("TPU")) EXPECT_EQ(node["resources_available"]["TPU"], 4.0);
+  }
 
   auto [code, body] = Get("/api/cluster_status");
   ASSERT_EQ(code, 200) << body;

@@ -11,7 +11,13 @@
 // JSON shapes and the query add. Also the read of every actor, which a
 // filtered actor list makes.
 //
-//   bench_state_api [--nodes=2000 --actors=10000 --requests=50] [--quick] [--json FILE]
+// The web page: its full load as a browser makes it (the page, its script,
+// styles and uPlot, the sign-in check, the overview's status and the first
+// page of 200 nodes), beside the gRPC reads beneath it. And metrics: the
+// GCS's CPU while scraped once a second (its /metrics reads every table),
+// beside its CPU idle over the same time, and one scrape's latency.
+//
+//   bench_state_api [--nodes=2000 --actors=10000 --requests=50 --scrape-seconds=20] [--quick] [--json FILE]
 //
 // Timings are reported, never asserted.
 #include <httplib.h>
@@ -19,14 +25,17 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/common/cluster.h"
+#include "bench/cluster/proc_stats.h"
 #include "bench/common/report.h"
 #include "bench/gcs/gcs_head.h"
 #include "bench/gcs/sim_raylets.h"
 #include "bench/gcs/table_filler.h"
+#include "common/file_util.h"
 #include "common/process.h"
 #include "common/session.h"
 #include "common/status.h"
@@ -82,13 +91,84 @@ struct Config {
   int nodes = 2000;
   int actors = 10000;
   int requests = 50;
+  int scrape_seconds = 20;
   std::string json;
 };
+
+// The GCS's metrics port, from its ready file.
+absl::StatusOr<int> GcsMetricsPort(const GcsHead& head) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(SessionPaths{head.session_dir()}.ready() + "/gcs_server.json"));
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json["metrics_port"].is_number_integer() || json["metrics_port"].get<int>() <= 0) {
+    return absl::InternalError("the GCS serves no metrics: " + text);
+  }
+  return json["metrics_port"].get<int>();
+}
+
+// The GCS's CPU seconds over `seconds`, scraped once a second (or not at
+// all); the scrapes' milliseconds.
+absl::StatusOr<double> GcsCpu(const GcsHead& head, int port, int seconds, bool scrape, std::vector<double>* ms) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(30, 0);
+  const httplib::Headers auth = {{"Authorization", "Bearer " + head.token()}};
+  const double before = CpuSeconds(head.pid());
+  const auto start = Clock::now();
+  for (int i = 0; i < seconds; ++i) {
+    if (scrape) {
+      const auto t0 = Clock::now();
+      auto res = client.Get("/metrics", auth);
+      if (!res || res->status != 200) return absl::InternalError("a scrape of the GCS failed");
+      ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::this_thread::sleep_until(start + std::chrono::seconds(i + 1));
+  }
+  return CpuSeconds(head.pid()) - before;
+}
+
+// A browser's first load of the page: its files, the sign-in check, the
+// overview and the first page of nodes.
+absl::Status LoadPage(const std::function<absl::Status(const std::string&)>& get) {
+  for (const char* path : {"/", "/static/app.js", "/static/app.css", "/static/uPlot.iife.min.js",
+                           "/static/uPlot.min.css", "/api/gcs_healthz", "/api/cluster_status",
+                           "/api/v0/nodes?limit=200&offset=0"}) {
+    RETURN_IF_ERROR(get(path));
+  }
+  return absl::OkStatus();
+}
+
+// The web page's load and the GCS's cost of a scrape a second.
+absl::Status MeasurePageAndScrapes(const Config& cfg, const GcsHead& head, gcs::SyncGcsClient& gcs,
+                                   const std::function<absl::Status(const std::string&)>& get, Report& report) {
+  RETURN_IF_ERROR(LoadPage(get));  // warm
+  ASSIGN_OR_RETURN(std::vector<double> page, Time(cfg.requests, [&] { return LoadPage(get); }));
+  ASSIGN_OR_RETURN(std::vector<double> beneath, Time(cfg.requests, [&]() -> absl::Status {
+                     RETURN_IF_ERROR(head.TimeStatusCalls(1).status());
+                     return gcs.Call<rpc::GetAllNodeInfoReply>([](gcs::GcsClient& c, auto done) {
+                                 c.GetAllNodeInfo(rpc::GetAllNodeInfoRequest(), std::move(done));
+                               })
+                         .status();
+                   }));
+  report.Add("page_full_load_p50", Quantile(page, 0.5), "ms", Quantile(beneath, 0.5));
+  report.Add("page_full_load_p99", Quantile(page, 0.99), "ms", Quantile(beneath, 0.99));
+  Progress(absl::StrCat("page full load: p50 ", Quantile(page, 0.5), " ms (gRPC reads beneath: ",
+                        Quantile(beneath, 0.5), " ms)"));
+  ASSIGN_OR_RETURN(int port, GcsMetricsPort(head));
+  std::vector<double> scrapes;
+  ASSIGN_OR_RETURN(double idle, GcsCpu(head, port, cfg.scrape_seconds, /*scrape=*/false, nullptr));
+  ASSIGN_OR_RETURN(double scraped, GcsCpu(head, port, cfg.scrape_seconds, /*scrape=*/true, &scrapes));
+  const double percent = 100.0 * scraped / cfg.scrape_seconds;
+  report.Add("gcs_cpu_scraped_1hz", percent, "% of a core", 100.0 * idle / cfg.scrape_seconds);
+  report.Add("gcs_cpu_per_scrape", 1000.0 * (scraped - idle) / cfg.scrape_seconds, "ms");
+  report.Add("gcs_scrape_p50", Quantile(scrapes, 0.5), "ms");
+  Progress(absl::StrCat("GCS CPU scraped once a second: ", percent, "% (idle: ", 100.0 * idle / cfg.scrape_seconds,
+                        "%); a scrape takes ", Quantile(scrapes, 0.5), " ms"));
+  return absl::OkStatus();
+}
 
 absl::Status Run(const Config& cfg, Report& report) {
   // Declared first, destroyed last: the GCS stops first, ending held polls.
   std::unique_ptr<SimulatedRaylets> sim;
-  ASSIGN_OR_RETURN(auto head, GcsHead::Start(BinDir()));
+  ASSIGN_OR_RETURN(auto head, GcsHead::Start(BinDir(), {"--metrics_export_port=0"}));
   const int cpus = (cfg.actors + cfg.nodes - 1) / cfg.nodes + 1;
   ASSIGN_OR_RETURN(ResourceSet offer, ResourceSet::FromMap({{"CPU", static_cast<double>(cpus)}, {"memory", 16e9}}));
   ASSIGN_OR_RETURN(sim, SimulatedRaylets::Start({cfg.nodes, offer, head->address(), head->token(), true,
@@ -160,6 +240,7 @@ absl::Status Run(const Config& cfg, Report& report) {
                          .status();
                    }));
   report.Add("grpc_list_every_actor_p50", Quantile(all, 0.5), "ms");
+  RETURN_IF_ERROR(MeasurePageAndScrapes(cfg, *head, *gcs, get, report));
   TerminateProcess(dashboard.first, absl::Now() + absl::Seconds(5)).IgnoreError();
   head->Stop();  // ends the held polls
   sim->Stop();
@@ -176,6 +257,7 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", cfg.nodes, "Simulated nodes.");
   app.add_option("--actors", cfg.actors, "Actors created on them.");
   app.add_option("--requests", cfg.requests, "Requests per route.");
+  app.add_option("--scrape-seconds", cfg.scrape_seconds, "Seconds the GCS is measured idle, then scraped each second.");
   app.add_flag("--quick", quick, "A few nodes and actors: a smoke run.");
   app.add_option("--json", cfg.json, "Write the figures here as JSON.");
   CLI11_PARSE(app, argc, argv);
@@ -183,6 +265,7 @@ int main(int argc, char** argv) {
     cfg.nodes = 20;
     cfg.actors = 50;
     cfg.requests = 5;
+    cfg.scrape_seconds = 2;
   }
   manta::bench::Report report;
   absl::Status s = manta::bench::Run(cfg, report);

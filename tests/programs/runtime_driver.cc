@@ -565,6 +565,22 @@ int LateOutput() {
   return 0;
 }
 
+// Holds `n` actors alive until `marker` exists (at most two minutes), so a
+// test can count them from outside; prints "READY <n>" once all answer.
+int HeldActors(int n, const std::string& marker) {
+  std::vector<manta::ActorHandle<Recorder>> held;
+  for (int i = 0; i < n; ++i) held.push_back(manta::Actor(Recorder::Create).Remote(i));
+  for (auto& actor : held) manta::Get(actor.Task(&Recorder::Pid).Remote());
+  std::cout << "READY " << n << std::endl;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (access(marker.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return Fail("never told to end");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cout << "OK held actors" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -590,6 +606,7 @@ int main(int argc, char** argv) {
       {"infeasible", Infeasible},
       {"typed_errors", TypedErrors},
       {"late_output", LateOutput},
+      {"held_actors", [&] { return HeldActors(argc > 2 ? std::atoi(argv[2]) : 1, argc > 3 ? argv[3] : "/tmp/go"); }},
       {"listed_tasks", [&] { return ListedTasks(argc > 2 ? argv[2] : "/tmp/manta-listed-tasks"); }},
   };
   auto it = scenarios.find(scenario);

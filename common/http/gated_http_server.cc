@@ -1,4 +1,4 @@
-#include "dashboard/http_gate.h"
+#include "common/http/gated_http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
-namespace manta::dashboard {
+namespace manta::http {
 namespace {
 
 void Address(int fd, bool remote, std::string& ip, int& port) {
@@ -323,4 +323,4 @@ void GatedHttpServer::Handle(int fd, std::string head) {
   open_.fetch_sub(1);
 }
 
-}  // namespace manta::dashboard
+}  // namespace manta::http

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace manta::dashboard {
+namespace manta::http {
 
 struct HttpLimits {
   int threads = 24;
@@ -74,4 +74,4 @@ class GatedHttpServer : public httplib::Server {
   bool stopped_ = false;
 };
 
-}  // namespace manta::dashboard
+}  // namespace manta::http

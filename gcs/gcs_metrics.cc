@@ -1,0 +1,202 @@
+#include "gcs/gcs_metrics.h"
+
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/metrics/loop_collector.h"
+#include "common/status.h"
+#include "gcs/actor_manager.h"
+#include "gcs/kv_manager.h"
+#include "gcs/node_manager.h"
+#include "gcs/placement_group_manager.h"
+#include "gcs/task_event_manager.h"
+#include "gcs/train_run_manager.h"
+#include "nlohmann/json.hpp"
+
+namespace manta::gcs {
+namespace {
+
+void Ignore(const absl::Status&) {}
+
+// How a node is counted in ray_cluster_*_nodes: the head, a TPU host by
+// its slice's pod type ("tpu-v6e-16"), or a plain worker.
+std::string NodeType(const rpc::NodeInfo& node) {
+  if (node.is_head()) return "head";
+  auto pod = node.labels().find("manta.io/tpu-pod-type");
+  if (pod != node.labels().end() && !pod->second.empty()) return "tpu-" + pod->second;
+  return "worker";
+}
+
+// Samples of one gauge family, by label values.
+using Counts = std::map<std::vector<std::string>, double>;
+
+void Emit(metrics::Exposition& out, const std::string& name, const std::string& help,
+          const std::vector<std::string>& label_names, const Counts& counts) {
+  out.Family(name, "gauge", help);
+  for (const auto& [values, value] : counts) {
+    metrics::Labels labels;
+    for (size_t i = 0; i < label_names.size(); ++i) labels.emplace_back(label_names[i], values[i]);
+    out.Sample(name, labels, value);
+  }
+}
+
+void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
+  rpc::GetAllNodeInfoReply reply;
+  nodes->HandleGetAllNodeInfo(rpc::GetAllNodeInfoRequest(), &reply, Ignore);
+  Counts active, failed;
+  for (const rpc::NodeInfo& n : reply.nodes()) {
+    if (n.state() == rpc::NodeInfo::ALIVE) {
+      active[{NodeType(n)}] += 1;
+    } else if (!n.death_expected()) {
+      failed[{NodeType(n)}] += 1;
+    }
+  }
+  Emit(out, "ray_cluster_active_nodes", "Nodes alive, by node type.", {"node_type"}, active);
+  Emit(out, "ray_cluster_failed_nodes", "Nodes that died unexpectedly, by node type.", {"node_type"}, failed);
+}
+
+void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups, metrics::Exposition& out) {
+  rpc::ListActorsReply actor_reply;
+  actors->HandleListActors(rpc::ListActorsRequest(), &actor_reply, Ignore);
+  Counts by_state;
+  for (const rpc::ActorInfo& a : actor_reply.actors()) {
+    by_state[{a.class_name(), rpc::ActorInfo::State_Name(a.state())}] += 1;
+  }
+  Emit(out, "ray_actors", "Actors by class and state.", {"Name", "State"}, by_state);
+  rpc::ListPlacementGroupsReply group_reply;
+  groups->HandleListPlacementGroups(rpc::ListPlacementGroupsRequest(), &group_reply, Ignore);
+  Counts group_states;
+  for (const rpc::PlacementGroupInfo& g : group_reply.placement_groups()) {
+    group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1;
+  }
+  Emit(out, "ray_placement_groups", "Placement groups by state.", {"State"}, group_states);
+}
+
+void CollectTasks(TaskEventManager* tasks, metrics::Exposition& out) {
+  rpc::ListTasksReply reply;
+  tasks->HandleListTasks(rpc::ListTasksRequest(), &reply, Ignore);
+  Counts by_state;
+  for (const rpc::TaskEvent& t : reply.tasks()) by_state[{t.name(), rpc::TaskEvent::State_Name(t.state())}] += 1;
+  Emit(out, "ray_tasks", "Tasks by function and state (the latest state of each task kept).", {"Name", "State"},
+       by_state);
+}
+
+void CollectTrainRuns(TrainRunManager* runs, metrics::Exposition& out) {
+  rpc::ListTrainRunsRequest request;
+  request.set_with_metrics(true);
+  rpc::ListTrainRunsReply reply;
+  runs->HandleListTrainRuns(request, &reply, Ignore);
+  Counts states;
+  // The latest point's value of each metric a run reports, by Prometheus name.
+  const std::vector<std::pair<std::string, std::string>> kPoint = {
+      {"ray_train_loss", "loss"},
+      {"ray_train_step_time_s", "seconds"},
+      {"ray_train_tokens_per_second_per_device", "tokens_per_second_per_device"},
+      {"ray_train_tflops_per_device", "tflops_per_device"}};
+  std::map<std::string, Counts> points;
+  Counts steps;
+  for (const rpc::TrainRunInfo& run : reply.runs()) {
+    for (int s = rpc::TrainRunInfo::State_MIN; s <= rpc::TrainRunInfo::State_MAX; ++s) {
+      if (!rpc::TrainRunInfo::State_IsValid(s)) continue;
+      states[{run.name(), rpc::TrainRunInfo::State_Name(static_cast<rpc::TrainRunInfo::State>(s))}] =
+          run.state() == s ? 1 : 0;
+    }
+    if (run.metrics().empty()) continue;
+    const rpc::TrainMetricPoint& last = *run.metrics().rbegin();
+    steps[{run.name()}] = static_cast<double>(last.step());
+    for (const auto& [name, key] : kPoint) {
+      auto it = last.metrics().find(key);
+      if (it != last.metrics().end()) points[name][{run.name()}] = it->second;
+    }
+  }
+  Emit(out, "ray_train_controller_state", "1 for a training run's current controller state, 0 for the others.",
+       {"ray_train_run_name", "ray_train_controller_state"}, states);
+  Emit(out, "ray_train_step", "The latest step a training run reported.", {"ray_train_run_name"}, steps);
+  for (const auto& [name, key] : kPoint) {
+    Emit(out, name, "The latest step's " + key + ", as the training run reported it.", {"ray_train_run_name"},
+         points[name]);
+  }
+}
+
+}  // namespace
+
+GcsMetrics::GcsMetrics(GcsMetricsOptions options, EventLoop* loop, Tables tables)
+    : options_(std::move(options)),
+      loop_(loop),
+      tables_(tables),
+      registry_(metrics::Labels{{"SessionName", options_.session_name}}),
+      server_metrics_(&registry_) {
+  // Scrapes come on the server's threads; the tables live on the loop.
+  registry_.AddCollector(metrics::OnLoop(loop_, &registry_, alive_, [this](metrics::Exposition& out) { Collect(out); },
+                                         kCollectTimeout));
+}
+
+GcsMetrics::~GcsMetrics() { Stop(); }
+
+absl::Status GcsMetrics::Start() {
+  if (options_.port < 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start(
+                                {.host = options_.host, .port = options_.port, .token = options_.token}, &registry_));
+  Logger("gcs")->info("metrics on {}:{}", options_.host, server_->port());
+  OnTargetsChanged();
+  return absl::OkStatus();
+}
+
+void GcsMetrics::Stop() {
+  if (!server_) return;
+  server_->Stop();
+  writer_.Stop();
+  server_.reset();
+  // Nothing to scrape here any more.
+  if (!options_.session_dir.empty()) {
+    nlohmann::json file = nlohmann::json::array();
+    file.push_back({{"labels", {{"job", "ray"}}}, {"targets", nlohmann::json::array()}});
+    WriteFileAtomic(options_.session_dir + "/" + kServiceDiscoveryFile, file.dump() + "\n").IgnoreError();
+  }
+}
+
+void GcsMetrics::Collect(metrics::Exposition& out) {
+  CollectNodes(tables_.nodes, out);
+  CollectActorsAndGroups(tables_.actors, tables_.groups, out);
+  CollectTasks(tables_.tasks, out);
+  CollectTrainRuns(tables_.train_runs, out);
+}
+
+std::string GcsMetrics::DiscoveryJson() {
+  rpc::GetAllNodeInfoRequest request;
+  request.set_filter_alive(true);
+  rpc::GetAllNodeInfoReply reply;
+  tables_.nodes->HandleGetAllNodeInfo(request, &reply, Ignore);
+  // This GCS: at its bind address, or the head node's when it binds them all.
+  std::string own_ip = options_.host;
+  nlohmann::json targets = nlohmann::json::array();
+  for (const rpc::NodeInfo& n : reply.nodes()) {
+    if (n.is_head() && (own_ip == "0.0.0.0" || own_ip == "::")) own_ip = n.node_ip();
+    if (n.metrics_export_port() > 0) targets.push_back(absl::StrCat(n.node_ip(), ":", n.metrics_export_port()));
+  }
+  targets.insert(targets.begin(), absl::StrCat(own_ip, ":", server_->port()));
+  if (const std::string* dashboard = tables_.kv->Find(kMetricsKvNamespace, kDashboardMetricsKey)) {
+    targets.push_back(*dashboard);
+  }
+  nlohmann::json file = nlohmann::json::array();
+  file.push_back({{"labels", {{"job", "ray"}}}, {"targets", std::move(targets)}});
+  return file.dump() + "\n";
+}
+
+void GcsMetrics::OnTargetsChanged() {
+  if (!server_ || options_.session_dir.empty()) return;
+  std::string json = DiscoveryJson();
+  if (json == written_) return;
+  written_ = json;
+  writer_.Submit([path = options_.session_dir + "/" + kServiceDiscoveryFile, json = std::move(json)] {
+    if (absl::Status s = WriteFileAtomic(path, json); !s.ok()) {
+      Logger("gcs")->warn("cannot write {}: {}", path, s.ToString());
+    }
+  });
+}
+
+}  // namespace manta::gcs
