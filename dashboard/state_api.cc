@@ -117,9 +117,12 @@ void StateApi::Register(httplib::Server* server) {
       Json(res, Envelope("", {{"result", std::move(*answer)}}));
     });
   };
-  list("/api/v0/nodes", [this](int, int64_t*) -> absl::StatusOr<json> {
+  list("/api/v0/nodes", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto view = cli::FetchClusterView(*gcs_, cli::ClusterViewOptions());
     if (!view.ok()) return view.status();
+    *total = static_cast<int64_t>(view->nodes.size());
+    // Only the page's nodes (and those before them) become JSON.
+    if (limit > 0 && view->nodes.size() > static_cast<size_t>(limit)) view->nodes.resize(limit);
     return NodesWithAvailable(*view);
   });
   list("/api/v0/actors", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
