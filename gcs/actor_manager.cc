@@ -243,6 +243,11 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
   done(absl::OkStatus());
 }
 
+void ActorManager::ForEachActor(const std::function<void(const rpc::ActorInfo&)>& visit) const {
+  MANTA_CHECK_THREAD(thread_);
+  for (const auto& [id, a] : actors_) visit(a.info);
+}
+
 void ActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   auto id = ActorId::FromBinary(request.actor_id());

@@ -96,6 +96,8 @@ class ActorManager {
   // Null for an unknown actor.
   const rpc::ActorInfo* Get(const ActorId& actor) const;
   size_t num_actors() const { return actors_.size(); }
+  // Every actor, in no order, read in place (the metrics count them).
+  void ForEachActor(const std::function<void(const rpc::ActorInfo&)>& visit) const;
 
  private:
   struct Actor {

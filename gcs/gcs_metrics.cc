@@ -1,8 +1,11 @@
 #include "gcs/gcs_metrics.h"
 
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <utility>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -45,44 +48,51 @@ void Emit(metrics::Exposition& out, const std::string& name, const std::string& 
 }
 
 void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
-  rpc::GetAllNodeInfoReply reply;
-  nodes->HandleGetAllNodeInfo(rpc::GetAllNodeInfoRequest(), &reply, Ignore);
   Counts active, failed;
-  for (const rpc::NodeInfo& n : reply.nodes()) {
+  nodes->ForEachNode([&](const rpc::NodeInfo& n) {
     if (n.state() == rpc::NodeInfo::ALIVE) {
       active[{NodeType(n)}] += 1;
     } else if (!n.death_expected()) {
       failed[{NodeType(n)}] += 1;
     }
-  }
+  });
   Emit(out, "ray_cluster_active_nodes", "Nodes alive, by node type.", {"node_type"}, active);
   Emit(out, "ray_cluster_failed_nodes", "Nodes that died unexpectedly, by node type.", {"node_type"}, failed);
 }
 
+// Counts by (name, state) over entries read in place: the names are viewed,
+// not copied, until each distinct pair becomes one sample.
+class NameStateCounts {
+ public:
+  void Add(std::string_view name, int state) { counts_[{name, state}] += 1; }
+  template <typename StateName>
+  Counts Done(StateName state_name) const {
+    Counts out;
+    for (const auto& [key, n] : counts_) out[{std::string(key.first), state_name(key.second)}] = n;
+    return out;
+  }
+
+ private:
+  absl::flat_hash_map<std::pair<std::string_view, int>, double> counts_;
+};
+
 void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups, metrics::Exposition& out) {
-  rpc::ListActorsReply actor_reply;
-  actors->HandleListActors(rpc::ListActorsRequest(), &actor_reply, Ignore);
-  Counts by_state;
-  for (const rpc::ActorInfo& a : actor_reply.actors()) {
-    by_state[{a.class_name(), rpc::ActorInfo::State_Name(a.state())}] += 1;
-  }
-  Emit(out, "ray_actors", "Actors by class and state.", {"Name", "State"}, by_state);
-  rpc::ListPlacementGroupsReply group_reply;
-  groups->HandleListPlacementGroups(rpc::ListPlacementGroupsRequest(), &group_reply, Ignore);
+  NameStateCounts by_state;
+  actors->ForEachActor([&](const rpc::ActorInfo& a) { by_state.Add(a.class_name(), a.state()); });
+  Emit(out, "ray_actors", "Actors by class and state.", {"Name", "State"},
+       by_state.Done([](int s) { return rpc::ActorInfo::State_Name(static_cast<rpc::ActorInfo::State>(s)); }));
   Counts group_states;
-  for (const rpc::PlacementGroupInfo& g : group_reply.placement_groups()) {
+  groups->ForEachGroup([&](const rpc::PlacementGroupInfo& g) {
     group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1;
-  }
+  });
   Emit(out, "ray_placement_groups", "Placement groups by state.", {"State"}, group_states);
 }
 
 void CollectTasks(TaskEventManager* tasks, metrics::Exposition& out) {
-  rpc::ListTasksReply reply;
-  tasks->HandleListTasks(rpc::ListTasksRequest(), &reply, Ignore);
-  Counts by_state;
-  for (const rpc::TaskEvent& t : reply.tasks()) by_state[{t.name(), rpc::TaskEvent::State_Name(t.state())}] += 1;
+  NameStateCounts by_state;
+  tasks->ForEachTask([&](const rpc::TaskEvent& t) { by_state.Add(t.name(), t.state()); });
   Emit(out, "ray_tasks", "Tasks by function and state (the latest state of each task kept).", {"Name", "State"},
-       by_state);
+       by_state.Done([](int s) { return rpc::TaskEvent::State_Name(static_cast<rpc::TaskEvent::State>(s)); }));
 }
 
 void CollectTrainRuns(TrainRunManager* runs, metrics::Exposition& out) {

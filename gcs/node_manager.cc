@@ -230,6 +230,12 @@ void NodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request
   done(absl::OkStatus());
 }
 
+void NodeManager::ForEachNode(const std::function<void(const rpc::NodeInfo&)>& visit) const {
+  MANTA_CHECK_THREAD(thread_);
+  for (const auto& [id, info] : alive_) visit(info);
+  for (const auto& [id, info] : dead_) visit(info);
+}
+
 void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply,
                                   rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);

@@ -75,6 +75,8 @@ class NodeManager {
   // Null unless `node` is alive.
   const rpc::NodeInfo* GetAliveNode(const NodeId& node) const;
   size_t num_alive() const { return alive_.size(); }
+  // Every node, alive then dead, read in place (the metrics count them).
+  void ForEachNode(const std::function<void(const rpc::NodeInfo&)>& visit) const;
 
  private:
   void Persist(const rpc::NodeInfo& info, rpc::Done done);

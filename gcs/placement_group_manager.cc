@@ -187,6 +187,11 @@ void PlacementGroupManager::HandleListPlacementGroups(const rpc::ListPlacementGr
   done(absl::OkStatus());
 }
 
+void PlacementGroupManager::ForEachGroup(const std::function<void(const rpc::PlacementGroupInfo&)>& visit) const {
+  MANTA_CHECK_THREAD(thread_);
+  for (const auto& [id, g] : groups_) visit(g->info);
+}
+
 void PlacementGroupManager::HandleWaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
                                                           rpc::WaitPlacementGroupReadyReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);

@@ -80,6 +80,8 @@ class PlacementGroupManager {
   void AppendPending(rpc::GetClusterResourcesReply* reply) const;
 
   const rpc::PlacementGroupInfo* Get(const PlacementGroupId& id) const;
+  // Every group, in no order, read in place (the metrics count them).
+  void ForEachGroup(const std::function<void(const rpc::PlacementGroupInfo&)>& visit) const;
 
  private:
   struct Waiter {

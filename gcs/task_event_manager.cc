@@ -88,6 +88,11 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
   held.set_state(event.state());
 }
 
+void TaskEventManager::ForEachTask(const std::function<void(const rpc::TaskEvent&)>& visit) const {
+  MANTA_CHECK_THREAD(thread_);
+  for (const auto& [key, e] : tasks_) visit(e);
+}
+
 void TaskEventManager::HandleListTasks(const rpc::ListTasksRequest& request, rpc::ListTasksReply* reply,
                                        rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);

@@ -48,6 +48,8 @@ class TaskEventManager {
 
   size_t num_tasks() const { return tasks_.size(); }
   int64_t num_dropped() const { return num_dropped_; }
+  // Every kept task, in no order, read in place (the metrics count them).
+  void ForEachTask(const std::function<void(const rpc::TaskEvent&)>& visit) const;
 
  private:
   void Add(const rpc::TaskEvent& event);
