@@ -87,6 +87,19 @@ void TaskReceiver::Stop() {
   pool_cv_.SignalAll();
 }
 
+grpc::Status TaskReceiver::Admit(const rpc::PushTaskRequest& req, const std::string& self_worker_id) const {
+  if (req.intended_worker_id() != self_worker_id) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
+  }
+  if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
+  }
+  if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && holds_actor()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
+  }
+  return grpc::Status::OK;
+}
+
 void TaskReceiver::Enqueue(PushedTask* push) {
   Work w = push;
   const rpc::PushTaskRequest* req = &push->request();

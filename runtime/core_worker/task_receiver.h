@@ -82,6 +82,10 @@ class TaskReceiver {
   TaskReceiver(const TaskReceiver&) = delete;
   TaskReceiver& operator=(const TaskReceiver&) = delete;
 
+  // Why a push must be refused before it is enqueued (OK: take it): it was
+  // meant for another worker than `self_worker_id`, its task id is
+  // malformed, or it is a normal task while this worker holds an actor.
+  grpc::Status Admit(const rpc::PushTaskRequest& req, const std::string& self_worker_id) const;
   // Takes a pushed task, which is finished when it has run (or at once when
   // it is a retry of one that ran).
   void Enqueue(PushedTask* push);

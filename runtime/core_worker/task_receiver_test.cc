@@ -193,6 +193,25 @@ TEST_F(TaskReceiverTest, TasksRunInPushOrderAndReturnTheirValues) {
   EXPECT_EQ(host_.ended.load(), 2);
 }
 
+TEST_F(TaskReceiverTest, AdmitRefusesAnotherWorkersPushAMalformedIdAndPlainTasksToAnActor) {
+  const std::string self = WorkerId::FromRandom().Binary();
+  rpc::PushTaskRequest req = Task("echo", "a");
+  req.set_intended_worker_id(self);
+  EXPECT_TRUE(receiver_.Admit(req, self).ok());
+  EXPECT_EQ(receiver_.Admit(req, WorkerId::FromRandom().Binary()).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  rpc::PushTaskRequest bad_id = req;
+  bad_id.mutable_spec()->set_task_id("short");
+  EXPECT_EQ(receiver_.Admit(bad_id, self).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  StartMainThread();
+  CreateActor(1);
+  EXPECT_EQ(receiver_.Admit(req, self).error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // a plain task
+  rpc::PushTaskRequest call = ActorCall("Acc.add", "x", 0);
+  call.set_intended_worker_id(self);
+  EXPECT_TRUE(receiver_.Admit(call, self).ok());
+}
+
 TEST_F(TaskReceiverTest, StopWithTasksInFlightEndsOnceTheRunningOneReturnsAndRunsNoMore) {
   absl::Notification release;
   g_release = &release;

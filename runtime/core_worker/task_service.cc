@@ -81,16 +81,7 @@ grpc::Status CoreWorkerImpl::CheckRunsTasks() const {
 
 grpc::Status CoreWorkerImpl::CheckPush(const rpc::PushTaskRequest& req) const {
   if (grpc::Status s = CheckRunsTasks(); !s.ok()) return s;
-  if (req.intended_worker_id() != worker_id_.Binary()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the task was meant for another worker");
-  }
-  if (!TaskId::FromBinary(req.spec().task_id()).ok()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
-  }
-  if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && receiver_ && receiver_->holds_actor()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
-  }
-  return grpc::Status::OK;
+  return receiver_->Admit(req, worker_id_.Binary());
 }
 
 grpc::ServerUnaryReactor* CoreWorkerImpl::KillActor(grpc::CallbackServerContext* ctx,
