@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
