@@ -9,7 +9,7 @@
 #   scripts/sanitize.sh asan -L unit           # unit tests only
 #   scripts/sanitize.sh tsan -R 'GcsRestart'   # a subset
 #
-# gcc 12, -O1 -g, assertions on, no tcmalloc (the sanitizers bring their own
+# gcc 12, -O1 -g1 (line tables: reports name file and line), assertions on, no tcmalloc (the sanitizers bring their own
 # allocator). Every process, test or child daemon, writes its reports to
 # <build dir>/sanitizer-logs/<kind>.<pid> instead of stderr (a daemon's stderr
 # is often a log file no one reads); after ctest the script prints every
@@ -31,12 +31,19 @@ BUILD=$ROOT/build-$KIND
 JOBS="${MANTA_BUILD_JOBS:-2}"
 scripts/install_deps.sh >/dev/null
 
+EXTRA=()
+if [ "$KIND" = tsan ]; then
+  # TSan must see abseil's Mutex: its synchronization library is built from
+  # the installed version's source (MANTA_TSAN_ABSL_SOURCE in CMakeLists.txt).
+  scripts/sanitizers/absl_source.sh "$BUILD/absl-src"
+  EXTRA=(-DMANTA_TSAN_ABSL_SOURCE="$BUILD/absl-src")
+fi
 if [ ! -f "$BUILD/build.ninja" ]; then
   CC=gcc CXX=g++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" \
     -DCMAKE_EXE_LINKER_FLAGS="$FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$FLAGS" \
-    -DMANTA_TCMALLOC=OFF >/dev/null
+    -DMANTA_TCMALLOC=OFF "${EXTRA[@]}" >/dev/null
 fi
 cmake --build "$BUILD" -j"$JOBS"
 
