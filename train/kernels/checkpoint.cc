@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,9 +37,10 @@ absl::Status FsyncPath(const std::string& path) {
 }
 
 // Writes `path` atomically: <path>.partial, fsync, rename.
+// `tmp` names the temporary file (default <path>.partial).
 absl::Status WriteFileAtomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts,
-                             const CheckpointStore::Progress& progress = nullptr) {
-  const std::string tmp = path + ".partial";
+                             const CheckpointStore::Progress& progress = nullptr, std::string tmp = "") {
+  if (tmp.empty()) tmp = path + ".partial";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("create", tmp);
   for (const auto& [data, size] : parts) {
@@ -72,6 +74,20 @@ std::string ShardName(int tensor_rank, int fsdp_rank) {
 }
 
 }  // namespace
+
+absl::Status WriteSmallFileAtomic(const std::string& path, const std::string& contents) {
+  const size_t thread = std::hash<std::thread::id>()(std::this_thread::get_id());
+  return WriteFileAtomic(path, {{contents.data(), contents.size()}}, nullptr,
+                         absl::StrCat(path, ".partial.", ::getpid(), ".", thread));
+}
+
+absl::Status CheckpointStore::WriteExtra(int64_t step, const std::string& name, const std::string& contents) const {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
+      name == "manifest.json") {
+    return absl::InvalidArgumentError("checkpoint: bad extra file name '" + name + "'");
+  }
+  return WriteSmallFileAtomic(StepDir(step) + ".tmp/" + name, contents);
+}
 
 std::string CheckpointStore::StepDir(int64_t step) const { return absl::StrCat(dir_, "/", step); }
 

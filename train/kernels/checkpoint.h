@@ -37,6 +37,11 @@ struct ShardView {
   std::vector<int64_t> shard_sizes;         // [block]
 };
 
+// Writes a small file atomically: a temporary file of this process and
+// thread, fsync, rename. Writers of the same file at once never expose a
+// partial one.
+absl::Status WriteSmallFileAtomic(const std::string& path, const std::string& contents);
+
 class CheckpointStore {
  public:
   // `checkpoints_dir` is <base_output_directory>/<run_name>/checkpoints.
@@ -54,6 +59,9 @@ class CheckpointStore {
   absl::Status WriteShard(int64_t step, int tensor_rank, int fsdp_rank, const ShardView& shard,
                           const Progress& progress = nullptr) const;
   absl::Status FinishShards(int64_t step) const;
+  // A file that travels with the step's shards (as tokenizer.json), written
+  // by process 0 between BeginSave and FinishShards; `name` has no '/'.
+  absl::Status WriteExtra(int64_t step, const std::string& name, const std::string& contents) const;
   absl::Status WriteManifest(const CheckpointManifest& manifest) const;
 
   // Fills `out` (the caller's shard of `layout`, split `fsdp` ways, at

@@ -135,6 +135,8 @@ absl::Status ReadAll(const Reader& r, Config* c) {
   RETURN_IF_ERROR(r.Int("ici_fsdp_parallelism", &p.ici_fsdp));
   RETURN_IF_ERROR(r.Int("ici_tensor_parallelism", &p.ici_tensor));
   c->dataset_type = r.String("dataset_type");
+  c->dataset_path = r.String("dataset_path");
+  c->tokenizer_path = r.String("tokenizer_path");
   int64_t seed = 0;
   RETURN_IF_ERROR(r.Int("data_shuffle_seed", &seed));
   c->data_shuffle_seed = static_cast<uint64_t>(seed);
@@ -194,8 +196,15 @@ absl::Status Validate(Config* c) {
   for (const auto& [key, v] : axes) {
     if (v == 0 || v < -1) return KeyError(key, absl::StrCat("must be positive or -1, got ", v));
   }
-  if (c->dataset_type != "synthetic") {
-    return KeyError("dataset_type", "only 'synthetic' is supported, got '" + c->dataset_type + "'");
+  if (c->dataset_type != "synthetic" && c->dataset_type != "text") {
+    return KeyError("dataset_type", "must be 'synthetic' or 'text', got '" + c->dataset_type + "'");
+  }
+  if (c->dataset_type == "text") {
+    if (c->dataset_path.empty()) return KeyError("dataset_path", "must be set when dataset_type is 'text'");
+    if (c->model.vocab_size < 257) {
+      return KeyError("vocab_size", absl::StrCat("must be at least 257 (256 bytes and end-of-text) when "
+                                                 "dataset_type is 'text', got ", c->model.vocab_size));
+    }
   }
   if (c->enable_checkpointing) {
     RETURN_IF_ERROR(Positive("checkpoint_period", c->checkpoint_period));

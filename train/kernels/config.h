@@ -58,7 +58,9 @@ struct Config {
 
   ParallelismConfig parallelism;
 
-  std::string dataset_type;
+  std::string dataset_type;     // synthetic | text
+  std::string dataset_path;     // text: a file, or a folder of text files
+  std::string tokenizer_path;   // text: a saved tokenizer; empty trains one on the corpus
   uint64_t data_shuffle_seed = 0;
   uint64_t init_weights_seed = 0;
 

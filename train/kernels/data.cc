@@ -3,7 +3,6 @@
 #include <numeric>
 
 namespace manta::train {
-namespace {
 
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -11,8 +10,6 @@ uint64_t Mix(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
-
-}  // namespace
 
 SyntheticDataset::SyntheticDataset(uint64_t seed, int64_t vocab, int64_t seq_len)
     : seed_(seed), vocab_(vocab), seq_len_(seq_len), successor_(vocab) {

@@ -134,7 +134,7 @@ void DeviceTrainer::TensorAllReduce(float* data, int64_t n) {
   if (mesh_.tensor() > 1) comm_->AllReduce(kTensorAxis, device_, data, n);
 }
 
-DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const SyntheticDataset& data) {
+DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const Dataset& data) {
   const int64_t seq = config_.max_target_length;
   const int64_t global_tokens = global_batch_ * seq;
   std::fill(gathered_.begin(), gathered_.end(), false);

@@ -55,7 +55,7 @@ class DeviceTrainer : public BlockOps {
   // The gradients of 0-based `step` on the global batch of that step,
   // reduced over the mesh, with the loss and gradient norm. Changes no
   // state. Throws CollectiveError when the group breaks.
-  DeviceStepResult ComputeGradients(int64_t step, const SyntheticDataset& data);
+  DeviceStepResult ComputeGradients(int64_t step, const Dataset& data);
   // AdamW with the gradients of the last ComputeGradients.
   void ApplyUpdate(int64_t step, const DeviceStepResult& r);
 

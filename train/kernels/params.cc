@@ -5,16 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "train/kernels/check.h"
+#include "train/kernels/data.h"
 
 namespace manta::train {
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A standard normal value determined by (seed, id, index).
 float HashNormal(uint64_t seed, int id, int64_t index) {

@@ -139,11 +139,18 @@ struct TrainingSession::StepSync {
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Config& config, int64_t global_batch) {
   if (global_batch < 0) return absl::InvalidArgumentError("global batch must not be negative");
-  return std::unique_ptr<TrainingSession>(new TrainingSession(config, global_batch));
+  ASSIGN_OR_RETURN(RunData data, MakeRunData(config));
+  if (data.tokenizer) {
+    Logger()->info("text dataset {}: {} tokens, {} windows of {}; tokenizer of {} ids", config.dataset_path,
+                   static_cast<const TextDataset&>(*data.dataset).tokens(),
+                   static_cast<const TextDataset&>(*data.dataset).windows(), config.max_target_length,
+                   data.tokenizer->vocab_size());
+  }
+  return std::unique_ptr<TrainingSession>(new TrainingSession(config, std::move(data), global_batch));
 }
 
-TrainingSession::TrainingSession(const Config& config, int64_t global_batch)
-    : config_(config), global_batch_(global_batch) {}
+TrainingSession::TrainingSession(const Config& config, RunData data, int64_t global_batch)
+    : config_(config), data_(std::move(data)), global_batch_(global_batch) {}
 
 TrainingSession::~TrainingSession() { Leave(); }
 
@@ -295,7 +302,15 @@ void TrainingSession::SaveCheckpoint(DeviceTrainer& dev, int64_t step, const Run
   auto report = [&](const absl::Status& s) {
     if (!s.ok()) Logger()->error("checkpoint save at step {} failed: {}", step, s.ToString());
   };
-  if (leader) report(store_->BeginSave(step));
+  absl::Status begun;
+  if (leader) {
+    begun = store_->BeginSave(step);
+    // The tokenizer travels with the weights: a served checkpoint reads text.
+    if (begun.ok() && data_.tokenizer) {
+      begun = store_->WriteExtra(step, "tokenizer.json", data_.tokenizer->ToJson());
+    }
+    report(begun);
+  }
   comm_->Barrier(kAllAxes, dev.device());
   const DeviceCoord c = mesh_->Coord(dev.device());
   if (c.data == 0) {
@@ -314,7 +329,7 @@ void TrainingSession::SaveCheckpoint(DeviceTrainer& dev, int64_t step, const Run
   comm_->Barrier(kAllAxes, dev.device());
   if (leader) {
     if (options.save_fault_hook) options.save_fault_hook("shards_written", step);
-    absl::Status s = store_->FinishShards(step);
+    absl::Status s = begun.ok() ? store_->FinishShards(step) : begun;
     if (s.ok() && options.save_fault_hook) options.save_fault_hook("renamed", step);
     if (s.ok()) {
       CheckpointManifest m;
@@ -325,7 +340,7 @@ void TrainingSession::SaveCheckpoint(DeviceTrainer& dev, int64_t step, const Run
       m.model = config_.model;
       s = store_->WriteManifest(m);
     }
-    report(s);
+    if (begun.ok()) report(s);
     if (s.ok()) Logger()->info("saved checkpoint {}", store_->StepDir(step));
   }
   comm_->Barrier(kAllAxes, dev.device());
@@ -399,7 +414,7 @@ StepMetrics TrainingSession::Measure(int64_t step, const DeviceStepResult& r, De
 
 void TrainingSession::DeviceLoop(int local, const RunOptions& options, std::ofstream* metrics, SessionRun* run) {
   DeviceTrainer& dev = *devices_[local];
-  const SyntheticDataset data(config_.data_shuffle_seed, config_.model.vocab_size, config_.max_target_length);
+  const Dataset& data = *data_.dataset;
   const int64_t total_weights = global_batch_ * config_.max_target_length;
   try {
     for (int64_t step = next_step_; step < config_.steps; ++step) {

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "train/kernels/config.h"
 #include "train/kernels/mesh.h"
+#include "train/kernels/text_data.h"
 #include "train/kernels/train.h"
 
 namespace manta::train {
@@ -105,7 +106,7 @@ class TrainingSession {
   const Mesh* mesh() const { return mesh_.get(); }
 
  private:
-  TrainingSession(const Config& config, int64_t global_batch);
+  TrainingSession(const Config& config, RunData data, int64_t global_batch);
   // Destroys the devices and the communicator, keeping the devices' states.
   void Leave();
   absl::Status Fill(const JoinSpec& spec);
@@ -121,6 +122,7 @@ class TrainingSession {
                       std::chrono::steady_clock::time_point t0, const StepSnapshot& before) const;
 
   const Config config_;
+  RunData data_;  // the dataset (and for text, the tokenizer), made by Create
   int64_t global_batch_;
   std::unique_ptr<Mesh> mesh_;
   DistributedEnv env_;
