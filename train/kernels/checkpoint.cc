@@ -130,6 +130,9 @@ absl::StatusOr<CheckpointManifest> CheckpointStore::ReadManifest(int64_t step) c
     m.model.mlp_dim = s.at("mlp_dim").get<int64_t>();
     m.model.num_layers = s.at("num_layers").get<int64_t>();
     m.model.vocab_size = s.at("vocab_size").get<int64_t>();
+    // Absent from checkpoints of earlier versions: the defaults they used.
+    m.model.norm_eps = s.value("norm_eps", 1e-5f);
+    m.model.rope_max_timescale = s.value("rope_max_timescale", 10000.0f);
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("manifest ", path, ": ", e.what()));
   }
@@ -138,6 +141,9 @@ absl::StatusOr<CheckpointManifest> CheckpointStore::ReadManifest(int64_t step) c
     return absl::DataLossError("inconsistent manifest " + path);
   }
   const ModelShape& s = m.model;
+  if (!(s.norm_eps > 0 && s.norm_eps < 1) || !(s.rope_max_timescale >= 1 && s.rope_max_timescale < 1e9f)) {
+    return absl::DataLossError("manifest " + path + " has an impossible norm_eps or rope_max_timescale");
+  }
   for (int64_t dim : {s.emb_dim, s.num_query_heads, s.num_kv_heads, s.head_dim, s.mlp_dim, s.num_layers, s.vocab_size}) {
     if (dim < 1 || dim > kMaxDim) return absl::DataLossError("manifest " + path + " has an impossible model shape");
   }
@@ -186,7 +192,8 @@ absl::Status CheckpointStore::WriteManifest(const CheckpointManifest& m) const {
        {{"emb_dim", m.model.emb_dim}, {"num_query_heads", m.model.num_query_heads},
         {"num_kv_heads", m.model.num_kv_heads}, {"head_dim", m.model.head_dim},
         {"mlp_dim", m.model.mlp_dim}, {"num_layers", m.model.num_layers},
-        {"vocab_size", m.model.vocab_size}}},
+        {"vocab_size", m.model.vocab_size}, {"norm_eps", m.model.norm_eps},
+        {"rope_max_timescale", m.model.rope_max_timescale}}},
       {"shard_files", m.tensor * m.fsdp},
   };
   const std::string text = j.dump(2) + "\n";

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "train/kernels/blas.h"
+#include "train/kernels/check.h"
 
 namespace manta::train {
 
@@ -53,10 +54,12 @@ RopeTable::RopeTable(int64_t seq_len_in, int64_t head_dim, float max_timescale)
 namespace {
 
 // sign = +1 rotates forward, -1 applies the transpose.
-void Rotate(const RopeTable& t, int64_t tokens, int64_t heads, float sign, float* x) {
+// Token i sits at positions[i], or at i % seq_len when positions is null.
+void Rotate(const RopeTable& t, int64_t tokens, int64_t heads, float sign, float* x,
+            const int32_t* positions = nullptr) {
   const int64_t hd = 2 * t.half;
   for (int64_t tok = 0; tok < tokens; ++tok) {
-    const int64_t pos = tok % t.seq_len;
+    const int64_t pos = positions ? positions[tok] : tok % t.seq_len;
     const float* c = t.cos.data() + pos * t.half;
     const float* s = t.sin.data() + pos * t.half;
     for (int64_t h = 0; h < heads; ++h) {
@@ -75,6 +78,11 @@ void Rotate(const RopeTable& t, int64_t tokens, int64_t heads, float sign, float
 
 void RopeForward(const RopeTable& table, int64_t tokens, int64_t heads, float* x) {
   Rotate(table, tokens, heads, 1.0f, x);
+}
+
+void RopeForwardAt(const RopeTable& table, const int32_t* positions, int64_t tokens, int64_t heads, float* x) {
+  for (int64_t i = 0; i < tokens; ++i) TRAIN_CHECK(positions[i] >= 0 && positions[i] < table.seq_len);
+  Rotate(table, tokens, heads, 1.0f, x, positions);
 }
 
 void RopeBackward(const RopeTable& table, int64_t tokens, int64_t heads, float* dx) {

@@ -26,6 +26,8 @@ struct RopeTable {
 // Rotates (in place) every head of x [tokens, heads * head_dim], the
 // "rotate half" form. Token i sits at position i % seq_len.
 void RopeForward(const RopeTable& table, int64_t tokens, int64_t heads, float* x);
+// As RopeForward, token i at positions[i] (each below table.seq_len).
+void RopeForwardAt(const RopeTable& table, const int32_t* positions, int64_t tokens, int64_t heads, float* x);
 // The transpose rotation: maps a gradient at the output to the input.
 void RopeBackward(const RopeTable& table, int64_t tokens, int64_t heads, float* dx);
 

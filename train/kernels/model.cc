@@ -9,9 +9,6 @@
 namespace manta::train {
 namespace {
 
-// Offsets of the tensors of a layer block, in ParamLayout's order.
-enum LayerTensor { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kWGate, kWUp, kWDown };
-
 void Zero(FloatBuffer& v) { std::fill(v.begin(), v.end(), 0.0f); }
 
 }  // namespace
@@ -153,11 +150,9 @@ void DecoderModel::LayerBackward(int layer, const float* p, float* g, float* dx,
   RmsNormBackward(a.x_in.data(), W(kAttnNorm), a.r1.data(), dh_.data(), N, D, dx, G(kAttnNorm));
 }
 
-double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targets,
-                                     float loss_scale, BlockOps* ops) {
+const float* DecoderModel::Forward(const int32_t* inputs, BlockOps* ops) {
   const int64_t N = tokens_, D = shape_.emb_dim, V = shape_.vocab_size;
   ops_ = ops;
-  // Forward.
   const int eb = ParamLayout::embed_block();
   block_params_[eb] = ops->AcquireBlock(eb);
   const float* table = block_params_[eb];
@@ -178,6 +173,19 @@ double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targe
   std::memcpy(xf_.data(), x_.data(), sizeof(float) * N * D);
   RmsNormForward(xf_.data(), norm, N, D, shape_.norm_eps, hf_.data(), rf_.data());
   Gemm(false, false, N, V, D, 1.0f, hf_.data(), D, out, V, 0.0f, logits_.data(), V);
+  return logits_.data();
+}
+
+double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targets,
+                                     float loss_scale, BlockOps* ops) {
+  const int64_t N = tokens_, D = shape_.emb_dim, V = shape_.vocab_size;
+  Forward(inputs, ops);
+  const int eb = ParamLayout::embed_block();
+  const int hb = layout_.head_block();
+  const BlockSpec& head = layout_.block(hb);
+  const float* hp = block_params_[hb];
+  const float* norm = hp + head.tensors[0].offset;
+  const float* out = hp + head.tensors[1].offset;
   const double loss = SoftmaxCrossEntropy(logits_.data(), targets, N, V, loss_scale);
 
   // Backward; logits_ now holds d(loss)/d(logits).

@@ -42,6 +42,9 @@ class DecoderModel {
   // this batch; gradients are of loss_scale * that sum.
   double ForwardBackward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                          BlockOps* ops);
+  // The forward pass alone: logits [batch * seq, vocab], valid until the
+  // next call (ops' BlockGradReady is not called).
+  const float* Forward(const int32_t* inputs, BlockOps* ops);
 
   // Floats the constructor allocates for this shape, without allocating.
   static int64_t BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch, int64_t seq);

@@ -33,6 +33,11 @@ struct TensorSpec {
   int64_t GlobalIndex(int rank, int64_t i) const;
 };
 
+// The tensors of a layer block, in their order in BlockSpec::tensors; a head
+// block holds the final norm, then the output projection.
+enum LayerTensor { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kWGate, kWUp, kWDown };
+enum HeadTensor { kFinalNorm, kOutput };
+
 struct BlockSpec {
   std::string name;
   std::vector<TensorSpec> tensors;

@@ -1,0 +1,129 @@
+#include "serve/engine/batcher.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace manta::serve {
+
+Batcher::Batcher(StepRunner* runner, int max_prefills_per_step)
+    : runner_(runner), max_prefills_(std::max(1, max_prefills_per_step)), slots_(runner->slots()) {
+  logits_.resize(static_cast<size_t>(runner->slots()) * runner->vocab());
+}
+
+void Batcher::Submit(GenerateRequest request) {
+  const int64_t n = static_cast<int64_t>(request.prompt.size());
+  absl::Status bad;
+  if (n == 0) {
+    bad = absl::InvalidArgumentError("the prompt is empty");
+  } else if (request.max_tokens < 1) {
+    bad = absl::InvalidArgumentError(absl::StrCat("max_tokens must be at least 1, got ", request.max_tokens));
+  } else if (request.max_tokens > runner_->max_len() - n) {
+    bad = absl::InvalidArgumentError(absl::StrCat("the prompt (", n, " tokens) and max_tokens (", request.max_tokens,
+                                                  ") exceed the ", runner_->max_len(), " tokens a sequence holds"));
+  }
+  if (!bad.ok()) {
+    if (request.on_done) request.on_done(bad, FinishReason::kError);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  waiting_.push_back(std::make_unique<GenerateRequest>(std::move(request)));
+}
+
+size_t Batcher::Backlog() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_.size();
+}
+
+void Batcher::Finish(int s, const absl::Status& status, FinishReason reason) {
+  Slot& slot = slots_[s];
+  std::unique_ptr<GenerateRequest> request = std::move(slot.request);
+  slot.sampler.reset();
+  runner_->Release(s);
+  --active_;
+  if (request->on_done) request->on_done(status, reason);
+}
+
+bool Batcher::Advance(int s, const float* logits) {
+  Slot& slot = slots_[s];
+  const int32_t token = slot.sampler->Next(logits, runner_->vocab());
+  if (token == slot.request->eos_id) {
+    Finish(s, absl::OkStatus(), FinishReason::kEos);
+    return false;
+  }
+  ++slot.emitted;
+  if (slot.request->on_token) slot.request->on_token(token);
+  if (slot.emitted >= slot.request->max_tokens) {
+    Finish(s, absl::OkStatus(), FinishReason::kLength);
+    return false;
+  }
+  slot.next = token;
+  return true;
+}
+
+void Batcher::Admit() {
+  for (int admitted = 0; admitted < max_prefills_; ++admitted) {
+    int free_slot = -1;
+    for (int s = 0; s < static_cast<int>(slots_.size()) && free_slot < 0; ++s) {
+      if (!slots_[s].request) free_slot = s;
+    }
+    if (free_slot < 0) return;
+    std::unique_ptr<GenerateRequest> request;
+    {
+      absl::MutexLock lock(&mu_);
+      if (waiting_.empty()) return;
+      request = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    Slot& slot = slots_[free_slot];
+    absl::Status s = runner_->Prefill(free_slot, request->prompt, logits_.data());
+    if (!s.ok()) {
+      runner_->Release(free_slot);
+      if (request->on_done) request->on_done(s, FinishReason::kError);
+      continue;
+    }
+    slot.request = std::move(request);
+    slot.sampler = std::make_unique<Sampler>(slot.request->sampling);
+    slot.emitted = 0;
+    ++active_;
+    Advance(free_slot, logits_.data());
+  }
+}
+
+bool Batcher::Step() {
+  const int before = active_;
+  const size_t waiting = Backlog();
+  if (before == 0 && waiting == 0) return false;
+  ++steps_;
+  Admit();
+  std::vector<int> live;
+  std::vector<int32_t> tokens;
+  for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
+    if (slots_[s].request) {
+      live.push_back(s);
+      tokens.push_back(slots_[s].next);
+    }
+  }
+  if (live.empty()) return true;
+  absl::Status s = runner_->Decode(live, tokens, logits_.data());
+  if (!s.ok()) {
+    for (int slot : live) Finish(slot, s, FinishReason::kError);
+    return true;
+  }
+  for (size_t i = 0; i < live.size(); ++i) Advance(live[i], logits_.data() + i * runner_->vocab());
+  return true;
+}
+
+void Batcher::FailAll(const absl::Status& status) {
+  std::deque<std::unique_ptr<GenerateRequest>> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting.swap(waiting_);
+  }
+  for (auto& r : waiting) {
+    if (r->on_done) r->on_done(status, FinishReason::kError);
+  }
+  for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
+    if (slots_[s].request) Finish(s, status, FinishReason::kError);
+  }
+}
+
+}  // namespace manta::serve

@@ -1,0 +1,85 @@
+// Continuous batching over the slots of a StepRunner (an engine, or a
+// tensor-parallel group of them).
+//
+// Each Step: waiting requests take the free slots (a prefill each, at most
+// `max_prefills_per_step`, and the first token is sampled from the prompt's
+// logits), then one decode step runs every active slot as one batch, the
+// requests admitted this step included. A request that reaches end-of-text
+// or max_tokens frees its slot at once, so the next Step reuses it.
+//
+//   Batcher batcher(&engine);
+//   batcher.Submit(std::move(request));        // any thread
+//   while (running) batcher.Step();            // one thread: the engine's
+//
+// Threads: Submit and Backlog from any thread; Step, FailAll and the rest
+// from one thread (the engine's). Callbacks run on that thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "serve/engine/engine.h"
+#include "serve/engine/sampler.h"
+
+namespace manta::serve {
+
+enum class FinishReason { kEos, kLength, kError };
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+  int32_t eos_id = -1;  // a token that ends the output (not emitted); -1: none
+  // Each output token, in order.
+  std::function<void(int32_t token)> on_token;
+  // Once, at the end: OK with kEos or kLength, or the error.
+  std::function<void(const absl::Status& status, FinishReason reason)> on_done;
+};
+
+class Batcher {
+ public:
+  explicit Batcher(StepRunner* runner, int max_prefills_per_step = 1);
+
+  // Queues a request. A request that cannot fit (empty prompt, max_tokens
+  // below 1, prompt + max_tokens over the runner's max_len) ends at once
+  // with InvalidArgument through on_done.
+  void Submit(GenerateRequest request) ABSL_LOCKS_EXCLUDED(mu_);
+  // One scheduling step; false when there was nothing to do.
+  bool Step() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends every waiting and active request with `status` and frees the slots.
+  void FailAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  size_t Backlog() const ABSL_LOCKS_EXCLUDED(mu_);
+  int active() const { return active_; }
+  int slots() const { return runner_->slots(); }
+  int64_t steps() const { return steps_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<GenerateRequest> request;
+    std::unique_ptr<Sampler> sampler;
+    int32_t next = 0;      // the token to feed at the next decode
+    int64_t emitted = 0;   // tokens given to on_token
+  };
+  // Emits a sampled token or finishes the slot; true while it goes on.
+  bool Advance(int s, const float* logits);
+  void Finish(int s, const absl::Status& status, FinishReason reason);
+  void Admit();
+
+  StepRunner* const runner_;
+  const int max_prefills_;
+  std::vector<Slot> slots_;
+  int active_ = 0;
+  int64_t steps_ = 0;
+  std::vector<float> logits_;
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<GenerateRequest>> waiting_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace manta::serve

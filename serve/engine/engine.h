@@ -1,0 +1,103 @@
+// The serving engine of one tensor rank: the decoder's forward pass over a
+// preallocated KV cache of `slots` sequences of up to `max_len` tokens.
+//
+//   Engine engine(weights, {.slots = 8, .max_len = 512}, /*sum=*/nullptr);
+//   engine.Prefill(slot, prompt, logits);          // the prompt's K/V into the slot
+//   engine.Decode({s0, s1}, {tok0, tok1}, logits);  // one token for each slot at once
+//   engine.Release(slot);                           // the slot is free for the next request
+//
+// Decode runs every listed slot as one batch: the weight matrices are read
+// once per step whatever the batch, which is what continuous batching buys.
+// With tensor parallelism each rank holds its query and KV heads and its
+// MLP columns; `sum` adds the ranks' partial outputs after the attention
+// output and MLP down projections (Megatron-style, as in training), so every
+// rank must run the same calls in the same order.
+//
+// Not thread-safe: one thread drives an engine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "serve/engine/weights.h"
+#include "train/kernels/layers.h"
+
+namespace manta::serve {
+
+// Sums a buffer over the tensor-parallel ranks, in place.
+class TensorSum {
+ public:
+  virtual ~TensorSum() = default;
+  virtual void Sum(float* data, int64_t n) = 0;
+};
+
+// What a batcher drives: an engine, or the ranks of a tensor-parallel group
+// running the same calls.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual absl::Status Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) = 0;
+  virtual absl::Status Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens, float* logits) = 0;
+  virtual void Release(int slot) = 0;
+  virtual int slots() const = 0;
+  virtual int64_t max_len() const = 0;
+  virtual int64_t vocab() const = 0;
+};
+
+struct EngineOptions {
+  int slots = 8;          // sequences decoded at once
+  int64_t max_len = 512;  // tokens per sequence, prompt and output
+};
+
+class Engine : public StepRunner {
+ public:
+  // `weights` must outlive the engine; `sum` may be null when tensor is 1.
+  Engine(const ServingWeights& weights, const EngineOptions& options, TensorSum* sum);
+
+  // Writes the prompt's K/V at positions [0, n) of `slot` (which must be
+  // free) and the logits of its last token to `logits` (vocab floats).
+  absl::Status Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) override;
+  // For each i, feeds tokens[i] at the next position of slots[i] (distinct
+  // slots, each holding a sequence shorter than max_len); logits[i * vocab..]
+  // are the next token's.
+  absl::Status Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens, float* logits) override;
+  // Frees the slot (its K/V are overwritten by the next prefill).
+  void Release(int slot) override;
+
+  int64_t length(int slot) const { return lengths_[slot]; }
+  int slots() const override { return options_.slots; }
+  int64_t max_len() const override { return options_.max_len; }
+  int64_t vocab() const override { return shape_.vocab_size; }
+  // K and V floats one token takes on this rank: 2 x layers x kv heads x head_dim.
+  int64_t KvFloatsPerToken() const { return 2 * shape_.num_layers * kvw_; }
+  // The first `len` positions of a slot's K/V (KvFloatsPerToken() * len
+  // floats), and the reverse: what a prefill engine hands a decode engine.
+  void ExportKv(int slot, int64_t len, float* out) const;
+  absl::Status ImportKv(int slot, int64_t len, const float* in);
+
+ private:
+  // Runs rows (token, slot, position) through the decoder, writing each
+  // row's K/V to its slot; logits of the rows with want_logits go to out.
+  void Forward(int64_t n, const int32_t* tokens, const int* row_slot, const int32_t* positions,
+               bool last_only, float* out);
+  void Layer(int layer, int64_t n, const int* row_slot, const int32_t* positions);
+  void Attend(int layer, int64_t n, const int* row_slot, const int32_t* positions);
+  float* KCache(int slot, int layer) { return kcache_.data() + (slot * shape_.num_layers + layer) * cache_stride_; }
+  float* VCache(int slot, int layer) { return vcache_.data() + (slot * shape_.num_layers + layer) * cache_stride_; }
+
+  const ServingWeights& weights_;
+  const train::ModelShape shape_;
+  const EngineOptions options_;
+  TensorSum* sum_;
+  const int64_t heads_, kv_heads_, mlp_, qw_, kvw_, cache_stride_;
+  train::RopeTable rope_;
+  std::vector<int64_t> lengths_;  // tokens held by each slot, 0 when free
+  std::vector<bool> busy_;
+  std::vector<float> kcache_, vcache_;
+  // Activations for up to max(max_len, slots) rows.
+  std::vector<float> x_, h_, q_, k_, v_, o_, proj_, gate_, up_, scores_;
+  std::vector<float> rinv_;
+};
+
+}  // namespace manta::serve
