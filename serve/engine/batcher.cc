@@ -74,8 +74,13 @@ void Batcher::Admit() {
       waiting_.pop_front();
     }
     Slot& slot = slots_[free_slot];
+    if (request->cancelled && request->cancelled()) {
+      if (request->on_done) request->on_done(absl::CancelledError("the request was cancelled"), FinishReason::kError);
+      continue;
+    }
     absl::Status s = runner_->Prefill(free_slot, request->prompt, logits_.data());
     if (!s.ok()) {
+      if (s.code() != absl::StatusCode::kInvalidArgument) runner_error_ = s;
       runner_->Release(free_slot);
       if (request->on_done) request->on_done(s, FinishReason::kError);
       continue;
@@ -93,6 +98,12 @@ bool Batcher::Step() {
   const size_t waiting = Backlog();
   if (before == 0 && waiting == 0) return false;
   ++steps_;
+  for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
+    const GenerateRequest* r = slots_[s].request.get();
+    if (r && r->cancelled && r->cancelled()) {
+      Finish(s, absl::CancelledError("the request was cancelled"), FinishReason::kError);
+    }
+  }
   Admit();
   std::vector<int> live;
   std::vector<int32_t> tokens;
@@ -105,6 +116,7 @@ bool Batcher::Step() {
   if (live.empty()) return true;
   absl::Status s = runner_->Decode(live, tokens, logits_.data());
   if (!s.ok()) {
+    runner_error_ = s;
     for (int slot : live) Finish(slot, s, FinishReason::kError);
     return true;
   }

@@ -15,6 +15,7 @@
 // from one thread (the engine's). Callbacks run on that thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +41,9 @@ struct GenerateRequest {
   std::function<void(int32_t token)> on_token;
   // Once, at the end: OK with kEos or kLength, or the error.
   std::function<void(const absl::Status& status, FinishReason reason)> on_done;
+  // Polled before each step (optional): true ends the request with
+  // Cancelled and frees its slot (a client that went away).
+  std::function<bool()> cancelled;
 };
 
 class Batcher {
@@ -56,7 +60,10 @@ class Batcher {
   void FailAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t Backlog() const ABSL_LOCKS_EXCLUDED(mu_);
-  int active() const { return active_; }
+  int active() const { return active_.load(); }
+  // The runner's last failure other than a refused request (OK if none):
+  // a tensor-parallel group that lost a rank cannot go on.
+  absl::Status runner_error() const { return runner_error_; }
   int slots() const { return runner_->slots(); }
   int64_t steps() const { return steps_; }
 
@@ -75,7 +82,8 @@ class Batcher {
   StepRunner* const runner_;
   const int max_prefills_;
   std::vector<Slot> slots_;
-  int active_ = 0;
+  std::atomic<int> active_{0};  // read by metrics from any thread
+  absl::Status runner_error_;
   int64_t steps_ = 0;
   std::vector<float> logits_;
   mutable absl::Mutex mu_;

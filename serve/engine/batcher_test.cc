@@ -6,6 +6,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "serve/engine/tensor_group.h"
 #include "serve/engine/test_util.h"
 
 namespace manta::serve {
@@ -76,6 +77,21 @@ TEST(BatcherTest, SixteenConcurrentRequestsEachGiveWhatTheyGiveAlone) {
   }
   EXPECT_EQ(batcher.active(), 0);
   EXPECT_EQ(batcher.Backlog(), 0u);
+}
+
+TEST(BatcherTest, AFourRankGroupOnOneHostServesWhatOneEngineServes) {
+  const ServingWeights one = TinyWeights(1, 0);
+  std::vector<ServingWeights> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(TinyWeights(4, r));
+  LocalTensorGroup group({&ranks[0], &ranks[1], &ranks[2], &ranks[3]}, {.slots = 3, .max_len = 64});
+  Batcher batcher(&group);
+  std::vector<Outcome> outs(6);
+  for (int i = 0; i < 6; ++i) batcher.Submit(Request({int32_t(i), int32_t(2 * i + 1), 7}, 5 + i, &outs[i]));
+  Drain(batcher);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(outs[i].status.ok()) << outs[i].status;
+    EXPECT_EQ(outs[i].tokens, Solo(one, {int32_t(i), int32_t(2 * i + 1), 7}, 5 + i)) << i;
+  }
 }
 
 TEST(BatcherTest, AFinishedSlotIsTakenAtTheNextStep) {
@@ -161,6 +177,27 @@ TEST(BatcherTest, FailAllEndsWaitingAndActiveRequestsAndFreesTheSlots) {
   batcher.Submit(Request({5}, 3, &after));
   Drain(batcher);
   EXPECT_TRUE(after.status.ok());
+}
+
+TEST(BatcherTest, ACancelledRequestEndsAndItsSlotIsTaken) {
+  const ServingWeights w = TinyWeights(1, 0);
+  Engine engine(w, {.slots = 1, .max_len = 64}, nullptr);
+  Batcher batcher(&engine);
+  bool gone = false;
+  Outcome cancelled, next;
+  GenerateRequest r = Request({1, 2}, 50, &cancelled);
+  r.cancelled = [&gone] { return gone; };
+  batcher.Submit(std::move(r));
+  batcher.Submit(Request({3}, 2, &next));
+  ASSERT_TRUE(batcher.Step());
+  ASSERT_TRUE(batcher.Step());
+  EXPECT_FALSE(cancelled.done);
+  gone = true;
+  Drain(batcher);
+  EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(cancelled.tokens.size(), 50u);
+  EXPECT_TRUE(next.status.ok());
+  EXPECT_EQ(next.tokens.size(), 2u);
 }
 
 }  // namespace

@@ -5,9 +5,9 @@
 
 #include <thread>
 
-#include "absl/synchronization/barrier.h"
 #include "gtest/gtest.h"
 #include "serve/engine/sampler.h"
+#include "serve/engine/tensor_group.h"
 #include "serve/engine/test_util.h"
 #include "train/kernels/model.h"
 
@@ -60,14 +60,14 @@ TEST(EngineTest, TensorParallelRanksEqualOneRank) {
   std::vector<std::vector<float>> want_logits;
   const std::vector<int32_t> want = GreedyRun(single, 0, prompt, 16, &want_logits);
   for (int tensor : {2, 4}) {
-    ThreadSum sum(tensor);
+    SharedSum sum(tensor);
     std::vector<std::vector<int32_t>> got(tensor);
     std::vector<std::vector<std::vector<float>>> got_logits(tensor);
     std::vector<std::thread> ranks;
     for (int r = 0; r < tensor; ++r) {
       ranks.emplace_back([&, r] {
         const ServingWeights w = TinyWeights(tensor, r);
-        ThreadSum::Rank rank(&sum, r);
+        SharedSum::Rank rank(&sum, r);
         Engine engine(w, {.slots = 1, .max_len = 48}, &rank);
         got[r] = GreedyRun(engine, 0, prompt, 16, &got_logits[r]);
       });

@@ -38,29 +38,4 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tolerance) << "at " << i;
 }
 
-void ThreadSum::Sum(int rank, float* data, int64_t n) {
-  absl::MutexLock lock(&mu_);
-  auto writable = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !reading_; };
-  mu_.Await(absl::Condition(&writable));
-  parts_[rank].assign(data, data + n);
-  if (++arrived_ == ranks_) {
-    total_.assign(n, 0.0f);
-    for (const std::vector<float>& part : parts_) {
-      for (int64_t i = 0; i < n; ++i) total_[i] += part[i];
-    }
-    reading_ = true;
-    ++round_;
-  } else {
-    const int64_t round = round_;
-    auto next_round = [this, round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return round_ != round; };
-    mu_.Await(absl::Condition(&next_round));
-  }
-  std::copy(total_.begin(), total_.end(), data);
-  if (++left_ == ranks_) {
-    arrived_ = 0;
-    left_ = 0;
-    reading_ = false;
-  }
-}
-
 }  // namespace manta::serve

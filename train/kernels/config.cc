@@ -143,6 +143,9 @@ absl::Status ReadAll(const Reader& r, Config* c) {
   RETURN_IF_ERROR(r.Int("init_weights_seed", &seed));
   c->init_weights_seed = static_cast<uint64_t>(seed);
   c->base_output_directory = r.String("base_output_directory");
+  c->load_parameters_path = r.String("load_parameters_path");
+  RETURN_IF_ERROR(r.Int("max_prefill_predict_length", &c->max_prefill_predict_length));
+  RETURN_IF_ERROR(r.Int("prometheus_port", &c->prometheus_port));
   RETURN_IF_ERROR(r.Bool("enable_checkpointing", &c->enable_checkpointing));
   RETURN_IF_ERROR(r.Int("checkpoint_period", &c->checkpoint_period));
   c->metrics_file = r.String("metrics_file");
@@ -205,6 +208,10 @@ absl::Status Validate(Config* c) {
       return KeyError("vocab_size", absl::StrCat("must be at least 257 (256 bytes and end-of-text) when "
                                                  "dataset_type is 'text', got ", c->model.vocab_size));
     }
+  }
+  RETURN_IF_ERROR(Positive("max_prefill_predict_length", c->max_prefill_predict_length));
+  if (c->prometheus_port < -1 || c->prometheus_port > 65535) {
+    return KeyError("prometheus_port", absl::StrCat("must be a port or -1, got ", c->prometheus_port));
   }
   if (c->enable_checkpointing) {
     RETURN_IF_ERROR(Positive("checkpoint_period", c->checkpoint_period));

@@ -64,6 +64,9 @@ struct Config {
   uint64_t data_shuffle_seed = 0;
   uint64_t init_weights_seed = 0;
 
+  std::string load_parameters_path;     // serving: a checkpoint step folder
+  int64_t max_prefill_predict_length = 0;  // serving: the longest prompt
+  int64_t prometheus_port = -1;            // serving: metrics port, -1 for none
   std::string base_output_directory;
   bool enable_checkpointing = false;
   int64_t checkpoint_period = 0;

@@ -1,0 +1,156 @@
+#include "serve/server/http_routes.h"
+
+#include <deque>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/token.h"
+
+namespace manta::serve {
+namespace {
+
+constexpr char kJson[] = "application/json";
+
+int HttpStatus(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+void Reply(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, kJson);
+}
+
+// What a request's callbacks (on the engine thread) hand the HTTP thread.
+struct Exchange {
+  absl::Mutex mu;
+  std::deque<std::string> pieces ABSL_GUARDED_BY(mu);
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::atomic<bool> gone{false};  // the client went away
+};
+
+std::shared_ptr<Exchange> Start(ServingLoop* loop, const GenerateBody& body) {
+  auto ex = std::make_shared<Exchange>();
+  loop->Generate(
+      body,
+      [ex](const std::string& piece) {
+        absl::MutexLock lock(&ex->mu);
+        ex->pieces.push_back(piece);
+      },
+      [ex](const absl::Status& s) {
+        absl::MutexLock lock(&ex->mu);
+        ex->done = true;
+        ex->status = s;
+      },
+      [ex] { return ex->gone.load(); });
+  return ex;
+}
+
+void Whole(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+  absl::MutexLock lock(&ex->mu);
+  ex->mu.Await(absl::Condition(&ex->done));
+  if (!ex->status.ok()) return Reply(res, HttpStatus(ex->status), ErrorJson(ex->status.message()));
+  std::string text;
+  for (const std::string& p : ex->pieces) text += p;
+  Reply(res, 200, ResponseJson(text));
+}
+
+void Streamed(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [ex](size_t, httplib::DataSink& sink) {
+        std::deque<std::string> ready;
+        bool done;
+        absl::Status status;
+        {
+          absl::MutexLock lock(&ex->mu);
+          auto has = [&ex]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex->mu) { return ex->done || !ex->pieces.empty(); };
+          ex->mu.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(1));
+          ready.swap(ex->pieces);
+          done = ex->done;
+          status = ex->status;
+        }
+        for (const std::string& p : ready) {
+          const std::string event = StreamEvent(p);
+          if (!sink.write(event.data(), event.size())) {
+            ex->gone = true;
+            return false;
+          }
+        }
+        if (!sink.is_writable()) {
+          ex->gone = true;
+          return false;
+        }
+        if (done) {
+          // An error after the stream began: an error event, then the end.
+          const std::string tail = status.ok() ? std::string(kStreamDone)
+                                               : absl::StrCat("data: ", ErrorJson(status.message()), "\n\n");
+          sink.write(tail.data(), tail.size());
+          sink.done();
+        }
+        return true;
+      },
+      [ex](bool) { ex->gone = true; });
+}
+
+bool Authorized(const httplib::Request& req, httplib::Response& res, const std::string& token) {
+  if (token.empty()) return true;
+  if (TokenMatches(TokenFromAuthorization(req.get_header_value("Authorization")), token)) return true;
+  res.set_header("WWW-Authenticate", "Bearer");
+  Reply(res, 401, ErrorJson("missing or wrong token: send \"Authorization: Bearer <token>\""));
+  return false;
+}
+
+}  // namespace
+
+void InstallRoutes(http::GatedHttpServer* server, ServingLoop* loop, const train::Tokenizer* tokenizer,
+                   const RouteOptions& options) {
+  server->Get("/healthcheck", [loop, options](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res, options.token)) return;
+    if (loop->healthy()) return Reply(res, 200, R"({"status":"ok"})");
+    Reply(res, 503, ErrorJson(loop->failed() ? "the serving group failed" : "warming up"));
+  });
+  server->Post("/generate", [loop, tokenizer, options](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res, options.token)) return;
+    if (req.body.size() > options.max_body_bytes) {
+      return Reply(res, 400, ErrorJson(absl::StrCat("the body is ", req.body.size(), " bytes, more than the ",
+                                                    options.max_body_bytes, " a request may send")));
+    }
+    absl::StatusOr<GenerateBody> body = ParseGenerateBody(req.body, options.default_max_tokens);
+    if (!body.ok()) return Reply(res, 400, ErrorJson(body.status().message()));
+    const size_t prompt_tokens = tokenizer->Encode(body->prompt).size();
+    if (static_cast<int64_t>(prompt_tokens) > options.max_prompt_tokens) {
+      return Reply(res, 400, ErrorJson(absl::StrCat("the prompt is ", prompt_tokens, " tokens; the server takes ",
+                                                    options.max_prompt_tokens, " (max_prefill_predict_length)")));
+    }
+    if (!loop->healthy()) {
+      return Reply(res, 503, ErrorJson(loop->failed() ? "the serving group failed" : "warming up"));
+    }
+    std::shared_ptr<Exchange> ex = Start(loop, *body);
+    if (!body->stream) return Whole(ex, res);
+    absl::Status refused;
+    {
+      // A request refused before its first token gets a plain error reply.
+      absl::MutexLock lock(&ex->mu);
+      auto started = [&ex]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex->mu) { return ex->done || !ex->pieces.empty(); };
+      ex->mu.Await(absl::Condition(&started));
+      if (ex->done && ex->pieces.empty()) refused = ex->status;
+    }
+    if (!refused.ok()) return Reply(res, HttpStatus(refused), ErrorJson(refused.message()));
+    Streamed(ex, res);
+  });
+}
+
+}  // namespace manta::serve

@@ -1,0 +1,29 @@
+// The server's HTTP routes, JetStream's HTTP API:
+//   POST /generate     {"prompt", "max_tokens", "stream", ...} -> {"response"} or server-sent events
+//   GET  /healthcheck  200 once the engine has warmed up, else 503
+// With a token, every route needs "Authorization: Bearer <token>" (401
+// without it). A bad request is a 400 saying why; a request the server
+// cannot serve now (not warm, stopping, its group failed) is a 503, never a
+// wait. Requests in flight when the group fails end at once with 503.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/http/gated_http_server.h"
+#include "serve/server/serving_loop.h"
+
+namespace manta::serve {
+
+struct RouteOptions {
+  std::string token;                        // empty: no check (--auth=none)
+  int64_t max_prompt_tokens = 0;            // max_prefill_predict_length
+  int64_t default_max_tokens = 0;
+  size_t max_body_bytes = 1 << 20;
+};
+
+// `loop` and `tokenizer` outlive the server's handlers.
+void InstallRoutes(http::GatedHttpServer* server, ServingLoop* loop, const train::Tokenizer* tokenizer,
+                   const RouteOptions& options);
+
+}  // namespace manta::serve

@@ -1,0 +1,209 @@
+// manta_serve as a user runs it: a real process serving a checkpoint the
+// trainer wrote, over HTTP with the token.
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/process.h"
+#include "common/token.h"
+#include "common/utf8.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "serve/engine/engine.h"
+#include "serve/engine/sampler.h"
+#include "train/kernels/training_test_util.h"
+
+namespace manta::serve {
+namespace {
+
+std::string Corpus() {
+  std::string text;
+  const char* words[] = {"the cat", "a dog", "my friend", "the old man", "sat on", "looked at", "the mat.", "a tree."};
+  for (int i = 0; i < 300; ++i) {
+    text += absl::StrCat(words[i % 4], " ", words[4 + (i / 4) % 2], " ", words[6 + (i / 8) % 2], "\n");
+  }
+  // Made-up words, so a 300-id tokenizer has pairs enough to learn.
+  uint32_t x = 1;
+  for (int i = 0; i < 600; ++i) {
+    for (int k = 0; k < 5; ++k) text += "abcdefghijklmnoprstu"[(x = x * 1103515245u + 12345u) >> 16 & 15];
+    text += i % 8 == 7 ? "\n" : " ";
+  }
+  return text;
+}
+
+// One tiny text model trained for the whole suite, and its checkpoint.
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new train::TempDir();
+    const std::string corpus = dir_->path() + "/corpus.txt";
+    FILE* f = std::fopen(corpus.c_str(), "w");
+    const std::string text = Corpus();
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    train::RunOrDie(train::TinyConfig({"override_model_config=true", "vocab_size=300", "dataset_type=text",
+                                       "dataset_path=" + corpus, "run_name=srv", "base_output_directory=" + dir_->path(),
+                                       "enable_checkpointing=true", "checkpoint_period=10", "steps=10"}),
+                    train::LocalEnv(1));
+    token_ = GenerateToken();
+    ASSERT_TRUE(WriteTokenFile(dir_->path() + "/token", token_).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static std::string StepDir() { return dir_->path() + "/srv/checkpoints/10"; }
+
+  // Starts manta_serve with these config overrides; waits until healthy.
+  void Start(const std::vector<std::string>& overrides) {
+    SpawnOptions opts;
+    opts.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/manta_serve";
+    const std::string ready = absl::StrCat(dir_->path(), "/ready.", ++starts_);
+    log_ = absl::StrCat(dir_->path(), "/serve.", starts_, ".log");
+    opts.args = {"--port=0", "--token_file=" + dir_->path() + "/token", "--ready_file=" + ready, "--",
+                 std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml", "load_parameters_path=" + StepDir(),
+                 "per_device_batch_size=4", "max_prefill_predict_length=32", "max_target_length=96",
+                 "prometheus_port=0"};
+    opts.args.insert(opts.args.end(), overrides.begin(), overrides.end());
+    opts.log_file = log_;
+    opts.kill_with_parent = true;
+    absl::StatusOr<pid_t> pid = SpawnDaemon(opts);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    pid_ = *pid;
+    absl::StatusOr<std::string> text = WaitForFile(ready, absl::Now() + absl::Seconds(60), pid_, log_);
+    ASSERT_TRUE(text.ok()) << text.status();
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    port_ = j["port"].get<int>();
+    metrics_port_ = j["metrics_port"].get<int>();
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (Call("GET", "/healthcheck", "").first != 200) {
+      ASSERT_LT(absl::Now(), deadline) << TailFile(log_, 20);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      EXPECT_TRUE(TerminateProcess(pid_, absl::Now() + absl::Seconds(20)).ok());
+      std::optional<int> status = ExitStatusOf(pid_);
+      if (status) EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+    }
+  }
+
+  std::pair<int, std::string> Call(const std::string& method, const std::string& path, const std::string& body,
+                                   const std::string& token = "") {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_read_timeout(120, 0);
+    httplib::Headers headers = {{"Authorization", "Bearer " + (token.empty() ? token_ : token)}};
+    httplib::Result r = method == "GET" ? client.Get(path.c_str(), headers)
+                                        : client.Post(path.c_str(), headers, body, "application/json");
+    if (!r) return {-1, ""};
+    return {r->status, r->body};
+  }
+  std::string Generate(const std::string& prompt, int max_tokens, bool stream = false) {
+    const nlohmann::json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", stream}};
+    auto [status, text] = Call("POST", "/generate", body.dump());
+    EXPECT_EQ(status, 200) << text;
+    if (!stream) return nlohmann::json::parse(text)["response"].get<std::string>();
+    std::string joined;
+    size_t at = 0;
+    bool done = false;
+    while ((at = text.find("data: ", at)) != std::string::npos) {
+      const size_t end = text.find("\n\n", at);
+      const std::string data = text.substr(at + 6, end - at - 6);
+      if (data == "[DONE]") {
+        done = true;
+      } else {
+        joined += nlohmann::json::parse(data)["response"].get<std::string>();
+      }
+      at = end;
+    }
+    EXPECT_TRUE(done) << text;
+    return joined;
+  }
+
+  static train::TempDir* dir_;
+  static std::string token_;
+  static int starts_;
+  pid_t pid_ = -1;
+  int port_ = 0, metrics_port_ = -1;
+  std::string log_;
+};
+
+train::TempDir* ServerTest::dir_ = nullptr;
+std::string ServerTest::token_;
+int ServerTest::starts_ = 0;
+
+// What the engine gives for `prompt` greedily, in this process.
+std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::string& step_dir) {
+  absl::StatusOr<ServingWeights> w = ServingWeights::Load(step_dir, 1, 0);
+  EXPECT_TRUE(w.ok()) << w.status();
+  Engine engine(*w, {.slots = 1, .max_len = 96}, nullptr);
+  const train::Tokenizer& tok = *w->tokenizer();
+  std::vector<float> logits(engine.vocab());
+  EXPECT_TRUE(engine.Prefill(0, tok.Encode(prompt), logits.data()).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_tokens; ++i) {
+    if (i > 0) EXPECT_TRUE(engine.Decode({0}, {out.back()}, logits.data()).ok());
+    const int32_t t = Argmax(logits.data(), engine.vocab());
+    if (t == tok.eos_id()) break;
+    out.push_back(t);
+  }
+  return ValidUtf8(tok.Decode(out));  // as the server sends it: JSON is UTF-8
+}
+
+TEST_F(ServerTest, GreedyAnswersAreTheEnginesStreamedOrNotAndTheSameUnderLoad) {
+  Start({});
+  const std::string want = LocalGreedy("the cat", 30, StepDir());
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(Generate("the cat", 30), want);
+  EXPECT_EQ(Generate("the cat", 30), want);
+  EXPECT_EQ(Generate("the cat", 30, /*stream=*/true), want);
+  // Sixteen at once, with mixed lengths: each gets its solo answer.
+  std::vector<std::string> prompts, solo(16), got(16);
+  for (int i = 0; i < 16; ++i) prompts.push_back(std::string(Corpus().substr(i * 7, 3 + i % 20)));
+  for (int i = 0; i < 16; ++i) solo[i] = Generate(prompts[i], 5 + 3 * (i % 6));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) clients.emplace_back([&, i] { got[i] = Generate(prompts[i], 5 + 3 * (i % 6), i % 2); });
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i], solo[i]) << "request " << i;
+
+  // JetStream's metrics, with the token.
+  httplib::Client metrics("127.0.0.1", metrics_port_);
+  httplib::Result r = metrics.Get("/metrics", {{"Authorization", "Bearer " + token_}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  for (const char* name : {"jetstream_time_to_first_token_bucket", "jetstream_time_per_output_token_count",
+                           "jetstream_slots_used_percentage", "jetstream_prefill_backlog_size",
+                           "jetstream_request_success_count", "jetstream_model_load_time"}) {
+    EXPECT_NE(r->body.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(r->body.find("jetstream_request_success_count{id="), std::string::npos);
+  EXPECT_EQ(metrics.Get("/metrics")->status, 401);
+}
+
+TEST_F(ServerTest, TwoTensorRanksServeWhatOneServes) {
+  Start({"ici_tensor_parallelism=2"});
+  EXPECT_EQ(Generate("a dog", 25), LocalGreedy("a dog", 25, StepDir()));
+}
+
+TEST_F(ServerTest, EveryBadRequestIsRefusedWithItsReasonAndTheServerGoesOn) {
+  Start({});
+  EXPECT_EQ(Call("POST", "/generate", R"({"prompt": "x"})", std::string(64, 'a')).first, 401);
+  EXPECT_EQ(Call("GET", "/healthcheck", "", std::string(64, 'b')).first, 401);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"prompt": ""})", "empty"},
+      {R"({"prompt": "a", "max_tokens": 0})", "positive"},
+      {R"({"prompt": "a", "max_tokens": -1})", "positive"},
+      {"{not json", "not JSON"},
+      {R"({"prompt": ")" + std::string(400, 'q') + R"("})", "max_prefill_predict_length"},
+      {R"({"prompt": "a", "max_tokens": 1000})", "exceed"},
+      {R"({"prompt": ")" + std::string(2 << 20, 'z') + R"("})", "bytes"},
+  };
+  for (const auto& [body, says] : bad) {
+    auto [status, text] = Call("POST", "/generate", body);
+    EXPECT_EQ(status, 400) << body.substr(0, 60) << " -> " << text;
+    EXPECT_NE(text.find(says), std::string::npos) << text;
+  }
+  EXPECT_EQ(Generate("the cat", 4), LocalGreedy("the cat", 4, StepDir()));
+}
+
+}  // namespace
+}  // namespace manta::serve
