@@ -24,7 +24,7 @@ mkdir -p build-fuzz/crashes
 status=0
 # core_worker_fuzz starts a one-node cluster from these daemons.
 export MANTA_BIN_DIR=${MANTA_BIN_DIR:-$PWD/build-fuzz/bin}
-for target in ${MANTA_FUZZ_TARGETS:-tar_fuzz resources_fuzz http2_gate_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz gcs_handlers_fuzz raylet_handlers_fuzz dashboard_http_fuzz core_worker_rooms_fuzz core_worker_fuzz}; do
+for target in ${MANTA_FUZZ_TARGETS:-tar_fuzz resources_fuzz http2_gate_fuzz submit_request_fuzz config_fuzz checkpoint_fuzz gcs_handlers_fuzz raylet_handlers_fuzz dashboard_http_fuzz core_worker_rooms_fuzz serve_api_fuzz core_worker_fuzz}; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   seeds=fuzz/corpus/$target
