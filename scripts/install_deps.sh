@@ -27,8 +27,11 @@ done
 # The npm packages outside the repository: the Kubernetes manifest check's
 # (deploy/kubernetes), the dashboard page's plots (uplot, served by the
 # dashboard) and its browser test's driver (playwright-core, which drives the
-# Debian chromium and downloads no browser).
-NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 uplot@1.6.32 playwright-core@1.65.1)
+# Debian chromium and downloads no browser), and llama.cpp as npm's
+# node-llama-cpp with its prebuilt x64 library only (optional packages, the
+# GPU builds, are left out): the peer that loads Manta's GGUF exports.
+NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 uplot@1.6.32 playwright-core@1.65.1 node-llama-cpp@3.22.1
+            @node-llama-cpp/linux-x64@3.22.1)
 install_node_tools() {
   local prefix="${MANTA_NODE_TOOLS:-$HOME/.cache/manta/node_tools}"
   local spec
@@ -36,7 +39,7 @@ install_node_tools() {
     # Missing, or at another version than pinned here.
     if ! grep -qs "\"version\": \"${spec##*@}\"" "$prefix/node_modules/${spec%@*}/package.json"; then
       mkdir -p "$prefix"
-      npm install --silent --no-audit --no-fund --prefix "$prefix" "${NODE_TOOLS[@]}" >/dev/null
+      npm install --silent --no-audit --no-fund --omit=optional --prefix "$prefix" "${NODE_TOOLS[@]}" >/dev/null
       return
     fi
   done
