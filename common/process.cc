@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <algorithm>
 #include <random>
@@ -444,6 +445,15 @@ absl::StatusOr<bool> CanBindLoopback(int port) {
 }
 
 }  // namespace
+
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
 
 absl::StatusOr<int> PickFreePort() {
   // Ports below the ephemeral range: an outgoing connection (a gRPC client

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -122,6 +123,8 @@ std::string TailFile(const std::string& path, int max_lines);
 // takes it before the caller binds it; never the same port twice in one
 // process. Another listener may still take it first.
 absl::StatusOr<int> PickFreePort();
+// The resident set size (VmRSS) of `pid` in bytes; -1 when unreadable.
+int64_t ResidentBytes(pid_t pid);
 
 // FailedPrecondition when something already listens on `host`:`port` (an
 // IPv4 address), i.e. a server could not bind it.

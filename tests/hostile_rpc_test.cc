@@ -40,14 +40,7 @@ int PrefaceOnly(int port) {
   return fd;
 }
 
-int64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
+int64_t RssBytes(pid_t pid) { return ResidentBytes(pid); }
 
 // The highest RSS of `pid` while `fn` runs, sampled every 10 ms.
 int64_t PeakRssWhile(pid_t pid, const std::function<void()>& fn) {

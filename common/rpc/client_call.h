@@ -18,6 +18,7 @@
 
 #include "common/event_loop.h"
 #include "common/rpc/grpc_util.h"
+#include "common/rpc/tsan_handoff.h"
 
 namespace manta::rpc {
 
@@ -41,8 +42,10 @@ void UnaryCall(EventLoop* loop, const std::string& token, absl::Duration timeout
   // when its owner's process exits): it posts through the mailbox, which
   // outlives the loop, and is dropped then.
   std::shared_ptr<EventLoop::Mailbox> mailbox = loop != nullptr ? loop->mailbox() : nullptr;
+  MANTA_GRPC_HANDOFF_BEFORE();
   start(&state->ctx, &state->request, &state->reply,
         [state, mailbox = std::move(mailbox), callback = std::move(callback)](grpc::Status status) mutable {
+          MANTA_GRPC_HANDOFF_AFTER();
           // Owns the state: a delivery dropped unrun frees it too.
           auto deliver = [owned = std::shared_ptr<State>(state), status, callback = std::move(callback)]() mutable {
             callback(ToAbslStatus(status), std::move(owned->reply));

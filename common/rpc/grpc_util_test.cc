@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "common/process.h"
+#include "common/rpc/tsan_handoff.h"
 
 #include "gtest/gtest.h"
 
@@ -55,8 +56,10 @@ TEST(MakeChannelTest, AChannelReleasedInItsOwnCompletionLeavesCallbacksWorking) 
     grpc::Slice empty("");
     call->request = grpc::ByteBuffer(&empty, 1);
     Call* raw = call.get();
+    MANTA_GRPC_HANDOFF_BEFORE();
     raw->stub->UnaryCall(&raw->context, "/manta.Test/None", grpc::StubOptions(), &raw->request, &raw->reply,
                          [call = std::move(call), &completed](grpc::Status) mutable {
+                           MANTA_GRPC_HANDOFF_AFTER();
                            std::shared_ptr<Call> last = std::move(call);
                            completed.fetch_add(1);
                            last.reset();  // the channel goes here, on the callback thread

@@ -205,5 +205,23 @@ TEST_F(ServerTest, EveryBadRequestIsRefusedWithItsReasonAndTheServerGoesOn) {
   EXPECT_EQ(Generate("the cat", 4), LocalGreedy("the cat", 4, StepDir()));
 }
 
+TEST_F(ServerTest, ResidentMemoryStaysFlatOverAThousandRequests) {
+  Start({});
+  auto round = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const nlohmann::json body = {{"prompt", "the cat " + std::to_string(i)}, {"max_tokens", 4 + i % 8},
+                                   {"stream", i % 3 == 0}};
+      ASSERT_EQ(Call("POST", "/generate", body.dump()).first, 200);
+    }
+  };
+  round(200);  // allocators and caches reach their working size
+  const int64_t before = ResidentBytes(pid_);
+  round(1000);
+  const int64_t after = ResidentBytes(pid_);
+  ASSERT_GT(before, 0);
+  std::printf("manta_serve RSS %.1f MB -> %.1f MB over 1000 requests\n", before / 1048576.0, after / 1048576.0);
+  EXPECT_LT(after - before, 2 << 20) << before << " -> " << after;
+}
+
 }  // namespace
 }  // namespace manta::serve
