@@ -10,6 +10,7 @@
 #include "common/rpc/client_call.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
+#include "common/rpc/tsan_handoff.h"
 #include "common/status.h"
 #include "gcs/actor_manager.h"
 #include "gcs/actor_scheduler.h"
@@ -211,6 +212,7 @@ class GcsServer::Impl {
       if (job_.has_value() && !impl_->shutting_down_) impl_->jobs_->OnDriverPollStarted(*job_);
     }
     void OnCancel() override {
+      MANTA_GRPC_HANDOFF_AFTER();
       cancelled_ = true;
       if (!node_.has_value()) return;
       impl_->loop_->Post([impl = impl_, node = *node_] {
@@ -218,6 +220,7 @@ class GcsServer::Impl {
       });
     }
     void OnDone() override {
+      MANTA_GRPC_HANDOFF_AFTER();
       if (job_.has_value()) {
         impl_->loop_->Post([impl = impl_, job = *job_, lost = cancelled_.load()] {
           if (!impl->shutting_down_) impl->jobs_->OnDriverPollEnded(job, lost);
@@ -248,8 +251,10 @@ class GcsServer::Impl {
       auto* reactor = new PollReactor(impl_, *req);
       impl_->loop_->Post([impl = impl_, req, reply, reactor] {
         reactor->Started();
-        impl->publisher_->HandlePoll(*req, reply,
-                                     [reactor](const absl::Status& s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
+        impl->publisher_->HandlePoll(*req, reply, [reactor](const absl::Status& s) {
+          MANTA_GRPC_HANDOFF_BEFORE();  // OnDone reads the reactor on gRPC's thread
+          reactor->Finish(rpc::ToGrpcStatus(s));
+        });
       });
       return reactor;
     }

@@ -7,6 +7,7 @@
 
 #include "common/rpc/grpc_util.h"
 #include "runtime/core_worker/core_worker_impl.h"
+#include "common/rpc/tsan_handoff.h"
 
 namespace manta::core {
 
@@ -108,8 +109,9 @@ class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
   explicit ObjectWriter(const absl::Status& error) {
     chunk_.mutable_error()->set_type(ToProtoErrorType(GetErrorType(error)));
     chunk_.mutable_error()->set_message(std::string(error.message()));
-    StartWrite(&chunk_);
     done_ = true;
+    MANTA_GRPC_HANDOFF_BEFORE();
+    StartWrite(&chunk_);
   }
   // `on_sent` runs once the whole value was written.
   ObjectWriter(Value value, std::function<void()> on_sent) : value_(std::move(value)), on_sent_(std::move(on_sent)) {
@@ -117,6 +119,7 @@ class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
   }
 
   void OnWriteDone(bool ok) override {
+    MANTA_GRPC_HANDOFF_AFTER();
     if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
     if (done_) {
       if (on_sent_) on_sent_();
@@ -124,7 +127,10 @@ class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
     }
     Next();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    MANTA_GRPC_HANDOFF_AFTER();
+    delete this;
+  }
 
  private:
   void Next() {
@@ -135,6 +141,7 @@ class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
     chunk_.set_data(value_->data() + offset_, n);
     offset_ += n;
     done_ = offset_ >= value_->size();
+    MANTA_GRPC_HANDOFF_BEFORE();
     StartWrite(&chunk_);
   }
 
@@ -177,7 +184,10 @@ grpc::ServerWriteReactor<rpc::ObjectChunk>* CoreWorkerImpl::GetObject(grpc::Call
   if (!auth.ok()) {
     struct Refuse : grpc::ServerWriteReactor<rpc::ObjectChunk> {
       explicit Refuse(const grpc::Status& s) { Finish(s); }
-      void OnDone() override { delete this; }
+      void OnDone() override {
+        MANTA_GRPC_HANDOFF_AFTER();
+        delete this;
+      }
     };
     return new Refuse(auth);
   }

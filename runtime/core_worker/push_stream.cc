@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/rpc/tsan_handoff.h"
 #include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
@@ -36,7 +37,9 @@ void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::
 
 void PushStream::Start() {
   AddHold();
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartRead(&in_);
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartCall();
 }
 
@@ -69,11 +72,13 @@ PushStream::Sent PushStream::Send(PushCall* call) {
     out_.Swap(&queued_.front());
     queued_.pop_front();
   }
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartWrite(&out_);
   return Sent::kSent;
 }
 
 void PushStream::OnWriteDone(bool ok) {
+  MANTA_GRPC_HANDOFF_AFTER();
   bool release = false, write = false;
   {
     absl::MutexLock lock(&mu_);
@@ -93,11 +98,15 @@ void PushStream::OnWriteDone(bool ok) {
       write = true;
     }
   }
-  if (write) StartWrite(&out_);
+  if (write) {
+    MANTA_GRPC_HANDOFF_BEFORE();
+    StartWrite(&out_);
+  }
   if (release) RemoveHold();
 }
 
 void PushStream::OnReadDone(bool ok) {
+  MANTA_GRPC_HANDOFF_AFTER();
   if (!ok) {
     // The stream is over: no write starts from now, and once none is out
     // the hold goes, so OnDone can follow.
@@ -136,10 +145,12 @@ void PushStream::OnReadDone(bool ok) {
     cw_->OnPushDone(call, status);
   }
   in_.Clear();
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartRead(&in_);
 }
 
 void PushStream::OnDone(const grpc::Status& status) {
+  MANTA_GRPC_HANDOFF_AFTER();
   std::vector<std::pair<int64_t, PushCall*>> left;
   {
     absl::MutexLock lock(&mu_);
@@ -182,9 +193,11 @@ PushTasksReactor::PushTasksReactor(CoreWorkerImpl* cw, grpc::CallbackServerConte
       finished_ = true;
       reading_done_ = true;
     }
+    MANTA_GRPC_HANDOFF_BEFORE();
     Finish(refused);
     return;
   }
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartRead(&in_);
 }
 
@@ -205,6 +218,7 @@ void PushTasksReactor::EndReading(const grpc::Status& status) {
 }
 
 void PushTasksReactor::OnReadDone(bool ok) {
+  MANTA_GRPC_HANDOFF_AFTER();
   if (!ok) return EndReading(grpc::Status::OK);
   if (in_.tags_size() != in_.pushes_size()) {
     // No more reads: the stream ends with this once its pushes are answered.
@@ -231,6 +245,7 @@ void PushTasksReactor::OnReadDone(bool ok) {
     }
   }
   in_.Clear();
+  MANTA_GRPC_HANDOFF_BEFORE();
   StartRead(&in_);
 }
 
@@ -271,12 +286,19 @@ PushTasksReactor::Next PushTasksReactor::Step() {
 }
 
 void PushTasksReactor::Act(const Next& next) {
-  if (next.write) StartWrite(&out_);
+  if (next.write) {
+    MANTA_GRPC_HANDOFF_BEFORE();
+    StartWrite(&out_);
+  }
   // Nothing here touches this after Finish: OnDone may free it at once.
-  if (next.finish) Finish(next.status);
+  if (next.finish) {
+    MANTA_GRPC_HANDOFF_BEFORE();
+    Finish(next.status);
+  }
 }
 
 void PushTasksReactor::OnWriteDone(bool ok) {
+  MANTA_GRPC_HANDOFF_AFTER();
   Next next;
   {
     absl::MutexLock lock(&mu_);
@@ -293,6 +315,9 @@ void PushTasksReactor::OnWriteDone(bool ok) {
 
 // After Finish, which waits for every push read to be answered: nothing
 // refers to this any more.
-void PushTasksReactor::OnDone() { delete this; }
+void PushTasksReactor::OnDone() {
+  MANTA_GRPC_HANDOFF_AFTER();
+  delete this;
+}
 
 }  // namespace manta::core
