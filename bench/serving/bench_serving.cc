@@ -149,8 +149,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int port = nlohmann::json::parse(*ready_text)["port"].get<int>();
-  while (httplib::Client("127.0.0.1", port).Get("/healthcheck")->status != 200) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool healthy = manta::PollUntil(
+      [port] {
+        httplib::Result r = httplib::Client("127.0.0.1", port).Get("/healthcheck");
+        return r && r->status == 200;
+      },
+      absl::Now() + absl::Seconds(60));
+  if (!healthy) {
+    std::fprintf(stderr, "bench_serving: manta_serve never became healthy (see %s)\n", serve.log_file.c_str());
+    return 1;
   }
 
   std::vector<double> singles;

@@ -73,11 +73,9 @@ class ServerTest : public ::testing::Test {
     const nlohmann::json j = nlohmann::json::parse(*text);
     port_ = j["port"].get<int>();
     metrics_port_ = j["metrics_port"].get<int>();
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (Call("GET", "/healthcheck", "").first != 200) {
-      ASSERT_LT(absl::Now(), deadline) << TailFile(log_, 20);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    ASSERT_TRUE(PollUntil([&] { return Call("GET", "/healthcheck", "").first == 200; },
+                          absl::Now() + absl::Seconds(60)))
+        << TailFile(log_, 20);
   }
   void TearDown() override {
     if (pid_ > 0) {
