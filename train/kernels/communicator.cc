@@ -80,7 +80,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     }
     gloo::transport::tcp::attr attr;
     try {
-      attr.hostname = env_.host_address.empty() ? store_->LocalAddress() : env_.host_address;
+      attr.hostname = GlooListenAddress(env_.host_address.empty() ? store_->LocalAddress() : env_.host_address);
       device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat("gloo device on '", attr.hostname, "': ", e.what()));

@@ -3,11 +3,20 @@
 // process, each with its own device threads).
 #include "train/kernels/communicator.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <iostream>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -193,6 +202,44 @@ TEST(TrainCommunicatorTest, CoordinatorPortsAreFreeAndNeverEphemeral) {
   auto server = RendezvousServer::Start(*port);
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ((*server)->port(), *port);
+}
+
+TEST(TrainCommunicatorTest, LoopbackListenersTakeAnAddressOfTheirOwn) {
+  for (int i = 0; i < 50; ++i) {
+    const std::string a = GlooListenAddress("127.0.0.1");
+    EXPECT_TRUE(absl::StartsWith(a, "127.")) << a;
+    EXPECT_FALSE(absl::StartsWith(a, "127.0.")) << a;
+  }
+  EXPECT_EQ(GlooListenAddress("10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(GlooListenAddress("tpu-host-0"), "tpu-host-0");
+  EXPECT_EQ(GlooListenAddress("::1"), "::1");
+}
+
+// Another program's client knocking on every ephemeral port of 127.0.0.1
+// (as one retrying a server that has gone does, on whatever port the kernel
+// handed on) cannot take a peer's place in a group forming on this host.
+TEST(TrainCommunicatorTest, AStrayClientOnLoopbackCannotTakeAPeersPlace) {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> accepted{0};
+  std::thread stray([&] {
+    while (!stop) {
+      for (int port = low; port <= high && !stop; ++port) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<uint16_t>(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) ++accepted;
+        ::close(fd);
+      }
+    }
+  });
+  for (int round = 0; round < 3; ++round) RunMesh(4, 2, Par(4, 2), CheckAllOps);
+  stop = true;
+  stray.join();
+  std::cout << "the stray client's connections that were accepted: " << accepted << "\n";
 }
 
 // A join whose run was aborted stops knocking on the coordinator at once

@@ -86,6 +86,14 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, int* p
   return absl::OkStatus();
 }
 
+std::string GlooListenAddress(const std::string& host) {
+  in_addr addr{};
+  if (::inet_pton(AF_INET, host.c_str(), &addr) != 1 || (ntohl(addr.s_addr) >> 24) != 127) return host;
+  std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> second(1, 254), third(0, 255), fourth(1, 254);
+  return absl::StrCat("127.", second(rng), ".", third(rng), ".", fourth(rng));
+}
+
 int EphemeralPortLow() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0, high = 0;

@@ -92,6 +92,17 @@ class RendezvousClient : public gloo::rendezvous::Store {
 // coordinator that never came up must not be able to reach one of them.
 absl::StatusOr<int> PickCoordinatorPort();
 
+// The address gloo's pair listeners bind to on a host that reaches its
+// coordinator at `host`. gloo's pairs listen on ephemeral ports and take the
+// first connection that arrives as their peer; on a loopback host, a client
+// of some other program still retrying a server that has gone (whose port the
+// kernel may hand to one of those listeners) would take a peer's place, and
+// the real peer's connect would be refused. Every process of a group whose
+// coordinator is on loopback runs on this host, so each binds its listeners
+// to an address of its own in 127.0.0.0/8 (never 127.0.0.x), which no other
+// program's clients name. Any other host is returned as it is.
+std::string GlooListenAddress(const std::string& host);
+
 // The low end of net.ipv4.ip_local_port_range (32768 when unreadable).
 int EphemeralPortLow();
 
