@@ -1,12 +1,18 @@
-// manta_serve: serves a trained checkpoint over HTTP on one host, as
-// JetStream's MaxText server does.
+// manta_serve: serves a trained checkpoint over HTTP, as JetStream's
+// MaxText server does: on this host, or on a reserved multi-host slice.
 //
 //   build/bin/manta_serve --token_file=<session>/token -- train/kernels/configs/base.yml \
 //       load_parameters_path=/tmp/manta_train/fortunes/checkpoints/300 ici_tensor_parallelism=2 \
 //       per_device_batch_size=4 max_prefill_predict_length=64 max_target_length=256
 //
-// The model shape comes from the checkpoint; the tensor-parallel ranks
-// (ici_tensor_parallelism) run as threads of this process, one per chip.
+//   manta job submit -- build/bin/manta_serve --topology=4x4 --port=8000 -- train/kernels/configs/base.yml \
+//       load_parameters_path=... ici_tensor_parallelism=4 ...
+//
+// The model shape comes from the checkpoint. On one host the tensor-parallel
+// ranks (ici_tensor_parallelism) run as threads of this process, one per
+// chip. With --topology this process is the driver of a serving group: it
+// reserves a whole slice and runs one process per host (the leader serves),
+// recreating the group whenever one of them dies (serve/slice/).
 #include <pthread.h>
 #include <unistd.h>
 
@@ -21,8 +27,10 @@
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/token.h"
+#include "manta/api.h"
 #include "serve/engine/tensor_group.h"
-#include "serve/server/http_routes.h"
+#include "serve/server/front_end.h"
+#include "serve/slice/slice_driver.h"
 #include "train/kernels/checkpoint.h"
 #include "train/kernels/config.h"
 
@@ -31,12 +39,52 @@ ABSL_FLAG(int, port, 8000, "HTTP port of /generate and /healthcheck; 0 picks a f
 ABSL_FLAG(std::string, auth, "token", "token: every request must carry the token; none: no check.");
 ABSL_FLAG(std::string, token_file, "", "File holding the token (required unless --auth=none).");
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, metrics_port, pid) once serving.");
+ABSL_FLAG(std::string, topology, "", "Serve on a reserved slice of this topology (\"4x4\"), one process per host.");
+ABSL_FLAG(std::string, accelerator_type, "TPU-V6E", "The slice's accelerator type (with --topology).");
+ABSL_FLAG(int, start_timeout_s, 120, "How long a slice's processes may take to start and join (with --topology).");
 
 namespace {
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "manta_serve: error: %s\n", message.c_str());
   return 1;
+}
+
+// Whether this run serves on a slice: then Init comes first, since a
+// worker process of the group runs main only up to it.
+bool OnSlice(int argc, char** argv) {
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    if (std::string(argv[i]).rfind("--topology", 0) == 0) return true;
+  }
+  return false;
+}
+
+int ServeSlice(const std::vector<std::string>& args) {
+  manta::serve::SliceServeOptions o;
+  o.topology = absl::GetFlag(FLAGS_topology);
+  o.accelerator_type = absl::GetFlag(FLAGS_accelerator_type);
+  o.args = args;
+  o.port = absl::GetFlag(FLAGS_port);
+  o.start_timeout = absl::Seconds(absl::GetFlag(FLAGS_start_timeout_s));
+  const std::string auth = absl::GetFlag(FLAGS_auth);
+  if (auth != "token" && auth != "none") return Fail("--auth must be token or none");
+  o.check_token = auth == "token";
+  if (o.check_token && !absl::GetFlag(FLAGS_token_file).empty()) {
+    absl::StatusOr<std::string> token = manta::LoadDaemonToken(auth, absl::GetFlag(FLAGS_token_file));
+    if (!token.ok()) return Fail(std::string(token.status().message()));
+    o.token = *token;
+  }
+  if (o.port <= 0 || o.port > 65535) return Fail("--port must name a port (1-65535) on a slice");
+  // Refused here, before anything is reserved; the workers check the rest.
+  absl::StatusOr<manta::train::Config> config = manta::train::LoadConfig(args);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (config->load_parameters_path.empty()) return Fail("config key 'load_parameters_path' must name a checkpoint");
+  if (config->max_prefill_predict_length >= config->max_target_length) {
+    return Fail("config key 'max_prefill_predict_length' must be below max_target_length");
+  }
+  const int status = manta::serve::ServeOnSlice(o);
+  manta::Shutdown();
+  return status;
 }
 
 std::string Hostname() {
@@ -50,7 +98,14 @@ std::string Hostname() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves a Manta checkpoint: manta_serve [flags] -- base.yml key=value ...");
   const auto start = std::chrono::steady_clock::now();
+  if (OnSlice(argc, argv)) {
+    std::signal(SIGPIPE, SIG_IGN);
+    manta::Init(argc, argv);
+  }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(rest.begin() + 1, rest.end());
+  if (args.empty()) return Fail("give the base config and key=value overrides after --");
+  if (!absl::GetFlag(FLAGS_topology).empty()) return ServeSlice(args);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::signal(SIGPIPE, SIG_IGN);
   // SIGTERM and SIGINT wait for sigwait at the end: blocked here, before any
@@ -61,8 +116,6 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto log = manta::Logger("serve");
-  std::vector<std::string> args(rest.begin() + 1, rest.end());
-  if (args.empty()) return Fail("give the base config and key=value overrides after --");
   absl::StatusOr<manta::train::Config> config = manta::train::LoadConfig(args);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (config->load_parameters_path.empty()) return Fail("config key 'load_parameters_path' must name a checkpoint");
@@ -105,38 +158,19 @@ int main(int argc, char** argv) {
             config->load_parameters_path, weights[0].step(), load_seconds, tensor, engine.slots, engine.max_len);
   log->info("Initializing the driver with 1 prefill engines and 1 generate engines in interleaved mode");
 
-  manta::metrics::MetricsRegistry registry({{"id", Hostname()}});
-  registry.AddGauge("jetstream_model_load_time", "Total time taken to load the model", {})->Set({}, load_seconds);
-  manta::serve::ServingLoop loop(&group, &tokenizer, &registry, {.hostname = Hostname()});
-  loop.Start();
-
-  manta::http::HttpLimits limits;
-  manta::http::GatedHttpServer http(limits);
-  http.set_payload_max_length(8 << 20);
-  manta::serve::RouteOptions routes;
-  routes.token = *token;
-  routes.max_prompt_tokens = config->max_prefill_predict_length;
-  routes.default_max_tokens = engine.max_len - config->max_prefill_predict_length;
-  manta::serve::InstallRoutes(&http, &loop, &tokenizer, routes);
-  if (absl::Status s = http.Bind(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port)); !s.ok()) {
-    return Fail(std::string(s.message()));
-  }
-  std::unique_ptr<manta::metrics::MetricsServer> metrics;
-  if (config->prometheus_port >= 0) {
-    auto m = manta::metrics::MetricsServer::Start(
-        {.host = absl::GetFlag(FLAGS_host), .port = static_cast<int>(config->prometheus_port), .token = *token},
-        &registry);
-    if (!m.ok()) return Fail(std::string(m.status().message()));
-    metrics = *std::move(m);
-  }
-  registry.AddGauge("jetstream_server_startup_latency", "Total time taken to start the Jetstream server", {})
-      ->Set({}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  http.Serve();
-  log->info("serving on http://{}:{} (metrics: {})", absl::GetFlag(FLAGS_host), http.bound_port(),
-            metrics ? absl::StrCat("port ", metrics->port()) : std::string("off"));
+  manta::serve::FrontEndOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.token = *token;
+  options.hostname = Hostname();
+  options.load_seconds = load_seconds;
+  auto front = manta::serve::FrontEnd::Start(&group, &tokenizer, *config, options);
+  if (!front.ok()) return Fail(std::string(front.status().message()));
+  log->info("serving on http://{}:{} (metrics: {})", options.host, (*front)->port(),
+            (*front)->metrics_port() >= 0 ? absl::StrCat("port ", (*front)->metrics_port()) : std::string("off"));
   if (std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
-    const std::string text = absl::StrCat("{\"port\": ", http.bound_port(), ", \"metrics_port\": ",
-                                          metrics ? metrics->port() : -1, ", \"pid\": ", getpid(), "}\n");
+    const std::string text = absl::StrCat("{\"port\": ", (*front)->port(), ", \"metrics_port\": ",
+                                          (*front)->metrics_port(), ", \"pid\": ", getpid(), "}\n");
     if (absl::Status s = manta::train::WriteSmallFileAtomic(ready, text); !s.ok()) {
       return Fail(std::string(s.message()));
     }
@@ -145,8 +179,6 @@ int main(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   log->info("stopping ({})", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-  http.StopServing();
-  loop.Stop(absl::UnavailableError("the server is stopping"));
-  if (metrics) metrics->Stop();
+  (*front)->Stop(absl::UnavailableError("the server is stopping"));
   return 0;
 }

@@ -1,0 +1,227 @@
+#include "serve/engine/group_engine.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace manta::serve {
+namespace {
+
+// A call, as every rank receives it: floats (token ids and slots are exact
+// in a float below 2^24).
+//   [op, n, ...]  prefill: slot, tokens[n]; decode: slots[n], tokens[n]; release: slot
+enum Op { kNoop = 0, kPrefill = 1, kDecode = 2, kRelease = 3, kStop = 4 };
+
+// Sums over the tensor group through the communicator.
+class GroupSum : public TensorSum {
+ public:
+  GroupSum(train::Communicator* comm, int device) : comm_(comm), device_(device) {}
+  void Sum(float* data, int64_t n) override { comm_->AllReduce(train::kTensorAxis, device_, data, n); }
+
+ private:
+  train::Communicator* comm_;
+  int device_;
+};
+
+// How long the leader's chip waits for a call before it sends a no-op.
+constexpr absl::Duration kQuiet = absl::Seconds(1);
+
+}  // namespace
+
+class GroupEngine::Leader : public StepRunner {
+ public:
+  explicit Leader(GroupEngine* group) : group_(group) {}
+
+  absl::Status Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) override {
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    if (n + 3 > group_->command_floats_) {
+      return absl::InvalidArgumentError(absl::StrCat("a prompt of ", n, " tokens does not fit ", max_len()));
+    }
+    std::vector<float> cmd = {kPrefill, static_cast<float>(n), static_cast<float>(slot)};
+    for (int32_t t : prompt) cmd.push_back(static_cast<float>(t));
+    return group_->Call(std::move(cmd), logits);
+  }
+  absl::Status Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens, float* logits) override {
+    const int64_t n = static_cast<int64_t>(slots.size());
+    if (tokens.size() != slots.size() || 2 * n + 2 > group_->command_floats_) {
+      return absl::InvalidArgumentError("a decode step names more slots than the group has");
+    }
+    std::vector<float> cmd = {kDecode, static_cast<float>(n)};
+    for (int s : slots) cmd.push_back(static_cast<float>(s));
+    for (int32_t t : tokens) cmd.push_back(static_cast<float>(t));
+    return group_->Call(std::move(cmd), logits);
+  }
+  void Release(int slot) override {
+    group_->Call({kRelease, 1, static_cast<float>(slot)}, nullptr).IgnoreError();
+  }
+  int slots() const override { return group_->engines_[0]->slots(); }
+  int64_t max_len() const override { return group_->engines_[0]->max_len(); }
+  int64_t vocab() const override { return group_->engines_[0]->vocab(); }
+
+ private:
+  GroupEngine* group_;
+};
+
+GroupEngine::GroupEngine(train::Communicator* comm, int first_device, std::vector<const ServingWeights*> weights,
+                         const EngineOptions& options)
+    : comm_(comm),
+      first_device_(first_device),
+      command_floats_(3 + std::max<int64_t>(options.max_len, 2 * static_cast<int64_t>(options.slots))),
+      scratch_(weights.size()) {
+  const bool alone = comm->GroupSize(train::kTensorAxis) == 1;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    sums_.push_back(std::make_unique<GroupSum>(comm, first_device_ + static_cast<int>(i)));
+    engines_.push_back(std::make_unique<Engine>(*weights[i], options, alone ? nullptr : sums_[i].get()));
+    scratch_[i].resize(static_cast<size_t>(options.slots) * engines_[i]->vocab());
+  }
+  if (first_device_ == 0) leader_ = std::make_unique<Leader>(this);
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = static_cast<int>(weights.size());
+  }
+  for (size_t i = 0; i < weights.size(); ++i) threads_.emplace_back([this, i] { RankLoop(static_cast<int>(i)); });
+}
+
+StepRunner* GroupEngine::leader() { return leader_.get(); }
+
+GroupEngine::~GroupEngine() {
+  if (leader_) {
+    Stop();
+  } else {
+    bool running;
+    {
+      absl::MutexLock lock(&mu_);
+      running = running_ > 0;
+    }
+    // Nobody is left to tell this process to stop: break its collectives.
+    if (running) comm_->Abort("the serving process is stopping");
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+absl::Status GroupEngine::Call(std::vector<float> cmd, float* out) {
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) return broken_;
+  if (stop_requested_) return absl::UnavailableError("the serving group is stopping");
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !has_pending_ || !broken_.ok(); };
+  mu_.Await(absl::Condition(&idle));
+  if (!broken_.ok()) return broken_;
+  pending_ = std::move(cmd);
+  pending_.resize(command_floats_, 0.0f);
+  pending_out_ = out;
+  has_pending_ = true;
+  pending_taken_ = false;
+  pending_done_ = false;
+  mu_.Await(absl::Condition(&pending_done_));
+  has_pending_ = false;
+  return pending_status_;
+}
+
+float* GroupEngine::NextCommand(std::vector<float>* buf) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (has_pending_ && !pending_taken_) || stop_requested_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), kQuiet);
+  std::fill(buf->begin(), buf->end(), 0.0f);
+  if (has_pending_ && !pending_taken_) {
+    pending_taken_ = true;
+    *buf = pending_;
+    return pending_out_;
+  }
+  (*buf)[0] = stop_requested_ ? kStop : kNoop;
+  return nullptr;
+}
+
+void GroupEngine::Finish(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!has_pending_ || pending_done_) return;
+  pending_status_ = status;
+  pending_done_ = true;
+}
+
+void GroupEngine::Break(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return;
+    broken_ = why;
+    if (has_pending_ && !pending_done_) {
+      pending_status_ = why;
+      pending_done_ = true;
+    }
+  }
+  comm_->Abort(std::string(why.message()));  // the other chips and processes fail now too
+}
+
+absl::Status GroupEngine::Execute(int local, const std::vector<float>& cmd, float* out) {
+  Engine& engine = *engines_[local];
+  const int64_t n = static_cast<int64_t>(cmd[1]);
+  switch (static_cast<int>(cmd[0])) {
+    case kPrefill: {
+      std::vector<int32_t> prompt(n);
+      for (int64_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>(cmd[3 + i]);
+      return engine.Prefill(static_cast<int>(cmd[2]), prompt, out);
+    }
+    case kDecode: {
+      std::vector<int> slots(n);
+      std::vector<int32_t> tokens(n);
+      for (int64_t i = 0; i < n; ++i) {
+        slots[i] = static_cast<int>(cmd[2 + i]);
+        tokens[i] = static_cast<int32_t>(cmd[2 + n + i]);
+      }
+      return engine.Decode(slots, tokens, out);
+    }
+    case kRelease:
+      engine.Release(static_cast<int>(cmd[2]));
+      return absl::OkStatus();
+    default:
+      return absl::InternalError(absl::StrCat("unknown serving command ", cmd[0]));
+  }
+}
+
+void GroupEngine::RankLoop(int local) {
+  const int device = first_device_ + local;
+  const bool root = device == 0;
+  std::vector<float> buf(command_floats_);
+  while (true) {
+    float* out = root ? NextCommand(&buf) : nullptr;
+    try {
+      comm_->Broadcast(train::kTensorAxis, device, buf.data(), command_floats_, 0);
+    } catch (const std::exception& e) {
+      Break(absl::UnavailableError(absl::StrCat("the serving group lost a rank: ", e.what())));
+      break;
+    }
+    const int op = static_cast<int>(buf[0]);
+    if (op == kStop) break;
+    if (op == kNoop) continue;
+    absl::Status s;
+    try {
+      s = Execute(local, buf, root ? out : scratch_[local].data());
+    } catch (const std::exception& e) {
+      s = absl::UnavailableError(absl::StrCat("the serving group lost a rank: ", e.what()));
+      Break(s);
+    }
+    if (root) Finish(s);
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) break;
+  }
+  absl::MutexLock lock(&mu_);
+  --running_;
+}
+
+void GroupEngine::Stop() {
+  absl::MutexLock lock(&mu_);
+  if (leader_) stop_requested_ = true;
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+  mu_.Await(absl::Condition(&ended));
+}
+
+absl::Status GroupEngine::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+  mu_.Await(absl::Condition(&ended));
+  return broken_;
+}
+
+}  // namespace manta::serve

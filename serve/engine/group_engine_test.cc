@@ -1,0 +1,141 @@
+// A tensor group across processes (here threads of the test process, each
+// with its own communicator and gloo connections): the leader's output
+// against one engine holding the whole model, a group left idle past the
+// collectives' timeout, and a rank lost mid-call.
+#include "serve/engine/group_engine.h"
+
+#include <functional>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "serve/engine/test_util.h"
+#include "train/kernels/rendezvous.h"
+
+namespace manta::serve {
+namespace {
+
+struct Process {
+  train::DistributedEnv env;
+  std::vector<ServingWeights> weights;
+  std::unique_ptr<train::Communicator> comm;
+  std::unique_ptr<GroupEngine> group;
+};
+
+// Starts `processes` processes of `tensor / processes` chips each; each
+// thread joins, builds its GroupEngine, then runs `body(process)`.
+void RunGroup(int processes, int tensor, const EngineOptions& options, absl::Duration timeout,
+              const std::function<void(Process&)>& body) {
+  auto port = train::PickCoordinatorPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < processes; ++p) {
+    threads.emplace_back([&, p] {
+      Process proc;
+      proc.env.coordinator_address = address;
+      proc.env.process_id = p;
+      proc.env.num_processes = processes;
+      proc.env.chips_per_host = tensor / processes;
+      train::ParallelismConfig par;
+      par.dcn_data = 1;
+      par.ici_fsdp = 1;
+      par.ici_tensor = tensor;
+      auto mesh = train::Mesh::Create(par, proc.env);
+      ASSERT_TRUE(mesh.ok()) << mesh.status();
+      auto comm = train::Communicator::Create(*mesh, proc.env, timeout);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      proc.comm = *std::move(comm);
+      std::vector<const ServingWeights*> mine;
+      for (int c = 0; c < proc.env.chips_per_host; ++c) {
+        proc.weights.push_back(TinyWeights(tensor, proc.env.first_device() + c));
+      }
+      for (const auto& w : proc.weights) mine.push_back(&w);
+      proc.group = std::make_unique<GroupEngine>(proc.comm.get(), proc.env.first_device(), mine, options);
+      body(proc);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Greedy decoding through a StepRunner: n tokens, and their logits.
+std::vector<int32_t> GreedyThrough(StepRunner& runner, int slot, const std::vector<int32_t>& prompt, int n,
+                                   std::vector<std::vector<float>>* logits) {
+  const int64_t V = runner.vocab();
+  std::vector<float> out(V);
+  std::vector<int32_t> tokens;
+  const absl::Status prefilled = runner.Prefill(slot, prompt, out.data());
+  EXPECT_TRUE(prefilled.ok()) << prefilled;
+  for (int i = 0; i < n; ++i) {
+    logits->push_back(out);
+    tokens.push_back(static_cast<int32_t>(std::max_element(out.begin(), out.end()) - out.begin()));
+    if (i + 1 < n) {
+      const absl::Status s = runner.Decode({slot}, {tokens.back()}, out.data());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  }
+  return tokens;
+}
+
+void ExpectTheGroupEqualsOneEngine(int processes, int tensor) {
+  const EngineOptions options{.slots = 2, .max_len = 48};
+  const std::vector<int32_t> prompt = {9, 8, 7, 6, 5, 4, 3};
+  const ServingWeights one = TinyWeights(1, 0);
+  Engine single(one, options, nullptr);
+  std::vector<std::vector<float>> want_logits;
+  const std::vector<int32_t> want = GreedyRun(single, 0, prompt, 10, &want_logits);
+  RunGroup(processes, tensor, options, absl::Seconds(30), [&](Process& p) {
+    if (p.group->leader() != nullptr) {
+      std::vector<std::vector<float>> got_logits;
+      EXPECT_EQ(GreedyThrough(*p.group->leader(), 1, prompt, 10, &got_logits), want);
+      ASSERT_EQ(got_logits.size(), want_logits.size());
+      for (size_t i = 0; i < got_logits.size(); ++i) ExpectClose(got_logits[i], want_logits[i], 1e-4f);
+      p.group->leader()->Release(1);
+      p.group->Stop();
+    }
+    EXPECT_TRUE(p.group->Wait().ok()) << p.group->Wait();
+  });
+}
+
+TEST(GroupEngineTest, FourProcessesOfOneChipEqualOneEngine) { ExpectTheGroupEqualsOneEngine(4, 4); }
+
+TEST(GroupEngineTest, TwoProcessesOfTwoChipsEqualOneEngine) { ExpectTheGroupEqualsOneEngine(2, 4); }
+
+// The leader's no-ops keep an idle group inside the collectives' timeout.
+TEST(GroupEngineTest, AnIdleGroupOutlivesTheCollectivesTimeout) {
+  RunGroup(2, 2, {.slots = 1, .max_len = 16}, absl::Milliseconds(2500), [&](Process& p) {
+    if (p.group->leader() != nullptr) {
+      absl::SleepFor(absl::Seconds(4));  // idle: what is under test
+      std::vector<float> logits(p.group->leader()->vocab());
+      EXPECT_TRUE(p.group->leader()->Prefill(0, {1, 2, 3}, logits.data()).ok());
+      p.group->Stop();
+    }
+    EXPECT_TRUE(p.group->Wait().ok()) << p.group->Wait();
+  });
+}
+
+// A rank whose process goes away (its connections closed) fails the
+// leader's next call at once with Unavailable, and every process's Wait
+// says why.
+TEST(GroupEngineTest, ALostRankFailsTheCallsAndBreaksTheGroup) {
+  absl::Notification first_call_done, rank_gone;
+  RunGroup(2, 2, {.slots = 1, .max_len = 16}, absl::Seconds(30), [&](Process& p) {
+    if (p.group->leader() != nullptr) {
+      std::vector<float> logits(p.group->leader()->vocab());
+      EXPECT_TRUE(p.group->leader()->Prefill(0, {1, 2, 3}, logits.data()).ok());
+      first_call_done.Notify();
+      rank_gone.WaitForNotification();
+      const absl::Status s = p.group->leader()->Decode({0}, {4}, logits.data());
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      EXPECT_EQ(p.group->leader()->Prefill(0, {1}, logits.data()).code(), absl::StatusCode::kUnavailable);
+    } else {
+      first_call_done.WaitForNotification();
+      p.comm->Abort("the host was killed");
+      rank_gone.Notify();
+    }
+    EXPECT_FALSE(p.group->Wait().ok());
+  });
+}
+
+}  // namespace
+}  // namespace manta::serve

@@ -1,0 +1,52 @@
+// ServeWorker: the actor that runs one process of a serving group on a
+// reserved slice, one per host, as LeaderWorkerSet starts a leader and its
+// workers. The driver creates one per host, asks each for Setup, then calls
+// Run on all with each one's index and the leader's address: every process
+// loads its tensor ranks' shards of the checkpoint and joins the group; the
+// leader (index 0) also serves HTTP. Run returns only when the group breaks
+// (a process died): the driver then recreates the whole group. Internal to
+// serve/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "manta/serialization.h"
+
+namespace manta::serve {
+
+// A worker's answer to Setup.
+struct ServeWorkerInfo {
+  int pid = 0;
+  std::string node_id;  // hex
+  std::string node_ip;
+  int free_port = 0;  // free on its host now (the leader's is the group's coordinator)
+  MSGPACK_DEFINE(pid, node_id, node_ip, free_port);
+};
+
+// What one process of the group runs.
+struct ServeRunRequest {
+  int process_id = 0;
+  int num_processes = 1;
+  std::string coordinator;        // the leader's host:port
+  std::vector<std::string> args;  // base.yml and key=value overrides
+  int http_port = 8000;           // the leader's
+  bool check_token = true;        // false: --auth=none
+  std::string token;              // empty: the cluster's (this worker's MANTA_TOKEN)
+  int64_t restarts = 0;           // times the group was recreated before
+  int64_t join_timeout_ms = 120000;
+  MSGPACK_DEFINE(process_id, num_processes, coordinator, args, http_port, check_token, token, restarts, join_timeout_ms);
+};
+
+class ServeWorker {
+ public:
+  static ServeWorker* Create();
+  ServeWorkerInfo Setup();
+  // Serves until the group breaks; the reason (never OK unless the config
+  // is refused, which is InvalidArgument).
+  absl::Status Run(ServeRunRequest request);
+};
+
+}  // namespace manta::serve

@@ -1,0 +1,178 @@
+#include "serve/slice/slice_driver.h"
+
+#include <atomic>
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "manta/api.h"
+#include "manta/tpu.h"
+#include "serve/slice/serve_worker.h"
+
+namespace manta::serve {
+
+MANTA_REMOTE(ServeWorker::Create, &ServeWorker::Setup, &ServeWorker::Run);
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+// Runs f, turning a manta::Error into its status.
+template <typename F>
+absl::Status Try(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+  return absl::OkStatus();
+}
+
+// One incarnation of the group: its slice and its processes.
+struct Group {
+  tpu::SliceReservation slice;
+  std::vector<ActorHandle<ServeWorker>> actors;
+  std::vector<ServeWorkerInfo> infos;
+  std::vector<ObjectRef<void>> runs;
+
+  void TearDown() {
+    for (auto& a : actors) Try([&] { Kill(a); }).IgnoreError();
+    actors.clear();
+    runs.clear();
+    Try([&] { slice.Release(); }).IgnoreError();
+  }
+};
+
+// Creates one worker per host and waits for each to answer Setup.
+absl::Status StartWorkers(Group& g, absl::Duration timeout) {
+  std::vector<ObjectRef<ServeWorkerInfo>> setups;
+  absl::Status created = Try([&] {
+    for (int h = 0; h < g.slice.hosts_per_slice(); ++h) {
+      auto [group, bundle] = g.slice.Bundle(0, h);
+      auto creator = Actor(ServeWorker::Create);
+      creator.SetPlacementGroup(group, bundle)
+          .SetEnv(g.slice.ProcessEnv(0, h))
+          .SetResources(g.slice.BundleResources())
+          .SetMaxConcurrency(2);
+      g.actors.push_back(creator.Remote());
+      setups.push_back(g.actors.back().Task(&ServeWorker::Setup).Remote());
+    }
+    manta::Wait(setups, static_cast<int>(setups.size()), timeout);
+  });
+  if (!created.ok()) return created;
+  for (size_t h = 0; h < setups.size(); ++h) {
+    auto info = TryGet(setups[h], absl::ZeroDuration());
+    if (!info.ok()) {
+      return absl::UnavailableError(absl::StrCat("the serving process on host ", h, " of ",
+                                                 g.slice.slices()[0].name, " did not start: ",
+                                                 info.status().message()));
+    }
+    g.infos.push_back(**info);
+  }
+  return absl::OkStatus();
+}
+
+// Starts Run on every process: the leader's address and each one's index.
+absl::Status RunWorkers(Group& g, const SliceServeOptions& o, int64_t restarts) {
+  const std::string coordinator = absl::StrCat(g.infos[0].node_ip, ":", g.infos[0].free_port);
+  return Try([&] {
+    for (size_t h = 0; h < g.actors.size(); ++h) {
+      ServeRunRequest req;
+      req.process_id = static_cast<int>(h);
+      req.num_processes = static_cast<int>(g.actors.size());
+      req.coordinator = coordinator;
+      req.args = o.args;
+      req.http_port = o.port;
+      req.check_token = o.check_token;
+      req.token = o.token;
+      req.restarts = restarts;
+      req.join_timeout_ms = absl::ToInt64Milliseconds(o.start_timeout);
+      g.runs.push_back(g.actors[h].Task(&ServeWorker::Run).Remote(req));
+    }
+  });
+}
+
+}  // namespace
+
+int ServeOnSlice(const SliceServeOptions& o) {
+  auto log = Logger("serve");
+  // Whichever thread takes the signal (the runtime's threads do not block
+  // it), the loop below sees it within a second.
+  struct sigaction action {};
+  action.sa_handler = [](int) { g_stop = true; };
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  std::atomic<bool>& stop = g_stop;
+
+  auto shape = tpu::TrySliceShapeOf(o.accelerator_type, o.topology);
+  if (!shape.ok()) {
+    log->error("{}", std::string(shape.status().message()));
+    return 2;
+  }
+  int64_t restarts = 0;
+  bool said_waiting = false;
+  int status = 0;
+  while (!stop) {
+    Group g;
+    tpu::SliceOptions so;
+    so.topology = o.topology;
+    so.accelerator_version = o.accelerator_type;
+    so.timeout = std::min(o.reserve_timeout, absl::Seconds(2));
+    absl::StatusOr<tpu::SliceReservation> reserved = tpu::TryReserveSlices(so);
+    if (!reserved.ok()) {
+      if (reserved.status().code() == absl::StatusCode::kInvalidArgument) {
+        log->error("{}", std::string(reserved.status().message()));
+        return 2;
+      }
+      if (!said_waiting) {
+        log->info("waiting for a whole {} slice: {}", shape->pod_type, std::string(reserved.status().message()));
+      }
+      said_waiting = true;
+      continue;
+    }
+    said_waiting = false;
+    g.slice = *std::move(reserved);
+    log->info("{} the serving group on slice {} ({} hosts){}", restarts == 0 ? "Starting" : "Recreating",
+              g.slice.slices()[0].name, g.slice.hosts_per_slice(),
+              restarts == 0 ? "" : absl::StrCat(", restart ", restarts));
+    absl::Status s = StartWorkers(g, o.start_timeout);
+    if (s.ok()) s = RunWorkers(g, o, restarts);
+    if (s.ok()) {
+      log->info("the leader serves on http://{}:{}", g.infos[0].node_ip, o.port);
+      // Until any process of the group ends: none ends while the group is whole.
+      while (!stop) {
+        auto ready = manta::Wait(g.runs, 1, absl::Seconds(1));
+        if (!ready.ready.empty()) break;
+      }
+      if (stop) {
+        g.TearDown();
+        break;
+      }
+      for (size_t h = 0; h < g.runs.size(); ++h) {
+        absl::Status ended = TryGet(g.runs[h], absl::ZeroDuration());
+        if (ended.code() == absl::StatusCode::kDeadlineExceeded) continue;  // still running
+        s = ended.ok() ? absl::UnavailableError("it returned") : ended;
+        s = absl::Status(s.code(), absl::StatusCode::kInvalidArgument == s.code()
+                                       ? std::string(s.message())
+                                       : absl::StrCat("process ", h, " (", g.infos[h].node_ip, ", pid ",
+                                                      g.infos[h].pid, ") ended: ", s.message()));
+        break;
+      }
+    }
+    g.TearDown();
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      log->error("the serving group cannot start: {}", std::string(s.message()));
+      status = 1;
+      break;
+    }
+    log->warn("the serving group failed: {}; recreating the whole group", std::string(s.message()));
+    ++restarts;
+  }
+  return status;
+}
+
+}  // namespace manta::serve
