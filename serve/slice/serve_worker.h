@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "manta/serialization.h"
 
 namespace manta::serve {
@@ -40,13 +39,20 @@ struct ServeRunRequest {
   MSGPACK_DEFINE(process_id, num_processes, coordinator, args, http_port, check_token, token, restarts, join_timeout_ms);
 };
 
+// How a process's Run ended (a process that dies ends it with an error
+// instead).
+struct ServeRunResult {
+  bool refused = false;  // the config or the checkpoint cannot be served: recreating will not help
+  std::string why;
+  MSGPACK_DEFINE(refused, why);
+};
+
 class ServeWorker {
  public:
   static ServeWorker* Create();
   ServeWorkerInfo Setup();
-  // Serves until the group breaks; the reason (never OK unless the config
-  // is refused, which is InvalidArgument).
-  absl::Status Run(ServeRunRequest request);
+  // Serves until the group breaks or stops; why.
+  ServeRunResult Run(ServeRunRequest request);
 };
 
 }  // namespace manta::serve

@@ -36,9 +36,16 @@ struct Group {
   tpu::SliceReservation slice;
   std::vector<ActorHandle<ServeWorker>> actors;
   std::vector<ServeWorkerInfo> infos;
-  std::vector<ObjectRef<void>> runs;
+  std::vector<ObjectRef<ServeRunResult>> runs;
 
-  void TearDown() {
+  // Kills every process and gives the slice back. With a grace, the leader
+  // first gets that long to end by itself: a broken group fails its
+  // collectives within a second, and the leader then answers the requests
+  // in flight (503) before its process goes.
+  void TearDown(absl::Duration leader_grace = absl::ZeroDuration()) {
+    if (!runs.empty() && leader_grace > absl::ZeroDuration()) {
+      Try([&] { manta::Wait(std::vector<ObjectRef<ServeRunResult>>{runs[0]}, 1, leader_grace); }).IgnoreError();
+    }
     for (auto& a : actors) Try([&] { Kill(a); }).IgnoreError();
     actors.clear();
     runs.clear();
@@ -114,6 +121,7 @@ int ServeOnSlice(const SliceServeOptions& o) {
     return 2;
   }
   int64_t restarts = 0;
+  int quick_failures = 0;  // groups in a row that broke within a minute: back off as a crash loop does
   bool said_waiting = false;
   int status = 0;
   while (!stop) {
@@ -139,6 +147,7 @@ int ServeOnSlice(const SliceServeOptions& o) {
     log->info("{} the serving group on slice {} ({} hosts){}", restarts == 0 ? "Starting" : "Recreating",
               g.slice.slices()[0].name, g.slice.hosts_per_slice(),
               restarts == 0 ? "" : absl::StrCat(", restart ", restarts));
+    const absl::Time started = absl::Now();
     absl::Status s = StartWorkers(g, o.start_timeout);
     if (s.ok()) s = RunWorkers(g, o, restarts);
     if (s.ok()) {
@@ -153,23 +162,32 @@ int ServeOnSlice(const SliceServeOptions& o) {
         break;
       }
       for (size_t h = 0; h < g.runs.size(); ++h) {
-        absl::Status ended = TryGet(g.runs[h], absl::ZeroDuration());
-        if (ended.code() == absl::StatusCode::kDeadlineExceeded) continue;  // still running
-        s = ended.ok() ? absl::UnavailableError("it returned") : ended;
-        s = absl::Status(s.code(), absl::StatusCode::kInvalidArgument == s.code()
-                                       ? std::string(s.message())
-                                       : absl::StrCat("process ", h, " (", g.infos[h].node_ip, ", pid ",
-                                                      g.infos[h].pid, ") ended: ", s.message()));
+        auto ended = TryGet(g.runs[h], absl::ZeroDuration());
+        if (ended.status().code() == absl::StatusCode::kDeadlineExceeded) continue;  // still running
+        const std::string who = absl::StrCat("process ", h, " (", g.infos[h].node_ip, ", pid ", g.infos[h].pid, ")");
+        if (!ended.ok()) {
+          s = absl::UnavailableError(absl::StrCat(who, " died: ", ended.status().message()));
+        } else if ((*ended)->refused) {
+          s = absl::InvalidArgumentError((*ended)->why);
+        } else {
+          s = absl::UnavailableError(absl::StrCat(who, " left the group: ", (*ended)->why));
+        }
         break;
       }
     }
-    g.TearDown();
+    g.TearDown(/*leader_grace=*/absl::Seconds(5));
     if (s.code() == absl::StatusCode::kInvalidArgument) {
       log->error("the serving group cannot start: {}", std::string(s.message()));
       status = 1;
       break;
     }
-    log->warn("the serving group failed: {}; recreating the whole group", std::string(s.message()));
+    quick_failures = absl::Now() - started < absl::Minutes(1) ? quick_failures + 1 : 0;
+    const absl::Duration backoff =
+        quick_failures <= 1 ? absl::ZeroDuration()
+                            : std::min(absl::Seconds(30), absl::Milliseconds(500) * (1 << std::min(quick_failures, 8)));
+    log->warn("the serving group failed: {}; recreating the whole group{}", std::string(s.message()),
+              backoff > absl::ZeroDuration() ? absl::StrCat(" in ", absl::FormatDuration(backoff)) : "");
+    for (absl::Time until = absl::Now() + backoff; !stop && absl::Now() < until;) absl::SleepFor(absl::Milliseconds(100));
     ++restarts;
   }
   return status;
