@@ -30,7 +30,67 @@ void Batcher::Submit(GenerateRequest request) {
 
 size_t Batcher::Backlog() const {
   absl::MutexLock lock(&mu_);
-  return waiting_.size();
+  return waiting_.size() + static_cast<size_t>(in_flight_.load());
+}
+
+std::unique_ptr<GenerateRequest> Batcher::NextWaiting() {
+  while (true) {
+    std::unique_ptr<GenerateRequest> request;
+    {
+      absl::MutexLock lock(&mu_);
+      if (waiting_.empty()) return nullptr;
+      request = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    if (!request->cancelled || !request->cancelled()) return request;
+    if (request->on_done) request->on_done(absl::CancelledError("the request was cancelled"), FinishReason::kError);
+  }
+}
+
+void Batcher::Start(int s, std::unique_ptr<GenerateRequest> request, const float* logits) {
+  Slot& slot = slots_[s];
+  slot.request = std::move(request);
+  slot.sampler = std::make_unique<Sampler>(slot.request->sampling);
+  slot.emitted = 0;
+  ++active_;
+  Advance(s, logits);
+}
+
+void Batcher::AdmitRemote(RemotePrefill* remote) {
+  while (static_cast<int>(prefilling_.size()) < remote->max_in_flight()) {
+    std::unique_ptr<GenerateRequest> request = NextWaiting();
+    if (!request) break;
+    const int64_t id = next_id_++;
+    absl::Status s = remote->StartPrefill(id, request->prompt);
+    if (!s.ok()) {
+      runner_error_ = s;
+      if (request->on_done) request->on_done(s, FinishReason::kError);
+      return;
+    }
+    prefilling_[id] = std::move(request);
+    ++in_flight_;
+  }
+  std::vector<int> free;
+  for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
+    if (!slots_[s].request) free.push_back(s);
+  }
+  if (free.empty() || prefilling_.empty()) return;
+  absl::StatusOr<std::vector<int64_t>> ids = remote->ImportArrived(free, logits_.data(), /*wait=*/active_ == 0);
+  if (!ids.ok()) {
+    runner_error_ = ids.status();
+    return;
+  }
+  for (size_t i = 0; i < ids->size(); ++i) {
+    auto it = prefilling_.find((*ids)[i]);
+    if (it == prefilling_.end()) {
+      runner_error_ = absl::InternalError(absl::StrCat("a prefill arrived for unknown request ", (*ids)[i]));
+      return;
+    }
+    std::unique_ptr<GenerateRequest> request = std::move(it->second);
+    prefilling_.erase(it);
+    --in_flight_;
+    Start(free[i], std::move(request), logits_.data() + i * runner_->vocab());
+  }
 }
 
 void Batcher::Finish(int s, const absl::Status& status, FinishReason reason) {
@@ -60,24 +120,15 @@ bool Batcher::Advance(int s, const float* logits) {
 }
 
 void Batcher::Admit() {
+  if (RemotePrefill* remote = runner_->remote()) return AdmitRemote(remote);
   for (int admitted = 0; admitted < max_prefills_; ++admitted) {
     int free_slot = -1;
     for (int s = 0; s < static_cast<int>(slots_.size()) && free_slot < 0; ++s) {
       if (!slots_[s].request) free_slot = s;
     }
     if (free_slot < 0) return;
-    std::unique_ptr<GenerateRequest> request;
-    {
-      absl::MutexLock lock(&mu_);
-      if (waiting_.empty()) return;
-      request = std::move(waiting_.front());
-      waiting_.pop_front();
-    }
-    Slot& slot = slots_[free_slot];
-    if (request->cancelled && request->cancelled()) {
-      if (request->on_done) request->on_done(absl::CancelledError("the request was cancelled"), FinishReason::kError);
-      continue;
-    }
+    std::unique_ptr<GenerateRequest> request = NextWaiting();
+    if (!request) return;
     absl::Status s = runner_->Prefill(free_slot, request->prompt, logits_.data());
     if (!s.ok()) {
       if (s.code() != absl::StatusCode::kInvalidArgument) runner_error_ = s;
@@ -85,11 +136,7 @@ void Batcher::Admit() {
       if (request->on_done) request->on_done(s, FinishReason::kError);
       continue;
     }
-    slot.request = std::move(request);
-    slot.sampler = std::make_unique<Sampler>(slot.request->sampling);
-    slot.emitted = 0;
-    ++active_;
-    Advance(free_slot, logits_.data());
+    Start(free_slot, std::move(request), logits_.data());
   }
 }
 
@@ -133,6 +180,11 @@ void Batcher::FailAll(const absl::Status& status) {
   for (auto& r : waiting) {
     if (r->on_done) r->on_done(status, FinishReason::kError);
   }
+  for (auto& [id, r] : prefilling_) {
+    if (r->on_done) r->on_done(status, FinishReason::kError);
+  }
+  prefilling_.clear();
+  in_flight_ = 0;
   for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
     if (slots_[s].request) Finish(s, status, FinishReason::kError);
   }

@@ -11,6 +11,10 @@
 //   batcher.Submit(std::move(request));        // any thread
 //   while (running) batcher.Step();            // one thread: the engine's
 //
+// With a runner that prefills remotely (disaggregated serving), waiting
+// requests are handed off (up to its transfer backlog) and join a free slot
+// at the first step after their K/V arrived; decoding never waits for them.
+//
 // Threads: Submit and Backlog from any thread; Step, FailAll and the rest
 // from one thread (the engine's). Callbacks run on that thread.
 #pragma once
@@ -19,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -59,7 +64,10 @@ class Batcher {
   // Ends every waiting and active request with `status` and frees the slots.
   void FailAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Requests waiting for a slot, handed-off prefills included.
   size_t Backlog() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Prefills handed off and not yet imported.
+  int prefilling() const { return in_flight_.load(); }
   int active() const { return active_.load(); }
   // The runner's last failure other than a refused request (OK if none):
   // a tensor-parallel group that lost a rank cannot go on.
@@ -78,6 +86,10 @@ class Batcher {
   bool Advance(int s, const float* logits);
   void Finish(int s, const absl::Status& status, FinishReason reason);
   void Admit();
+  void AdmitRemote(RemotePrefill* remote);
+  // Takes `slot` for `request`, whose prompt's logits are `logits`.
+  void Start(int slot, std::unique_ptr<GenerateRequest> request, const float* logits);
+  std::unique_ptr<GenerateRequest> NextWaiting() ABSL_LOCKS_EXCLUDED(mu_);
 
   StepRunner* const runner_;
   const int max_prefills_;
@@ -86,6 +98,9 @@ class Batcher {
   absl::Status runner_error_;
   int64_t steps_ = 0;
   std::vector<float> logits_;
+  std::map<int64_t, std::unique_ptr<GenerateRequest>> prefilling_;  // by id: handed off, not yet imported
+  std::atomic<int> in_flight_{0};
+  int64_t next_id_ = 1;
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<GenerateRequest>> waiting_ ABSL_GUARDED_BY(mu_);
 };

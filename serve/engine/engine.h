@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "serve/engine/weights.h"
 #include "train/kernels/layers.h"
 
@@ -32,10 +33,32 @@ class TensorSum {
   virtual void Sum(float* data, int64_t n) = 0;
 };
 
+// Disaggregated serving: prompts are prefilled by other engines and their
+// K/V arrive here. The batcher hands a prompt off and, at a later step,
+// takes the prefilled sequence into a free slot (K/V imported, the logits
+// of its last token to sample the first output from).
+class RemotePrefill {
+ public:
+  virtual ~RemotePrefill() = default;
+  // Hands `prompt` off as request `id`; returns at once. Unavailable when the
+  // group cannot go on.
+  virtual absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt) = 0;
+  // Imports arrived prefills, in arrival order, one into each of
+  // `free_slots` (as many as have arrived); their ids, and their logits at
+  // logits + i * vocab. With `wait`, blocks a little for a first arrival.
+  virtual absl::StatusOr<std::vector<int64_t>> ImportArrived(const std::vector<int>& free_slots, float* logits,
+                                                             bool wait) = 0;
+  // Prompts that may be handed off and not yet imported (the transfer
+  // backlog's bound).
+  virtual int max_in_flight() const = 0;
+};
+
 // What a batcher drives: an engine, or the ranks of a tensor-parallel group
 // running the same calls.
 class StepRunner {
  public:
+  // Non-null when prompts are prefilled elsewhere (Prefill is then unused).
+  virtual RemotePrefill* remote() { return nullptr; }
   virtual ~StepRunner() = default;
   virtual absl::Status Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) = 0;
   virtual absl::Status Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens, float* logits) = 0;

@@ -9,9 +9,12 @@ namespace manta::serve {
 namespace {
 
 // A call, as every rank receives it: floats (token ids and slots are exact
-// in a float below 2^24).
-//   [op, n, ...]  prefill: slot, tokens[n]; decode: slots[n], tokens[n]; release: slot
-enum Op { kNoop = 0, kPrefill = 1, kDecode = 2, kRelease = 3, kStop = 4 };
+// in a float below 2^24; request ids go as two halves of 20 bits).
+//   [op, n, ...]  prefill: slot, tokens[n]; decode: slots[n], tokens[n]; release: slot;
+//                 prefill to move: id_hi, id_lo, tokens[n]; import: slots[n], id_his[n], id_los[n]
+enum Op { kNoop = 0, kPrefill = 1, kDecode = 2, kRelease = 3, kStop = 4, kPrefillOut = 5, kImport = 6 };
+
+constexpr int64_t kIdHalf = int64_t{1} << 20;
 
 // Sums over the tensor group through the communicator.
 class GroupSum : public TensorSum {
@@ -58,16 +61,55 @@ class GroupEngine::Leader : public StepRunner {
   int slots() const override { return group_->engines_[0]->slots(); }
   int64_t max_len() const override { return group_->engines_[0]->max_len(); }
   int64_t vocab() const override { return group_->engines_[0]->vocab(); }
+  RemotePrefill* remote() override;
 
  private:
   GroupEngine* group_;
 };
 
+class GroupEngine::Remote : public RemotePrefill {
+ public:
+  explicit Remote(GroupEngine* group) : group_(group) {}
+
+  absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt) override {
+    if (group_->broken()) return absl::UnavailableError("the serving group is broken");
+    return group_->role_.send_prompt(id, prompt);
+  }
+  absl::StatusOr<std::vector<int64_t>> ImportArrived(const std::vector<int>& free_slots, float* logits,
+                                                     bool wait) override {
+    std::vector<const KvTransfer*> arrived =
+        group_->queues_[0]->Peek(free_slots.size(), wait ? absl::Milliseconds(10) : absl::ZeroDuration());
+    if (arrived.empty()) return std::vector<int64_t>();
+    const int64_t k = static_cast<int64_t>(arrived.size());
+    const int64_t V = group_->engines_[0]->vocab();
+    std::vector<int64_t> ids;
+    std::vector<float> cmd = {kImport, static_cast<float>(k)};
+    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(free_slots[i]));
+    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id / kIdHalf));
+    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id % kIdHalf));
+    for (int64_t i = 0; i < k; ++i) {
+      ids.push_back(arrived[i]->id);
+      std::copy(arrived[i]->logits.begin(), arrived[i]->logits.end(), logits + i * V);
+    }
+    absl::Status s = group_->Call(std::move(cmd), nullptr);
+    if (!s.ok()) return s;
+    return ids;
+  }
+  int max_in_flight() const override { return group_->role_.transfer_backlog; }
+
+ private:
+  GroupEngine* group_;
+};
+
+RemotePrefill* GroupEngine::Leader::remote() { return group_->remote_.get(); }
+
 GroupEngine::GroupEngine(train::Communicator* comm, int first_device, std::vector<const ServingWeights*> weights,
-                         const EngineOptions& options)
+                         const EngineOptions& options, GroupRole role)
     : comm_(comm),
       first_device_(first_device),
-      command_floats_(3 + std::max<int64_t>(options.max_len, 2 * static_cast<int64_t>(options.slots))),
+      root_device_(comm->mesh().GroupMembers(train::kTensorAxis, first_device)[0]),
+      role_(std::move(role)),
+      command_floats_(4 + std::max<int64_t>(options.max_len, 3 * static_cast<int64_t>(options.slots))),
       scratch_(weights.size()) {
   const bool alone = comm->GroupSize(train::kTensorAxis) == 1;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -75,29 +117,70 @@ GroupEngine::GroupEngine(train::Communicator* comm, int first_device, std::vecto
     engines_.push_back(std::make_unique<Engine>(*weights[i], options, alone ? nullptr : sums_[i].get()));
     scratch_[i].resize(static_cast<size_t>(options.slots) * engines_[i]->vocab());
   }
-  if (first_device_ == 0) leader_ = std::make_unique<Leader>(this);
+  if (first_device_ == root_device_) leader_ = std::make_unique<Leader>(this);
+  if (role_.kind == GroupRole::kGenerate) remote_ = std::make_unique<Remote>(this);
+  const bool transfers = role_.kind != GroupRole::kInterleaved;
   {
     absl::MutexLock lock(&mu_);
     running_ = static_cast<int>(weights.size());
+    transferring_ = transfers ? static_cast<int>(weights.size()) : 0;
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    queues_.push_back(std::make_unique<TransferQueue>(static_cast<size_t>(std::max(1, role_.transfer_backlog))));
   }
   for (size_t i = 0; i < weights.size(); ++i) threads_.emplace_back([this, i] { RankLoop(static_cast<int>(i)); });
+  if (transfers) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      threads_.emplace_back([this, i] { TransferLoop(static_cast<int>(i)); });
+    }
+  }
 }
 
 StepRunner* GroupEngine::leader() { return leader_.get(); }
 
 GroupEngine::~GroupEngine() {
-  if (leader_) {
-    Stop();
-  } else {
-    bool running;
-    {
-      absl::MutexLock lock(&mu_);
-      running = running_ > 0;
-    }
-    // Nobody is left to tell this process to stop: break its collectives.
-    if (running) comm_->Abort("the serving process is stopping");
+  bool abort = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (leader_) stop_requested_ = true;
+    // Nobody is left to tell a worker's ranks to stop; transfers end when
+    // the prefill side says so, and are not waited for long.
+    auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0 && transferring_ == 0; };
+    // A group that stopped cleanly (or is being stopped by this leader)
+    // gets a moment for its transfers to say so to the other slice.
+    const absl::Duration patience = leader_ || running_ == 0 ? absl::Seconds(5) : absl::ZeroDuration();
+    abort = !mu_.AwaitWithTimeout(absl::Condition(&ended), patience);
+  }
+  if (abort) {
+    comm_->Abort("the serving process is stopping");
+    for (auto& q : queues_) q->Close();
   }
   for (std::thread& t : threads_) t.join();
+}
+
+bool GroupEngine::broken() {
+  absl::MutexLock lock(&mu_);
+  return !broken_.ok();
+}
+
+absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>& prompt) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n + 4 > command_floats_) return absl::InvalidArgumentError("the prompt does not fit the prefill engine");
+  std::vector<float> cmd = {kPrefillOut, static_cast<float>(n), static_cast<float>(id / kIdHalf),
+                            static_cast<float>(id % kIdHalf)};
+  for (int32_t t : prompt) cmd.push_back(static_cast<float>(t));
+  cmd.resize(command_floats_, 0.0f);
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) return broken_;
+  if (stop_requested_ || !leader_) return absl::UnavailableError("the prefill group is stopping");
+  queued_.push_back(std::move(cmd));
+  return absl::OkStatus();
+}
+
+size_t GroupEngine::transfer_backlog() const {
+  size_t n = 0;
+  for (const auto& q : queues_) n += q->size();
+  return n;
 }
 
 absl::Status GroupEngine::Call(std::vector<float> cmd, float* out) {
@@ -121,7 +204,7 @@ absl::Status GroupEngine::Call(std::vector<float> cmd, float* out) {
 float* GroupEngine::NextCommand(std::vector<float>* buf) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (has_pending_ && !pending_taken_) || stop_requested_;
+    return (has_pending_ && !pending_taken_) || !queued_.empty() || stop_requested_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), kQuiet);
   std::fill(buf->begin(), buf->end(), 0.0f);
@@ -129,6 +212,11 @@ float* GroupEngine::NextCommand(std::vector<float>* buf) {
     pending_taken_ = true;
     *buf = pending_;
     return pending_out_;
+  }
+  if (!queued_.empty() && !stop_requested_) {
+    *buf = std::move(queued_.front());
+    queued_.pop_front();
+    return nullptr;
   }
   (*buf)[0] = stop_requested_ ? kStop : kNoop;
   return nullptr;
@@ -151,6 +239,7 @@ void GroupEngine::Break(const absl::Status& why) {
       pending_done_ = true;
     }
   }
+  for (auto& q : queues_) q->Close();
   comm_->Abort(std::string(why.message()));  // the other chips and processes fail now too
 }
 
@@ -175,6 +264,9 @@ absl::Status GroupEngine::Execute(int local, const std::vector<float>& cmd, floa
     case kRelease:
       engine.Release(static_cast<int>(cmd[2]));
       return absl::OkStatus();
+    case kPrefillOut:
+    case kImport:
+      return ExecuteTransferOp(local, cmd);
     default:
       return absl::InternalError(absl::StrCat("unknown serving command ", cmd[0]));
   }
@@ -182,10 +274,11 @@ absl::Status GroupEngine::Execute(int local, const std::vector<float>& cmd, floa
 
 void GroupEngine::RankLoop(int local) {
   const int device = first_device_ + local;
-  const bool root = device == 0;
+  const bool root = device == root_device_;
   std::vector<float> buf(command_floats_);
   while (true) {
     float* out = root ? NextCommand(&buf) : nullptr;
+    const bool call = root && (static_cast<int>(buf[0]) != kPrefillOut);
     try {
       comm_->Broadcast(train::kTensorAxis, device, buf.data(), command_floats_, 0);
     } catch (const std::exception& e) {
@@ -202,7 +295,8 @@ void GroupEngine::RankLoop(int local) {
       s = absl::UnavailableError(absl::StrCat("the serving group lost a rank: ", e.what()));
       Break(s);
     }
-    if (root) Finish(s);
+    if (call) Finish(s);
+    if (!s.ok() && !call) Break(absl::UnavailableError(absl::StrCat("a prefill to move failed: ", s.message())));
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) break;
   }

@@ -4,11 +4,13 @@
 // collectives' timeout, and a rank lost mid-call.
 #include "serve/engine/group_engine.h"
 
+#include <atomic>
 #include <functional>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "serve/engine/batcher.h"
 #include "serve/engine/test_util.h"
 #include "train/kernels/rendezvous.h"
 
@@ -135,6 +137,115 @@ TEST(GroupEngineTest, ALostRankFailsTheCallsAndBreaksTheGroup) {
     }
     EXPECT_FALSE(p.group->Wait().ok());
   });
+}
+
+// Runs `requests` through a batcher over `runner` until all are done;
+// each one's tokens.
+std::vector<std::vector<int32_t>> Serve(StepRunner* runner, const std::vector<std::vector<int32_t>>& prompts,
+                                        const std::vector<int>& max_tokens) {
+  Batcher batcher(runner);
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  int done = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = max_tokens[i];
+    r.on_token = [&out, i](int32_t t) { out[i].push_back(t); };
+    r.on_done = [&done](const absl::Status& s, FinishReason) {
+      EXPECT_TRUE(s.ok()) << s;
+      ++done;
+    };
+    batcher.Submit(std::move(r));
+  }
+  while (done < static_cast<int>(prompts.size()) && batcher.Step()) {
+  }
+  EXPECT_EQ(done, static_cast<int>(prompts.size()));
+  EXPECT_TRUE(batcher.runner_error().ok()) << batcher.runner_error();
+  return out;
+}
+
+// Prefill on one slice, generate on the other (two processes of one chip
+// each, tensor 2): each request gets what one engine serving them
+// interleaved gives, and the K/V bytes moved are the cache's formula for
+// the prompts' true lengths.
+TEST(GroupEngineTest, DisaggregatedServesWhatInterleavedServesAndMovesTheKvFormulaBytes) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> max_tokens;
+  int64_t prompt_tokens = 0;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < 3 + 4 * (i % 5); ++k) p.push_back((i * 37 + k * 11) % 250 + 1);
+    prompt_tokens += static_cast<int64_t>(p.size());
+    prompts.push_back(p);
+    max_tokens.push_back(4 + 3 * (i % 4));
+  }
+  const ServingWeights one = TinyWeights(1, 0);
+  Engine single(one, {.slots = 4, .max_len = 48}, nullptr);
+  const std::vector<std::vector<int32_t>> want = Serve(&single, prompts, max_tokens);
+
+  auto port = train::PickCoordinatorPort();
+  ASSERT_TRUE(port.ok());
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
+  std::atomic<GroupEngine*> prefill_leader{nullptr};
+  absl::Notification prefill_ready, generate_done, prefill_stopped;
+  std::atomic<int64_t> generate_bytes{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 4; ++p) {
+    threads.emplace_back([&, p] {
+      train::DistributedEnv env;
+      env.coordinator_address = address;
+      env.process_id = p;
+      env.num_processes = 4;
+      env.num_slices = 2;
+      env.slice_id = p / 2;
+      env.chips_per_host = 1;
+      train::ParallelismConfig par;
+      par.dcn_data = 2;
+      par.ici_fsdp = 1;
+      par.ici_tensor = 2;
+      auto mesh = train::Mesh::Create(par, env);
+      ASSERT_TRUE(mesh.ok()) << mesh.status();
+      auto comm = train::Communicator::Create(*mesh, env, absl::Seconds(30));
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      const ServingWeights w = TinyWeights(2, p % 2);
+      GroupRole role;
+      role.transfer_backlog = 2;
+      const bool prefill = p < 2;
+      role.kind = prefill ? GroupRole::kPrefill : GroupRole::kGenerate;
+      role.send_prompt = [&](int64_t id, const std::vector<int32_t>& prompt) {
+        prefill_ready.WaitForNotification();
+        return prefill_leader.load()->EnqueuePrefill(id, prompt);
+      };
+      EngineOptions options{.slots = prefill ? 1 : 4, .max_len = 48};
+      GroupEngine group(comm->get(), env.first_device(), {&w}, options, role);
+      if (p == 0) {
+        prefill_leader = &group;
+        prefill_ready.Notify();
+      }
+      if (p == 2) {
+        EXPECT_EQ(Serve(group.leader(), prompts, max_tokens), want);
+        generate_done.Notify();
+      }
+      if (p == 0) {
+        generate_done.WaitForNotification();
+        group.Stop();
+        prefill_stopped.Notify();
+      }
+      if (p == 2) {
+        prefill_stopped.WaitForNotification();
+        group.Stop();
+      }
+      EXPECT_TRUE(group.Wait().ok()) << group.Wait();
+      if (!prefill) generate_bytes += group.kv_bytes_moved();
+      if (p == 0) {
+        generate_done.WaitForNotification();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const train::ModelShape& m = one.shape();
+  EXPECT_EQ(generate_bytes.load(),
+            2 * m.num_layers * m.num_kv_heads * m.head_dim * prompt_tokens * static_cast<int64_t>(sizeof(float)));
 }
 
 }  // namespace

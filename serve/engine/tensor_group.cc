@@ -58,7 +58,7 @@ void LocalTensorGroup::RankLoop(int rank) {
       seen = generation_;
       job = job_;
     }
-    (*job)(rank);
+    (*job)(rank).IgnoreError();  // rank 0's status speaks for the group
     absl::MutexLock lock(&mu_);
     ++done_;
   }

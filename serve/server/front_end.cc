@@ -16,7 +16,9 @@ absl::StatusOr<std::unique_ptr<FrontEnd>> FrontEnd::Start(StepRunner* runner, co
                   "Times the serving group (leader and workers) was recreated after one of its processes died", {})
       ->Add({}, static_cast<double>(options.restarts));
   f->loop_ = std::make_unique<ServingLoop>(runner, tokenizer, &f->registry_,
-                                           ServingLoopOptions{.hostname = options.hostname});
+                                           ServingLoopOptions{.hostname = options.hostname,
+                                                              .transfer_backlog = options.transfer_backlog,
+                                                              .kv_bytes_moved = options.kv_bytes_moved});
   f->loop_->Start();
   f->http_.set_payload_max_length(8 << 20);
   RouteOptions routes;

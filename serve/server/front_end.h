@@ -8,6 +8,7 @@
 //   front->Stop(absl::UnavailableError("stopping"));
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,8 @@ struct FrontEndOptions {
   std::string hostname;  // the metrics' "id" label
   double load_seconds = 0;
   int64_t restarts = 0;  // times the serving group was recreated before this one
+  std::function<size_t()> transfer_backlog;  // disaggregated serving (ServingLoopOptions)
+  std::function<int64_t()> kv_bytes_moved;
 };
 
 class FrontEnd {

@@ -1,12 +1,12 @@
 // manta_serve: serves a trained checkpoint over HTTP, as JetStream's
 // MaxText server does: on this host, or on a reserved multi-host slice.
 //
-//   build/bin/manta_serve --token_file=<session>/token -- train/kernels/configs/base.yml \
-//       load_parameters_path=/tmp/manta_train/fortunes/checkpoints/300 ici_tensor_parallelism=2 \
+//   build/bin/manta_serve --token_file=<session>/token -- train/kernels/configs/base.yml
+//       load_parameters_path=/tmp/manta_train/fortunes/checkpoints/300 ici_tensor_parallelism=2
 //       per_device_batch_size=4 max_prefill_predict_length=64 max_target_length=256
 //
-//   manta job submit -- build/bin/manta_serve --topology=4x4 --port=8000 -- train/kernels/configs/base.yml \
-//       load_parameters_path=... ici_tensor_parallelism=4 ...
+//   manta job submit -- build/bin/manta_serve --topology=4x4 --port=8000 -- train/kernels/configs/base.yml
+//       load_parameters_path=... ici_tensor_parallelism=4 ...   (add --disaggregated for two slices)
 //
 // The model shape comes from the checkpoint. On one host the tensor-parallel
 // ranks (ici_tensor_parallelism) run as threads of this process, one per
@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, token_file, "", "File holding the token (required unless 
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, metrics_port, pid) once serving.");
 ABSL_FLAG(std::string, topology, "", "Serve on a reserved slice of this topology (\"4x4\"), one process per host.");
 ABSL_FLAG(std::string, accelerator_type, "TPU-V6E", "The slice's accelerator type (with --topology).");
+ABSL_FLAG(bool, disaggregated, false,
+          "With --topology: prefill on one slice and generate on another (two slices are reserved).");
+ABSL_FLAG(int, transfer_backlog, 4, "Disaggregated: prefills waiting to move to the generate slice, at most.");
 ABSL_FLAG(int, start_timeout_s, 120, "How long a slice's processes may take to start and join (with --topology).");
 
 namespace {
@@ -66,6 +69,9 @@ int ServeSlice(const std::vector<std::string>& args) {
   o.args = args;
   o.port = absl::GetFlag(FLAGS_port);
   o.start_timeout = absl::Seconds(absl::GetFlag(FLAGS_start_timeout_s));
+  o.disaggregated = absl::GetFlag(FLAGS_disaggregated);
+  o.transfer_backlog = absl::GetFlag(FLAGS_transfer_backlog);
+  if (o.transfer_backlog < 1 || o.transfer_backlog > 1024) return Fail("--transfer_backlog must be 1-1024");
   const std::string auth = absl::GetFlag(FLAGS_auth);
   if (auth != "token" && auth != "none") return Fail("--auth must be token or none");
   o.check_token = auth == "token";
@@ -106,6 +112,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(rest.begin() + 1, rest.end());
   if (args.empty()) return Fail("give the base config and key=value overrides after --");
   if (!absl::GetFlag(FLAGS_topology).empty()) return ServeSlice(args);
+  if (absl::GetFlag(FLAGS_disaggregated)) return Fail("--disaggregated serves on slices: give --topology too");
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::signal(SIGPIPE, SIG_IGN);
   // SIGTERM and SIGINT wait for sigwait at the end: blocked here, before any

@@ -59,7 +59,9 @@ class ServerTest : public ::testing::Test {
     if (pid_ > 0) {
       EXPECT_TRUE(TerminateProcess(pid_, absl::Now() + absl::Seconds(20)).ok());
       std::optional<int> status = ExitStatusOf(pid_);
-      if (status) EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+      if (status) {
+        EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+      }
     }
   }
 

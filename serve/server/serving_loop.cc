@@ -32,11 +32,18 @@ ServingLoop::ServingLoop(StepRunner* runner, const train::Tokenizer* tokenizer, 
                                     {});
   registry->AddCollector([this](metrics::Exposition& out) {
     out.Family("jetstream_prefill_backlog_size", "gauge", "Size of prefill queue");
-    out.Sample("jetstream_prefill_backlog_size", {}, static_cast<double>(batcher_.Backlog()));
+    const double handed_off = batcher_.prefilling();
+    out.Sample("jetstream_prefill_backlog_size", {}, static_cast<double>(batcher_.Backlog()) - handed_off);
     out.Family("jetstream_generate_backlog_size", "gauge", "Size of generate queue");
-    out.Sample("jetstream_generate_backlog_size", {{"idx", "0"}}, 0);
+    out.Sample("jetstream_generate_backlog_size", {{"idx", "0"}}, handed_off);
     out.Family("jetstream_transfer_backlog_size", "gauge", "Size of transfer queue");
-    out.Sample("jetstream_transfer_backlog_size", {{"idx", "0"}}, 0);
+    out.Sample("jetstream_transfer_backlog_size", {{"idx", "0"}},
+               options_.transfer_backlog ? static_cast<double>(options_.transfer_backlog()) : 0.0);
+    if (options_.kv_bytes_moved) {
+      out.Family("manta_serve_kv_transfer_bytes_total", "counter",
+                 "Bytes of K/V cache moved from the prefill engines to the generate engines");
+      out.Sample("manta_serve_kv_transfer_bytes_total", {}, static_cast<double>(options_.kv_bytes_moved()));
+    }
     out.Family("jetstream_slots_used_percentage", "gauge", "The percentage of decode slots currently being used");
     out.Sample("jetstream_slots_used_percentage", {{"idx", "0"}},
                static_cast<double>(batcher_.active()) / std::max(1, batcher_.slots()));

@@ -30,6 +30,10 @@ namespace manta::serve {
 struct ServingLoopOptions {
   std::string hostname;  // the metrics' "id" label
   int max_prefills_per_step = 1;
+  // Disaggregated serving: K/V transfers waiting here, and the K/V bytes
+  // moved so far (exported when set).
+  std::function<size_t()> transfer_backlog;
+  std::function<int64_t()> kv_bytes_moved;
 };
 
 class ServingLoop {

@@ -49,7 +49,9 @@ std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::st
   EXPECT_TRUE(engine.Prefill(0, tok.Encode(prompt), logits.data()).ok());
   std::vector<int32_t> out;
   for (int i = 0; i < max_tokens; ++i) {
-    if (i > 0) EXPECT_TRUE(engine.Decode({0}, {out.back()}, logits.data()).ok());
+    if (i > 0) {
+      EXPECT_TRUE(engine.Decode({0}, {out.back()}, logits.data()).ok());
+    }
     const int32_t t = Argmax(logits.data(), engine.vocab());
     if (t == tok.eos_id()) break;
     out.push_back(t);

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <deque>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/token.h"
 #include "manta/api.h"
@@ -16,6 +18,88 @@
 #include "train/kernels/rendezvous.h"
 
 namespace manta::serve {
+namespace {
+
+ServeRunResult Refused(const absl::Status& s) { return {true, std::string(s.message())}; }
+ServeRunResult Broke(const absl::Status& s) { return {false, s.ToString()}; }
+
+// The cluster's token, as the raylet gave it to this worker.
+absl::StatusOr<std::string> ClusterToken() {
+  if (const char* t = std::getenv("MANTA_TOKEN"); t != nullptr && *t != '\0') return std::string(t);
+  if (const char* f = std::getenv("MANTA_TOKEN_FILE"); f != nullptr && *f != '\0') return ReadTokenFile(f);
+  return absl::InvalidArgumentError("the cluster runs without a token: serve with --auth=none to say so");
+}
+
+// The group this process serves in now: Submit calls reach it.
+struct Current {
+  absl::Mutex mu;
+  GroupEngine* group ABSL_GUARDED_BY(mu) = nullptr;
+};
+Current& TheCurrent() {
+  static Current* c = new Current();
+  return *c;
+}
+
+// This process's place: its mesh (the tensor axis inside each slice, the
+// data axis across the two slices of a disaggregated group).
+absl::StatusOr<train::Mesh> PlaceOf(const ServeRunRequest& req, int tensor, const std::string& node_ip,
+                                    train::DistributedEnv* env) {
+  const int slices = req.disaggregated ? 2 : 1;
+  const int per_slice = req.num_processes / slices;
+  if (req.num_processes < slices || req.num_processes % slices != 0 || tensor % per_slice != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ici_tensor_parallelism ", tensor, " must be a multiple of the ",
+                                                   per_slice, " hosts of the slice"));
+  }
+  env->coordinator_address = req.coordinator;
+  env->host_address = node_ip;
+  env->process_id = req.process_id;
+  env->num_processes = req.num_processes;
+  env->num_slices = slices;
+  env->slice_id = req.process_id / per_slice;
+  env->chips_per_host = tensor / per_slice;
+  train::ParallelismConfig par;
+  par.dcn_data = slices;
+  par.ici_fsdp = 1;
+  par.ici_tensor = tensor;
+  return train::Mesh::Create(par, *env);
+}
+
+// The leader's face: HTTP, the serving loop, the metrics.
+absl::StatusOr<std::unique_ptr<FrontEnd>> StartFront(const ServeRunRequest& req, const train::Config& config,
+                                                      GroupEngine* group, const ServingWeights& weights,
+                                                      const std::string& node_ip, double load_seconds) {
+  auto log = Logger("serve");
+  if (!weights.tokenizer()) {
+    return absl::InvalidArgumentError(absl::StrCat(config.load_parameters_path,
+                                                   " holds no tokenizer.json: serve a run trained with "
+                                                   "dataset_type=text"));
+  }
+  log->info("Initializing the driver with 1 prefill engines and 1 generate engines in {} mode",
+            req.disaggregated ? "disaggregated" : "interleaved");
+  FrontEndOptions options;
+  options.host = node_ip;
+  options.port = req.http_port;
+  if (req.check_token) {
+    absl::StatusOr<std::string> token = req.token.empty() ? ClusterToken() : req.token;
+    if (!token.ok()) return token.status();
+    options.token = *token;
+  }
+  options.hostname = node_ip;
+  options.load_seconds = load_seconds;
+  options.restarts = req.restarts;
+  if (req.disaggregated) {
+    options.transfer_backlog = [group] { return group->transfer_backlog(); };
+    // Every tensor rank moves an equal share (its KV heads): the group's
+    // total is this process's times the processes of the slice.
+    const int64_t shares = req.num_processes / 2;
+    options.kv_bytes_moved = [group, shares] { return group->kv_bytes_moved() * shares; };
+    log->info("Spinning up generate thread 0.");
+    log->info("Spinning up detokenize thread 0.");
+  }
+  return FrontEnd::Start(group->leader(), &*weights.tokenizer(), config, options);
+}
+
+}  // namespace
 
 ServeWorker* ServeWorker::Create() { return new ServeWorker(); }
 
@@ -29,19 +113,12 @@ ServeWorkerInfo ServeWorker::Setup() {
   return info;
 }
 
-namespace {
-
-ServeRunResult Refused(const absl::Status& s) { return {true, std::string(s.message())}; }
-ServeRunResult Broke(const absl::Status& s) { return {false, s.ToString()}; }
-
-// The cluster's token, as the raylet gave it to this worker.
-absl::StatusOr<std::string> ClusterToken() {
-  if (const char* t = std::getenv("MANTA_TOKEN"); t != nullptr && *t != '\0') return std::string(t);
-  if (const char* f = std::getenv("MANTA_TOKEN_FILE"); f != nullptr && *f != '\0') return ReadTokenFile(f);
-  return absl::InvalidArgumentError("the cluster runs without a token: serve with --auth=none to say so");
+absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt) {
+  Current& c = TheCurrent();
+  absl::MutexLock lock(&c.mu);
+  if (c.group == nullptr) return absl::UnavailableError("this process is not serving");
+  return c.group->EnqueuePrefill(id, prompt);
 }
-
-}  // namespace
 
 ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   auto log = Logger("serve");
@@ -49,29 +126,15 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   absl::StatusOr<train::Config> config = train::LoadConfig(req.args);
   if (!config.ok()) return Refused(config.status());
   const int tensor = static_cast<int>(std::max<int64_t>(1, config->parallelism.ici_tensor));
-  if (req.num_processes < 1 || tensor % req.num_processes != 0) {
-    return Refused(absl::InvalidArgumentError(absl::StrCat("ici_tensor_parallelism ", tensor,
-                                                           " must be a multiple of the ", req.num_processes,
-                                                           " hosts of the slice")));
-  }
   const RuntimeContext here = GetRuntimeContext();
   train::DistributedEnv env;
-  env.coordinator_address = req.coordinator;
-  env.host_address = here.node_ip;
-  env.process_id = req.process_id;
-  env.num_processes = req.num_processes;
-  env.chips_per_host = tensor / req.num_processes;
-  train::ParallelismConfig par;
-  par.dcn_data = 1;
-  par.ici_fsdp = 1;
-  par.ici_tensor = tensor;
-  absl::StatusOr<train::Mesh> mesh = train::Mesh::Create(par, env);
+  absl::StatusOr<train::Mesh> mesh = PlaceOf(req, tensor, here.node_ip, &env);
   if (!mesh.ok()) return Refused(mesh.status());
   // This process's tensor ranks: its chips' shards, resharded from however
   // the trainer wrote the checkpoint.
   std::vector<ServingWeights> weights;
   for (int c = 0; c < env.chips_per_host; ++c) {
-    auto w = ServingWeights::Load(config->load_parameters_path, tensor, env.first_device() + c);
+    auto w = ServingWeights::Load(config->load_parameters_path, tensor, (env.first_device() + c) % tensor);
     if (!w.ok()) return Refused(w.status());
     weights.push_back(*std::move(w));
   }
@@ -79,44 +142,65 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   for (const auto& w : weights) mine.push_back(&w);
   auto comm = train::Communicator::Create(*mesh, env, absl::Milliseconds(req.join_timeout_ms));
   if (!comm.ok()) return Broke(comm.status());
+  const bool prefill = req.disaggregated && env.slice_id == 0;
+  GroupRole role;
+  role.kind = !req.disaggregated ? GroupRole::kInterleaved : prefill ? GroupRole::kPrefill : GroupRole::kGenerate;
+  role.transfer_backlog = req.transfer_backlog;
+  // Prompts go to the prefill leader as actor calls; their answers are the
+  // K/V's arrival, so a call is only looked at again when it failed.
+  auto submits = std::make_shared<std::deque<ObjectRef<void>>>();
+  ActorHandle<ServeWorker> prefill_leader = req.prefill_leader;
+  role.send_prompt = [prefill_leader, submits](int64_t id, const std::vector<int32_t>& prompt) {
+    try {
+      while (!submits->empty()) {
+        absl::Status s = TryGet(submits->front(), absl::ZeroDuration());
+        if (s.code() == absl::StatusCode::kDeadlineExceeded) break;  // not answered yet
+        if (!s.ok()) return absl::UnavailableError(absl::StrCat("handing a prompt to prefill: ", s.message()));
+        submits->pop_front();
+      }
+      submits->push_back(prefill_leader.Task(&ServeWorker::Submit).Remote(id, prompt));
+    } catch (const Error& e) {
+      return e.status();
+    }
+    return absl::OkStatus();
+  };
   EngineOptions engine;
-  engine.slots = static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
+  engine.slots = prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
   engine.max_len = config->max_target_length;
-  GroupEngine group(comm->get(), env.first_device(), mine, engine);
-  log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}, joined in {:.2f} s", req.process_id,
-            req.num_processes, env.first_device(), env.first_device() + env.chips_per_host - 1, tensor,
-            absl::ToDoubleSeconds(absl::Now() - start));
-
-  std::unique_ptr<FrontEnd> front;
-  if (group.leader() != nullptr) {
-    if (!weights[0].tokenizer()) {
-      return Refused(absl::InvalidArgumentError(absl::StrCat(
-          config->load_parameters_path, " holds no tokenizer.json: serve a run trained with dataset_type=text")));
-    }
-    log->info("Initializing the driver with 1 prefill engines and 1 generate engines in interleaved mode");
-    FrontEndOptions options;
-    options.host = here.node_ip;
-    options.port = req.http_port;
-    if (req.check_token) {
-      absl::StatusOr<std::string> token = req.token.empty() ? ClusterToken() : req.token;
-      if (!token.ok()) return Refused(token.status());
-      options.token = *token;
-    }
-    options.hostname = here.node_ip;
-    options.load_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    options.restarts = req.restarts;
-    auto started = FrontEnd::Start(group.leader(), &*weights[0].tokenizer(), *config, options);
-    if (!started.ok()) return Broke(started.status());
-    front = *std::move(started);
-    log->info("serving on http://{}:{} (metrics: {}), {} slots of {} tokens", here.node_ip, front->port(),
-              front->metrics_port() >= 0 ? absl::StrCat("port ", front->metrics_port()) : std::string("off"),
-              engine.slots, engine.max_len);
+  GroupEngine group(comm->get(), env.first_device(), mine, engine, role);
+  {
+    absl::MutexLock lock(&TheCurrent().mu);
+    TheCurrent().group = &group;
   }
-  absl::Status why = group.Wait();
+  log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, joined in {:.2f} s", req.process_id,
+            req.num_processes, env.first_device() % tensor, (env.first_device() + env.chips_per_host - 1) % tensor,
+            tensor, !req.disaggregated ? "" : prefill ? " (prefill)" : " (generate)",
+            absl::ToDoubleSeconds(absl::Now() - start));
+  std::unique_ptr<FrontEnd> front;
+  absl::Status failed;
+  if (group.leader() != nullptr && !prefill) {
+    auto started = StartFront(req, *config, &group, weights[0], here.node_ip, absl::ToDoubleSeconds(absl::Now() - start));
+    if (started.ok()) {
+      front = *std::move(started);
+      log->info("serving on http://{}:{} (metrics: {}), {} slots of {} tokens", here.node_ip, front->port(),
+                front->metrics_port() >= 0 ? absl::StrCat("port ", front->metrics_port()) : std::string("off"),
+                engine.slots, engine.max_len);
+    } else {
+      failed = started.status();
+    }
+  } else if (group.leader() != nullptr) {
+    log->info("Spinning up prefill thread 0.");
+    log->info("Spinning up transfer thread 0.");
+  }
+  absl::Status why = failed.ok() ? group.Wait() : failed;
   if (why.ok()) why = absl::UnavailableError("the leader stopped the serving group");
   if (front) front->Stop(absl::UnavailableError(absl::StrCat("the serving group failed: ", why.message())));
+  {
+    absl::MutexLock lock(&TheCurrent().mu);
+    TheCurrent().group = nullptr;
+  }
   log->warn("the serving group ended: {}", why.ToString());
-  return Broke(why);
+  return failed.code() == absl::StatusCode::kInvalidArgument ? Refused(failed) : Broke(why);
 }
 
 }  // namespace manta::serve

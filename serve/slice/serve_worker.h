@@ -4,17 +4,25 @@
 // Run on all with each one's index and the leader's address: every process
 // loads its tensor ranks' shards of the checkpoint and joins the group; the
 // leader (index 0) also serves HTTP. Run returns only when the group breaks
-// (a process died): the driver then recreates the whole group. Internal to
-// serve/.
+// (a process died): the driver then recreates the whole group.
+//
+// Disaggregated, the group spans two slices: slice 0's processes prefill,
+// slice 1's generate, and slice 1's leader serves HTTP; it hands each
+// prompt to slice 0's leader with Submit, and the K/V come back over the
+// mesh's data axis (GroupEngine). Internal to serve/.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "manta/actor.h"
 #include "manta/serialization.h"
 
 namespace manta::serve {
+
+class ServeWorker;
 
 // A worker's answer to Setup.
 struct ServeWorkerInfo {
@@ -36,7 +44,13 @@ struct ServeRunRequest {
   std::string token;              // empty: the cluster's (this worker's MANTA_TOKEN)
   int64_t restarts = 0;           // times the group was recreated before
   int64_t join_timeout_ms = 120000;
-  MSGPACK_DEFINE(process_id, num_processes, coordinator, args, http_port, check_token, token, restarts, join_timeout_ms);
+  // Disaggregated: two slices (num_processes covers both); the prefill
+  // leader (process 0), whom the generate leader hands prompts to.
+  bool disaggregated = false;
+  int transfer_backlog = 4;
+  ActorHandle<ServeWorker> prefill_leader;
+  MSGPACK_DEFINE(process_id, num_processes, coordinator, args, http_port, check_token, token, restarts, join_timeout_ms,
+                 disaggregated, transfer_backlog, prefill_leader);
 };
 
 // How a process's Run ended (a process that dies ends it with an error
@@ -53,6 +67,8 @@ class ServeWorker {
   ServeWorkerInfo Setup();
   // Serves until the group breaks or stops; why.
   ServeRunResult Run(ServeRunRequest request);
+  // Prefill leader: queues a prompt of the generate leader's request `id`.
+  absl::Status Submit(int64_t id, std::vector<int32_t> prompt);
 };
 
 }  // namespace manta::serve

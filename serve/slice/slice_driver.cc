@@ -11,7 +11,7 @@
 
 namespace manta::serve {
 
-MANTA_REMOTE(ServeWorker::Create, &ServeWorker::Setup, &ServeWorker::Run);
+MANTA_REMOTE(ServeWorker::Create, &ServeWorker::Setup, &ServeWorker::Run, &ServeWorker::Submit);
 
 namespace {
 
@@ -37,14 +37,15 @@ struct Group {
   std::vector<ActorHandle<ServeWorker>> actors;
   std::vector<ServeWorkerInfo> infos;
   std::vector<ObjectRef<ServeRunResult>> runs;
+  size_t front = 0;  // the process that serves HTTP
 
   // Kills every process and gives the slice back. With a grace, the leader
   // first gets that long to end by itself: a broken group fails its
   // collectives within a second, and the leader then answers the requests
   // in flight (503) before its process goes.
   void TearDown(absl::Duration leader_grace = absl::ZeroDuration()) {
-    if (!runs.empty() && leader_grace > absl::ZeroDuration()) {
-      Try([&] { manta::Wait(std::vector<ObjectRef<ServeRunResult>>{runs[0]}, 1, leader_grace); }).IgnoreError();
+    if (front < runs.size() && leader_grace > absl::ZeroDuration()) {
+      Try([&] { manta::Wait(std::vector<ObjectRef<ServeRunResult>>{runs[front]}, 1, leader_grace); }).IgnoreError();
     }
     for (auto& a : actors) Try([&] { Kill(a); }).IgnoreError();
     actors.clear();
@@ -57,15 +58,17 @@ struct Group {
 absl::Status StartWorkers(Group& g, absl::Duration timeout) {
   std::vector<ObjectRef<ServeWorkerInfo>> setups;
   absl::Status created = Try([&] {
-    for (int h = 0; h < g.slice.hosts_per_slice(); ++h) {
-      auto [group, bundle] = g.slice.Bundle(0, h);
-      auto creator = Actor(ServeWorker::Create);
-      creator.SetPlacementGroup(group, bundle)
-          .SetEnv(g.slice.ProcessEnv(0, h))
-          .SetResources(g.slice.BundleResources())
-          .SetMaxConcurrency(2);
-      g.actors.push_back(creator.Remote());
-      setups.push_back(g.actors.back().Task(&ServeWorker::Setup).Remote());
+    for (int s = 0; s < g.slice.num_slices(); ++s) {
+      for (int h = 0; h < g.slice.hosts_per_slice(); ++h) {
+        auto [group, bundle] = g.slice.Bundle(s, h);
+        auto creator = Actor(ServeWorker::Create);
+        creator.SetPlacementGroup(group, bundle)
+            .SetEnv(g.slice.ProcessEnv(s, h))
+            .SetResources(g.slice.BundleResources())
+            .SetMaxConcurrency(4);  // Setup, Run, and the generate leader's Submits
+        g.actors.push_back(creator.Remote());
+        setups.push_back(g.actors.back().Task(&ServeWorker::Setup).Remote());
+      }
     }
     manta::Wait(setups, static_cast<int>(setups.size()), timeout);
   });
@@ -73,8 +76,9 @@ absl::Status StartWorkers(Group& g, absl::Duration timeout) {
   for (size_t h = 0; h < setups.size(); ++h) {
     auto info = TryGet(setups[h], absl::ZeroDuration());
     if (!info.ok()) {
-      return absl::UnavailableError(absl::StrCat("the serving process on host ", h, " of ",
-                                                 g.slice.slices()[0].name, " did not start: ",
+      const int per = g.slice.hosts_per_slice();
+      return absl::UnavailableError(absl::StrCat("the serving process on host ", h % per, " of ",
+                                                 g.slice.slices()[h / per].name, " did not start: ",
                                                  info.status().message()));
     }
     g.infos.push_back(**info);
@@ -97,6 +101,9 @@ absl::Status RunWorkers(Group& g, const SliceServeOptions& o, int64_t restarts) 
       req.token = o.token;
       req.restarts = restarts;
       req.join_timeout_ms = absl::ToInt64Milliseconds(o.start_timeout);
+      req.disaggregated = o.disaggregated;
+      req.transfer_backlog = o.transfer_backlog;
+      req.prefill_leader = g.actors[0];
       g.runs.push_back(g.actors[h].Task(&ServeWorker::Run).Remote(req));
     }
   });
@@ -129,6 +136,7 @@ int ServeOnSlice(const SliceServeOptions& o) {
     tpu::SliceOptions so;
     so.topology = o.topology;
     so.accelerator_version = o.accelerator_type;
+    so.num_slices = o.disaggregated ? 2 : 1;
     so.timeout = std::min(o.reserve_timeout, absl::Seconds(2));
     absl::StatusOr<tpu::SliceReservation> reserved = tpu::TryReserveSlices(so);
     if (!reserved.ok()) {
@@ -144,14 +152,17 @@ int ServeOnSlice(const SliceServeOptions& o) {
     }
     said_waiting = false;
     g.slice = *std::move(reserved);
-    log->info("{} the serving group on slice {} ({} hosts){}", restarts == 0 ? "Starting" : "Recreating",
-              g.slice.slices()[0].name, g.slice.hosts_per_slice(),
+    g.front = o.disaggregated ? static_cast<size_t>(g.slice.hosts_per_slice()) : 0;
+    std::string names;
+    for (const auto& info : g.slice.slices()) names += (names.empty() ? "" : " and ") + info.name;
+    log->info("{} the serving group on {} ({} hosts each{}){}", restarts == 0 ? "Starting" : "Recreating", names,
+              g.slice.hosts_per_slice(), o.disaggregated ? "; prefill on the first, generate on the second" : "",
               restarts == 0 ? "" : absl::StrCat(", restart ", restarts));
     const absl::Time started = absl::Now();
     absl::Status s = StartWorkers(g, o.start_timeout);
     if (s.ok()) s = RunWorkers(g, o, restarts);
     if (s.ok()) {
-      log->info("the leader serves on http://{}:{}", g.infos[0].node_ip, o.port);
+      log->info("the leader serves on http://{}:{}", g.infos[g.front].node_ip, o.port);
       // Until any process of the group ends: none ends while the group is whole.
       while (!stop) {
         auto ready = manta::Wait(g.runs, 1, absl::Seconds(1));

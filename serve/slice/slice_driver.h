@@ -4,6 +4,8 @@
 // keeps the group up as LeaderWorkerSet does: when any of its processes
 // dies, the whole group is torn down and recreated on a whole slice, and
 // the restart is counted (manta_serve_group_restarts_total on the leader).
+// Disaggregated, the group holds two whole slices: slice 0 prefills, slice
+// 1 generates and its leader serves.
 // Returns on SIGTERM or SIGINT (the job stopped), after releasing it all.
 #pragma once
 
@@ -23,6 +25,9 @@ struct SliceServeOptions {
   std::string token;  // empty: the cluster's
   absl::Duration reserve_timeout = absl::Seconds(600);  // per try; tries go on until stopped
   absl::Duration start_timeout = absl::Seconds(120);
+  // Prefill on one slice, generate on another (two slices reserved).
+  bool disaggregated = false;
+  int transfer_backlog = 4;
 };
 
 // The process's exit status. Installs handlers for SIGTERM and SIGINT that

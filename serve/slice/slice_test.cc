@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "serve/engine/weights.h"
 #include "serve/server/test_model.h"
 #include "tests/cluster_fixture.h"
 #include "train/kernels/rendezvous.h"
@@ -42,22 +43,26 @@ class ServeSliceTest : public ::testing::Test {
     if (driver_ > 0) {
       EXPECT_TRUE(TerminateProcess(driver_, absl::Now() + absl::Seconds(30)).ok());
       std::optional<int> status = ExitStatusOf(driver_);
-      if (status) EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+      if (status) {
+        EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+      }
       EXPECT_TRUE(Cluster::WaitFor([&] { return cluster_.ResourcesFull(); }, absl::Seconds(30)))
           << "the slice was not given back";
     }
     cluster_.Shutdown();
   }
 
-  void StartDriver(int tensor) {
+  void StartDriver(int tensor, const std::vector<std::string>& flags = {}) {
     log_ = dir_.path() + "/driver.log";
-    auto pid = cluster_.StartProgram(
-        "manta_serve",
-        {"--topology=4x4", "--port=" + std::to_string(port_), "--start_timeout_s=60", "--",
-         std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml", "load_parameters_path=" + step_dir_,
-         "ici_tensor_parallelism=" + std::to_string(tensor), "per_device_batch_size=1",
-         "max_prefill_predict_length=32", "max_target_length=96", "prometheus_port=0"},
-        log_);
+    std::vector<std::string> args = {"--topology=4x4", "--port=" + std::to_string(port_), "--start_timeout_s=60"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    for (std::string a : {std::string("--"), std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml",
+                          "load_parameters_path=" + step_dir_, "ici_tensor_parallelism=" + std::to_string(tensor),
+                          std::string("per_device_batch_size=1"), std::string("max_prefill_predict_length=32"),
+                          std::string("max_target_length=96"), std::string("prometheus_port=0")}) {
+      args.push_back(a);
+    }
+    auto pid = cluster_.StartProgram("manta_serve", args, log_);
     ASSERT_TRUE(pid.ok()) << pid.status();
     driver_ = *pid;
   }
@@ -84,8 +89,10 @@ class ServeSliceTest : public ::testing::Test {
     auto j = nlohmann::json::parse(r.body, nullptr, false);
     return j.is_object() && j.contains("response") ? j["response"].get<std::string>() : "";
   }
-  // The restart counter on the leader's metrics port (the last one it logged).
-  int Restarts() {
+  int Restarts() { return static_cast<int>(Metric("manta_serve_group_restarts_total")); }
+  // A metric's value on the leader's metrics port (the last one it
+  // logged); -1 when it cannot be read.
+  double Metric(const std::string& name) {
     std::smatch m;
     const std::string text = TailFile(log_, 400);
     int metrics_port = -1;
@@ -98,8 +105,8 @@ class ServeSliceTest : public ::testing::Test {
     httplib::Result r = client.Get("/metrics", {{"Authorization", "Bearer " + cluster_.token()}});
     if (!r || r->status != 200) return -1;
     const std::string& body = r->body;
-    if (!std::regex_search(body, m, std::regex(R"(manta_serve_group_restarts_total\{[^}]*\} (\d+))"))) return -1;
-    return std::stoi(m[1]);
+    if (!std::regex_search(body, m, std::regex(name + R"(\{[^}]*\} ([0-9.e+]+))"))) return -1;
+    return std::stod(m[1]);
   }
 
   train::TempDir dir_;
@@ -153,6 +160,37 @@ TEST_F(ServeSliceTest, FourHostsServeWhatOneEngineServesAndALostHostRecreatesThe
   EXPECT_EQ(Generate("the cat", 40), LocalGreedy("the cat", 40, step_dir_));
   EXPECT_EQ(Restarts(), 1);
   EXPECT_TRUE(absl::StrContains(TailFile(log_, 400), "recreating the whole group"));
+}
+
+// Prefill on one slice and generate on another: the same answers as one
+// engine, the K/V of each prompt's true length moved between them, and
+// JetStream's lines.
+TEST_F(ServeSliceTest, DisaggregatedOverTwoSlicesServesWhatOneEngineServes) {
+  auto second = cluster_.AddTpuSlice("tpu-group-1", "v6e-16", "4x4");
+  ASSERT_TRUE(second.ok()) << second.status();
+  StartDriver(/*tensor=*/4, {"--disaggregated", "--transfer_backlog=2"});
+  ASSERT_TRUE(Cluster::WaitFor([&] { return Healthy(); }, absl::Seconds(120))) << TailFile(log_, 60);
+  auto weights = ServingWeights::Load(step_dir_, 1, 0);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  int64_t moved_tokens = 1;  // the warm-up's one-token prompt
+  std::vector<std::thread> clients;
+  std::vector<std::string> prompts = {"the cat", "a dog", "my friend", "the old man sat on", "a tree."};
+  std::vector<std::string> got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    moved_tokens += static_cast<int64_t>(weights->tokenizer()->Encode(prompts[i]).size());
+    clients.emplace_back([&, i] { got[i] = Generate(prompts[i], 30); });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], LocalGreedy(prompts[i], 30, step_dir_)) << prompts[i];
+  const train::ModelShape& m = weights->shape();
+  EXPECT_EQ(Metric("manta_serve_kv_transfer_bytes_total"),
+            static_cast<double>(2 * m.num_layers * m.num_kv_heads * m.head_dim * 4 * moved_tokens));
+  const std::string text = TailFile(log_, 400);
+  for (const char* line : {"Initializing the driver with 1 prefill engines and 1 generate engines in disaggregated mode",
+                           "Spinning up prefill thread 0.", "Spinning up transfer thread 0.",
+                           "Spinning up generate thread 0.", "Spinning up detokenize thread 0."}) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,167 @@
+// The K/V transfers of disaggregated serving (see group_engine.h): the
+// prefill ops that fill and drain the per-chip queues, and the threads that
+// move them over the mesh's data axis, one pair of chips (the same tensor
+// rank on each slice) per gloo group.
+#include <algorithm>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "serve/engine/group_engine.h"
+
+namespace manta::serve {
+namespace {
+
+constexpr int64_t kIdHalf = int64_t{1} << 20;
+constexpr float kHeaderNoop = -1, kHeaderDone = -2;
+constexpr absl::Duration kQuiet = absl::Seconds(1);
+enum { kPrefillOut = 5, kImport = 6 };
+
+}  // namespace
+
+bool TransferQueue::Push(KvTransfer t) {
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || items_.size() < capacity_; };
+  mu_.Await(absl::Condition(&room));
+  if (closed_) return false;
+  items_.push_back(std::move(t));
+  return true;
+}
+
+bool TransferQueue::Pop(KvTransfer* t, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto some = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || !items_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&some), timeout);
+  if (closed_ || items_.empty()) return false;
+  *t = std::move(items_.front());
+  items_.pop_front();
+  return true;
+}
+
+bool TransferQueue::WaitForSpace() {
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || items_.size() < capacity_; };
+  mu_.Await(absl::Condition(&room));
+  return !closed_;
+}
+
+std::vector<const KvTransfer*> TransferQueue::Peek(size_t n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto some = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || !items_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&some), timeout);
+  std::vector<const KvTransfer*> out;
+  // Only the consumer pops, so what is peeked stays until it does.
+  for (size_t i = 0; i < std::min(n, items_.size()) && !closed_; ++i) out.push_back(&items_[i]);
+  return out;
+}
+
+size_t TransferQueue::size() const {
+  absl::MutexLock lock(&mu_);
+  return items_.size();
+}
+
+void TransferQueue::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>& cmd) {
+  Engine& engine = *engines_[local];
+  const int64_t n = static_cast<int64_t>(cmd[1]);
+  if (static_cast<int>(cmd[0]) == kPrefillOut) {
+    KvTransfer t;
+    t.id = static_cast<int64_t>(cmd[2]) * kIdHalf + static_cast<int64_t>(cmd[3]);
+    t.len = n;
+    std::vector<int32_t> prompt(n);
+    for (int64_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>(cmd[4 + i]);
+    float* out = scratch_[local].data();
+    if (first_device_ + local == root_device_) {
+      t.logits.resize(engine.vocab());
+      out = t.logits.data();
+    }
+    absl::Status s = engine.Prefill(0, prompt, out);
+    if (!s.ok()) return s;
+    t.kv.resize(engine.KvFloatsPerToken() * n);
+    engine.ExportKv(0, n, t.kv.data());
+    engine.Release(0);
+    if (!queues_[local]->Push(std::move(t))) return absl::UnavailableError("the serving group is stopping");
+    return absl::OkStatus();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int slot = static_cast<int>(cmd[2 + i]);
+    const int64_t id = static_cast<int64_t>(cmd[2 + n + i]) * kIdHalf + static_cast<int64_t>(cmd[2 + 2 * n + i]);
+    KvTransfer t;
+    if (!queues_[local]->Pop(&t, absl::InfiniteDuration())) {
+      return absl::UnavailableError("the serving group is stopping");
+    }
+    if (t.id != id) {
+      return absl::InternalError(absl::StrCat("prefill ", t.id, " arrived where ", id, " was expected"));
+    }
+    absl::Status s = engine.ImportKv(slot, t.len, t.kv.data());
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void GroupEngine::TransferLoop(int local) {
+  try {
+    if (role_.kind == GroupRole::kPrefill) {
+      SendTransfers(local);
+    } else {
+      ReceiveTransfers(local);
+    }
+  } catch (const std::exception& e) {
+    Break(absl::UnavailableError(absl::StrCat("the serving group lost a rank: ", e.what())));
+  }
+  absl::MutexLock lock(&mu_);
+  --transferring_;
+}
+
+void GroupEngine::SendTransfers(int local) {
+  const int device = first_device_ + local;
+  const bool root = device == root_device_;
+  while (true) {
+    KvTransfer t;
+    const bool got = queues_[local]->Pop(&t, kQuiet);
+    float header[3] = {kHeaderNoop, 0, 0};
+    if (got) {
+      header[0] = static_cast<float>(t.id / kIdHalf);
+      header[1] = static_cast<float>(t.id % kIdHalf);
+      header[2] = static_cast<float>(t.len);
+    } else {
+      absl::MutexLock lock(&mu_);
+      if (!broken_.ok()) return;
+      if (running_ == 0 && queues_[local]->size() == 0) header[0] = kHeaderDone;  // the group stopped
+    }
+    comm_->Broadcast(train::kDataAxis, device, header, 3, 0);
+    if (header[0] == kHeaderDone) return;
+    if (!got) continue;
+    comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
+    if (root) comm_->Broadcast(train::kDataAxis, device, t.logits.data(), static_cast<int64_t>(t.logits.size()), 0);
+    kv_bytes_ += static_cast<int64_t>(t.kv.size() * sizeof(float));
+  }
+}
+
+void GroupEngine::ReceiveTransfers(int local) {
+  const int device = first_device_ + local;
+  const bool root = device == root_device_;
+  const int64_t per_token = engines_[local]->KvFloatsPerToken();
+  while (queues_[local]->WaitForSpace()) {
+    float header[3] = {0, 0, 0};
+    comm_->Broadcast(train::kDataAxis, device, header, 3, 0);
+    if (header[0] == kHeaderDone) return;
+    if (header[0] == kHeaderNoop) continue;
+    KvTransfer t;
+    t.id = static_cast<int64_t>(header[0]) * kIdHalf + static_cast<int64_t>(header[1]);
+    t.len = static_cast<int64_t>(header[2]);
+    t.kv.resize(per_token * t.len);
+    comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
+    if (root) {
+      t.logits.resize(engines_[local]->vocab());
+      comm_->Broadcast(train::kDataAxis, device, t.logits.data(), static_cast<int64_t>(t.logits.size()), 0);
+    }
+    kv_bytes_ += static_cast<int64_t>(t.kv.size() * sizeof(float));
+    if (!queues_[local]->Push(std::move(t))) return;
+  }
+}
+
+}  // namespace manta::serve
