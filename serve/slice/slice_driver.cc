@@ -155,8 +155,8 @@ int ServeOnSlice(const SliceServeOptions& o) {
     g.front = o.disaggregated ? static_cast<size_t>(g.slice.hosts_per_slice()) : 0;
     std::string names;
     for (const auto& info : g.slice.slices()) names += (names.empty() ? "" : " and ") + info.name;
-    log->info("{} the serving group on {} ({} hosts each{}){}", restarts == 0 ? "Starting" : "Recreating", names,
-              g.slice.hosts_per_slice(), o.disaggregated ? "; prefill on the first, generate on the second" : "",
+    log->info("{} the serving group on {} ({} hosts{}){}", restarts == 0 ? "Starting" : "Recreating", names,
+              g.slice.hosts_per_slice(), o.disaggregated ? " each; prefill on the first, generate on the second" : "",
               restarts == 0 ? "" : absl::StrCat(", restart ", restarts));
     const absl::Time started = absl::Now();
     absl::Status s = StartWorkers(g, o.start_timeout);
