@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "train/kernels/blas.h"
@@ -35,6 +36,36 @@ Engine::Engine(const ServingWeights& weights, const EngineOptions& options, Tens
   }
   rinv_.assign(rows, 0.0f);
   scores_.assign(options.max_len, 0.0f);
+  // Every projection also transposed, for decode steps (GemmFewRows).
+  auto transposed = [](const float* w, int64_t k, int64_t n) {
+    std::vector<float> t(k * n);
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) t[j * k + i] = w[i * n + j];
+    }
+    return t;
+  };
+  for (int l = 0; l < shape_.num_layers; ++l) {
+    const int b = weights_.layout().layer_block(l);
+    const train::BlockSpec& spec = weights_.layout().block(b);
+    const float* p = weights_.block(b);
+    for (const auto& [t, k, n] : std::initializer_list<std::tuple<train::LayerTensor, int64_t, int64_t>>{
+             {train::kWq, D, qw_}, {train::kWk, D, kvw_}, {train::kWv, D, kvw_}, {train::kWo, qw_, D},
+             {train::kWGate, D, mlp_}, {train::kWUp, D, mlp_}, {train::kWDown, mlp_, D}}) {
+      transposed_[{l, t}] = transposed(p + spec.tensors[t].offset, k, n);
+    }
+  }
+  const train::BlockSpec& head = weights_.layout().block(weights_.layout().head_block());
+  head_t_ = transposed(weights_.block(weights_.layout().head_block()) + head.tensors[train::kOutput].offset, D,
+                       shape_.vocab_size);
+}
+
+void Engine::Project(int64_t n, const float* in, int64_t k, const float* w, const float* wt, int64_t out_width,
+                     float* out) {
+  if (n <= train::kFewRows) {
+    train::GemmFewRows(n, out_width, k, in, k, wt, k, out, out_width);
+  } else {
+    Gemm(false, false, n, out_width, k, 1.0f, in, k, w, out_width, 0.0f, out, out_width);
+  }
 }
 
 absl::Status Engine::Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) {
@@ -130,7 +161,7 @@ void Engine::Forward(int64_t n, const int32_t* tokens, const int* row_slot, cons
   const int64_t first = last_only ? n - 1 : 0, rows = n - first;
   train::RmsNormForward(&x_[first * D], hp + head.tensors[train::kFinalNorm].offset, rows, D, shape_.norm_eps,
                         h_.data(), rinv_.data());
-  Gemm(false, false, rows, V, D, 1.0f, h_.data(), D, hp + head.tensors[train::kOutput].offset, V, 0.0f, out, V);
+  Project(rows, h_.data(), D, hp + head.tensors[train::kOutput].offset, head_t_.data(), V, out);
 }
 
 void Engine::Layer(int layer, int64_t n, const int* row_slot, const int32_t* positions) {
@@ -138,12 +169,13 @@ void Engine::Layer(int layer, int64_t n, const int* row_slot, const int32_t* pos
   const train::BlockSpec& spec = weights_.layout().block(b);
   const float* p = weights_.block(b);
   auto W = [&](train::LayerTensor t) { return p + spec.tensors[t].offset; };
+  auto T = [&](train::LayerTensor t) { return transposed_.at({layer, t}).data(); };
   const int64_t D = shape_.emb_dim;
   float* x = x_.data();
   train::RmsNormForward(x, W(train::kAttnNorm), n, D, shape_.norm_eps, h_.data(), rinv_.data());
-  Gemm(false, false, n, qw_, D, 1.0f, h_.data(), D, W(train::kWq), qw_, 0.0f, q_.data(), qw_);
-  Gemm(false, false, n, kvw_, D, 1.0f, h_.data(), D, W(train::kWk), kvw_, 0.0f, k_.data(), kvw_);
-  Gemm(false, false, n, kvw_, D, 1.0f, h_.data(), D, W(train::kWv), kvw_, 0.0f, v_.data(), kvw_);
+  Project(n, h_.data(), D, W(train::kWq), T(train::kWq), qw_, q_.data());
+  Project(n, h_.data(), D, W(train::kWk), T(train::kWk), kvw_, k_.data());
+  Project(n, h_.data(), D, W(train::kWv), T(train::kWv), kvw_, v_.data());
   train::RopeForwardAt(rope_, positions, n, heads_, q_.data());
   train::RopeForwardAt(rope_, positions, n, kv_heads_, k_.data());
   for (int64_t i = 0; i < n; ++i) {
@@ -151,14 +183,14 @@ void Engine::Layer(int layer, int64_t n, const int* row_slot, const int32_t* pos
     std::memcpy(VCache(row_slot[i], layer) + positions[i] * kvw_, &v_[i * kvw_], sizeof(float) * kvw_);
   }
   Attend(layer, n, row_slot, positions);
-  Gemm(false, false, n, D, qw_, 1.0f, o_.data(), qw_, W(train::kWo), D, 0.0f, proj_.data(), D);
+  Project(n, o_.data(), qw_, W(train::kWo), T(train::kWo), D, proj_.data());
   if (sum_) sum_->Sum(proj_.data(), n * D);
   for (int64_t i = 0; i < n * D; ++i) x[i] += proj_[i];
   train::RmsNormForward(x, W(train::kMlpNorm), n, D, shape_.norm_eps, h_.data(), rinv_.data());
-  Gemm(false, false, n, mlp_, D, 1.0f, h_.data(), D, W(train::kWGate), mlp_, 0.0f, gate_.data(), mlp_);
-  Gemm(false, false, n, mlp_, D, 1.0f, h_.data(), D, W(train::kWUp), mlp_, 0.0f, up_.data(), mlp_);
+  Project(n, h_.data(), D, W(train::kWGate), T(train::kWGate), mlp_, gate_.data());
+  Project(n, h_.data(), D, W(train::kWUp), T(train::kWUp), mlp_, up_.data());
   train::SwigluForward(gate_.data(), up_.data(), n * mlp_, gate_.data());
-  Gemm(false, false, n, D, mlp_, 1.0f, gate_.data(), mlp_, W(train::kWDown), D, 0.0f, proj_.data(), D);
+  Project(n, gate_.data(), mlp_, W(train::kWDown), T(train::kWDown), D, proj_.data());
   if (sum_) sum_->Sum(proj_.data(), n * D);
   for (int64_t i = 0; i < n * D; ++i) x[i] += proj_[i];
 }
