@@ -146,9 +146,10 @@ Gaps Disaggregated(const manta::serve::ServingWeights& w, const Load& load, int 
     }
     manta::serve::GroupRole role;
     role.kind = p == 0 ? manta::serve::GroupRole::kPrefill : manta::serve::GroupRole::kGenerate;
-    role.send_prompt = [&](int64_t id, const std::vector<int32_t>& prompt) {
+    role.send_prompt = [&](int64_t id, const std::vector<int32_t>& prompt,
+                           const manta::serve::SamplingParams& sampling) {
       prefill_ready.WaitForNotification();
-      return prefill_leader.load()->EnqueuePrefill(id, prompt);
+      return prefill_leader.load()->EnqueuePrefill(id, prompt, sampling);
     };
     const int slots = p == 0 ? 1 : load.streams + load.burst;
     manta::serve::GroupEngine group(comm->get(), p, {&w}, {.slots = slots, .max_len = max_len}, role);

@@ -47,13 +47,18 @@ std::unique_ptr<GenerateRequest> Batcher::NextWaiting() {
   }
 }
 
-void Batcher::Start(int s, std::unique_ptr<GenerateRequest> request, const float* logits) {
+void Batcher::Start(int s, std::unique_ptr<GenerateRequest> request, const float* logits, int32_t first) {
   Slot& slot = slots_[s];
   slot.request = std::move(request);
   slot.sampler = std::make_unique<Sampler>(slot.request->sampling);
   slot.emitted = 0;
   ++active_;
-  Advance(s, logits);
+  if (logits != nullptr) {
+    Advance(s, logits);
+  } else {
+    slot.sampler->Skip();  // the first draw was the prefill engine's
+    Emit(s, first);
+  }
 }
 
 void Batcher::AdmitRemote(RemotePrefill* remote) {
@@ -61,7 +66,7 @@ void Batcher::AdmitRemote(RemotePrefill* remote) {
     std::unique_ptr<GenerateRequest> request = NextWaiting();
     if (!request) break;
     const int64_t id = next_id_++;
-    absl::Status s = remote->StartPrefill(id, request->prompt);
+    absl::Status s = remote->StartPrefill(id, request->prompt, request->sampling);
     if (!s.ok()) {
       runner_error_ = s;
       if (request->on_done) request->on_done(s, FinishReason::kError);
@@ -75,21 +80,21 @@ void Batcher::AdmitRemote(RemotePrefill* remote) {
     if (!slots_[s].request) free.push_back(s);
   }
   if (free.empty() || prefilling_.empty()) return;
-  absl::StatusOr<std::vector<int64_t>> ids = remote->ImportArrived(free, logits_.data(), /*wait=*/active_ == 0);
-  if (!ids.ok()) {
-    runner_error_ = ids.status();
+  absl::StatusOr<std::vector<RemotePrefill::Arrival>> arrived = remote->ImportArrived(free, /*wait=*/active_ == 0);
+  if (!arrived.ok()) {
+    runner_error_ = arrived.status();
     return;
   }
-  for (size_t i = 0; i < ids->size(); ++i) {
-    auto it = prefilling_.find((*ids)[i]);
+  for (size_t i = 0; i < arrived->size(); ++i) {
+    auto it = prefilling_.find((*arrived)[i].id);
     if (it == prefilling_.end()) {
-      runner_error_ = absl::InternalError(absl::StrCat("a prefill arrived for unknown request ", (*ids)[i]));
+      runner_error_ = absl::InternalError(absl::StrCat("a prefill arrived for unknown request ", (*arrived)[i].id));
       return;
     }
     std::unique_ptr<GenerateRequest> request = std::move(it->second);
     prefilling_.erase(it);
     --in_flight_;
-    Start(free[i], std::move(request), logits_.data() + i * runner_->vocab());
+    Start(free[i], std::move(request), nullptr, (*arrived)[i].first_token);
   }
 }
 
@@ -103,8 +108,11 @@ void Batcher::Finish(int s, const absl::Status& status, FinishReason reason) {
 }
 
 bool Batcher::Advance(int s, const float* logits) {
+  return Emit(s, slots_[s].sampler->Next(logits, runner_->vocab()));
+}
+
+bool Batcher::Emit(int s, int32_t token) {
   Slot& slot = slots_[s];
-  const int32_t token = slot.sampler->Next(logits, runner_->vocab());
   if (token == slot.request->eos_id) {
     Finish(s, absl::OkStatus(), FinishReason::kEos);
     return false;

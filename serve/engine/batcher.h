@@ -84,11 +84,13 @@ class Batcher {
   };
   // Emits a sampled token or finishes the slot; true while it goes on.
   bool Advance(int s, const float* logits);
+  bool Emit(int s, int32_t token);
   void Finish(int s, const absl::Status& status, FinishReason reason);
   void Admit();
   void AdmitRemote(RemotePrefill* remote);
-  // Takes `slot` for `request`, whose prompt's logits are `logits`.
-  void Start(int slot, std::unique_ptr<GenerateRequest> request, const float* logits);
+  // Takes `slot` for `request`, whose prompt's logits are `logits` (or,
+  // when null, whose first token `first` was drawn by a remote prefill).
+  void Start(int slot, std::unique_ptr<GenerateRequest> request, const float* logits, int32_t first = 0);
   std::unique_ptr<GenerateRequest> NextWaiting() ABSL_LOCKS_EXCLUDED(mu_);
 
   StepRunner* const runner_;

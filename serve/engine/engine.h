@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "serve/engine/sampler.h"
 #include "serve/engine/weights.h"
 #include "train/kernels/layers.h"
 
@@ -36,20 +37,25 @@ class TensorSum {
 };
 
 // Disaggregated serving: prompts are prefilled by other engines and their
-// K/V arrive here. The batcher hands a prompt off and, at a later step,
-// takes the prefilled sequence into a free slot (K/V imported, the logits
-// of its last token to sample the first output from).
+// K/V arrive here. The batcher hands a prompt off (with how to sample) and,
+// at a later step, takes the prefilled sequence into a free slot: its K/V
+// imported and its first output token, drawn by the prefill engine.
 class RemotePrefill {
  public:
+  // One prefill taken into a slot.
+  struct Arrival {
+    int64_t id = 0;
+    int32_t first_token = 0;
+  };
   virtual ~RemotePrefill() = default;
   // Hands `prompt` off as request `id`; returns at once. Unavailable when the
   // group cannot go on.
-  virtual absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt) = 0;
+  virtual absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt,
+                                    const SamplingParams& sampling) = 0;
   // Imports arrived prefills, in arrival order, one into each of
-  // `free_slots` (as many as have arrived); their ids, and their logits at
-  // logits + i * vocab. With `wait`, blocks a little for a first arrival.
-  virtual absl::StatusOr<std::vector<int64_t>> ImportArrived(const std::vector<int>& free_slots, float* logits,
-                                                             bool wait) = 0;
+  // `free_slots` (as many as have arrived). With `wait`, blocks a little for
+  // a first arrival.
+  virtual absl::StatusOr<std::vector<Arrival>> ImportArrived(const std::vector<int>& free_slots, bool wait) = 0;
   // Prompts that may be handed off and not yet imported (the transfer
   // backlog's bound).
   virtual int max_in_flight() const = 0;

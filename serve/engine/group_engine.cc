@@ -71,29 +71,24 @@ class GroupEngine::Remote : public RemotePrefill {
  public:
   explicit Remote(GroupEngine* group) : group_(group) {}
 
-  absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt) override {
+  absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& sampling) override {
     if (group_->broken()) return absl::UnavailableError("the serving group is broken");
-    return group_->role_.send_prompt(id, prompt);
+    return group_->role_.send_prompt(id, prompt, sampling);
   }
-  absl::StatusOr<std::vector<int64_t>> ImportArrived(const std::vector<int>& free_slots, float* logits,
-                                                     bool wait) override {
+  absl::StatusOr<std::vector<Arrival>> ImportArrived(const std::vector<int>& free_slots, bool wait) override {
     std::vector<const KvTransfer*> arrived =
         group_->queues_[0]->Peek(free_slots.size(), wait ? absl::Milliseconds(10) : absl::ZeroDuration());
-    if (arrived.empty()) return std::vector<int64_t>();
+    if (arrived.empty()) return std::vector<Arrival>();
     const int64_t k = static_cast<int64_t>(arrived.size());
-    const int64_t V = group_->engines_[0]->vocab();
-    std::vector<int64_t> ids;
+    std::vector<Arrival> out;
     std::vector<float> cmd = {kImport, static_cast<float>(k)};
     for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(free_slots[i]));
     for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id / kIdHalf));
     for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id % kIdHalf));
-    for (int64_t i = 0; i < k; ++i) {
-      ids.push_back(arrived[i]->id);
-      std::copy(arrived[i]->logits.begin(), arrived[i]->logits.end(), logits + i * V);
-    }
+    for (int64_t i = 0; i < k; ++i) out.push_back({arrived[i]->id, arrived[i]->first_token});
     absl::Status s = group_->Call(std::move(cmd), nullptr);
     if (!s.ok()) return s;
-    return ids;
+    return out;
   }
   int max_in_flight() const override { return group_->role_.transfer_backlog; }
 
@@ -163,7 +158,8 @@ bool GroupEngine::broken() {
   return !broken_.ok();
 }
 
-absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>& prompt) {
+absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>& prompt,
+                                         const SamplingParams& sampling) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n + 4 > command_floats_) return absl::InvalidArgumentError("the prompt does not fit the prefill engine");
   std::vector<float> cmd = {kPrefillOut, static_cast<float>(n), static_cast<float>(id / kIdHalf),
@@ -174,6 +170,7 @@ absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>&
   if (!broken_.ok()) return broken_;
   if (stop_requested_ || !leader_) return absl::UnavailableError("the prefill group is stopping");
   queued_.push_back(std::move(cmd));
+  sampling_[id] = sampling;
   return absl::OkStatus();
 }
 

@@ -12,8 +12,9 @@
 //
 // Disaggregated serving runs two such groups, one per slice of a mesh whose
 // data axis (2) spans the slices: the prefill group (slice 0) takes prompts
-// from EnqueuePrefill, prefills each and exports its K/V (its true length
-// only); a transfer thread per chip sends them, with the last logits, to
+// from EnqueuePrefill, prefills each, draws its first token and exports its
+// K/V (its true length only); a transfer thread per chip sends them, with
+// the first token, to
 // the same tensor rank of the generate group (slice 1) over the data axis,
 // at most `transfer_backlog` waiting on each side. The generate group's
 // leader is a StepRunner whose remote() hands prompts off (send_prompt) and
@@ -34,6 +35,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -52,15 +54,16 @@ struct GroupRole {
   int transfer_backlog = 4;  // prefills waiting to move, on each side
   // kGenerate: hands a prompt to the prefill group's leader (EnqueuePrefill
   // there); from the generate leader's serving thread.
-  std::function<absl::Status(int64_t id, const std::vector<int32_t>& prompt)> send_prompt;
+  std::function<absl::Status(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& sampling)>
+      send_prompt;
 };
 
-// One prefilled prompt on its way: this rank's K/V and (leader only) logits.
+// One prefilled prompt on its way: this rank's K/V and the first token.
 struct KvTransfer {
   int64_t id = 0;
   int64_t len = 0;
+  int32_t first_token = 0;
   std::vector<float> kv;
-  std::vector<float> logits;
 };
 
 // A bounded queue of transfers; Close wakes every waiter for good.
@@ -70,8 +73,8 @@ class TransferQueue {
   bool Push(KvTransfer t) ABSL_LOCKS_EXCLUDED(mu_);                     // false once closed
   bool Pop(KvTransfer* t, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);  // false: none in time, or closed
   bool WaitForSpace() ABSL_LOCKS_EXCLUDED(mu_);                         // false once closed
-  // Up to `n` ids and logits of the oldest, without taking them; waits up
-  // to `timeout` for a first one.
+  // Up to `n` of the oldest, without taking them (only the consumer takes);
+  // waits up to `timeout` for a first one.
   std::vector<const KvTransfer*> Peek(size_t n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
@@ -97,7 +100,8 @@ class GroupEngine {
   StepRunner* leader();
   // Prefill group's leader: queues a prompt (any thread). Unavailable once
   // the group is broken or stopping.
-  absl::Status EnqueuePrefill(int64_t id, const std::vector<int32_t>& prompt) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status EnqueuePrefill(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& sampling)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until the group stops: OK when the leader stopped it, why
   // otherwise.
   absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
@@ -154,6 +158,7 @@ class GroupEngine {
   bool pending_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status pending_status_ ABSL_GUARDED_BY(mu_);
   std::deque<std::vector<float>> queued_ ABSL_GUARDED_BY(mu_);  // prefill leader: prompts to prefill
+  std::map<int64_t, SamplingParams> sampling_ ABSL_GUARDED_BY(mu_);  // theirs, by id
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int transferring_ ABSL_GUARDED_BY(mu_) = 0;

@@ -139,10 +139,12 @@ TEST(GroupEngineTest, ALostRankFailsTheCallsAndBreaksTheGroup) {
   });
 }
 
-// Runs `requests` through a batcher over `runner` until all are done;
-// each one's tokens.
+// Runs the prompts through a batcher over `runner` until all are done (every
+// other one sampled with its own seed, the rest greedy); each one's tokens.
 std::vector<std::vector<int32_t>> Serve(StepRunner* runner, const std::vector<std::vector<int32_t>>& prompts,
                                         const std::vector<int>& max_tokens) {
+  std::vector<SamplingParams> sampling(prompts.size());
+  for (size_t i = 0; i < prompts.size(); i += 2) sampling[i] = {.temperature = 0.9f, .top_k = 20, .seed = 100 + i};
   Batcher batcher(runner);
   std::vector<std::vector<int32_t>> out(prompts.size());
   int done = 0;
@@ -150,6 +152,7 @@ std::vector<std::vector<int32_t>> Serve(StepRunner* runner, const std::vector<st
     GenerateRequest r;
     r.prompt = prompts[i];
     r.max_tokens = max_tokens[i];
+    r.sampling = sampling[i];
     r.on_token = [&out, i](int32_t t) { out[i].push_back(t); };
     r.on_done = [&done](const absl::Status& s, FinishReason) {
       EXPECT_TRUE(s.ok()) << s;
@@ -166,8 +169,9 @@ std::vector<std::vector<int32_t>> Serve(StepRunner* runner, const std::vector<st
 
 // Prefill on one slice, generate on the other (two processes of one chip
 // each, tensor 2): each request gets what one engine serving them
-// interleaved gives, and the K/V bytes moved are the cache's formula for
-// the prompts' true lengths.
+// interleaved gives (sampled ones too: the prefill side draws the first
+// token, the generate side the rest, with one seed), and the K/V bytes
+// moved are the cache's formula for the prompts' true lengths.
 TEST(GroupEngineTest, DisaggregatedServesWhatInterleavedServesAndMovesTheKvFormulaBytes) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<int> max_tokens;
@@ -212,9 +216,9 @@ TEST(GroupEngineTest, DisaggregatedServesWhatInterleavedServesAndMovesTheKvFormu
       role.transfer_backlog = 2;
       const bool prefill = p < 2;
       role.kind = prefill ? GroupRole::kPrefill : GroupRole::kGenerate;
-      role.send_prompt = [&](int64_t id, const std::vector<int32_t>& prompt) {
+      role.send_prompt = [&](int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& sampling) {
         prefill_ready.WaitForNotification();
-        return prefill_leader.load()->EnqueuePrefill(id, prompt);
+        return prefill_leader.load()->EnqueuePrefill(id, prompt, sampling);
       };
       EngineOptions options{.slots = prefill ? 1 : 4, .max_len = 48};
       GroupEngine group(comm->get(), env.first_device(), {&w}, options, role);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "serve/engine/group_engine.h"
+#include "serve/engine/sampler.h"
 
 namespace manta::serve {
 namespace {
@@ -73,13 +74,20 @@ absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>&
     t.len = n;
     std::vector<int32_t> prompt(n);
     for (int64_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>(cmd[4 + i]);
-    float* out = scratch_[local].data();
-    if (first_device_ + local == root_device_) {
-      t.logits.resize(engine.vocab());
-      out = t.logits.data();
-    }
-    absl::Status s = engine.Prefill(0, prompt, out);
+    absl::Status s = engine.Prefill(0, prompt, scratch_[local].data());
     if (!s.ok()) return s;
+    if (first_device_ + local == root_device_) {  // the leader draws the first token
+      SamplingParams sampling;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = sampling_.find(t.id);
+        if (it != sampling_.end()) {
+          sampling = it->second;
+          sampling_.erase(it);
+        }
+      }
+      t.first_token = Sampler(sampling).Next(scratch_[local].data(), engine.vocab());
+    }
     t.kv.resize(engine.KvFloatsPerToken() * n);
     engine.ExportKv(0, n, t.kv.data());
     engine.Release(0);
@@ -118,47 +126,42 @@ void GroupEngine::TransferLoop(int local) {
 
 void GroupEngine::SendTransfers(int local) {
   const int device = first_device_ + local;
-  const bool root = device == root_device_;
   while (true) {
     KvTransfer t;
     const bool got = queues_[local]->Pop(&t, kQuiet);
-    float header[3] = {kHeaderNoop, 0, 0};
+    float header[4] = {kHeaderNoop, 0, 0, 0};
     if (got) {
       header[0] = static_cast<float>(t.id / kIdHalf);
       header[1] = static_cast<float>(t.id % kIdHalf);
       header[2] = static_cast<float>(t.len);
+      header[3] = static_cast<float>(t.first_token);
     } else {
       absl::MutexLock lock(&mu_);
       if (!broken_.ok()) return;
       if (running_ == 0 && queues_[local]->size() == 0) header[0] = kHeaderDone;  // the group stopped
     }
-    comm_->Broadcast(train::kDataAxis, device, header, 3, 0);
+    comm_->Broadcast(train::kDataAxis, device, header, 4, 0);
     if (header[0] == kHeaderDone) return;
     if (!got) continue;
     comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
-    if (root) comm_->Broadcast(train::kDataAxis, device, t.logits.data(), static_cast<int64_t>(t.logits.size()), 0);
     kv_bytes_ += static_cast<int64_t>(t.kv.size() * sizeof(float));
   }
 }
 
 void GroupEngine::ReceiveTransfers(int local) {
   const int device = first_device_ + local;
-  const bool root = device == root_device_;
   const int64_t per_token = engines_[local]->KvFloatsPerToken();
   while (queues_[local]->WaitForSpace()) {
-    float header[3] = {0, 0, 0};
-    comm_->Broadcast(train::kDataAxis, device, header, 3, 0);
+    float header[4] = {0, 0, 0, 0};
+    comm_->Broadcast(train::kDataAxis, device, header, 4, 0);
     if (header[0] == kHeaderDone) return;
     if (header[0] == kHeaderNoop) continue;
     KvTransfer t;
     t.id = static_cast<int64_t>(header[0]) * kIdHalf + static_cast<int64_t>(header[1]);
     t.len = static_cast<int64_t>(header[2]);
+    t.first_token = static_cast<int32_t>(header[3]);
     t.kv.resize(per_token * t.len);
     comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
-    if (root) {
-      t.logits.resize(engines_[local]->vocab());
-      comm_->Broadcast(train::kDataAxis, device, t.logits.data(), static_cast<int64_t>(t.logits.size()), 0);
-    }
     kv_bytes_ += static_cast<int64_t>(t.kv.size() * sizeof(float));
     if (!queues_[local]->Push(std::move(t))) return;
   }

@@ -15,6 +15,10 @@ int32_t Argmax(const float* logits, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
+void Sampler::Skip() {
+  if (params_.temperature > 0 && params_.top_k != 1) rng_();
+}
+
 int32_t Sampler::Next(const float* logits, int64_t vocab) {
   if (!(params_.temperature > 0) || params_.top_k == 1) return Argmax(logits, vocab);
   std::vector<int32_t> ids(vocab);
@@ -26,9 +30,16 @@ int32_t Sampler::Next(const float* logits, int64_t vocab) {
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), higher);
   std::vector<double> weights(k);
   const double top = logits[ids[0]];
-  for (int64_t i = 0; i < k; ++i) weights[i] = std::exp((logits[ids[i]] - top) / params_.temperature);
-  std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
-  return ids[pick(rng_)];
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) total += weights[i] = std::exp((logits[ids[i]] - top) / params_.temperature);
+  // One draw per token (Skip relies on it): u in [0, total).
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  double below = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    below += weights[i];
+    if (u < below) return ids[i];
+  }
+  return ids[k - 1];
 }
 
 }  // namespace manta::serve

@@ -19,6 +19,10 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
   int32_t Next(const float* logits, int64_t vocab);
+  // Moves on as Next would without choosing (exactly one draw when it
+  // samples): a request whose first token was drawn elsewhere, by a
+  // sampler with the same parameters, goes on as if drawn here.
+  void Skip();
 
  private:
   SamplingParams params_;

@@ -113,11 +113,12 @@ ServeWorkerInfo ServeWorker::Setup() {
   return info;
 }
 
-absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt) {
+absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt, float temperature, int top_k,
+                                 uint64_t seed) {
   Current& c = TheCurrent();
   absl::MutexLock lock(&c.mu);
   if (c.group == nullptr) return absl::UnavailableError("this process is not serving");
-  return c.group->EnqueuePrefill(id, prompt);
+  return c.group->EnqueuePrefill(id, prompt, SamplingParams{temperature, top_k, seed});
 }
 
 ServeRunResult ServeWorker::Run(ServeRunRequest req) {
@@ -150,7 +151,8 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   // K/V's arrival, so a call is only looked at again when it failed.
   auto submits = std::make_shared<std::deque<ObjectRef<void>>>();
   ActorHandle<ServeWorker> prefill_leader = req.prefill_leader;
-  role.send_prompt = [prefill_leader, submits](int64_t id, const std::vector<int32_t>& prompt) {
+  role.send_prompt = [prefill_leader, submits](int64_t id, const std::vector<int32_t>& prompt,
+                                               const SamplingParams& sampling) {
     try {
       while (!submits->empty()) {
         absl::Status s = TryGet(submits->front(), absl::ZeroDuration());
@@ -158,7 +160,8 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
         if (!s.ok()) return absl::UnavailableError(absl::StrCat("handing a prompt to prefill: ", s.message()));
         submits->pop_front();
       }
-      submits->push_back(prefill_leader.Task(&ServeWorker::Submit).Remote(id, prompt));
+      submits->push_back(prefill_leader.Task(&ServeWorker::Submit)
+                             .Remote(id, prompt, sampling.temperature, sampling.top_k, sampling.seed));
     } catch (const Error& e) {
       return e.status();
     }

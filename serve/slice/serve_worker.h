@@ -67,8 +67,9 @@ class ServeWorker {
   ServeWorkerInfo Setup();
   // Serves until the group breaks or stops; why.
   ServeRunResult Run(ServeRunRequest request);
-  // Prefill leader: queues a prompt of the generate leader's request `id`.
-  absl::Status Submit(int64_t id, std::vector<int32_t> prompt);
+  // Prefill leader: queues a prompt of the generate leader's request `id`,
+  // and how to draw its first token.
+  absl::Status Submit(int64_t id, std::vector<int32_t> prompt, float temperature, int top_k, uint64_t seed);
 };
 
 }  // namespace manta::serve
