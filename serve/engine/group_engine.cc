@@ -55,9 +55,7 @@ class GroupEngine::Leader : public StepRunner {
     for (int32_t t : tokens) cmd.push_back(static_cast<float>(t));
     return group_->Call(std::move(cmd), logits);
   }
-  void Release(int slot) override {
-    group_->Call({kRelease, 1, static_cast<float>(slot)}, nullptr).IgnoreError();
-  }
+  void Release(int slot) override { group_->Call({kRelease, 1, static_cast<float>(slot)}, nullptr).IgnoreError(); }
   int slots() const override { return group_->engines_[0]->slots(); }
   int64_t max_len() const override { return group_->engines_[0]->max_len(); }
   int64_t vocab() const override { return group_->engines_[0]->vocab(); }

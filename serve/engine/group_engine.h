@@ -70,9 +70,9 @@ struct KvTransfer {
 class TransferQueue {
  public:
   explicit TransferQueue(size_t capacity) : capacity_(capacity) {}
-  bool Push(KvTransfer t) ABSL_LOCKS_EXCLUDED(mu_);                     // false once closed
+  bool Push(KvTransfer t) ABSL_LOCKS_EXCLUDED(mu_);                          // false once closed
   bool Pop(KvTransfer* t, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);  // false: none in time, or closed
-  bool WaitForSpace() ABSL_LOCKS_EXCLUDED(mu_);                         // false once closed
+  bool WaitForSpace() ABSL_LOCKS_EXCLUDED(mu_);                              // false once closed
   // Up to `n` of the oldest, without taking them (only the consumer takes);
   // waits up to `timeout` for a first one.
   std::vector<const KvTransfer*> Peek(size_t n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,7 +143,7 @@ class GroupEngine {
   const int64_t command_floats_;
   std::vector<std::unique_ptr<TensorSum>> sums_;
   std::vector<std::unique_ptr<Engine>> engines_;
-  std::vector<std::vector<float>> scratch_;  // logits of the ranks that do not return them
+  std::vector<std::vector<float>> scratch_;             // logits of the ranks that do not return them
   std::vector<std::unique_ptr<TransferQueue>> queues_;  // per chip: outbox (prefill) or inbox (generate)
   std::unique_ptr<Leader> leader_;
   std::unique_ptr<Remote> remote_;
@@ -157,7 +157,7 @@ class GroupEngine {
   bool pending_taken_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status pending_status_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::vector<float>> queued_ ABSL_GUARDED_BY(mu_);  // prefill leader: prompts to prefill
+  std::deque<std::vector<float>> queued_ ABSL_GUARDED_BY(mu_);       // prefill leader: prompts to prefill
   std::map<int64_t, SamplingParams> sampling_ ABSL_GUARDED_BY(mu_);  // theirs, by id
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;

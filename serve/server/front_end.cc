@@ -5,8 +5,7 @@
 namespace manta::serve {
 
 absl::StatusOr<std::unique_ptr<FrontEnd>> FrontEnd::Start(StepRunner* runner, const train::Tokenizer* tokenizer,
-                                                          const train::Config& config,
-                                                          const FrontEndOptions& options) {
+                                                          const train::Config& config, const FrontEndOptions& options) {
   const auto start = absl::Now();
   std::unique_ptr<FrontEnd> f(new FrontEnd(options.hostname));
   f->registry_.AddGauge("jetstream_model_load_time", "Total time taken to load the model", {})

@@ -22,11 +22,11 @@ namespace manta::serve {
 
 struct FrontEndOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0 picks a free one
-  std::string token;  // empty: no check
+  int port = 8000;       // 0 picks a free one
+  std::string token;     // empty: no check
   std::string hostname;  // the metrics' "id" label
   double load_seconds = 0;
-  int64_t restarts = 0;  // times the serving group was recreated before this one
+  int64_t restarts = 0;                      // times the serving group was recreated before this one
   std::function<size_t()> transfer_backlog;  // disaggregated serving (ServingLoopOptions)
   std::function<int64_t()> kv_bytes_moved;
 };

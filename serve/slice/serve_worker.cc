@@ -66,8 +66,8 @@ absl::StatusOr<train::Mesh> PlaceOf(const ServeRunRequest& req, int tensor, cons
 
 // The leader's face: HTTP, the serving loop, the metrics.
 absl::StatusOr<std::unique_ptr<FrontEnd>> StartFront(const ServeRunRequest& req, const train::Config& config,
-                                                      GroupEngine* group, const ServingWeights& weights,
-                                                      const std::string& node_ip, double load_seconds) {
+                                                     GroupEngine* group, const ServingWeights& weights,
+                                                     const std::string& node_ip, double load_seconds) {
   auto log = Logger("serve");
   if (!weights.tokenizer()) {
     return absl::InvalidArgumentError(absl::StrCat(config.load_parameters_path,
@@ -113,8 +113,7 @@ ServeWorkerInfo ServeWorker::Setup() {
   return info;
 }
 
-absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt, float temperature, int top_k,
-                                 uint64_t seed) {
+absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt, float temperature, int top_k, uint64_t seed) {
   Current& c = TheCurrent();
   absl::MutexLock lock(&c.mu);
   if (c.group == nullptr) return absl::UnavailableError("this process is not serving");
@@ -168,7 +167,8 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
     return absl::OkStatus();
   };
   EngineOptions engine;
-  engine.slots = prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
+  engine.slots =
+      prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
   engine.max_len = config->max_target_length;
   GroupEngine group(comm->get(), env.first_device(), mine, engine, role);
   {
@@ -177,12 +177,16 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   }
   log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, joined in {:.2f} s", req.process_id,
             req.num_processes, env.first_device() % tensor, (env.first_device() + env.chips_per_host - 1) % tensor,
-            tensor, !req.disaggregated ? "" : prefill ? " (prefill)" : " (generate)",
+            tensor,
+            !req.disaggregated ? ""
+            : prefill          ? " (prefill)"
+                               : " (generate)",
             absl::ToDoubleSeconds(absl::Now() - start));
   std::unique_ptr<FrontEnd> front;
   absl::Status failed;
   if (group.leader() != nullptr && !prefill) {
-    auto started = StartFront(req, *config, &group, weights[0], here.node_ip, absl::ToDoubleSeconds(absl::Now() - start));
+    auto started =
+        StartFront(req, *config, &group, weights[0], here.node_ip, absl::ToDoubleSeconds(absl::Now() - start));
     if (started.ok()) {
       front = *std::move(started);
       log->info("serving on http://{}:{} (metrics: {}), {} slots of {} tokens", here.node_ip, front->port(),

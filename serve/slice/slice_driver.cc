@@ -78,8 +78,8 @@ absl::Status StartWorkers(Group& g, absl::Duration timeout) {
     if (!info.ok()) {
       const int per = g.slice.hosts_per_slice();
       return absl::UnavailableError(absl::StrCat("the serving process on host ", h % per, " of ",
-                                                 g.slice.slices()[h / per].name, " did not start: ",
-                                                 info.status().message()));
+                                                 g.slice.slices()[h / per].name,
+                                                 " did not start: ", info.status().message()));
     }
     g.infos.push_back(**info);
   }
@@ -198,7 +198,9 @@ int ServeOnSlice(const SliceServeOptions& o) {
                             : std::min(absl::Seconds(30), absl::Milliseconds(500) * (1 << std::min(quick_failures, 8)));
     log->warn("the serving group failed: {}; recreating the whole group{}", std::string(s.message()),
               backoff > absl::ZeroDuration() ? absl::StrCat(" in ", absl::FormatDuration(backoff)) : "");
-    for (absl::Time until = absl::Now() + backoff; !stop && absl::Now() < until;) absl::SleepFor(absl::Milliseconds(100));
+    for (absl::Time until = absl::Now() + backoff; !stop && absl::Now() < until;) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
     ++restarts;
   }
   return status;

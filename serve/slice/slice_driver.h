@@ -17,12 +17,12 @@
 namespace manta::serve {
 
 struct SliceServeOptions {
-  std::string topology;                       // "4x4"
+  std::string topology;  // "4x4"
   std::string accelerator_type = "TPU-V6E";
-  std::vector<std::string> args;              // base.yml and key=value overrides
+  std::vector<std::string> args;  // base.yml and key=value overrides
   int port = 8000;
   bool check_token = true;
-  std::string token;  // empty: the cluster's
+  std::string token;                                    // empty: the cluster's
   absl::Duration reserve_timeout = absl::Seconds(600);  // per try; tries go on until stopped
   absl::Duration start_timeout = absl::Seconds(120);
   // Prefill on one slice, generate on another (two slices reserved).

@@ -125,7 +125,8 @@ TEST_F(ServeSliceTest, FourHostsServeWhatOneEngineServesAndALostHostRecreatesThe
     EXPECT_EQ(Generate(prompt, 40), LocalGreedy(prompt, 40, step_dir_)) << prompt;
   }
   const std::string text = TailFile(log_, 200);
-  EXPECT_TRUE(std::regex_search(text, std::regex(R"(process \d of 4 of the serving group: tensor ranks (\d)\.\.\1 of 4)")))
+  EXPECT_TRUE(
+      std::regex_search(text, std::regex(R"(process \d of 4 of the serving group: tensor ranks (\d)\.\.\1 of 4)")))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "Initializing the driver with 1 prefill engines and 1 generate engines"));
   EXPECT_EQ(Restarts(), 0);
@@ -152,8 +153,8 @@ TEST_F(ServeSliceTest, FourHostsServeWhatOneEngineServesAndALostHostRecreatesThe
 
   // A replacement pod for worker 2: the whole group comes back by itself.
   RayletOptions replacement;
-  replacement.env = {{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"}, {"TPU_WORKER_ID", "2"},
-                     {"TPU_NAME", "tpu-group-0"}};
+  replacement.env = {
+      {"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"}, {"TPU_WORKER_ID", "2"}, {"TPU_NAME", "tpu-group-0"}};
   auto added = cluster_.AddRaylet(replacement);
   ASSERT_TRUE(added.ok()) << added.status();
   ASSERT_TRUE(Cluster::WaitFor([&] { return Healthy(); }, absl::Seconds(120))) << TailFile(log_, 60);
@@ -186,9 +187,10 @@ TEST_F(ServeSliceTest, DisaggregatedOverTwoSlicesServesWhatOneEngineServes) {
   EXPECT_EQ(Metric("manta_serve_kv_transfer_bytes_total"),
             static_cast<double>(2 * m.num_layers * m.num_kv_heads * m.head_dim * 4 * moved_tokens));
   const std::string text = TailFile(log_, 400);
-  for (const char* line : {"Initializing the driver with 1 prefill engines and 1 generate engines in disaggregated mode",
-                           "Spinning up prefill thread 0.", "Spinning up transfer thread 0.",
-                           "Spinning up generate thread 0.", "Spinning up detokenize thread 0."}) {
+  for (const char* line :
+       {"Initializing the driver with 1 prefill engines and 1 generate engines in disaggregated mode",
+        "Spinning up prefill thread 0.", "Spinning up transfer thread 0.", "Spinning up generate thread 0.",
+        "Spinning up detokenize thread 0."}) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
   }
 }
