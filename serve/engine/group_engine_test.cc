@@ -105,9 +105,9 @@ TEST(GroupEngineTest, TwoProcessesOfTwoChipsEqualOneEngine) { ExpectTheGroupEqua
 
 // The leader's no-ops keep an idle group inside the collectives' timeout.
 TEST(GroupEngineTest, AnIdleGroupOutlivesTheCollectivesTimeout) {
-  RunGroup(2, 2, {.slots = 1, .max_len = 16}, absl::Milliseconds(2500), [&](Process& p) {
+  RunGroup(2, 2, {.slots = 1, .max_len = 16}, absl::Seconds(3), [&](Process& p) {
     if (p.group->leader() != nullptr) {
-      absl::SleepFor(absl::Seconds(4));  // idle: what is under test
+      absl::SleepFor(absl::Seconds(5));  // idle past the timeout: what is under test
       std::vector<float> logits(p.group->leader()->vocab());
       EXPECT_TRUE(p.group->leader()->Prefill(0, {1, 2, 3}, logits.data()).ok());
       p.group->Stop();
