@@ -1,6 +1,6 @@
 // TryCall: a call into the runtime API (which throws manta::Error) as a
-// Status, for the trainer's code that must go on when a worker or a slice is
-// already gone.
+// Status, for code that must go on when a worker or a slice is already gone
+// (the trainer, and the serving group's driver).
 //
 //   TryCall([&] { Kill(actor); }).IgnoreError();
 #pragma once

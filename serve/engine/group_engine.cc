@@ -4,17 +4,21 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "serve/engine/group_wire.h"
 
 namespace manta::serve {
 namespace {
 
-// A call, as every rank receives it: floats (token ids and slots are exact
-// in a float below 2^24; request ids go as two halves of 20 bits).
-//   [op, n, ...]  prefill: slot, tokens[n]; decode: slots[n], tokens[n]; release: slot;
-//                 prefill to move: id_hi, id_lo, tokens[n]; import: slots[n], id_his[n], id_los[n]
-enum Op { kNoop = 0, kPrefill = 1, kDecode = 2, kRelease = 3, kStop = 4, kPrefillOut = 5, kImport = 6 };
-
-constexpr int64_t kIdHalf = int64_t{1} << 20;
+using wire::IdHigh;
+using wire::IdLow;
+using wire::kDecode;
+using wire::kImport;
+using wire::kNoop;
+using wire::kPrefill;
+using wire::kPrefillOut;
+using wire::kQuiet;
+using wire::kRelease;
+using wire::kStop;
 
 // Sums over the tensor group through the communicator.
 class GroupSum : public TensorSum {
@@ -26,9 +30,6 @@ class GroupSum : public TensorSum {
   train::Communicator* comm_;
   int device_;
 };
-
-// How long the leader's chip waits for a call before it sends a no-op.
-constexpr absl::Duration kQuiet = absl::Seconds(1);
 
 }  // namespace
 
@@ -81,8 +82,8 @@ class GroupEngine::Remote : public RemotePrefill {
     std::vector<Arrival> out;
     std::vector<float> cmd = {kImport, static_cast<float>(k)};
     for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(free_slots[i]));
-    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id / kIdHalf));
-    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(arrived[i]->id % kIdHalf));
+    for (int64_t i = 0; i < k; ++i) cmd.push_back(IdHigh(arrived[i]->id));
+    for (int64_t i = 0; i < k; ++i) cmd.push_back(IdLow(arrived[i]->id));
     for (int64_t i = 0; i < k; ++i) out.push_back({arrived[i]->id, arrived[i]->first_token});
     absl::Status s = group_->Call(std::move(cmd), nullptr);
     if (!s.ok()) return s;
@@ -160,8 +161,7 @@ absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>&
                                          const SamplingParams& sampling) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n + 4 > command_floats_) return absl::InvalidArgumentError("the prompt does not fit the prefill engine");
-  std::vector<float> cmd = {kPrefillOut, static_cast<float>(n), static_cast<float>(id / kIdHalf),
-                            static_cast<float>(id % kIdHalf)};
+  std::vector<float> cmd = {kPrefillOut, static_cast<float>(n), IdHigh(id), IdLow(id)};
   for (int32_t t : prompt) cmd.push_back(static_cast<float>(t));
   cmd.resize(command_floats_, 0.0f);
   absl::MutexLock lock(&mu_);

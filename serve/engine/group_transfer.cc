@@ -7,17 +7,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "serve/engine/group_engine.h"
+#include "serve/engine/group_wire.h"
 #include "serve/engine/sampler.h"
 
 namespace manta::serve {
-namespace {
-
-constexpr int64_t kIdHalf = int64_t{1} << 20;
-constexpr float kHeaderNoop = -1, kHeaderDone = -2;
-constexpr absl::Duration kQuiet = absl::Seconds(1);
-enum { kPrefillOut = 5, kImport = 6 };
-
-}  // namespace
+using wire::IdHigh;
+using wire::IdLow;
+using wire::JoinId;
+using wire::kHeaderDone;
+using wire::kHeaderNoop;
+using wire::kPrefillOut;
+using wire::kQuiet;
 
 bool TransferQueue::Push(KvTransfer t) {
   absl::MutexLock lock(&mu_);
@@ -70,7 +70,7 @@ absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>&
   const int64_t n = static_cast<int64_t>(cmd[1]);
   if (static_cast<int>(cmd[0]) == kPrefillOut) {
     KvTransfer t;
-    t.id = static_cast<int64_t>(cmd[2]) * kIdHalf + static_cast<int64_t>(cmd[3]);
+    t.id = JoinId(cmd[2], cmd[3]);
     t.len = n;
     std::vector<int32_t> prompt(n);
     for (int64_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>(cmd[4 + i]);
@@ -96,7 +96,7 @@ absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>&
   }
   for (int64_t i = 0; i < n; ++i) {
     const int slot = static_cast<int>(cmd[2 + i]);
-    const int64_t id = static_cast<int64_t>(cmd[2 + n + i]) * kIdHalf + static_cast<int64_t>(cmd[2 + 2 * n + i]);
+    const int64_t id = JoinId(cmd[2 + n + i], cmd[2 + 2 * n + i]);
     KvTransfer t;
     if (!queues_[local]->Pop(&t, absl::InfiniteDuration())) {
       return absl::UnavailableError("the serving group is stopping");
@@ -131,8 +131,8 @@ void GroupEngine::SendTransfers(int local) {
     const bool got = queues_[local]->Pop(&t, kQuiet);
     float header[4] = {kHeaderNoop, 0, 0, 0};
     if (got) {
-      header[0] = static_cast<float>(t.id / kIdHalf);
-      header[1] = static_cast<float>(t.id % kIdHalf);
+      header[0] = IdHigh(t.id);
+      header[1] = IdLow(t.id);
       header[2] = static_cast<float>(t.len);
       header[3] = static_cast<float>(t.first_token);
     } else {
@@ -157,7 +157,7 @@ void GroupEngine::ReceiveTransfers(int local) {
     if (header[0] == kHeaderDone) return;
     if (header[0] == kHeaderNoop) continue;
     KvTransfer t;
-    t.id = static_cast<int64_t>(header[0]) * kIdHalf + static_cast<int64_t>(header[1]);
+    t.id = JoinId(header[0], header[1]);
     t.len = static_cast<int64_t>(header[2]);
     t.first_token = static_cast<int32_t>(header[3]);
     t.kv.resize(per_token * t.len);

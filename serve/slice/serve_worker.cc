@@ -16,6 +16,7 @@
 #include "serve/server/front_end.h"
 #include "train/kernels/communicator.h"
 #include "train/kernels/rendezvous.h"
+#include "train/try_call.h"
 
 namespace manta::serve {
 namespace {
@@ -152,19 +153,16 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   ActorHandle<ServeWorker> prefill_leader = req.prefill_leader;
   role.send_prompt = [prefill_leader, submits](int64_t id, const std::vector<int32_t>& prompt,
                                                const SamplingParams& sampling) {
-    try {
-      while (!submits->empty()) {
-        absl::Status s = TryGet(submits->front(), absl::ZeroDuration());
-        if (s.code() == absl::StatusCode::kDeadlineExceeded) break;  // not answered yet
-        if (!s.ok()) return absl::UnavailableError(absl::StrCat("handing a prompt to prefill: ", s.message()));
-        submits->pop_front();
-      }
+    while (!submits->empty()) {
+      absl::Status s = TryGet(submits->front(), absl::ZeroDuration());
+      if (s.code() == absl::StatusCode::kDeadlineExceeded) break;  // not answered yet
+      if (!s.ok()) return absl::UnavailableError(absl::StrCat("handing a prompt to prefill: ", s.message()));
+      submits->pop_front();
+    }
+    return train::TryCall([&] {
       submits->push_back(prefill_leader.Task(&ServeWorker::Submit)
                              .Remote(id, prompt, sampling.temperature, sampling.top_k, sampling.seed));
-    } catch (const Error& e) {
-      return e.status();
-    }
-    return absl::OkStatus();
+    });
   };
   EngineOptions engine;
   engine.slots =

@@ -8,8 +8,11 @@
 #include "manta/api.h"
 #include "manta/tpu.h"
 #include "serve/slice/serve_worker.h"
+#include "train/try_call.h"
 
 namespace manta::serve {
+
+using train::TryCall;
 
 MANTA_REMOTE(ServeWorker::Create, &ServeWorker::Setup, &ServeWorker::Run, &ServeWorker::Submit);
 
@@ -17,19 +20,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
-
-// Runs f, turning a manta::Error into its status.
-template <typename F>
-absl::Status Try(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
-  }
-  return absl::OkStatus();
-}
 
 // One incarnation of the group: its slice and its processes.
 struct Group {
@@ -45,19 +35,19 @@ struct Group {
   // in flight (503) before its process goes.
   void TearDown(absl::Duration leader_grace = absl::ZeroDuration()) {
     if (front < runs.size() && leader_grace > absl::ZeroDuration()) {
-      Try([&] { manta::Wait(std::vector<ObjectRef<ServeRunResult>>{runs[front]}, 1, leader_grace); }).IgnoreError();
+      TryCall([&] { manta::Wait(std::vector<ObjectRef<ServeRunResult>>{runs[front]}, 1, leader_grace); }).IgnoreError();
     }
-    for (auto& a : actors) Try([&] { Kill(a); }).IgnoreError();
+    for (auto& a : actors) TryCall([&] { Kill(a); }).IgnoreError();
     actors.clear();
     runs.clear();
-    Try([&] { slice.Release(); }).IgnoreError();
+    TryCall([&] { slice.Release(); }).IgnoreError();
   }
 };
 
 // Creates one worker per host and waits for each to answer Setup.
 absl::Status StartWorkers(Group& g, absl::Duration timeout) {
   std::vector<ObjectRef<ServeWorkerInfo>> setups;
-  absl::Status created = Try([&] {
+  absl::Status created = TryCall([&] {
     for (int s = 0; s < g.slice.num_slices(); ++s) {
       for (int h = 0; h < g.slice.hosts_per_slice(); ++h) {
         auto [group, bundle] = g.slice.Bundle(s, h);
@@ -89,7 +79,7 @@ absl::Status StartWorkers(Group& g, absl::Duration timeout) {
 // Starts Run on every process: the leader's address and each one's index.
 absl::Status RunWorkers(Group& g, const SliceServeOptions& o, int64_t restarts) {
   const std::string coordinator = absl::StrCat(g.infos[0].node_ip, ":", g.infos[0].free_port);
-  return Try([&] {
+  return TryCall([&] {
     for (size_t h = 0; h < g.actors.size(); ++h) {
       ServeRunRequest req;
       req.process_id = static_cast<int>(h);
