@@ -7,13 +7,13 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/token.h"
 #include "manta/api.h"
 #include "manta/state.h"
 #include "serve/engine/group_engine.h"
 #include "serve/server/front_end.h"
+#include "serve/slice/current_group.h"
 #include "train/kernels/communicator.h"
 #include "train/kernels/rendezvous.h"
 #include "train/try_call.h"
@@ -31,13 +31,12 @@ absl::StatusOr<std::string> ClusterToken() {
   return absl::InvalidArgumentError("the cluster runs without a token: serve with --auth=none to say so");
 }
 
+// How long a prompt waits for this process's group to form.
+constexpr absl::Duration kGroupFormingWait = absl::Seconds(60);
+
 // The group this process serves in now: Submit calls reach it.
-struct Current {
-  absl::Mutex mu;
-  GroupEngine* group ABSL_GUARDED_BY(mu) = nullptr;
-};
-Current& TheCurrent() {
-  static Current* c = new Current();
+CurrentGroup& TheCurrent() {
+  static CurrentGroup* c = new CurrentGroup();
   return *c;
 }
 
@@ -115,10 +114,9 @@ ServeWorkerInfo ServeWorker::Setup() {
 }
 
 absl::Status ServeWorker::Submit(int64_t id, std::vector<int32_t> prompt, float temperature, int top_k, uint64_t seed) {
-  Current& c = TheCurrent();
-  absl::MutexLock lock(&c.mu);
-  if (c.group == nullptr) return absl::UnavailableError("this process is not serving");
-  return c.group->EnqueuePrefill(id, prompt, SamplingParams{temperature, top_k, seed});
+  return TheCurrent().With(kGroupFormingWait, [&](GroupEngine* group) {
+    return group->EnqueuePrefill(id, prompt, SamplingParams{temperature, top_k, seed});
+  });
 }
 
 ServeRunResult ServeWorker::Run(ServeRunRequest req) {
@@ -169,10 +167,7 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
       prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
   engine.max_len = config->max_target_length;
   GroupEngine group(comm->get(), env.first_device(), mine, engine, role);
-  {
-    absl::MutexLock lock(&TheCurrent().mu);
-    TheCurrent().group = &group;
-  }
+  TheCurrent().Set(&group);
   log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, joined in {:.2f} s", req.process_id,
             req.num_processes, env.first_device() % tensor, (env.first_device() + env.chips_per_host - 1) % tensor,
             tensor,
@@ -200,10 +195,7 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   absl::Status why = failed.ok() ? group.Wait() : failed;
   if (why.ok()) why = absl::UnavailableError("the leader stopped the serving group");
   if (front) front->Stop(absl::UnavailableError(absl::StrCat("the serving group failed: ", why.message())));
-  {
-    absl::MutexLock lock(&TheCurrent().mu);
-    TheCurrent().group = nullptr;
-  }
+  TheCurrent().Clear();
   log->warn("the serving group ended: {}", why.ToString());
   return failed.code() == absl::StatusCode::kInvalidArgument ? Refused(failed) : Broke(why);
 }
