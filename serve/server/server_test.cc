@@ -36,9 +36,15 @@ class ServerTest : public ::testing::Test {
     opts.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/manta_serve";
     const std::string ready = absl::StrCat(dir_->path(), "/ready.", ++starts_);
     log_ = absl::StrCat(dir_->path(), "/serve.", starts_, ".log");
-    opts.args = {"--port=0", "--token_file=" + dir_->path() + "/token", "--ready_file=" + ready, "--",
-                 std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml", "load_parameters_path=" + StepDir(),
-                 "per_device_batch_size=4", "max_prefill_predict_length=32", "max_target_length=96",
+    opts.args = {"--port=0",
+                 "--token_file=" + dir_->path() + "/token",
+                 "--ready_file=" + ready,
+                 "--",
+                 std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml",
+                 "load_parameters_path=" + StepDir(),
+                 "per_device_batch_size=4",
+                 "max_prefill_predict_length=32",
+                 "max_target_length=96",
                  "prometheus_port=0"};
     opts.args.insert(opts.args.end(), overrides.begin(), overrides.end());
     opts.log_file = log_;
@@ -51,8 +57,8 @@ class ServerTest : public ::testing::Test {
     const nlohmann::json j = nlohmann::json::parse(*text);
     port_ = j["port"].get<int>();
     metrics_port_ = j["metrics_port"].get<int>();
-    ASSERT_TRUE(PollUntil([&] { return Call("GET", "/healthcheck", "").first == 200; },
-                          absl::Now() + absl::Seconds(60)))
+    ASSERT_TRUE(
+        PollUntil([&] { return Call("GET", "/healthcheck", "").first == 200; }, absl::Now() + absl::Seconds(60)))
         << TailFile(log_, 20);
   }
   void TearDown() override {
@@ -166,11 +172,16 @@ TEST_F(ServerTest, EveryBadRequestIsRefusedWithItsReasonAndTheServerGoesOn) {
 }
 
 TEST_F(ServerTest, ResidentMemoryStaysFlatOverAThousandRequests) {
+#if defined(MANTA_TSAN)
+  // TSan keeps state for every thread and lock it has seen, so resident
+  // memory grows with requests there; leaks are the ASan build's to find.
+  GTEST_SKIP() << "resident memory is not the server's own under ThreadSanitizer";
+#endif
   Start({});
   auto round = [&](int n) {
     for (int i = 0; i < n; ++i) {
-      const nlohmann::json body = {{"prompt", "the cat " + std::to_string(i)}, {"max_tokens", 4 + i % 8},
-                                   {"stream", i % 3 == 0}};
+      const nlohmann::json body = {
+          {"prompt", "the cat " + std::to_string(i)}, {"max_tokens", 4 + i % 8}, {"stream", i % 3 == 0}};
       ASSERT_EQ(Call("POST", "/generate", body.dump()).first, 200);
     }
   };
