@@ -43,13 +43,13 @@ if [ "$KIND" = tsan ]; then
   scripts/sanitizers/absl_source.sh "$BUILD/absl-src"
   EXTRA=(-DMANTA_TSAN_ABSL_SOURCE="$BUILD/absl-src")
 fi
-if [ ! -f "$BUILD/build.ninja" ]; then
-  CC=gcc CXX=g++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-    -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" \
-    -DCMAKE_EXE_LINKER_FLAGS="$FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$FLAGS" \
-    -DMANTA_TCMALLOC=OFF "${EXTRA[@]}" >/dev/null
-fi
+# Configured every time: a build directory made by an older version of this
+# script gets today's flags (CMake rebuilds only if they changed).
+CC=gcc CXX=g++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" \
+  -DCMAKE_EXE_LINKER_FLAGS="$FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$FLAGS" \
+  -DMANTA_TCMALLOC=OFF "${EXTRA[@]}" >/dev/null
 cmake --build "$BUILD" -j"$JOBS"
 
 LOGS=$BUILD/sanitizer-logs
