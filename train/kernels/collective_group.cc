@@ -7,7 +7,9 @@
 #include "train/kernels/check.h"
 
 #if defined(MANTA_TSAN)
-#include <sanitizer/tsan_interface.h>
+// TSan's dynamic annotations (libtsan exports them; gcc ships no header).
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 #endif
 
 namespace manta::train {
@@ -21,10 +23,10 @@ namespace {
 // their reads even inside an ignored region.
 std::string ForeignExceptionText(const std::exception& e) {
 #if defined(MANTA_TSAN)
-  __tsan_ignore_reads_begin();
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
   std::string text;
   for (const char* c = e.what(); *c != '\0'; ++c) text.push_back(*c);
-  __tsan_ignore_reads_end();
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
   return text;
 #else
   return e.what();
