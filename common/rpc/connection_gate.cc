@@ -50,16 +50,24 @@ uint64_t InodeOf(int fd) {
   return static_cast<uint64_t>(st.st_ino);
 }
 
-// A close-on-exec duplicate. TSan does not see descriptors that fcntl makes,
-// so its builds dup (which it sees) and then set the flag; a fork in between
-// could inherit the copy, a risk taken in those builds only.
-int DupCloseOnExec(int fd) {
+// The gate's own duplicate of a connection it handed to gRPC, which pins
+// the connection's inode until the gate sees gRPC close it. TSan builds make
+// and close it with raw system calls, out of TSan's sight: libuv closes its
+// descriptors with a raw system call too, so TSan takes a number libuv freed
+// for one still open, and would report the duplicate that reuses it.
+int Duplicate(int fd) {
 #if defined(MANTA_TSAN)
-  int copy = dup(fd);
-  if (copy >= 0) fcntl(copy, F_SETFD, FD_CLOEXEC);
-  return copy;
+  return static_cast<int>(syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0));
 #else
   return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+#endif
+}
+
+void CloseDuplicate(int fd) {
+#if defined(MANTA_TSAN)
+  syscall(SYS_close, fd);
+#else
+  close(fd);
 #endif
 }
 
@@ -150,7 +158,7 @@ ConnectionGate::ConnectionGate(int listen_fd, int port, Options options)
 ConnectionGate::~ConnectionGate() {
   Stop();
   absl::MutexLock lock(&mu_);
-  for (auto& [fd, conn] : conns_) close(conn.dup_fd);
+  for (auto& [fd, conn] : conns_) CloseDuplicate(conn.dup_fd);
   for (auto& [fd, held] : held_) close(fd);
   refusers_.clear();
   conns_.clear();
@@ -289,7 +297,7 @@ void ConnectionGate::HandOver(int fd) {
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
   }
-  int dup_fd = DupCloseOnExec(fd);
+  int dup_fd = Duplicate(fd);
   {
     absl::MutexLock lock(&mu_);
     held_.erase(fd);
@@ -301,7 +309,7 @@ void ConnectionGate::HandOver(int fd) {
     // A stale entry of a connection gRPC closed since the last sweep.
     auto [it, inserted] = conns_.try_emplace(fd, Conn{dup_fd, InodeOf(fd)});
     if (!inserted) {
-      close(it->second.dup_fd);
+      CloseDuplicate(it->second.dup_fd);
       it->second = Conn{dup_fd, InodeOf(fd)};
     }
   }
@@ -380,7 +388,7 @@ void ConnectionGate::Sweep() {
     // gRPC closed its descriptor (the number is free or holds another file).
     for (auto it = conns_.begin(); it != conns_.end();) {
       if (InodeOf(it->first) != it->second.inode) {
-        close(it->second.dup_fd);
+        CloseDuplicate(it->second.dup_fd);
         conns_.erase(it++);
       } else {
         ++it;
