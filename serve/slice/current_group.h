@@ -28,19 +28,28 @@ class CurrentGroup {
   }
   void Clear() { Set(nullptr); }
 
+  // Calls waiting in With for a group to be set.
+  int waiting() const {
+    absl::MutexLock lock(&mu_);
+    return waiting_;
+  }
+
   // Runs fn on the group, waiting up to `wait` for one to be set; the group
   // is not cleared while fn runs. Unavailable if none is set in time.
   absl::Status With(absl::Duration wait, const std::function<absl::Status(GroupEngine*)>& fn) {
     absl::MutexLock lock(&mu_);
     auto serving = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return group_ != nullptr; };
+    ++waiting_;
     mu_.AwaitWithTimeout(absl::Condition(&serving), wait);
+    --waiting_;
     if (group_ == nullptr) return absl::UnavailableError("this process is not serving");
     return fn(group_);
   }
 
  private:
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   GroupEngine* group_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace manta::serve

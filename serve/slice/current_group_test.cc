@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/process.h"
 #include "gtest/gtest.h"
 
 namespace manta::serve {
@@ -16,20 +17,22 @@ GroupEngine* FakeGroup() {
 
 TEST(CurrentGroupTest, APromptThatArrivesWhileTheGroupFormsWaitsForIt) {
   CurrentGroup current;
-  // The group forms a moment after the prompt arrives (that moment is what
-  // is tested, hence the pause).
-  std::thread forming([&] {
-    absl::SleepFor(absl::Milliseconds(200));
-    current.Set(FakeGroup());
-  });
   GroupEngine* seen = nullptr;
-  absl::Status status = current.With(absl::Seconds(60), [&](GroupEngine* g) {
-    seen = g;
-    return absl::OkStatus();
+  absl::Status status;
+  std::thread prompt([&] {
+    status = current.With(absl::Seconds(60), [&](GroupEngine* g) {
+      seen = g;
+      return absl::OkStatus();
+    });
   });
-  forming.join();
+  // The group forms only once the prompt is waiting for it.
+  EXPECT_TRUE(PollUntil([&] { return current.waiting() == 1; }, absl::Now() + absl::Seconds(10)))
+      << "the prompt did not wait for the group";
+  current.Set(FakeGroup());
+  prompt.join();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(seen, FakeGroup());
+  EXPECT_EQ(current.waiting(), 0);
 }
 
 TEST(CurrentGroupTest, NoGroupInTimeIsUnavailableAndRunsNothing) {
