@@ -106,11 +106,9 @@ void RetryingUnaryCall(EventLoop* loop, const std::string& token, absl::Duration
       if (s.code() != absl::StatusCode::kUnavailable || attempt >= policy.max_attempts) {
         return callback(s, std::move(reply));
       }
-      // The timer holds this state until it fires, and is dropped then.
-      timer = loop->RunAfter(backoff, [self = this->shared_from_this()] {
-        auto fired = std::move(self->timer);
-        self->Attempt();
-      });
+      // The loop owns the timer, and the timer this state: a loop destroyed
+      // during the backoff (a process exiting) frees both, unrun.
+      loop->RunOnce(backoff, [self = this->shared_from_this()] { self->Attempt(); });
       backoff = std::min(backoff * 2, policy.max_backoff);
     }
 
@@ -123,7 +121,6 @@ void RetryingUnaryCall(EventLoop* loop, const std::string& token, absl::Duration
     ReplyCallback<Reply> callback;
     absl::Duration backoff;
     int attempt = 0;
-    std::unique_ptr<EventLoop::Timer> timer;
   };
   std::make_shared<State>(loop, token, timeout, policy, std::move(request), std::move(start), std::move(callback))
       ->Attempt();

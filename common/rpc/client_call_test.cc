@@ -92,6 +92,35 @@ TEST(UnaryCallTest, ACompletionAfterItsLoopIsGoneIsDroppedAndFreesTheCall) {
   EXPECT_TRUE(watch.expired());
 }
 
+// A process that exits while a call waits to retry: destroying the loop
+// frees the call's state and callback, unrun (the backoff's timer must not
+// hold them in a cycle with the state that holds the timer).
+TEST(RetryingUnaryCallTest, ALoopDestroyedDuringTheBackoffFreesTheCall) {
+  int attempts = 0;
+  bool delivered = false;
+  auto owned = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owned;
+  {
+    EventLoop loop;
+    RetryPolicy policy;
+    policy.initial_backoff = absl::Hours(1);
+    RetryingUnaryCall<KvPutReply>(
+        &loop, "", absl::Seconds(5), policy, KvPutRequest(),
+        [&](auto*, auto*, auto*, auto cb) {
+          ++attempts;
+          cb(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is away"));
+        },
+        [&delivered, owned = std::move(owned)](const absl::Status&, KvPutReply&&) { delivered = true; });
+    // The failed attempt's completion was posted first: it arms the backoff,
+    // then the loop stops.
+    loop.Post([&] { loop.Stop(); });
+    loop.Run();
+  }
+  EXPECT_EQ(attempts, 1);
+  EXPECT_FALSE(delivered);
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST_F(RetryingCallTest, DroppedRepliesAreRetriedUntilOneArrives) {
   UseSpec("Put=2:0:100");
   absl::Status s = Put(Fast(5));
