@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -87,26 +86,9 @@ bool FloodUntilDropped(pid_t pid, int port) {
   return dropped;
 }
 
-// For the processes these tests starve of descriptors on purpose, under
-// UBSan (scripts/sanitize.sh asan): its vptr check reads an object's type
-// through a pipe it opens for the purpose, and with no descriptor left it
-// takes every object it checks for one with an invalid vptr ("memory cannot
-// be printed") and ends the process. The processes started after this call
-// run with that one check suppressed; every other check stays on.
-void SuppressUbsanVptrCheckOfStarvedProcesses() {
-  const char* options = std::getenv("UBSAN_OPTIONS");
-  if (options == nullptr) return;  // not a sanitizer run
-  const std::string file = ::testing::TempDir() + "/ubsan_vptr_" + std::to_string(getpid()) + ".supp";
-  std::ofstream(file) << "vptr:*\n";
-  setenv("UBSAN_OPTIONS", (std::string(options) + ":suppressions=" + file).c_str(), 1);
-}
-
 class HostileRpcTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    SuppressUbsanVptrCheckOfStarvedProcesses();
-    MANTA_ASSERT_OK(cluster_.StartHead());
-  }
+  void SetUp() override { MANTA_ASSERT_OK(cluster_.StartHead()); }
 
   // Sends `body` to `method` 32 times at once, half with no token and half
   // with a wrong one; expects every call refused UNAUTHENTICATED.
@@ -152,7 +134,6 @@ TEST_F(HostileRpcTest, RunningOutOfDescriptorsDoesNotStopTheGcsAccepting) {
 // token, and its program's work (actors, a group, tasks) goes on.
 TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) {
   if (!HeldWorkDriver::Built()) GTEST_SKIP() << "drain_driver was not built";
-  SuppressUbsanVptrCheckOfStarvedProcesses();
   Cluster cluster(HeldWorkDriver::Options());
   HeldWorkDriver driver(&cluster, "flooded_driver");
   ASSERT_TRUE(driver.StartAndWaitReady());
