@@ -259,12 +259,24 @@ class SlotGroupsTest : public ::testing::Test {
     EXPECT_TRUE(Cluster::WaitFor([&] { return cluster_.ResourcesFull(&why); }, absl::Seconds(10))) << why;
     cluster_.Shutdown();
   }
+  // Stops raylet 2 once the GCS places bundles on it. The GCS uses a node
+  // only after syncing it (telling it which bundles it holds); stopped before
+  // answering that call, raylet 2 would never be used and raylet 1 would
+  // never prepare. A group over both slots proves both synced.
+  void StopRayletTwoOnceUsable(Groups& groups) {
+    auto both = groups.Create(Spec(Info::STRICT_SPREAD, 2, {{"slot", 1}}));
+    ASSERT_TRUE(both.ok()) << both.status();
+    ASSERT_TRUE(groups.WaitReady(both->placement_group_id()));
+    ASSERT_TRUE(groups.Remove(both->placement_group_id()).ok());
+    ASSERT_TRUE(Cluster::WaitFor([&] { return Available(cluster_, "slot") == 2; }, absl::Seconds(10)));
+    MANTA_ASSERT_OK(cluster_.KillRaylet(2, SIGSTOP));
+  }
   Cluster cluster_;
 };
 
 TEST_F(SlotGroupsTest, ARayletDyingBetweenPrepareAndCommitRollsBack) {
   Groups groups(&cluster_);
-  MANTA_ASSERT_OK(cluster_.KillRaylet(2, SIGSTOP));  // its prepare never answers
+  ASSERT_NO_FATAL_FAILURE(StopRayletTwoOnceUsable(groups));  // its prepare never answers
   auto g = groups.Create(Spec(Info::STRICT_SPREAD, 2, {{"slot", 1}}));
   ASSERT_TRUE(g.ok()) << g.status();
   // Raylet 1 prepared its bundle.
@@ -300,7 +312,7 @@ TEST_F(SlotGroupsTest, ADeadNodesBundlesAreRescheduled) {
 
 TEST_F(SlotGroupsTest, AGcsRestartedDuringCreationLeaksNothing) {
   Groups groups(&cluster_);
-  MANTA_ASSERT_OK(cluster_.KillRaylet(2, SIGSTOP));
+  ASSERT_NO_FATAL_FAILURE(StopRayletTwoOnceUsable(groups));
   auto g = groups.Create(Spec(Info::STRICT_SPREAD, 2, {{"slot", 1}}));
   ASSERT_TRUE(g.ok());
   ASSERT_TRUE(Cluster::WaitFor([&] { return Available(cluster_, "slot") <= 1; }, absl::Seconds(5)));
