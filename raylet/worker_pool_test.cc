@@ -248,6 +248,9 @@ TEST_F(WorkerPoolTest, ACallOffTheLoopThreadAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
+        // The child runs SetUp again and dies before TearDown: its own
+        // session folder goes first.
+        std::filesystem::remove_all(session_);
         std::thread other([&] { pool_->Prestart(Spec("exec sleep 300"), 1); });
         other.join();
       },
