@@ -16,7 +16,7 @@
 # report there and fails if there is one, even when ctest passed.
 # Suppressions for Debian's uninstrumented libraries (gRPC, absl, protobuf)
 # are in scripts/sanitizers/; never add the project's own code there.
-# A sanitized build takes 20+ minutes on 2 cores; MANTA_BUILD_JOBS sets -j (2).
+# On 2 cores the ASan build takes about an hour; MANTA_BUILD_JOBS sets -j (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
