@@ -174,5 +174,8 @@ int main(int argc, char** argv) {
             << ",\"seconds\":" << seconds << ",\"task_results\":" << task_counts.Json()
             << ",\"retried_actor_calls\":" << retried.Json() << ",\"unretried_actor_calls\":" << unretried.Json()
             << "}" << std::endl;
+  // As every driver ends: the job finishes now, not when the GCS notices the
+  // driver is gone, so what follows measures the cluster's recovery alone.
+  manta::Shutdown();
   return 0;
 }
