@@ -18,6 +18,7 @@
 #include "common/process.h"
 #include "common/status.h"
 #include "common/token.h"
+#include "nlohmann/json.hpp"
 
 namespace manta::cli {
 namespace {
@@ -139,11 +140,11 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   RETURN_IF_ERROR(ValidateCommon(o, &node_args));
   ASSIGN_OR_RETURN(std::string bin, DaemonBinDir());
   RETURN_IF_ERROR(CheckPortFree(o.node_ip, o.port));
-  if (o.metrics_export_port == -1) {
+  // The default metrics port, when taken (now, or by another head starting
+  // at the same moment), gives way to a free one the GCS picks.
+  const bool default_metrics_port = o.metrics_export_port == -1;
+  if (default_metrics_port) {
     o.metrics_export_port = kDefaultMetricsPort;
-    if (!CheckPortFree(o.node_ip, o.metrics_export_port).ok()) {
-      ASSIGN_OR_RETURN(o.metrics_export_port, PickFreePort());
-    }
   } else {
     RETURN_IF_ERROR(CheckPortFree(o.node_ip, o.metrics_export_port));
   }
@@ -189,11 +190,17 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
                                        "--session_dir=" + session.dir,
                                        absl::StrCat("--metrics_export_port=", o.metrics_export_port),
                                        "--metrics_auth=" + o.metrics_auth};
+  if (default_metrics_port) gcs_args.push_back("--metrics_export_port_fallback");
   for (auto& a : AuthArgs(token_file)) gcs_args.push_back(a);
   if (!o.gcs_storage.empty()) gcs_args.push_back("--storage=" + o.gcs_storage);
   if (!o.gcs_storage_namespace.empty()) gcs_args.push_back("--storage_namespace=" + o.gcs_storage_namespace);
   ASSIGN_OR_RETURN(Daemon gcs,
                    LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args, o.gcs_ready_timeout));
+  // Where the GCS serves its metrics, from its ready file.
+  const nlohmann::json ready = nlohmann::json::parse(gcs.ready_json, nullptr, /*allow_exceptions=*/false);
+  if (ready.is_object() && ready.contains("metrics_port") && ready["metrics_port"].is_number_integer()) {
+    o.metrics_export_port = ready["metrics_port"].get<int>();
+  }
 
   std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
                                           "--session_dir=" + session.dir, "--head", "--metrics_export_port=0",

@@ -149,7 +149,11 @@ GcsMetrics::~GcsMetrics() { Stop(); }
 absl::Status GcsMetrics::Start() {
   if (options_.port < 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start(
-                                {.host = options_.host, .port = options_.port, .token = options_.token}, &registry_));
+                                {.host = options_.host,
+                                 .port = options_.port,
+                                 .token = options_.token,
+                                 .any_port_if_taken = options_.any_port_if_taken},
+                                &registry_));
   Logger("gcs")->info("metrics on {}:{}", options_.host, server_->port());
   OnTargetsChanged();
   return absl::OkStatus();

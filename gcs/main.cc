@@ -38,6 +38,8 @@ ABSL_FLAG(int, health_check_unresponsive_timeout_ms, 15000,
 ABSL_FLAG(int, health_check_suspect_period_ms, 100,
           "How often a raylet whose connection dropped is checked until it answers.");
 ABSL_FLAG(int, metrics_export_port, -1, "Port of the Prometheus endpoint (/metrics); 0 picks a free one, -1: none.");
+ABSL_FLAG(bool, metrics_export_port_fallback, false,
+          "When --metrics_export_port is taken, serve metrics on a free port instead (the ready file says which).");
 ABSL_FLAG(std::string, metrics_auth, "token",
           "token: a scrape must carry the cluster token (Authorization: Bearer); none: no check.");
 ABSL_FLAG(std::string, ready_file, "", "Written (JSON: port, pid, cluster_id, metrics_port) once serving.");
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
   }
 
   options.metrics.port = absl::GetFlag(FLAGS_metrics_export_port);
+  options.metrics.any_port_if_taken = absl::GetFlag(FLAGS_metrics_export_port_fallback);
   if (options.metrics.port < -1 || options.metrics.port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
   auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
   if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));

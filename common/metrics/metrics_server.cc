@@ -29,7 +29,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metric
     }
     res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  if (absl::Status s = server->http_->Bind(options.host, options.port); !s.ok()) return s;
+  absl::Status bound = server->http_->Bind(options.host, options.port);
+  if (!bound.ok() && options.any_port_if_taken && options.port != 0) bound = server->http_->Bind(options.host, 0);
+  if (!bound.ok()) return bound;
   server->port_ = server->http_->bound_port();
   server->http_->Serve();
   return server;
