@@ -1,12 +1,11 @@
 #include "cli/list_actors.h"
 
+#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace manta::cli {
 namespace {
-
-absl::Time When() { return absl::FromUnixSeconds(1776766820); }
 
 TEST(ListActorsTest, TableLikeRayListActors) {
   ActorView alive;
@@ -23,7 +22,7 @@ TEST(ListActorsTest, TableLikeRayListActors) {
   pending.class_name = "Trainer";
   pending.state = "PENDING_CREATION";
   pending.job_id = "00000001";
-  std::string out = FormatActorList({alive, pending}, 100, When(), absl::UTCTimeZone());
+  std::string out = FormatActorList({alive, pending}, 100, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_NE(out.find("======== List: 2026-04-21 10:20:20"), std::string::npos);
   EXPECT_NE(out.find("Total: 2\n"), std::string::npos);
   EXPECT_EQ(out.find("Showing at most"), std::string::npos);
@@ -35,7 +34,7 @@ TEST(ListActorsTest, TableLikeRayListActors) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find(" 1  aa00      Trainer     PENDING_CREATION  00000001"), std::string::npos) << out;
-  EXPECT_NE(FormatActorList({alive}, 1, When(), absl::UTCTimeZone()).find("Showing at most 1 entries"),
+  EXPECT_NE(FormatActorList({alive}, 1, testing::RayExampleSecond(), absl::UTCTimeZone()).find("Showing at most 1 entries"),
             std::string::npos);
 }
 
@@ -78,7 +77,7 @@ TEST(ListTasksTest, TableShowsResourcesAndDrops) {
   t.worker_pid = 77;
   t.error_type = "WORKER_DIED";
   t.resources = {{"CPU", 1}, {"TPU", 4}};
-  std::string out = FormatTaskList({t}, 5, 100, When(), absl::UTCTimeZone());
+  std::string out = FormatTaskList({t}, 5, 100, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_NE(out.find("Dropped: 5"), std::string::npos) << out;
   EXPECT_LT(out.find("Dropped: 5"), out.find("Table:"));
   EXPECT_NE(out.find("TASK_ID  ATTEMPT_NUMBER  NAME  STATE   JOB_ID    ACTOR_ID  TYPE         NODE_ID  WORKER_PID  "

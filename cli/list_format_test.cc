@@ -1,17 +1,11 @@
 #include "cli/list_format.h"
 
 #include "nlohmann/json.hpp"
+#include "cli/test_times.h"
 #include "gtest/gtest.h"
 
 namespace manta::cli {
 namespace {
-
-absl::Time When() {
-  absl::Time t;
-  std::string err;
-  EXPECT_TRUE(absl::ParseTime("%Y-%m-%d %H:%M:%E*S", "2026-04-21 10:20:20.945431", absl::UTCTimeZone(), &t, &err));
-  return t;
-}
 
 std::vector<NodeView> Nodes() {
   NodeView worker;
@@ -37,7 +31,7 @@ std::vector<NodeView> Nodes() {
 }
 
 TEST(ListFormatTest, TableLikeRayListNodes) {
-  std::string out = FormatNodeList(Nodes(), When(), absl::UTCTimeZone());
+  std::string out = FormatNodeList(Nodes(), testing::RayExampleTime(), absl::UTCTimeZone());
   std::string expected =
       "======== List: 2026-04-21 10:20:20.945431 ========\n"
       "Stats:\n"

@@ -1,12 +1,11 @@
 #include "cli/list_placement_groups.h"
 
+#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace manta::cli {
 namespace {
-
-absl::Time When() { return absl::FromUnixSeconds(1776766820); }
 
 BundleView Bundle(int index, std::map<std::string, double> resources, std::string node_id = "") {
   BundleView b;
@@ -42,7 +41,7 @@ std::vector<PlacementGroupView> Groups() {
 }
 
 TEST(ListPlacementGroupsTest, TableLikeRayListPlacementGroups) {
-  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/false, When(), absl::UTCTimeZone());
+  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/false, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_EQ(out,
             "======== List: 2026-04-21 10:20:20.000000 ========\n"
             "Stats:\n"
@@ -59,7 +58,7 @@ TEST(ListPlacementGroupsTest, TableLikeRayListPlacementGroups) {
 }
 
 TEST(ListPlacementGroupsTest, DetailListsEveryBundleWithItsNode) {
-  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/true, When(), absl::UTCTimeZone());
+  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/true, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_NE(out.find("    PLACEMENT_GROUP_ID  NAME   CREATOR_JOB_ID  STATE    STRATEGY       RAY_NAMESPACE  IS_DETACHED  "
                      "NUM_RESCHEDULES  BUNDLES"),
             std::string::npos)
@@ -77,10 +76,10 @@ TEST(ListPlacementGroupsTest, DetailListsEveryBundleWithItsNode) {
 }
 
 TEST(ListPlacementGroupsTest, LimitAndEmpty) {
-  EXPECT_NE(FormatPlacementGroupList(Groups(), 2, false, When(), absl::UTCTimeZone())
+  EXPECT_NE(FormatPlacementGroupList(Groups(), 2, false, testing::RayExampleSecond(), absl::UTCTimeZone())
                 .find("Total: 2\n\nShowing at most 2 entries; use --limit to see more.\n\nTable:"),
             std::string::npos);
-  EXPECT_EQ(FormatPlacementGroupList({}, 100, false, When(), absl::UTCTimeZone()),
+  EXPECT_EQ(FormatPlacementGroupList({}, 100, false, testing::RayExampleSecond(), absl::UTCTimeZone()),
             "======== List: 2026-04-21 10:20:20.000000 ========\n"
             "Stats:\n"
             "------------------------------\n"

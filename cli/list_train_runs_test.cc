@@ -1,12 +1,11 @@
 #include "cli/list_train_runs.h"
 
+#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace manta::cli {
 namespace {
-
-absl::Time When() { return absl::FromUnixSeconds(1776766820); }
 
 TrainWorkerView Worker(int rank, const std::string& ip, int pid, int slice_id, const std::string& slice_name) {
   TrainWorkerView w;
@@ -64,7 +63,7 @@ std::vector<TrainRunView> Runs() {
 }
 
 TEST(ListTrainRunsTest, TableHasOneRowPerRun) {
-  std::string out = FormatTrainRunList(Runs(), 100, /*detail=*/false, When(), absl::UTCTimeZone());
+  std::string out = FormatTrainRunList(Runs(), 100, /*detail=*/false, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_NE(out.find("======== List: 2026-04-21 10:20:20"), std::string::npos) << out;
   EXPECT_NE(out.find("Total: 2\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("Showing at most"), std::string::npos) << out;
@@ -80,12 +79,12 @@ TEST(ListTrainRunsTest, TableHasOneRowPerRun) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;  // only the detail's first line
-  EXPECT_NE(FormatTrainRunList(Runs(), 2, false, When(), absl::UTCTimeZone()).find("Showing at most 2 entries"),
+  EXPECT_NE(FormatTrainRunList(Runs(), 2, false, testing::RayExampleSecond(), absl::UTCTimeZone()).find("Showing at most 2 entries"),
             std::string::npos);
 }
 
 TEST(ListTrainRunsTest, DetailListsAttemptsAndLatestWorkers) {
-  std::string out = FormatTrainRunList(Runs(), 100, /*detail=*/true, When(), absl::UTCTimeZone());
+  std::string out = FormatTrainRunList(Runs(), 100, /*detail=*/true, testing::RayExampleSecond(), absl::UTCTimeZone());
   // Cells of several lines: attempts, then the latest attempt's workers.
   EXPECT_NE(
       out.find("RUNNING   00000001  att0 ERRORED workers=2  0: 10.0.0.1 pid=101 slice=0/tpu-group-0 ACTIVE  1/inf"),

@@ -6,17 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/placement_group_resources.h"
+#include "cli/test_times.h"
 #include "gtest/gtest.h"
 
 namespace manta::cli {
 namespace {
-
-absl::Time When() {
-  absl::Time t;
-  std::string err;
-  EXPECT_TRUE(absl::ParseTime("%Y-%m-%d %H:%M:%E*S", "2026-04-21 10:20:20.945431", absl::UTCTimeZone(), &t, &err));
-  return t;
-}
 
 std::string Hex(char c) { return std::string(56, c); }
 
@@ -49,7 +43,7 @@ ClusterView TwoSlices() {
 }
 
 TEST(StatusFormatTest, TwoV6eSlicesMatchRayLayout) {
-  std::string out = FormatStatus(TwoSlices(), When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(TwoSlices(), testing::RayExampleTime(), absl::UTCTimeZone());
   std::string header = "======== Cluster status: 2026-04-21 10:20:20.945431 ========";
   std::string sep(header.size(), '-');
   std::string expected = header + "\nNode status\n" + sep +
@@ -81,10 +75,10 @@ TEST(StatusFormatTest, TwoV6eSlicesMatchRayLayout) {
 TEST(StatusFormatTest, ClusterWithoutAuthenticationGetsAWarningUnderTheHeader) {
   ClusterView view = TwoSlices();
   std::string header = "======== Cluster status: 2026-04-21 10:20:20.945431 ========\n";
-  std::string plain = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string plain = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_EQ(plain.find("WARNING"), std::string::npos) << plain;
   view.auth_disabled = true;
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_EQ(out.rfind(header +
                           "WARNING: this cluster runs without authentication (--auth=none): anyone who can reach "
                           "its ports can run commands on its hosts.\nNode status\n",
@@ -98,7 +92,7 @@ TEST(StatusFormatTest, UsedIsTotalMinusAvailableWithoutFloatNoise) {
   ClusterView view;
   view.usage.push_back({"n1", {{"CPU", 0.3}, {"memory", 4.0 * (1 << 30)}}, {{"CPU", 0.1}, {"memory", 1 << 30}}});
   view.usage.push_back({"n2", {{"CPU", 0.3}}, {{"CPU", 0.0}}});
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("\n 0.5/0.6 CPU\n"), std::string::npos) << out;
   EXPECT_NE(out.find("\n 3.00GiB/4.00GiB memory\n"), std::string::npos) << out;
   EXPECT_NE(out.find("Active:\n (no active nodes)\n"), std::string::npos) << out;
@@ -111,12 +105,12 @@ TEST(StatusFormatTest, AClusterOfManyLargeHostsSumsWithoutOverflow) {
     view.usage.push_back(
         {"n" + std::to_string(i), {{"memory", 720.0 * (1LL << 30)}}, {{"memory", 360.0 * (1LL << 30)}}});
   }
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("\n 703.12TiB/1406.25TiB memory\n"), std::string::npos) << out.substr(out.find("Usage:"));
   // The same as one folded sum, as the GCS sends it to `manta status`.
   ClusterView summary;
   summary.usage.push_back({"", {{"memory", 2000 * 720.0 * (1LL << 30)}}, {{"memory", 2000 * 360.0 * (1LL << 30)}}});
-  EXPECT_NE(FormatStatus(summary, When(), absl::UTCTimeZone()).find("\n 703.12TiB/1406.25TiB memory\n"),
+  EXPECT_NE(FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()).find("\n 703.12TiB/1406.25TiB memory\n"),
             std::string::npos);
 }
 
@@ -128,7 +122,7 @@ TEST(StatusFormatTest, UnexpectedDeathsAreRecentFailuresNewestFirst) {
   view.nodes[2].end_time_ms = 200;
   view.nodes[3].alive = false;
   view.nodes[3].death_expected = true;  // stopped cleanly: not a failure
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   std::string failures = absl::StrCat("Recent failures:\n node_", view.nodes[2].node_id,
                                       ": NodeTerminated (ip: 127.0.0.1)\n node_", view.nodes[1].node_id,
                                       ": NodeTerminated (ip: 127.0.0.1)\n\nResources");
@@ -146,7 +140,7 @@ TEST(StatusFormatTest, FailuresAreCapped) {
     n.end_time_ms = i;
     view.nodes.push_back(n);
   }
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   int lines = 0;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
     if (absl::StrContains(line, "NodeTerminated")) ++lines;
@@ -160,7 +154,7 @@ TEST(StatusFormatTest, DemandsAsPythonDicts) {
   ClusterView view;
   view.demands.push_back({{{"CPU", 1}, {"TPU", 4}}, 3, 0});
   view.demands.push_back({{{"TPU", 64}}, 0, 1});
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("Demands:\n"
                      " {'CPU': 1.0, 'TPU': 4.0}: 3+ pending tasks/actors\n"
                      " {'TPU': 64.0}: 1+ pending tasks/actors (infeasible)\n"),
@@ -228,7 +222,7 @@ ClusterView SliceReserved() {
 }
 
 TEST(StatusFormatTest, PlacementGroupsLikeRayStatus) {
-  std::string out = FormatStatus(SliceReserved(), When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(SliceReserved(), testing::RayExampleTime(), absl::UTCTimeZone());
   std::string resources = out.substr(out.find("\nResources\n"));
   std::string sep(std::string("======== Cluster status: 2026-04-21 10:20:20.945431 ========").size(), '-');
   EXPECT_EQ(resources,
@@ -273,7 +267,7 @@ TEST(StatusFormatTest, ASummaryFormatsAsTheFullView) {
   EXPECT_EQ(summary.usage.size(), 1u);
   EXPECT_EQ(summary.reserved.total.at("TPU"), 16);
   EXPECT_EQ(summary.reserved.available.at("TPU"), 12);
-  EXPECT_EQ(FormatStatus(summary, When(), absl::UTCTimeZone()), FormatStatus(full, When(), absl::UTCTimeZone()));
+  EXPECT_EQ(FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()), FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
 }
 
 TEST(StatusFormatTest, UnfoldedTotalsFromAnOlderGcsFormatAsTheFullView) {
@@ -285,7 +279,7 @@ TEST(StatusFormatTest, UnfoldedTotalsFromAnOlderGcsFormatAsTheFullView) {
     for (const auto& [name, v] : node.total) unfolded.usage[0].total[name] += v;
     for (const auto& [name, v] : node.available) unfolded.usage[0].available[name] += v;
   }
-  EXPECT_EQ(FormatStatus(unfolded, When(), absl::UTCTimeZone()), FormatStatus(full, When(), absl::UTCTimeZone()));
+  EXPECT_EQ(FormatStatus(unfolded, testing::RayExampleTime(), absl::UTCTimeZone()), FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
 }
 
 TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {
@@ -293,7 +287,7 @@ TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {
   ClusterView view;
   view.usage.push_back({"n1", {{"CPU", 4}, {"memory", 4.0 * (1 << 30)}}, {{"CPU", 4}, {"memory", 4.0 * (1 << 30)}}});
   Commit(&view.usage[0], Group('2'), 0, {{"CPU", 1}, {"memory", 1 << 30}});
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("Usage:\n"
                      " 0.0/4.0 CPU (0.0 used of 1.0 reserved in placement groups)\n"
                      " 0B/4.00GiB memory (0B used of 1.00GiB reserved in placement groups)\n"
@@ -305,7 +299,7 @@ TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {
   // Two actors outside the group and one in it: 3.0/4.0 CPU, 1.0 of 1.0.
   view.usage[0].available["CPU"] -= 2;
   RunInBundle(&view.usage[0], Group('2'), 0, {{"CPU", 1}});
-  out = FormatStatus(view, When(), absl::UTCTimeZone());
+  out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("\n 3.0/4.0 CPU (1.0 used of 1.0 reserved in placement groups)\n"), std::string::npos) << out;
 }
 
@@ -318,7 +312,7 @@ TEST(StatusFormatTest, ReservationsSumOverGroupsAndNodes) {
   Commit(&view.usage[1], Group('2'), 1, {{"TPU", 4}});
   RunInBundle(&view.usage[1], Group('2'), 1, {{"TPU", 0.5}});
   view.usage[0].available["TPU"] -= 1;  // a task outside any group
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("Usage:\n 1.5/8.0 TPU (0.5 used of 7.0 reserved in placement groups)\n\n"), std::string::npos)
       << out;
 }
@@ -332,7 +326,7 @@ TEST(StatusFormatTest, PendingGroupsFollowTaskDemands) {
   view.pending_placement_groups.push_back(Pending("PACK", {{{"TPU", 4}}, {{"TPU", 4}}}));
   view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}}));
   view.pending_placement_groups.push_back(Pending("SPREAD", {{{"TPU", 4}}, {{"CPU", 2}}, {{"TPU", 4}}}));
-  std::string out = FormatStatus(view, When(), absl::UTCTimeZone());
+  std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
   EXPECT_NE(out.find("Demands:\n"
                      " {'CPU': 1.0}: 2+ pending tasks/actors\n"
                      " {'TPU': 64.0}: 1+ pending tasks/actors (infeasible)\n"

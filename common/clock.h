@@ -5,6 +5,7 @@
 //   HealthCheckManager manager(client, options, on_dead, clock.AsClock());
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "absl/synchronization/mutex.h"
@@ -14,6 +15,9 @@
 namespace manta {
 
 using Clock = std::function<absl::Time()>;
+
+// Milliseconds since the Unix epoch, now (the unit of every *_ms field).
+inline int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // A clock that moves only when told. Thread-safe; must outlive what reads it.
 class ManualClock {

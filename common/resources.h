@@ -58,6 +58,11 @@ class ResourceSet {
   ResourceSet() = default;
   // Validates every name and quantity; the error names the offending entry.
   static absl::StatusOr<ResourceSet> FromMap(const std::map<std::string, double>& m);
+  // The same from any map of name to quantity (a protobuf map, say).
+  template <typename Map>
+  static absl::StatusOr<ResourceSet> FromPairs(const Map& m) {
+    return FromMap(std::map<std::string, double>(m.begin(), m.end()));
+  }
 
   // Validates a resource name: non-empty, at most 256 printable characters,
   // no whitespace.

@@ -68,4 +68,11 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+std::string PrintableAscii(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace manta

@@ -21,4 +21,8 @@ std::string ValidUtf8(std::string_view s);
 // rules of ValidUtf8); JSON and protobuf text must be.
 bool IsValidUtf8(std::string_view s);
 
+// The first `max` bytes of `s` (then "..."), each byte outside printable
+// ASCII shown as '?': untrusted text safe to quote in a message.
+std::string PrintableAscii(std::string_view s, size_t max);
+
 }  // namespace manta

@@ -17,22 +17,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "common/utf8.h"
 
 namespace manta::dashboard {
 namespace {
 
-constexpr size_t kBlock = 512;
-
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 200)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > 200) out += "...";
-  return out;
-}
-
 absl::Status Bad(std::string_view path, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat("archive entry '", Printable(path), "' ", why,
-                                                 "; the archive was rejected"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("archive entry '", PrintableAscii(path, 200), "' ", why, "; the archive was rejected"));
 }
 
 // A NUL-terminated field of at most `n` bytes.
@@ -40,7 +32,8 @@ std::string Field(const char* p, size_t n) { return std::string(p, strnlen(p, n)
 
 absl::StatusOr<uint64_t> Octal(const char* p, size_t n, const char* what) {
   if (static_cast<unsigned char>(p[0]) & 0x80) {
-    return absl::InvalidArgumentError(absl::StrCat("tar header field ", what, " uses base-256, which is not supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tar header field ", what, " uses base-256, which is not supported"));
   }
   uint64_t v = 0;
   size_t i = 0;
@@ -58,7 +51,7 @@ absl::StatusOr<uint64_t> Octal(const char* p, size_t n, const char* what) {
 }
 
 bool IsZeroBlock(const char* p) {
-  for (size_t i = 0; i < kBlock; ++i) {
+  for (size_t i = 0; i < kTarBlock; ++i) {
     if (p[i] != 0) return false;
   }
   return true;
@@ -67,7 +60,7 @@ bool IsZeroBlock(const char* p) {
 absl::Status CheckChecksum(const char* h) {
   ASSIGN_OR_RETURN(uint64_t expected, Octal(h + 148, 8, "chksum"));
   uint64_t sum = 0;
-  for (size_t i = 0; i < kBlock; ++i) {
+  for (size_t i = 0; i < kTarBlock; ++i) {
     sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(h[i]);
   }
   if (sum != expected) return absl::InvalidArgumentError("tar header checksum mismatch: not a tar archive or corrupt");
@@ -94,8 +87,8 @@ absl::Status ParsePax(std::string_view data, std::map<std::string, std::string>*
   while (!data.empty()) {
     size_t space = data.find(' ');
     uint64_t len = 0;
-    if (space == std::string_view::npos || !absl::SimpleAtoi(absl::string_view(data.data(), space), &len) || len <= space + 1 ||
-        len > data.size() || data[len - 1] != '\n') {
+    if (space == std::string_view::npos || !absl::SimpleAtoi(absl::string_view(data.data(), space), &len) ||
+        len <= space + 1 || len > data.size() || data[len - 1] != '\n') {
       return absl::InvalidArgumentError("malformed pax extended header in the archive");
     }
     std::string_view record = data.substr(space + 1, len - space - 2);
@@ -112,7 +105,8 @@ absl::Status ParsePax(std::string_view data, std::map<std::string, std::string>*
 absl::Status CheckSymlinkTarget(const std::string& path, const std::string& link,
                                 const std::set<std::string>& symlinks) {
   if (link.empty()) return Bad(path, "is a symlink with an empty target");
-  if (link[0] == '/') return Bad(path, absl::StrCat("is a symlink to an absolute path '", Printable(link), "'"));
+  if (link[0] == '/')
+    return Bad(path, absl::StrCat("is a symlink to an absolute path '", PrintableAscii(link, 200), "'"));
   std::vector<std::string> stack = absl::StrSplit(path, '/');
   stack.pop_back();  // the link's own name
   std::vector<std::string> parts = absl::StrSplit(link, '/');
@@ -120,7 +114,8 @@ absl::Status CheckSymlinkTarget(const std::string& path, const std::string& link
     const std::string& part = parts[i];
     if (part.empty() || part == ".") continue;
     if (part == "..") {
-      if (stack.empty()) return Bad(path, absl::StrCat("is a symlink pointing outside the tree ('", Printable(link), "')"));
+      if (stack.empty())
+        return Bad(path, absl::StrCat("is a symlink pointing outside the tree ('", PrintableAscii(link, 200), "')"));
       stack.pop_back();
       continue;
     }
@@ -128,7 +123,8 @@ absl::Status CheckSymlinkTarget(const std::string& path, const std::string& link
     bool more = false;
     for (size_t j = i + 1; j < parts.size(); ++j) more |= !(parts[j].empty() || parts[j] == ".");
     if (more && symlinks.count(absl::StrJoin(stack, "/")) > 0) {
-      return Bad(path, absl::StrCat("is a symlink whose target '", Printable(link), "' passes through another symlink"));
+      return Bad(path, absl::StrCat("is a symlink whose target '", PrintableAscii(link, 200),
+                                    "' passes through another symlink"));
     }
   }
   return absl::OkStatus();
@@ -155,7 +151,7 @@ absl::Status MakeDirIn(const std::string& root, const std::string& rel) {
     if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create directory", path);
     struct stat st;
     if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat("archive path ", Printable(rel), " is not a directory"));
+      return absl::InvalidArgumentError(absl::StrCat("archive path ", PrintableAscii(rel, 200), " is not a directory"));
     }
   }
   return absl::OkStatus();
@@ -254,7 +250,7 @@ absl::Status FillEntry(char type, std::string_view data, const std::string& path
       return absl::OkStatus();
     }
     default:
-      return Bad(raw, absl::StrCat("has unsupported type '", Printable(std::string_view(&type, 1)),
+      return Bad(raw, absl::StrCat("has unsupported type '", PrintableAscii(std::string_view(&type, 1), 200),
                                    "' (only files, directories and links are allowed)"));
   }
 }
@@ -284,7 +280,7 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
   ExtendedHeaders ext;
   size_t pos = 0;
   bool ended = false;
-  while (pos + kBlock <= archive.size()) {
+  while (pos + kTarBlock <= archive.size()) {
     const char* h = archive.data() + pos;
     if (IsZeroBlock(h)) {
       ended = true;
@@ -296,10 +292,10 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
       return absl::InvalidArgumentError("malformed pax size in the archive");
     }
     char type = h[156];
-    pos += kBlock;
+    pos += kTarBlock;
     if (size > archive.size() - pos) return absl::InvalidArgumentError("the archive is truncated");
     std::string_view data = archive.substr(pos, size);
-    pos += (size + kBlock - 1) / kBlock * kBlock;
+    pos += (size + kTarBlock - 1) / kTarBlock * kTarBlock;
 
     if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
       if (size > (1 << 20)) return absl::InvalidArgumentError("oversized extended header in the archive");
@@ -379,8 +375,7 @@ absl::Status RemoveTree(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   int rc = nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : -1; }, 32,
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : -1; }, 32,
       FTW_DEPTH | FTW_PHYS);
   if (rc != 0) return Errno("cannot remove", path);
   return absl::OkStatus();

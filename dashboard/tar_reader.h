@@ -24,6 +24,9 @@
 
 namespace manta::dashboard {
 
+// A ustar header, and the unit every entry's data is padded to.
+constexpr size_t kTarBlock = 512;
+
 struct TarLimits {
   uint64_t max_unpacked_bytes = 100ull << 20;  // sum of file sizes, after gunzip
   size_t max_entries = 100000;

@@ -22,8 +22,6 @@
 namespace manta::dashboard {
 namespace {
 
-constexpr size_t kBlock = 512;
-
 void PutOctal(char* field, size_t width, uint64_t value) {
   std::string s = absl::StrFormat("%0*o", static_cast<int>(width - 1), value);
   std::memcpy(field, s.data(), std::min(s.size(), width - 1));
@@ -32,7 +30,7 @@ void PutOctal(char* field, size_t width, uint64_t value) {
 
 void AppendHeader(std::string* out, std::string_view name, char type, uint64_t size, std::string_view link,
                   uint32_t mode) {
-  char h[kBlock];
+  char h[kTarBlock];
   std::memset(h, 0, sizeof(h));
   std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
   PutOctal(h + 100, 8, mode);
@@ -54,7 +52,7 @@ void AppendHeader(std::string* out, std::string_view name, char type, uint64_t s
 
 void AppendData(std::string* out, std::string_view data) {
   out->append(data.data(), data.size());
-  out->append((kBlock - data.size() % kBlock) % kBlock, '\0');
+  out->append((kTarBlock - data.size() % kTarBlock) % kTarBlock, '\0');
 }
 
 // Normalizes an always_include path: drops "." and empty components.
@@ -65,7 +63,8 @@ absl::StatusOr<std::string> NormalizeRelative(const std::string& path) {
   std::string out;
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part.empty() || part == ".") continue;
-    if (part == "..") return absl::InvalidArgumentError(absl::StrCat("always_include path ", path, " leaves the directory"));
+    if (part == "..")
+      return absl::InvalidArgumentError(absl::StrCat("always_include path ", path, " leaves the directory"));
     absl::StrAppend(&out, out.empty() ? "" : "/", part);
   }
   if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("always_include path '", path, "' names no file"));
@@ -74,7 +73,8 @@ absl::StatusOr<std::string> NormalizeRelative(const std::string& path) {
 
 absl::StatusOr<std::vector<std::string>> SortedNames(const std::string& dir) {
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot read directory ", dir, ": ", std::strerror(errno)));
+  if (d == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("cannot read directory ", dir, ": ", std::strerror(errno)));
   std::vector<std::string> names;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
@@ -204,13 +204,15 @@ void AppendTarEntry(std::string* out, std::string_view path, char type, std::str
   AppendData(out, data);
 }
 
-void FinishTar(std::string* out) { out->append(2 * kBlock, '\0'); }
+void FinishTar(std::string* out) { out->append(2 * kTarBlock, '\0'); }
 
 absl::StatusOr<PackedDirectory> PackDirectoryWithReport(const std::string& dir, uint64_t max_bytes,
                                                         const PackOptions& options) {
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("working directory ", dir, " does not exist"));
-  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat("working directory ", dir, " is not a directory"));
+  if (stat(dir.c_str(), &st) != 0)
+    return absl::NotFoundError(absl::StrCat("working directory ", dir, " does not exist"));
+  if (!S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat("working directory ", dir, " is not a directory"));
   Walker walker(dir, max_bytes, options.honour_ignore_files);
   for (const std::string& path : options.always_include) RETURN_IF_ERROR(walker.AlwaysInclude(path));
   RETURN_IF_ERROR(walker.Walk("", ""));

@@ -5,36 +5,28 @@
 #include "absl/strings/str_cat.h"
 #include "common/id.h"
 #include "common/resources.h"
+#include "common/utf8.h"
 
 namespace manta::dashboard {
 namespace {
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
-}
-
-// Shows a rejected name without letting control characters into messages.
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 80)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > 80) out += "...";
-  return out;
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 absl::Status ValidateFileName(const char* what, std::string_view name, size_t max_length) {
   if (name.empty() || name.size() > max_length) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid ", what, " '", Printable(name), "': must be 1 to ", max_length, " characters"));
+        absl::StrCat("invalid ", what, " '", PrintableAscii(name, 80), "': must be 1 to ", max_length, " characters"));
   }
   char first = name[0];
   if (first == '.' || first == '-') {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid ", what, " '", Printable(name), "': must start with a letter, a digit or '_'"));
+        absl::StrCat("invalid ", what, " '", PrintableAscii(name, 80), "': must start with a letter, a digit or '_'"));
   }
   for (char c : name) {
     if (!IsNameChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid ", what, " '", Printable(name),
+      return absl::InvalidArgumentError(absl::StrCat("invalid ", what, " '", PrintableAscii(name, 80),
                                                      "': only letters, digits, '_', '-' and '.' are allowed"));
     }
   }
@@ -72,7 +64,7 @@ absl::Status ValidatePackageName(std::string_view name) {
   if (auto s = ValidateFileName("package name", name, 128); !s.ok()) return s;
   if (!EndsWith(name, ".tar") && !EndsWith(name, ".tar.gz")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid package name '", Printable(name), "': must end in .tar or .tar.gz"));
+        absl::StrCat("invalid package name '", PrintableAscii(name, 80), "': must end in .tar or .tar.gz"));
   }
   return absl::OkStatus();
 }
@@ -80,7 +72,7 @@ absl::Status ValidatePackageName(std::string_view name) {
 absl::StatusOr<std::string> PackageNameFromUri(std::string_view uri) {
   constexpr std::string_view kScheme = "gcs://";
   if (uri.substr(0, kScheme.size()) != kScheme) {
-    return absl::InvalidArgumentError(absl::StrCat("runtime_env working_dir '", Printable(uri),
+    return absl::InvalidArgumentError(absl::StrCat("runtime_env working_dir '", PrintableAscii(uri, 80),
                                                    "' must be a package URI gcs://<name> uploaded with "
                                                    "PUT /api/packages/gcs/<name>"));
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/label_selector.h"
 #include "common/logging.h"
 #include "common/resources.h"
@@ -12,7 +13,6 @@
 namespace manta::gcs {
 namespace {
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 rpc::ErrorInfo ErrorOf(rpc::ErrorInfo::Type type, const std::string& message) {
   rpc::ErrorInfo e;
@@ -385,7 +385,7 @@ void ActorManager::ReportCreation(Actor& a, rpc::TaskEvent::State state, const A
   e.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
   e.set_attempt(a.info.num_restarts());
   e.set_state(state);
-  e.set_timestamp_ms(NowMs());
+  e.set_timestamp_ms(NowUnixMs());
   *e.mutable_resources() = a.spec.resources();
   if (r != nullptr && r->outcome != ActorCreationResult::kInvalid) {
     e.set_node_id(r->node.Binary());
@@ -411,7 +411,7 @@ void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
       *info.mutable_address() = r.worker_address;
       info.set_pid(r.pid);
       info.set_lease_id(r.lease.Binary());
-      if (info.start_time_ms() == 0) info.set_start_time_ms(NowMs());
+      if (info.start_time_ms() == 0) info.set_start_time_ms(NowUnixMs());
       info.clear_death_cause();
       by_worker_[r.worker_address.worker_id()] = id;
       Logger("gcs")->info("actor alive actor_id={} node_id={} pid={} restarts={}", id.Hex(), r.node.Hex(), r.pid,
@@ -474,7 +474,7 @@ void ActorManager::Die(const ActorId& id, const std::string& why) {
     if (it != names_.end() && it->second == id) names_.erase(it);
   }
   a.info.set_state(rpc::ActorInfo::DEAD);
-  a.info.set_end_time_ms(NowMs());
+  a.info.set_end_time_ms(NowUnixMs());
   a.info.clear_lease_id();
   a.info.mutable_death_cause()->set_type(rpc::ErrorInfo::ACTOR_DIED);
   a.info.mutable_death_cause()->set_message(why);

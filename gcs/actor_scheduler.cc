@@ -10,10 +10,6 @@
 namespace manta::gcs {
 namespace {
 
-absl::StatusOr<ResourceSet> ToResourceSet(const google::protobuf::Map<std::string, double>& m) {
-  return ResourceSet::FromMap(std::map<std::string, double>(m.begin(), m.end()));
-}
-
 // ResourceSet::Contains against a reported map, without building a set from
 // it: a decision looks at every node, and 2,000 nodes made the conversion the
 // GCS's main cost while actors were created.
@@ -41,7 +37,7 @@ void ActorScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
   MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok()) return;
-  auto total = ToResourceSet(info.resources_total());
+  auto total = ResourceSet::FromPairs(info.resources_total());
   nodes_[*id] = Node{info, total.ok() ? *total : ResourceSet()};
   std::vector<ActorId> waiting;
   for (auto& [actor, a] : attempts_) {
@@ -116,7 +112,7 @@ void ActorScheduler::Schedule(const ActorId& actor, const rpc::TaskSpec& spec, C
   a.spec = spec;
   a.done = std::move(done);
   a.generation = next_generation_++;
-  auto demand = ToResourceSet(spec.resources());
+  auto demand = ResourceSet::FromPairs(spec.resources());
   if (!demand.ok()) {
     ActorCreationResult r;
     r.outcome = ActorCreationResult::kInvalid;

@@ -7,7 +7,7 @@
 namespace manta::gcs {
 namespace {
 
-constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+constexpr absl::Duration kWorkerCallTimeout = absl::Seconds(5);
 // Stubs kept for workers that were never forgotten (their actors died while
 // the GCS was down): past this many, the cache starts over.
 constexpr size_t kMaxCachedStubs = 10000;
@@ -16,7 +16,7 @@ constexpr size_t kMaxCachedStubs = 10000;
 // creation task once and answers a resend with its first reply; killing and
 // exiting are idempotent. A creation given up on costs the actor a restart,
 // so it is tried longer.
-rpc::RetryPolicy Retry() { return rpc::RetryPolicy{}; }
+rpc::RetryPolicy RetryWorkerCall() { return rpc::RetryPolicy{}; }
 
 class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
  public:
@@ -35,7 +35,7 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
   void KillActor(const rpc::Address& worker, const rpc::KillActorOnWorkerRequest& request,
                  Callback<rpc::KillActorOnWorkerReply> cb) override {
     rpc::RetryingUnaryCall<rpc::KillActorOnWorkerReply>(
-        loop_, token_, kCallTimeout, Retry(), request,
+        loop_, token_, kWorkerCallTimeout, RetryWorkerCall(), request,
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->KillActor(ctx, req, reply, std::move(done));
         },
@@ -44,7 +44,7 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
 
   void Exit(const rpc::Address& worker, const rpc::ExitRequest& request, Callback<rpc::ExitReply> cb) override {
     rpc::RetryingUnaryCall<rpc::ExitReply>(
-        loop_, token_, kCallTimeout, Retry(), request,
+        loop_, token_, kWorkerCallTimeout, RetryWorkerCall(), request,
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->Exit(ctx, req, reply, std::move(done));
         },
@@ -55,7 +55,7 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
     rpc::CheckWorkerRequest request;
     request.set_worker_id(worker.worker_id());
     rpc::RetryingUnaryCall<rpc::CheckWorkerReply>(
-        loop_, token_, kCallTimeout, Retry(), std::move(request),
+        loop_, token_, kWorkerCallTimeout, RetryWorkerCall(), std::move(request),
         [stub = Stub(worker)](auto* ctx, auto* req, auto* reply, auto done) {
           stub->async()->CheckWorker(ctx, req, reply, std::move(done));
         },

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace manta::gcs {
@@ -10,7 +11,6 @@ namespace {
 
 constexpr char kCounterKey[] = "next_job_id";
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 
@@ -117,7 +117,7 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
   rpc::JobInfo info = in;
   info.set_job_id(id.Binary());
   info.set_is_dead(false);
-  info.set_start_time_ms(NowMs());
+  info.set_start_time_ms(NowUnixMs());
   info.clear_end_time_ms();
   jobs_[id] = info;
   if (!info.driver_address().worker_id().empty()) by_driver_[info.driver_address().worker_id()] = id;
@@ -154,7 +154,7 @@ void JobManager::FinishJob(const JobId& job, const std::string& reason) {
   drivers_.erase(job);
   rpc::JobInfo& info = it->second;
   info.set_is_dead(true);
-  info.set_end_time_ms(NowMs());
+  info.set_end_time_ms(NowUnixMs());
   Logger("gcs")->info("job finished job_id={} reason={}", job.Hex(), reason);
   store_->Put(kTable, job.Binary(), info.SerializeAsString(), [job](const absl::Status& s) {
     if (!s.ok()) Logger("gcs")->error("cannot persist job_id={}: {}", job.Hex(), s.ToString());

@@ -12,13 +12,13 @@
 #include "gcs/placement_group_scheduler.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
+#include "common/clock.h"
 
 namespace manta::gcs {
 namespace {
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-rpc::NodeInfo MakeNode(NodeId id, double cpus = 2) {
+rpc::NodeInfo MakeDrainNode(NodeId id, double cpus = 2) {
   rpc::NodeInfo n;
   n.set_node_id(id.Binary());
   n.set_node_ip("127.0.0.1");
@@ -81,8 +81,8 @@ class NodeDrainTest : public ::testing::Test {
 
 TEST_F(NodeDrainTest, DrainIsPublishedPersistedAndSentToTheRaylet) {
   NodeId id = NodeId::FromRandom();
-  ASSERT_TRUE(Register(MakeNode(id)).ok());
-  int64_t deadline = NowMs() + 30000;
+  ASSERT_TRUE(Register(MakeDrainNode(id)).ok());
+  int64_t deadline = NowUnixMs() + 30000;
   auto reply = Send(Drain(id, "preemption", deadline));
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_TRUE(reply->accepted());
@@ -115,15 +115,15 @@ TEST_F(NodeDrainTest, DrainIsPublishedPersistedAndSentToTheRaylet) {
   ASSERT_TRUE(manager_->Initialize().ok());
   ASSERT_EQ(announced.size(), 1u);
   EXPECT_TRUE(announced[0].draining());
-  ASSERT_TRUE(Register(MakeNode(id)).ok());
+  ASSERT_TRUE(Register(MakeDrainNode(id)).ok());
   EXPECT_TRUE(manager_->GetAliveNode(id)->draining());
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), deadline);
 }
 
 TEST_F(NodeDrainTest, RepeatedDrainOnlyMovesTheDeadlineEarlier) {
   NodeId id = NodeId::FromRandom();
-  ASSERT_TRUE(Register(MakeNode(id)).ok());
-  int64_t now = NowMs();
+  ASSERT_TRUE(Register(MakeDrainNode(id)).ok());
+  int64_t now = NowUnixMs();
   ASSERT_TRUE(Send(Drain(id, "idle", 0)).ok());
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_deadline_ms(), 0);
   ASSERT_TRUE(Send(Drain(id, "preemption", now + 60000)).ok());  // none -> 60 s: earlier
@@ -143,7 +143,7 @@ TEST_F(NodeDrainTest, RepeatedDrainOnlyMovesTheDeadlineEarlier) {
 
 TEST_F(NodeDrainTest, BadRequestsChangeNothing) {
   NodeId id = NodeId::FromRandom();
-  ASSERT_TRUE(Register(MakeNode(id)).ok());
+  ASSERT_TRUE(Register(MakeDrainNode(id)).ok());
   const int64_t sequence = pub_.last_sequence();
   auto code = [&](const rpc::DrainNodeRequest& r) { return Send(r).status().code(); };
 
@@ -155,7 +155,7 @@ TEST_F(NodeDrainTest, BadRequestsChangeNothing) {
   EXPECT_TRUE(Send(Drain(id, std::string(256, 'x'), 0)).ok());  // the limit itself is fine
   EXPECT_EQ(code(Drain(id, "bad \xff utf-8")), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(Drain(id, "preemption", -5)), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(Drain(id, "preemption", NowMs() - 60000)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Drain(id, "preemption", NowUnixMs() - 60000)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(Drain(NodeId::FromRandom())), absl::StatusCode::kNotFound);
 
   // Only the one valid drain went through.
@@ -165,7 +165,7 @@ TEST_F(NodeDrainTest, BadRequestsChangeNothing) {
   EXPECT_EQ(manager_->GetAliveNode(id)->drain_reason(), std::string(256, 'x'));
 
   // A deadline a moment in the past is within the clock slack.
-  EXPECT_TRUE(Send(Drain(id, "preemption", NowMs() - 200)).ok());
+  EXPECT_TRUE(Send(Drain(id, "preemption", NowUnixMs() - 200)).ok());
 }
 
 TEST_F(NodeDrainTest, ValidationMessagesNameTheField) {
@@ -182,7 +182,7 @@ TEST_F(NodeDrainTest, ValidationMessagesNameTheField) {
 
 TEST_F(NodeDrainTest, DeadNodeIsRejectedWithTheReason) {
   NodeId id = NodeId::FromRandom();
-  ASSERT_TRUE(Register(MakeNode(id)).ok());
+  ASSERT_TRUE(Register(MakeDrainNode(id)).ok());
   manager_->MarkNodeDead(id, "NodeTerminated: health check failed", false);
   Pump(loop_);
   const int64_t sequence = pub_.last_sequence();
@@ -202,7 +202,7 @@ TEST(DrainSchedulingTest, ActorSchedulerSkipsADrainingNode) {
   ActorScheduler scheduler([](const NodeId&) -> const rpc::NodeResources* { return nullptr; }, &raylets, &workers,
                            timers.RunAfter());
   NodeId draining = NodeId::FromRandom();
-  rpc::NodeInfo info = MakeNode(draining, 4);
+  rpc::NodeInfo info = MakeDrainNode(draining, 4);
   scheduler.OnNodeAdded(info);
   info.set_draining(true);
   info.set_drain_reason("preemption");
@@ -220,7 +220,7 @@ TEST(DrainSchedulingTest, ActorSchedulerSkipsADrainingNode) {
   ASSERT_EQ(demands.demands_size(), 1);  // waits for another node
 
   NodeId other = NodeId::FromRandom();
-  scheduler.OnNodeAdded(MakeNode(other, 4));
+  scheduler.OnNodeAdded(MakeDrainNode(other, 4));
   ASSERT_EQ(raylets.leases.size(), 1u);
   EXPECT_EQ(raylets.leases.front().node, other);
 }
@@ -232,10 +232,10 @@ TEST(DrainSchedulingTest, PlacementGroupSchedulerSkipsADrainingNode) {
   NodeId draining = NodeId::FromRandom();
   NodeId other = NodeId::FromRandom();
   for (const NodeId& id : {draining, other}) {
-    scheduler.OnNodeAdded(MakeNode(id, 4));
+    scheduler.OnNodeAdded(MakeDrainNode(id, 4));
     scheduler.MarkSynced(id);
   }
-  rpc::NodeInfo info = MakeNode(draining, 4);
+  rpc::NodeInfo info = MakeDrainNode(draining, 4);
   info.set_draining(true);
   scheduler.OnNodeDraining(info);
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/resources.h"
 #include "common/tpu.h"
@@ -13,7 +14,6 @@
 namespace manta::gcs {
 namespace {
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 absl::Status ValidateLabel(const std::string& key, const std::string& value) {
   if (key.empty() || key.size() > 253) return absl::InvalidArgumentError("label key must be 1 to 253 characters");
@@ -158,7 +158,7 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
   info.clear_death_expected();
   auto existing = alive_.find(id);
   bool reregister = existing != alive_.end();
-  info.set_start_time_ms(reregister ? existing->second.start_time_ms() : NowMs());
+  info.set_start_time_ms(reregister ? existing->second.start_time_ms() : NowUnixMs());
   // A drain outlives re-registration (e.g. after a GCS restart), whatever
   // the raylet says of itself.
   if (reregister && existing->second.draining()) {
@@ -239,7 +239,7 @@ void NodeManager::ForEachNode(const std::function<void(const rpc::NodeInfo&)>& v
 void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply,
                                   rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
-  if (auto s = ValidateDrainRequest(request, NowMs()); !s.ok()) return done(s);
+  if (auto s = ValidateDrainRequest(request, NowUnixMs()); !s.ok()) return done(s);
   NodeId id = *NodeId::FromBinary(request.node_id());
   if (auto d = dead_.find(id); d != dead_.end()) {
     reply->set_accepted(false);
@@ -287,7 +287,7 @@ void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bo
   alive_.erase(it);
   registered_.erase(node);
   info.set_state(rpc::NodeInfo::DEAD);
-  info.set_end_time_ms(NowMs());
+  info.set_end_time_ms(NowUnixMs());
   info.set_death_reason(reason);
   info.set_death_expected(expected);
   Logger("gcs")->log(expected ? spdlog::level::info : spdlog::level::warn, "node dead node_id={} address={}:{} reason={}",

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -16,7 +17,6 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 constexpr absl::Duration kSyncRetry = absl::Seconds(1);
 constexpr int kSyncAttempts = 5;
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("gcs"); }
 
@@ -117,7 +117,7 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   info.set_creator_job_id(spec.creator_job_id());
   info.set_detached(spec.detached());
   info.set_state(rpc::PlacementGroupInfo::PENDING);
-  info.set_create_time_ms(NowMs());
+  info.set_create_time_ms(NowUnixMs());
   for (const rpc::Bundle& b : spec.bundles()) {
     rpc::Bundle* copy = info.add_bundles();
     copy->set_index(b.index());
@@ -373,7 +373,7 @@ void PlacementGroupManager::OnScheduled(const PlacementGroupId& id, PlacementRes
       }
       g.backoff = absl::ZeroDuration();
       g.info.set_infeasible(false);
-      g.info.set_ready_time_ms(NowMs());
+      g.info.set_ready_time_ms(NowUnixMs());
       SetState(g, rpc::PlacementGroupInfo::CREATED, "");
       AnswerWaiters(g);
       return;
@@ -412,7 +412,7 @@ void PlacementGroupManager::Remove(const PlacementGroupId& id, const std::string
     auto n = names_.find({g.info.ray_namespace(), g.info.name()});
     if (n != names_.end() && n->second == id) names_.erase(n);
   }
-  g.info.set_remove_time_ms(NowMs());
+  g.info.set_remove_time_ms(NowUnixMs());
   g.info.set_infeasible(false);
   SetState(g, rpc::PlacementGroupInfo::REMOVED, why);
   AnswerWaiters(g);

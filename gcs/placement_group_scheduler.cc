@@ -10,12 +10,8 @@
 namespace manta::gcs {
 namespace {
 
-absl::StatusOr<ResourceSet> ToResourceSet(const google::protobuf::Map<std::string, double>& m) {
-  return ResourceSet::FromMap(std::map<std::string, double>(m.begin(), m.end()));
-}
-
 std::string Describe(const rpc::Bundle& b) {
-  auto r = ToResourceSet(b.resources());
+  auto r = ResourceSet::FromPairs(b.resources());
   std::string s = absl::StrCat("bundle ", b.index(), " ", r.ok() ? r->DebugString() : "{?}");
   if (!b.label_selector().empty()) {
     std::map<std::string, std::string> m(b.label_selector().begin(), b.label_selector().end());
@@ -33,7 +29,7 @@ std::string Describe(const rpc::Bundle& b) {
 }  // namespace
 
 absl::StatusOr<std::pair<ResourceSet, LabelSelector>> ParseBundle(const rpc::Bundle& bundle) {
-  auto resources = ToResourceSet(bundle.resources());
+  auto resources = ResourceSet::FromPairs(bundle.resources());
   if (!resources.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), ": ", resources.status().message()));
   }
@@ -250,7 +246,7 @@ void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Cal
     a.bundles.push_back(std::move(placed));
     a.by_node[node].push_back(b.index());
     a.all_nodes[b.index()] = node;
-    a.reserving[node].Add(*ToResourceSet(b.resources()));
+    a.reserving[node].Add(*ResourceSet::FromPairs(b.resources()));
   }
   if (a.bundles.empty()) {
     PlacementResult r;

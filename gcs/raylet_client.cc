@@ -9,7 +9,7 @@ namespace {
 
 // Leases for actors use grant_or_reject, so the raylet answers at once.
 constexpr absl::Duration kLeaseTimeout = absl::Seconds(30);
-constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+constexpr absl::Duration kRayletCallTimeout = absl::Seconds(10);
 
 // Every raylet method the GCS calls is idempotent (a lease by its id, a
 // bundle by group and index), so a call whose connection broke is made again;
@@ -32,13 +32,13 @@ class GrpcRayletClientPool : public RayletClientPool {
         std::move(cb));                                                                            \
   }
   MANTA_RAYLET_CALL(RequestWorkerLease, kLeaseTimeout, Retry())
-  MANTA_RAYLET_CALL(ReturnWorker, kCallTimeout, RetryLonger())
-  MANTA_RAYLET_CALL(KillJobWorkers, kCallTimeout, RetryLonger())
-  MANTA_RAYLET_CALL(PrepareBundles, kCallTimeout, Retry())
-  MANTA_RAYLET_CALL(CommitBundles, kCallTimeout, Retry())
-  MANTA_RAYLET_CALL(CancelBundles, kCallTimeout, RetryLonger())
-  MANTA_RAYLET_CALL(ReleaseUnusedBundles, kCallTimeout, Retry())
-  MANTA_RAYLET_CALL(DrainRaylet, kCallTimeout, Retry())
+  MANTA_RAYLET_CALL(ReturnWorker, kRayletCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(KillJobWorkers, kRayletCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(PrepareBundles, kRayletCallTimeout, Retry())
+  MANTA_RAYLET_CALL(CommitBundles, kRayletCallTimeout, Retry())
+  MANTA_RAYLET_CALL(CancelBundles, kRayletCallTimeout, RetryLonger())
+  MANTA_RAYLET_CALL(ReleaseUnusedBundles, kRayletCallTimeout, Retry())
+  MANTA_RAYLET_CALL(DrainRaylet, kRayletCallTimeout, Retry())
 #undef MANTA_RAYLET_CALL
 
   void Forget(const NodeId& node) override { stubs_.erase(node); }

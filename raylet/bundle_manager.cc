@@ -5,12 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/label_selector.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 
 namespace manta::raylet {
 namespace {
-
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
 absl::StatusOr<PlacementGroupId> ParseGroup(const std::string& binary) {
   auto group = PlacementGroupId::FromBinary(binary);
@@ -47,7 +45,7 @@ void BundleManager::HandlePrepareBundles(const rpc::PrepareBundlesRequest& reque
       return done(absl::FailedPreconditionError(
           absl::StrCat(what, " is for node ", ToHex(b.node_id()), ", not this node ", options_.node_id.Hex())));
     }
-    auto resources = ResourceSet::FromMap(std::map<std::string, double>(b.resources().begin(), b.resources().end()));
+    auto resources = ResourceSet::FromPairs(b.resources());
     if (!resources.ok()) {
       return done(absl::InvalidArgumentError(absl::StrCat(what, ": ", resources.status().message())));
     }

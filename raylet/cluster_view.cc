@@ -3,11 +3,6 @@
 namespace manta::raylet {
 namespace {
 
-template <typename Map>
-absl::StatusOr<ResourceSet> ToSet(const Map& m) {
-  return ResourceSet::FromMap(std::map<std::string, double>(m.begin(), m.end()));
-}
-
 // The smallest fraction left over, across the demanded resources, after
 // taking `demand` from `available`: higher is less loaded.
 double Headroom(const ResourceSet& demand, const ResourceSet& available, const ResourceSet& total) {
@@ -26,7 +21,7 @@ bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok() || *id == self_) return false;
   if (info.state() == rpc::NodeInfo::DEAD) return nodes_.erase(*id) > 0;
-  auto total = ToSet(info.resources_total());
+  auto total = ResourceSet::FromPairs(info.resources_total());
   if (!total.ok()) return false;
   auto [it, added] = nodes_.try_emplace(*id);
   Node& n = it->second;
@@ -56,8 +51,8 @@ bool ClusterView::OnNodeResources(const rpc::NodeResources& resources) {
   // A restarted raylet is a new node; a restarted GCS may replay older
   // versions, which must not hide newer ones.
   if (resources.version() < n.version) return false;
-  auto total = ToSet(resources.total());
-  auto available = ToSet(resources.available());
+  auto total = ResourceSet::FromPairs(resources.total());
+  auto available = ResourceSet::FromPairs(resources.available());
   if (!total.ok() || !available.ok()) return false;
   n.version = resources.version();
   n.total = *total;

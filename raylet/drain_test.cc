@@ -7,6 +7,7 @@
 #include "raylet/drain_state.h"
 #include "raylet/fake_worker_pool.h"
 #include "raylet/lease_manager.h"
+#include "raylet/test_util.h"
 
 namespace manta::raylet {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 using Reply = rpc::RequestWorkerLeaseReply;
 using Action = DrainState::Action;
 
-ResourceSet Set(const std::map<std::string, double>& m) { return *ResourceSet::FromMap(m); }
+using testing::Set;
 
 TEST(DrainStateTest, ExitsWhenIdleOrAtTheDeadline) {
   DrainState drain;
@@ -51,10 +52,7 @@ TEST(DrainStateTest, DeadlineOnlyMovesEarlierAndReasonIsTheLatest) {
   EXPECT_TRUE(drain.draining());
 }
 
-struct Call {
-  Reply reply;
-  bool done = false;
-};
+using Call = testing::LeaseCall;
 
 struct Options {
   bool grant_or_reject = false;

@@ -1,12 +1,9 @@
 #include "raylet/gcs_link.h"
 
 #include "common/id.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 
 namespace manta::raylet {
-namespace {
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
-}  // namespace
 
 GcsLink::GcsLink(GcsLinkOptions options, EventLoop* loop, gcs::GcsClient* gcs, Host* host, Clock clock)
     : options_(std::move(options)), loop_(loop), gcs_(gcs), host_(host), clock_(std::move(clock)) {

@@ -9,6 +9,7 @@
 #include "raylet/drain_state.h"
 #include "raylet/fake_worker_pool.h"
 #include "raylet/lease_manager.h"
+#include "raylet/test_util.h"
 
 namespace manta::raylet {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 using google::protobuf::util::MessageDifferencer;
 using Reply = rpc::RequestWorkerLeaseReply;
 
-ResourceSet Set(const std::map<std::string, double>& m) { return *ResourceSet::FromMap(m); }
+using testing::Set;
 
 class RayletIdempotencyTest : public ::testing::Test {
  protected:

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 #include "common/placement_group_resources.h"
 #include "common/tpu.h"
 
@@ -14,8 +14,6 @@ using Reply = rpc::RequestWorkerLeaseReply;
 constexpr size_t kMaxLeaseIdBytes = 64;
 constexpr size_t kMaxPathBytes = 4096;
 constexpr int kMaxWorkerArgs = 1024;
-
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
 std::string DescribeSelector(const rpc::TaskSpec& spec) {
   if (spec.label_selector().empty()) return "";
@@ -61,7 +59,7 @@ absl::Status ValidateRequest(const rpc::RequestWorkerLeaseRequest& r) {
 // The demand a lease takes: its plain demand, or in a placement group the
 // group's names for it.
 absl::StatusOr<ResourceSet> LeaseDemand(const rpc::TaskSpec& spec) {
-  auto plain = ResourceSet::FromMap(std::map<std::string, double>(spec.resources().begin(), spec.resources().end()));
+  auto plain = ResourceSet::FromPairs(spec.resources());
   if (!plain.ok() || spec.placement_group_id().empty()) return plain;
   PlacementGroupId group = *PlacementGroupId::FromBinary(spec.placement_group_id());  // validated
   ResourceSet demand = pg::BundleDemand(*plain, group, spec.bundle_index());

@@ -3,18 +3,16 @@
 #include "common/placement_group_resources.h"
 #include "gtest/gtest.h"
 #include "raylet/fake_worker_pool.h"
+#include "raylet/test_util.h"
 
 namespace manta::raylet {
 namespace {
 
 using Reply = rpc::RequestWorkerLeaseReply;
 
-ResourceSet Set(const std::map<std::string, double>& m) { return *ResourceSet::FromMap(m); }
+using testing::Set;
 
-struct Call {
-  Reply reply;
-  bool done = false;
-};
+using Call = testing::LeaseCall;
 
 struct LeaseOptions {
   std::map<std::string, std::string> selector{};

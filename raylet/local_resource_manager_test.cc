@@ -2,11 +2,12 @@
 
 #include "common/placement_group_resources.h"
 #include "gtest/gtest.h"
+#include "raylet/test_util.h"
 
 namespace manta::raylet {
 namespace {
 
-ResourceSet Set(const std::map<std::string, double>& m) { return *ResourceSet::FromMap(m); }
+using testing::Set;
 
 TEST(LocalResourceManagerTest, GivesLowestFreeChips) {
   LocalResourceManager local(Set({{"CPU", 8}, {"TPU", 4}}), 4);

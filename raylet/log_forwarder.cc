@@ -9,15 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 #include "common/utf8.h"
 
 namespace manta::raylet {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
 }  // namespace
 

@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/id.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
 #include "common/status.h"
@@ -40,8 +40,6 @@ constexpr absl::Duration kDrainCheckPeriod = absl::Milliseconds(100);
 constexpr absl::Duration kDrainCallTimeout = absl::Seconds(2);
 constexpr char kSigtermDrainReason[] = "preemption";
 constexpr size_t kMaxDrainReasonBytes = 256;
-
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
 
 }  // namespace
 

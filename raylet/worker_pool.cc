@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
+#include "raylet/raylet_log.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -20,13 +20,10 @@ extern char** environ;
 namespace manta::raylet {
 namespace {
 
-std::shared_ptr<spdlog::logger> Log() { return Logger("raylet"); }
-
 std::string ExitDetail(int64_t exit_status, int term_signal) {
   if (term_signal != 0) return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
   return absl::StrCat("exited with code ", exit_status);
 }
-
 
 // The worker's environment: the raylet's own, with what tells the worker
 // who and where it is set anew.

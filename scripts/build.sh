@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds everything into build/ (binaries in build/bin).
+# Configures and builds into build/ (binaries in build/bin): everything, or
+# what the arguments name (`scripts/build.sh --target demo`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh

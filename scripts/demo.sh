@@ -10,7 +10,7 @@
 # then stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+scripts/build.sh --target demo
 MANTA=build/bin/manta
 TEMP_DIR=$(mktemp -d /tmp/manta-demo.XXXXXX)
 cleanup() {

@@ -5,8 +5,9 @@
 #   scripts/thread_safety.sh              # every daemon, library and CLI source
 #   scripts/thread_safety.sh runtime      # only files under these folders
 #
-# clang (14 on Debian 12) parses each translation unit (-fsyntax-only: no code is made) with
-# the flags CMake gives it, in build-tsa/ (configured with clang; only the
+# clang (14 on Debian 12) parses each translation unit (-fsyntax-only: no code
+# is made; a unity build's batches, as the main build compiles them) with the
+# flags CMake gives it, in build-tsa/ (configured with clang; only the
 # generated protobuf headers are built there). Tests and benchmarks are left
 # out: they hold no annotated state. Exits non-zero on the first folder with
 # an error and prints clang's diagnostics. MANTA_BUILD_JOBS sets the
@@ -34,16 +35,21 @@ mapfile -t GENERATED < <(ninja -C "$BUILD" -t targets all | sed -n 's/^\(gen\/pr
 ninja -C "$BUILD" -j"$JOBS" "${GENERATED[@]}" >/dev/null
 
 python3 - "$BUILD" "$ROOT" "$JOBS" "${DIRS[@]}" <<'PY'
-import json, os, shlex, subprocess, sys
+import json, os, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 build, root, jobs, dirs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 entries = json.load(open(os.path.join(build, "compile_commands.json")))
-def wanted(path):
-    rel = os.path.relpath(path, root)
-    if not any(rel.startswith(d.rstrip("/") + "/") for d in dirs): return False
-    base = os.path.basename(rel)
-    return not (base.endswith("_test.cc") or "/bench/" in rel or rel.startswith("bench/") or "/fuzz/" in rel)
-units = sorted({e["file"]: e for e in entries if wanted(e["file"])}.values(), key=lambda e: e["file"])
+def sources(e):
+    # A unity unit (CMake's Unity/unity_N_cxx.cxx) stands for the files it includes.
+    if "/Unity/unity_" not in e["file"]: return [e["file"]]
+    return re.findall(r'^#include "([^"]+)"', open(e["file"]).read(), re.M)
+def wanted(e):
+    # Files CMake generates (the page's assets) are not the project's to check.
+    rels = [os.path.relpath(p, root) for p in sources(e) if not p.startswith(build + "/")]
+    if not rels or not all(any(r.startswith(d.rstrip("/") + "/") for d in dirs) for r in rels): return False
+    return not any(os.path.basename(r).endswith("_test.cc") or r.startswith(("bench/", "fuzz/")) or
+                   "/bench/" in r or "/fuzz/" in r for r in rels)
+units = sorted({e["file"]: e for e in entries if wanted(e)}.values(), key=lambda e: e["file"])
 def check(e):
     args = shlex.split(e["command"])
     out, skip = [], False
@@ -61,6 +67,7 @@ with ThreadPoolExecutor(jobs) as pool:
         if rc != 0:
             failed += 1
             print(f"== {os.path.relpath(path, root)}\n{err}", end="")
-print(f"thread-safety: {len(units)} files checked, {failed} with errors")
+files = sum(len(sources(e)) for e in units)
+print(f"thread-safety: {files} files in {len(units)} units checked, {failed} units with errors")
 sys.exit(1 if failed else 0)
 PY

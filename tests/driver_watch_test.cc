@@ -16,7 +16,7 @@
 namespace manta::testing {
 namespace {
 
-constexpr absl::Duration kTimeout = absl::Seconds(5);
+constexpr absl::Duration kCallTimeout = absl::Seconds(5);
 
 // A loopback port bound but not listening: a connection to it is refused,
 // and no other process can take it while `fd` is open.
@@ -50,7 +50,7 @@ TEST(DriverWatchTest, AJobWhoseDriverIsGoneBetweenPollsIsFinishedWithinSeconds) 
   rpc::AddJobReply added;
   {
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster.token(), kCallTimeout);
     ASSERT_TRUE(jobs->AddJob(&ctx, add, &added).ok());
   }
   {
@@ -59,7 +59,7 @@ TEST(DriverWatchTest, AJobWhoseDriverIsGoneBetweenPollsIsFinishedWithinSeconds) 
     poll.set_max_wait_ms(1);
     rpc::PollReply reply;
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster.token(), kCallTimeout);
     ASSERT_TRUE(pubsub->Poll(&ctx, poll, &reply).ok());
   }
   const absl::Time poll_ended = absl::Now();
@@ -67,7 +67,7 @@ TEST(DriverWatchTest, AJobWhoseDriverIsGoneBetweenPollsIsFinishedWithinSeconds) 
   auto finished = [&] {
     rpc::GetAllJobInfoReply reply;
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster.token(), kCallTimeout);
     if (!jobs->GetAllJobInfo(&ctx, rpc::GetAllJobInfoRequest(), &reply).ok()) return false;
     for (const auto& j : reply.jobs()) {
       if (j.job_id() == added.job_id()) return j.is_dead();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_fixture.h"
+#include "tests/train_config.h"
 
 namespace manta::testing {
 namespace {
@@ -30,7 +31,6 @@ constexpr int kRunsSlower = 4;
 constexpr int kRunsSlower = 1;
 #endif
 
-const std::string kBase = std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml";
 
 // Losses of a metrics file, every line (a step redone appears twice).
 std::vector<std::pair<int64_t, double>> Lines(const std::string& path) {
@@ -78,7 +78,7 @@ class ElasticTest : public ::testing::Test {
   }
 
   std::vector<std::string> Args(const std::string& run, int steps, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {kBase,
+    std::vector<std::string> a = {kBaseConfig,
                                   "model_name=tiny",
                                   "steps=" + std::to_string(steps),
                                   "per_device_batch_size=1",

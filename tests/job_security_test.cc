@@ -263,7 +263,9 @@ TEST_F(JobSecurityTest, IdleAndSlowConnectionsDoNotHoldTheServer) {
     ASSERT_GT(poll(&p, 1, 30000), 0) << "a half-sent request was kept open";
     char buf[256];
     ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n > 0) EXPECT_TRUE(absl::StartsWith(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 408"));
+    if (n > 0) {
+      EXPECT_TRUE(absl::StartsWith(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 408"));
+    }
   }
   for (int fd : idle) {
     pollfd p{fd, POLLIN, 0};

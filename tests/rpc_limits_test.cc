@@ -16,7 +16,7 @@
 namespace manta::testing {
 namespace {
 
-constexpr absl::Duration kTimeout = absl::Seconds(10);
+constexpr absl::Duration kLimitsTimeout = absl::Seconds(10);
 
 rpc::RegisterNodeRequest ValidRegistration() {
   rpc::RegisterNodeRequest req;
@@ -38,7 +38,7 @@ class RpcLimitsTest : public ::testing::Test {
 
   grpc::Status Register(const rpc::RegisterNodeRequest& req) {
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
     rpc::RegisterNodeReply reply;
     return nodes_->RegisterNode(&ctx, req, &reply);
   }
@@ -85,7 +85,7 @@ TEST_F(RpcLimitsTest, InvalidRegistrationsAreInvalidArgument) {
 TEST_F(RpcLimitsTest, InvalidResourceReportIsInvalidArgument) {
   auto stub = rpc::NodeResourceGcsService::NewStub(channel_);
   grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+  rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
   rpc::ReportResourcesRequest req;
   req.mutable_resources()->set_node_id(FromHex(cluster_.raylet(0).node_id).value());
   (*req.mutable_resources()->mutable_total())["CPU"] = std::nan("");
@@ -101,7 +101,7 @@ TEST_F(RpcLimitsTest, LogFlushForAMalformedJobIsInvalidArgument) {
       UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
   auto flush = [&](const std::string& job_id) {
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
     rpc::FlushJobLogsRequest req;
     req.set_job_id(job_id);
     rpc::FlushJobLogsReply reply;
@@ -119,7 +119,7 @@ TEST_F(RpcLimitsTest, LogFlushForAMalformedJobIsInvalidArgument) {
 TEST_F(RpcLimitsTest, OversizedRequestsAreResourceExhausted) {
   auto kv = rpc::InternalKvGcsService::NewStub(channel_);
   grpc::ClientContext ctx;
-  rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+  rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
   rpc::KvPutRequest req;
   req.set_ns("test");
   req.set_key("huge");
@@ -131,7 +131,7 @@ TEST_F(RpcLimitsTest, OversizedRequestsAreResourceExhausted) {
   auto raylet = rpc::NodeManagerService::NewStub(
       UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
   grpc::ClientContext ctx2;
-  rpc::PrepareContext(&ctx2, cluster_.token(), kTimeout);
+  rpc::PrepareContext(&ctx2, cluster_.token(), kLimitsTimeout);
   rpc::HealthCheckRequest hc;
   hc.set_gcs_incarnation(std::string(rpc::kMaxMessageBytes + 1024, 'x'));
   rpc::HealthCheckReply hc_reply;
@@ -140,7 +140,7 @@ TEST_F(RpcLimitsTest, OversizedRequestsAreResourceExhausted) {
 
   ExpectStillServing();
   grpc::ClientContext ctx3;
-  rpc::PrepareContext(&ctx3, cluster_.token(), kTimeout);
+  rpc::PrepareContext(&ctx3, cluster_.token(), kLimitsTimeout);
   s = raylet->HealthCheck(&ctx3, rpc::HealthCheckRequest(), &hc_reply);
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
@@ -152,7 +152,7 @@ TEST_F(RpcLimitsTest, UnparsableBytesAreRefused) {
   grpc::ByteBuffer request(&slice, 1);
   for (const char* method : {"/manta.rpc.NodeInfoGcsService/RegisterNode", "/manta.rpc.InternalKvGcsService/Put"}) {
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, cluster_.token(), kTimeout);
+    rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
     grpc::ByteBuffer response;
     std::promise<grpc::Status> done;
     generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,

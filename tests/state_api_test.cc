@@ -69,7 +69,9 @@ TEST_F(StateApiTest, NodesAndClusterStatusInRaysShapes) {
   for (const json& node : nodes["result"]) {
     ASSERT_TRUE(node.contains("resources_available")) << node.dump();
     EXPECT_EQ(node["resources_available"].size(), node["resources_total"].size()) << node.dump();
-    if (node["resources_total"].contains("TPU")) EXPECT_EQ(node["resources_available"]["TPU"], 4.0);
+    if (node["resources_total"].contains("TPU")) {
+      EXPECT_EQ(node["resources_available"]["TPU"], 4.0);
+    }
   }
 
   auto [code, body] = Get("/api/cluster_status");

@@ -17,17 +17,16 @@
 #include "common/placement_group_resources.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_fixture.h"
+#include "tests/train_config.h"
 #include "tests/job_cluster.h"
 
 namespace manta::testing {
 namespace {
 
-const std::string kBase = std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml";
-
 // The tiny model over one slice's 16 devices, or both slices' 32.
 std::vector<std::string> TinyArgs(const std::string& dir, const std::string& run, int steps,
                                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {kBase,
+  std::vector<std::string> args = {kBaseConfig,
                                    "model_name=tiny",
                                    "steps=" + std::to_string(steps),
                                    "per_device_batch_size=1",
@@ -327,7 +326,7 @@ TEST_F(TrainClusterTest, PlainWorkersWithoutSlices) {
   const std::string env_dir = dir_ + "/env";
   std::filesystem::create_directories(env_dir);
   CommandResult r = Driver({"--use_tpu=0", "--num_workers=4", "--resources=CPU:1", "--env_dir=" + env_dir},
-                           {kBase, "model_name=tiny", "steps=4", "ici_fsdp_parallelism=4",
+                           {kBaseConfig, "model_name=tiny", "steps=4", "ici_fsdp_parallelism=4",
                             "base_output_directory=" + dir_, "run_name=plain"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::map<std::string, int> per_node;

@@ -10,6 +10,7 @@
 #include "train/scaling.h"
 #include "train/elastic.h"
 #include "train/worker.h"
+#include "common/clock.h"
 
 namespace manta::train {
 
@@ -20,9 +21,7 @@ MANTA_REMOTE(TrainController::Create, &TrainController::Run, &TrainController::W
 namespace {
 
 // How long one reservation try waits before the controller looks again.
-constexpr absl::Duration kReserveTry = absl::Seconds(5);
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // The controller's lines go to its stdout, which reaches the driver as
 // "(TrainController pid=..., ip=...) ...".
@@ -51,7 +50,7 @@ TrainController::TrainController(ControllerSpec spec)
         r.run_id = spec_.run_id;
         r.name = spec_.run_name;
         r.state = state::TrainRunState::kInitializing;
-        r.start_time_ms = NowMs();
+        r.start_time_ms = NowUnixMs();
         r.max_failures = spec_.max_failures;
         r.min_workers = spec_.scaling.min_workers;
         r.max_workers = spec_.scaling.max_workers;
@@ -70,7 +69,7 @@ void TrainController::Transition(state::TrainRunState to, const std::string& det
   recorder_.Update([&](state::TrainRun& r) {
     r.state = to;
     r.status_detail = detail;
-    if (state::IsTerminal(to)) r.end_time_ms = NowMs();
+    if (state::IsTerminal(to)) r.end_time_ms = NowUnixMs();
   });
 }
 
@@ -257,13 +256,13 @@ void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainA
     if (r.attempts.empty() || r.attempts.back().attempt_id != attempt_id) {
       state::TrainAttempt a;
       a.attempt_id = attempt_id;
-      a.start_time_ms = NowMs();
+      a.start_time_ms = NowUnixMs();
       r.attempts.push_back(std::move(a));
     }
     state::TrainAttempt& a = r.attempts.back();
     a.state = s;
     a.status_detail = detail;
-    if (ended) a.end_time_ms = NowMs();
+    if (ended) a.end_time_ms = NowUnixMs();
     if (workers == nullptr) return;
     a.num_workers = static_cast<int>(workers->size());
     a.workers = *workers;

@@ -12,8 +12,6 @@
 namespace manta::train {
 namespace {
 
-// How long one reservation try waits for a slice it saw free.
-constexpr absl::Duration kReserveTry = absl::Seconds(5);
 // How long survivors may take to report after their group ended.
 constexpr absl::Duration kArrivalTimeout = absl::Seconds(60);
 // How long a worker's death waits for the news that its host died.
@@ -21,12 +19,8 @@ constexpr absl::Duration kHostGrace = absl::Seconds(3);
 // How often a waiting run looks for free slices besides node events.
 constexpr absl::Duration kWaitingRetry = absl::Seconds(5);
 
-double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
-
 // "09:04:03.402": when an event reached the controller, in local time.
 std::string Clock(absl::Time t) { return absl::FormatTime("%H:%M:%E3S", t, absl::LocalTimeZone()); }
-
-std::string Key(const std::string& slice, int host) { return absl::StrCat(slice, "/", host); }
 
 }  // namespace
 

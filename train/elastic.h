@@ -44,7 +44,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "manta/state.h"
 #include "train/held_slice.h"
 #include "train/protocol.h"
@@ -52,6 +54,11 @@
 namespace manta::train {
 
 class TrainController;
+
+// Seconds from `t` to now.
+inline double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
+// The key of host `host` of slice `slice` among an elastic run's workers.
+inline std::string Key(const std::string& slice, int host) { return absl::StrCat(slice, "/", host); }
 
 class ElasticDriver {
  public:

@@ -14,10 +14,6 @@
 namespace manta::train {
 namespace {
 
-std::string Key(const std::string& slice, int host) { return absl::StrCat(slice, "/", host); }
-
-double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
-
 // The JAX variables of a worker in a group.
 void AddJaxEnv(const TrainContext& c, bool user_sets_platforms, std::map<std::string, std::string>* env) {
   (*env)["JAX_COORDINATOR_ADDRESS"] = c.coordinator_address;

@@ -68,7 +68,7 @@ absl::StatusOr<bool> SimNode::Prepare(const std::vector<rpc::Bundle>& bundles) {
   for (const rpc::Bundle& b : bundles) {
     auto group = PlacementGroupId::FromBinary(b.placement_group_id());
     if (!group.ok() || b.index() < 0) return absl::InvalidArgumentError("malformed bundle");
-    auto resources = ResourceSet::FromMap(std::map<std::string, double>(b.resources().begin(), b.resources().end()));
+    auto resources = ResourceSet::FromPairs(b.resources());
     if (!resources.ok()) return resources.status();
     BundleKey key{*group, b.index()};
     if (bundles_.count(key) > 0) continue;

@@ -41,7 +41,7 @@ constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
 // Longer than this between two health checks of a node (the GCS checks
 // every 2 s by default): the GCS went quiet on it.
 constexpr int64_t kQuietGapMs = 3000;
-constexpr absl::Duration kCallTimeout = absl::Seconds(5);  // as gcs::GcsClient
+constexpr absl::Duration kSimCallTimeout = absl::Seconds(5);  // as gcs::GcsClient
 constexpr char kPollMethod[] = "/manta.rpc.PubSubGcsService/Poll";
 
 bool Retryable(const absl::Status& s) {
@@ -59,7 +59,7 @@ int CalledPort(const grpc::CallbackServerContext& ctx) {
 }
 
 absl::StatusOr<ResourceSet> LeaseDemand(const rpc::TaskSpec& spec) {
-  auto demand = ResourceSet::FromMap(std::map<std::string, double>(spec.resources().begin(), spec.resources().end()));
+  auto demand = ResourceSet::FromPairs(spec.resources());
   if (!demand.ok() || spec.placement_group_id().empty()) return demand;
   auto group = PlacementGroupId::FromBinary(spec.placement_group_id());
   if (!group.ok()) return group.status();
@@ -360,7 +360,7 @@ class SimulatedRaylets::Impl {
     if (errors_.load() > 0) return FirstError();
     // The GCS must still count every simulated node alive.
     grpc::ClientContext ctx;
-    rpc::PrepareContext(&ctx, options_.token, kCallTimeout);
+    rpc::PrepareContext(&ctx, options_.token, kSimCallTimeout);
     rpc::GetAllNodeInfoRequest request;
     request.set_filter_alive(true);
     rpc::GetAllNodeInfoReply reply;
@@ -516,7 +516,7 @@ class SimulatedRaylets::Impl {
     auto start = [stub = &n.gcs->raw](auto* ctx, auto* req, auto* reply, auto done) {
       stub->UnaryCall(ctx, kPollMethod, grpc::StubOptions(), req, reply, std::move(done));
     };
-    rpc::UnaryCall<grpc::ByteBuffer>(&loop_, options_.token, kCallTimeout + absl::Milliseconds(kPollWaitMs),
+    rpc::UnaryCall<grpc::ByteBuffer>(&loop_, options_.token, kSimCallTimeout + absl::Milliseconds(kPollWaitMs),
                                      std::move(req), start,
                                      [this, &n](const absl::Status& s, grpc::ByteBuffer&& reply) {
                                        in_flight_.fetch_sub(1);
@@ -559,10 +559,10 @@ class SimulatedRaylets::Impl {
     });
   }
 
-  // A call to the GCS with the token and kCallTimeout; `callback` runs on the loop.
+  // A call to the GCS with the token and kSimCallTimeout; `callback` runs on the loop.
   template <typename Reply, typename Request, typename Start>
   void Call(Request request, Start start, rpc::ReplyCallback<Reply> callback) {
-    rpc::UnaryCall<Reply>(&loop_, options_.token, kCallTimeout, std::move(request), std::move(start),
+    rpc::UnaryCall<Reply>(&loop_, options_.token, kSimCallTimeout, std::move(request), std::move(start),
                           std::move(callback));
   }
 

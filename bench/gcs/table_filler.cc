@@ -19,7 +19,7 @@ namespace manta::bench {
 namespace {
 
 constexpr int kWindow = 256;  // calls in flight
-constexpr absl::Duration kCallTimeout = absl::Seconds(30);
+constexpr absl::Duration kFillCallTimeout = absl::Seconds(30);
 
 using Finish = std::function<void(const absl::Status&)>;
 
@@ -76,7 +76,7 @@ absl::StatusOr<Reply> SyncCall(const std::string& token, const Request& request,
   absl::Notification done;
   absl::Status status;
   Reply out;
-  rpc::UnaryCall<Reply>(nullptr, token, kCallTimeout, request, start, [&](const absl::Status& s, Reply&& reply) {
+  rpc::UnaryCall<Reply>(nullptr, token, kFillCallTimeout, request, start, [&](const absl::Status& s, Reply&& reply) {
     status = s;
     out = std::move(reply);
     done.Notify();
@@ -137,7 +137,7 @@ absl::Status TableFiller::CreateActors(int count, double cpus, absl::Duration ti
     o->set_ray_namespace("bench");
     o->set_class_name("BenchActor");
     rpc::UnaryCall<rpc::RegisterActorReply>(
-        nullptr, token_, kCallTimeout, std::move(request),
+        nullptr, token_, kFillCallTimeout, std::move(request),
         [this](auto* ctx, auto* req, auto* reply, auto cb) {
           stubs_->actors->async()->RegisterActor(ctx, req, reply, std::move(cb));
         },
@@ -177,7 +177,7 @@ absl::Status TableFiller::CreatePlacementGroups(int count, int bundles, double c
       (*bundle->mutable_resources())["CPU"] = cpus;
     }
     rpc::UnaryCall<rpc::CreatePlacementGroupReply>(
-        nullptr, token_, kCallTimeout, std::move(request),
+        nullptr, token_, kFillCallTimeout, std::move(request),
         [this](auto* ctx, auto* req, auto* reply, auto cb) {
           stubs_->groups->async()->CreatePlacementGroup(ctx, req, reply, std::move(cb));
         },

@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/common/cluster.h"
 #include "bench/common/report.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/process.h"
 #include "nlohmann/json.hpp"
@@ -56,7 +57,6 @@ bool Fail(const std::string& why) {
   return false;
 }
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 std::vector<std::string> Args(const Options& o, const std::string& dir, const std::string& run, int steps,
                               std::vector<std::string> extra = {}) {
@@ -109,7 +109,7 @@ class Run {
     o.args = {"--temp-dir=" + c.temp_dir(), "--num_workers=" + nw, "--max_failures=-1",
               "--scheduling_timeout_s=300", "--storage_path=" + dir + "/results", "--"};
     o.args.insert(o.args.end(), args.begin(), args.end());
-    log_ = dir + "/driver_" + std::to_string(NowMs()) + ".log";
+    log_ = dir + "/driver_" + std::to_string(manta::NowUnixMs()) + ".log";
     o.log_file = log_;
     auto pid = manta::SpawnDaemon(o);
     pid_ = pid.ok() ? *pid : -1;
@@ -207,10 +207,10 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   Run run(c, dir, "4,8", Args(o, dir, "kill", 12 * o.period));
   if (!WaitSteps(run, metrics, 2 * o.period + 2)) return Fail(StepsFailure(run, metrics));
   const pid_t victim = c.TpuHostRaylet("tpu-group-1", 2);
-  const int64_t kill_ms = NowMs();
+  const int64_t kill_ms = manta::NowUnixMs();
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
   if (!WaitSteps(run, metrics, MetricLines(metrics) + o.period)) return Fail(StepsFailure(run, metrics));  // trains on at 4
-  const int64_t start_ms = NowMs();
+  const int64_t start_ms = manta::NowUnixMs();
   (void)c.StartTpuHost(manta::bench::V6e16(1), 2);
   const CommandResult& r = run.Wait();
   if (r.exit_code != 0) {
@@ -256,7 +256,7 @@ bool Drain(const manta::bench::LocalCluster& c, const Options& o, const std::str
   Run run(c, dir, "4,8", Args(o, dir, "drain", 4 * o.period));
   if (!WaitSteps(run, metrics, o.period + 2)) return Fail(StepsFailure(run, metrics));
   const std::string node = NodeOf("tpu-group-0", 1);
-  const int64_t drain_ms = NowMs();
+  const int64_t drain_ms = manta::NowUnixMs();
   manta::bench::RunManta(c.bin_dir(), {"drain-node", node, "--reason=preemption", "--deadline=60s",
                                        "--temp-dir=" + c.temp_dir()});
   const CommandResult& r = run.Wait();
@@ -288,7 +288,7 @@ bool Restore(const manta::bench::LocalCluster& c, const Options& o, const std::s
   const std::string metrics = dir + "/restore.jsonl";
   Run run(c, dir, "4,8", Args(o, dir, "restore", 3 * o.period, {"dcn_fsdp_parallelism=2", "dcn_data_parallelism=1"}));
   if (!WaitSteps(run, metrics, o.period + 2)) return Fail(StepsFailure(run, metrics));
-  const int64_t kill_ms = NowMs();
+  const int64_t kill_ms = manta::NowUnixMs();
   const pid_t victim = c.TpuHostRaylet("tpu-group-1", 1);
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
   const CommandResult& r = run.Wait();

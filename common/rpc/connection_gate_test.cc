@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/rpc/grpc_util.h"
+#include "common/rpc/http2_test_frames.h"
 #include "gtest/gtest.h"
 #include "tests/raw_socket.h"
 
@@ -20,12 +21,11 @@ namespace manta::rpc {
 namespace {
 
 constexpr char kToken[] = "gate-test-token";
-constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 // A TCP connection to the gate that sends the HTTP/2 preface and nothing more.
 int IdleConnection(int port) {
-  int fd = testing::ConnectLoopback(port);
-  if (fd >= 0) (void)!write(fd, kPreface, sizeof(kPreface) - 1);
+  int fd = manta::testing::ConnectLoopback(port);
+  if (fd >= 0) (void)!write(fd, testing::kClientPreface.data(), testing::kClientPreface.size());
   return fd;
 }
 

@@ -13,37 +13,14 @@
 #include "absl/synchronization/notification.h"
 #include "common/rpc/grpc_util.h"
 #include "common/rpc/http2_frames.h"
+#include "common/rpc/http2_test_frames.h"
 #include "gtest/gtest.h"
 
 namespace manta::rpc {
 namespace {
 
-constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-std::string Frame(uint8_t type, uint8_t flags, uint32_t stream, std::string_view payload) {
-  std::string f;
-  f.push_back(static_cast<char>(payload.size() >> 16));
-  f.push_back(static_cast<char>(payload.size() >> 8));
-  f.push_back(static_cast<char>(payload.size()));
-  f.push_back(static_cast<char>(type));
-  f.push_back(static_cast<char>(flags));
-  for (int shift : {24, 16, 8, 0}) f.push_back(static_cast<char>(stream >> shift));
-  f.append(payload);
-  return f;
-}
-
-// A header block of literal fields (no Huffman coding, no indexing).
-std::string Block(std::initializer_list<std::pair<std::string, std::string>> headers) {
-  std::string b;
-  for (const auto& [name, value] : headers) {
-    b.push_back('\0');
-    b.push_back(static_cast<char>(name.size()));
-    b.append(name);
-    b.push_back(static_cast<char>(value.size()));
-    b.append(value);
-  }
-  return b;
-}
+using testing::Block;
+using testing::Frame;
 
 // What a real gRPC client sends first when it calls `method` with `token`
 // on a connection this test accepts and answers with the server preface.
@@ -116,7 +93,7 @@ TEST(FirstRequestTest, HeadersAcrossContinuationsWithPaddingAndPriority) {
   headers_payload.append(5, '\0');                 // priority
   headers_payload.append(block.substr(0, 7));      // the first fragment
   headers_payload.append(3, '\0');                 // padding
-  std::string bytes = std::string(kPreface) + Frame(4, 0, 0, "") + Frame(8, 0, 0, std::string(4, '\x01')) +
+  std::string bytes = std::string(testing::kClientPreface) + Frame(4, 0, 0, "") + Frame(8, 0, 0, std::string(4, '\x01')) +
                       Frame(1, 0x8 | 0x20, 3, headers_payload) + Frame(9, 0, 3, block.substr(7, 5)) +
                       Frame(9, 0x4, 3, block.substr(12));
   FirstRequest r = ParseFirstRequest(bytes);
@@ -134,15 +111,15 @@ TEST(FirstRequestTest, WhatNoGrpcClientSendsIsInvalid) {
     std::string bytes;
   } cases[] = {
       {"an HTTP/1 request", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
-      {"DATA before any request", std::string(kPreface) + settings + Frame(0, 0, 1, "body")},
-      {"a frame larger than allowed", std::string(kPreface) + Frame(4, 0, 0, std::string(16385, '\0'))},
-      {"a request on an even stream", std::string(kPreface) + Frame(1, 0x4, 2, block)},
-      {"a request on stream 0", std::string(kPreface) + Frame(1, 0x4, 0, block)},
-      {"an interrupted header block", std::string(kPreface) + Frame(1, 0, 1, block) + settings},
-      {"a continuation of another stream", std::string(kPreface) + Frame(1, 0, 1, block) + Frame(9, 0x4, 3, "")},
-      {"padding longer than the frame", std::string(kPreface) + Frame(1, 0x4 | 0x8, 1, std::string(1, '\x7f'))},
-      {"headers that do not decode", std::string(kPreface) + Frame(1, 0x4, 1, "\xff\xff\xff\xff\xff")},
-      {"GOAWAY first", std::string(kPreface) + Frame(7, 0, 0, std::string(8, '\0'))},
+      {"DATA before any request", std::string(testing::kClientPreface) + settings + Frame(0, 0, 1, "body")},
+      {"a frame larger than allowed", std::string(testing::kClientPreface) + Frame(4, 0, 0, std::string(16385, '\0'))},
+      {"a request on an even stream", std::string(testing::kClientPreface) + Frame(1, 0x4, 2, block)},
+      {"a request on stream 0", std::string(testing::kClientPreface) + Frame(1, 0x4, 0, block)},
+      {"an interrupted header block", std::string(testing::kClientPreface) + Frame(1, 0, 1, block) + settings},
+      {"a continuation of another stream", std::string(testing::kClientPreface) + Frame(1, 0, 1, block) + Frame(9, 0x4, 3, "")},
+      {"padding longer than the frame", std::string(testing::kClientPreface) + Frame(1, 0x4 | 0x8, 1, std::string(1, '\x7f'))},
+      {"headers that do not decode", std::string(testing::kClientPreface) + Frame(1, 0x4, 1, "\xff\xff\xff\xff\xff")},
+      {"GOAWAY first", std::string(testing::kClientPreface) + Frame(7, 0, 0, std::string(8, '\0'))},
   };
   for (const Case& c : cases) {
     FirstRequest r = ParseFirstRequest(c.bytes);
@@ -150,7 +127,7 @@ TEST(FirstRequestTest, WhatNoGrpcClientSendsIsInvalid) {
     EXPECT_FALSE(r.error.empty()) << c.name;
   }
   // Headers that never end within the limit.
-  std::string endless = std::string(kPreface) + Frame(1, 0, 1, block);
+  std::string endless = std::string(testing::kClientPreface) + Frame(1, 0, 1, block);
   while (endless.size() < kMaxFirstRequestBytes) endless += Frame(9, 0, 1, std::string(16000, '\0'));
   EXPECT_EQ(ParseFirstRequest(endless).kind, FirstRequest::kInvalid);
 }

@@ -4,29 +4,14 @@
 #include <vector>
 
 #include "common/rpc/http2_frames.h"
+#include "common/rpc/http2_test_frames.h"
 #include "gtest/gtest.h"
 
 namespace manta::rpc {
 namespace {
 
-std::string Frame(uint8_t type, uint8_t flags, uint32_t stream, std::string_view payload) {
-  std::string out;
-  http2::AppendFrame(&out, type, flags, stream, payload);
-  return out;
-}
-
-// A header block of literal fields (no Huffman coding, no indexing).
-std::string Block(std::initializer_list<std::pair<std::string, std::string>> headers) {
-  std::string b;
-  for (const auto& [name, value] : headers) {
-    b.push_back('\0');
-    b.push_back(static_cast<char>(name.size()));
-    b.append(name);
-    b.push_back(static_cast<char>(value.size()));
-    b.append(value);
-  }
-  return b;
-}
+using testing::Block;
+using testing::Frame;
 
 struct Parsed {
   http2::FrameHeader header;

@@ -94,7 +94,9 @@ TEST(RpcChaosTest, ProbabilitiesAreRoughlyKept) {
     RpcFault f = chaos.Decide(kPut);
     requests += f.kind == RpcFault::kDropRequest;
     replies += f.kind == RpcFault::kDropReply;
-    if (f.kind == RpcFault::kDropRequest) EXPECT_EQ(f.delay, absl::ZeroDuration());
+    if (f.kind == RpcFault::kDropRequest) {
+      EXPECT_EQ(f.delay, absl::ZeroDuration());
+    }
     EXPECT_LE(f.delay, absl::Milliseconds(100));
   }
   EXPECT_NEAR(requests, 3000, 300);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "runtime/core_worker/wire.h"
+#include "runtime/core_worker/submit_test_util.h"
 
 namespace manta::core {
 namespace {
@@ -37,19 +38,11 @@ class FakeOwners : public OwnerClient {
   std::deque<std::pair<absl::Duration, std::function<void()>>> timers;
 };
 
-rpc::Address Addr(const std::string& worker, int port) {
-  rpc::Address a;
-  a.set_ip("10.0.0.1");
-  a.set_port(port);
-  a.set_worker_id(worker);
-  return a;
-}
-
 class ObjectServiceTest : public ::testing::Test {
  protected:
   ObjectServiceTest() { objects.set_self(self); }
   ObjectRefInfo Remote(const ObjectId& id, int port = 2000) {
-    return ObjectRefInfo{id, Addr("owner", port).SerializeAsString()};
+    return ObjectRefInfo{id, testing::WorkerAddress("owner", port).SerializeAsString()};
   }
   ObjectRefInfo Unreachable(const ObjectId& id) {
     rpc::Address a;
@@ -58,7 +51,7 @@ class ObjectServiceTest : public ::testing::Test {
     return ObjectRefInfo{id, a.SerializeAsString()};
   }
 
-  rpc::Address self = Addr("self", 1000);
+  rpc::Address self = testing::WorkerAddress("self", 1000);
   MemoryStore store;
   FakeOwners owners;
   ObjectService objects{&store, &owners};
@@ -129,7 +122,7 @@ TEST_F(ObjectServiceTest, AnArgumentIsInlineLocalOrFetchedAndADeadOwnerIsOwnerDi
   owners.values[remote] = V("there");
   rpc::TaskArg remote_arg;
   remote_arg.set_object_id(remote.Binary());
-  *remote_arg.mutable_owner() = Addr("owner", 2000);
+  *remote_arg.mutable_owner() = testing::WorkerAddress("owner", 2000);
   EXPECT_EQ(**objects.ResolveArg(remote_arg), "there");
 
   rpc::TaskArg dead = remote_arg;

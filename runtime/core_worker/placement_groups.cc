@@ -1,6 +1,8 @@
 // Placement groups and the node table from the core worker's side: blocking
 // calls to the GCS made on the caller's thread, never the io loop.
 #include <algorithm>
+#include <chrono>
+#include <future>
 
 #include "common/status.h"
 #include "runtime/core_worker/core_worker_impl.h"
@@ -67,6 +69,12 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroup(const Pl
 }
 
 absl::Status CoreWorkerImpl::RemovePlacementGroup(const PlacementGroupId& id) {
+  // Workers this process leased in the group and no longer uses go back to
+  // their raylets first: the next group's tasks reuse them, where removing
+  // the group would stop them.
+  auto returned = std::make_shared<std::promise<void>>();
+  tasks_.ReturnIdleLeasesOf(id.Binary(), [returned] { returned->set_value(); });
+  returned->get_future().wait_for(std::chrono::seconds(2));
   rpc::RemovePlacementGroupRequest req;
   req.set_placement_group_id(id.Binary());
   return GcsCall<rpc::RemovePlacementGroupReply>(

@@ -49,13 +49,15 @@ class CoreWorkerImpl::SubmitHostImpl final : public SubmitHost {
   }
 
   // Returning a lease is tried longer (a miss leaks it until the job ends).
-  void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req) override {
+  void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req, std::function<void()> done) override {
     rpc::RetryingUnaryCall<rpc::ReturnWorkerReply>(
         &cw_->loop_, cw_->options_.token, absl::Seconds(10), rpc::RetryPolicy::Patient(), std::move(req),
         [stub = cw_->pool_.Raylet(raylet)](auto* ctx, auto* r, auto* reply, auto cb) {
           stub->async()->ReturnWorker(ctx, r, reply, std::move(cb));
         },
-        [](const absl::Status&, rpc::ReturnWorkerReply&&) {});
+        [done = std::move(done)](const absl::Status&, rpc::ReturnWorkerReply&&) {
+          if (done) done();
+        });
   }
 
  private:

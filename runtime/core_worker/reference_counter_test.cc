@@ -1,4 +1,5 @@
 #include "runtime/core_worker/reference_counter.h"
+#include "runtime/core_worker/submit_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -60,14 +61,6 @@ class FakePeers : public BorrowPeers {
   std::deque<std::pair<absl::Duration, std::function<void()>>> timers;
 };
 
-rpc::Address Addr(const std::string& worker, int port) {
-  rpc::Address a;
-  a.set_ip("10.0.0.1");
-  a.set_port(port);
-  a.set_worker_id(worker);
-  return a;
-}
-
 class ReferenceCounterTest : public ::testing::Test {
  protected:
   ReferenceCounterTest() { refs.set_self(self); }
@@ -83,9 +76,9 @@ class ReferenceCounterTest : public ::testing::Test {
     return ObjectRefInfo{ObjectId::FromRandom(), owner.SerializeAsString()};
   }
 
-  rpc::Address self = Addr("self-worker", 1000);
-  rpc::Address owner = Addr("owner-worker", 2000);
-  rpc::Address borrower = Addr("borrower-worker", 3000);
+  rpc::Address self = testing::WorkerAddress("self-worker", 1000);
+  rpc::Address owner = testing::WorkerAddress("owner-worker", 2000);
+  rpc::Address borrower = testing::WorkerAddress("borrower-worker", 3000);
   MemoryStore store;
   FakePeers peers;
   ReferenceCounter refs{&store, &peers};
@@ -239,7 +232,7 @@ TEST_F(ReferenceCounterTest, AWorkerHandsOverRefsSoTheCallerCanHoldThem) {
   spec.set_caller_worker_id(owner.worker_id());
   ObjectId mine = PutOwned();                          // owned by this worker
   ObjectRefInfo callers = RefOwnedBy(owner);           // the caller's own value
-  ObjectRefInfo third = RefOwnedBy(Addr("third", 4000));  // borrowed from a third process
+  ObjectRefInfo third = RefOwnedBy(testing::WorkerAddress("third", 4000));  // borrowed from a third process
   refs.AddBorrowedReference(callers);
   refs.AddBorrowedReference(third);
   peers.adds.clear();

@@ -36,8 +36,10 @@ class SubmitHost {
   virtual void RequestWorkerLease(const std::string& raylet, rpc::RequestWorkerLeaseRequest req,
                                   std::function<void(const absl::Status&, rpc::RequestWorkerLeaseReply&&)> done) = 0;
   // Returns a lease, or a lease id that may have been granted (retried
-  // patiently; nothing to wait for).
-  virtual void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req) = 0;
+  // patiently). `done` (optional) runs on the io loop once the raylet
+  // answered or the retries gave up.
+  virtual void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req,
+                            std::function<void()> done = nullptr) = 0;
 };
 
 struct SubmitDeps {

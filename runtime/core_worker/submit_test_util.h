@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,15 @@
 namespace manta::core::testing {
 
 inline constexpr absl::Duration kWait = absl::Seconds(10);
+
+// The address of worker `worker` (its id's bytes) on 10.0.0.1:`port`.
+inline rpc::Address WorkerAddress(const std::string& worker, int port) {
+  rpc::Address a;
+  a.set_ip("10.0.0.1");
+  a.set_port(port);
+  a.set_worker_id(worker);
+  return a;
+}
 
 class FakeSubmitHost : public SubmitHost {
  public:
@@ -40,9 +50,13 @@ class FakeSubmitHost : public SubmitHost {
     absl::MutexLock lock(&mu);
     leases.push_back({raylet, std::move(req), std::move(done)});
   }
-  void ReturnWorker(const std::string&, rpc::ReturnWorkerRequest req) override {
-    absl::MutexLock lock(&mu);
-    returned.push_back(std::move(req));
+  // Taken back at once.
+  void ReturnWorker(const std::string&, rpc::ReturnWorkerRequest req, std::function<void()> done) override {
+    {
+      absl::MutexLock lock(&mu);
+      returned.push_back(std::move(req));
+    }
+    if (done) done();
   }
 
   // Waits until `pred` holds (evaluated under mu).

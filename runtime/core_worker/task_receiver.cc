@@ -21,12 +21,13 @@ namespace manta::core {
 namespace {
 
 void SetChipEnv(const rpc::PushTaskRequest& req) {
-  if (req.tpu_chip_ids_size() == 0) return;
-  std::vector<int> chips(req.tpu_chip_ids().begin(), req.tpu_chip_ids().end());
-  auto env = tpu::VisibleChipsEnv(chips, req.tpu_chips_per_host());
+  // A reused worker: the chips an earlier task held are not this one's.
   for (const char* name : {tpu::kEnvVisibleChips, tpu::kEnvChipsPerHostBounds, tpu::kEnvHostBounds}) {
     unsetenv(name);
   }
+  if (req.tpu_chip_ids_size() == 0) return;
+  std::vector<int> chips(req.tpu_chip_ids().begin(), req.tpu_chip_ids().end());
+  auto env = tpu::VisibleChipsEnv(chips, req.tpu_chips_per_host());
   if (!env.ok()) return;
   for (const auto& [k, v] : *env) setenv(k.c_str(), v.c_str(), 1);
 }

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/process.h"
 #include "manta/internal/function_registry.h"
+#include "runtime/core_worker/submit_test_util.h"
 #include "runtime/core_worker/wire.h"
 
 namespace manta::core {
@@ -18,7 +19,7 @@ namespace {
 using internal::ArgViews;
 using internal::FunctionRegistry;
 
-constexpr absl::Duration kWait = absl::Seconds(10);
+using testing::kWait;
 
 // What the test functions saw; reset by each test.
 absl::Mutex g_mu;
@@ -93,7 +94,7 @@ class FakePush final : public PushedTask {
   absl::Notification done_;
 };
 
-class FakeHost : public TaskHost {
+class FakeTaskHost : public TaskHost {
  public:
   absl::StatusOr<Value> ResolveArg(const rpc::TaskArg& arg) override {
     if (arg.object_id() == "lost") return absl::NotFoundError("the owner lost it");
@@ -173,7 +174,7 @@ class TaskReceiverTest : public ::testing::Test {
     ASSERT_TRUE(receiver_.holds_actor());
   }
 
-  FakeHost host_;
+  FakeTaskHost host_;
   std::vector<std::unique_ptr<FakePush>> pushes_;  // outlive the receiver
   TaskReceiver receiver_{&host_};
   std::thread main_;

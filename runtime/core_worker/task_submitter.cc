@@ -363,6 +363,36 @@ void TaskSubmitter::ReturnAllLeases() {
   }
 }
 
+void TaskSubmitter::ReturnIdleLeasesOf(const std::string& group, std::function<void()> done) {
+  std::vector<std::shared_ptr<WorkerLease>> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, q] : queues_) {
+      if (!q.shape || q.shape->placement_group_id() != group || !q.tasks.empty()) continue;
+      for (auto it = q.leases.begin(); it != q.leases.end();) {
+        if ((*it)->in_flight == 0 && !(*it)->dead) {
+          idle.push_back(*it);
+          it = q.leases.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  if (idle.empty()) return done();
+  // The last raylet to answer ends the wait.
+  auto left = std::make_shared<std::atomic<int>>(static_cast<int>(idle.size()));
+  auto shared_done = std::make_shared<std::function<void()>>(std::move(done));
+  for (const auto& lease : idle) {
+    rpc::ReturnWorkerRequest req;
+    req.set_lease_id(lease->lease_id.Binary());
+    req.set_worker_id(lease->worker.worker_id());
+    deps_.host->ReturnWorker(lease->raylet, std::move(req), [left, shared_done] {
+      if (left->fetch_sub(1) == 1) (*shared_done)();
+    });
+  }
+}
+
 void TaskSubmitter::DropTimers() {
   idle_lease_timer_.reset();
   lease_retry_timers_.clear();

@@ -113,6 +113,12 @@ class TaskSubmitter {
   void Stop() { stopping_.store(true); }
   // io loop, once stopping: returns every lease and drops the timers.
   void ReturnAllLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the leases in placement group `group` (binary id) that run
+  // nothing and have nothing queued, so that their workers go back to their
+  // raylets' pools rather than being stopped with the group when it is
+  // removed; `done` runs once every raylet has taken its leases back (at
+  // once when there are none). Any thread.
+  void ReturnIdleLeasesOf(const std::string& group, std::function<void()> done) ABSL_LOCKS_EXCLUDED(mu_);
   void DropTimers();
 
   // For tests and diagnostics.

@@ -195,7 +195,9 @@ TEST(GgufTest, LlamaCppContinuesAPromptAsTheEngineDoes) {
   ASSERT_TRUE(engine.Prefill(0, prompt, logits.data()).ok());
   std::vector<int32_t> want;
   for (int i = 0; i < 24; ++i) {
-    if (i > 0) ASSERT_TRUE(engine.Decode({0}, {want.back()}, logits.data()).ok());
+    if (i > 0) {
+      ASSERT_TRUE(engine.Decode({0}, {want.back()}, logits.data()).ok());
+    }
     want.push_back(Argmax(logits.data(), engine.vocab()));
   }
   std::string prompt_json = "[";
