@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/job_client.h"
+#include "cli/list_format.h"
 #include "cli/job_request.h"
 #include "common/status.h"
 #include "common/utf8.h"
@@ -102,11 +103,6 @@ absl::Status ShowPending(JobClient& client, const std::string& id, std::ostream&
     }
     absl::SleepFor(absl::Milliseconds(500));
   }
-}
-
-std::string FormatTime(const json& ms) {
-  if (!ms.is_number()) return "-";
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms.get<int64_t>()), absl::LocalTimeZone());
 }
 
 }  // namespace
@@ -261,17 +257,7 @@ absl::Status RunJobStop(const JobCommonOptions& o, const std::string& id, bool n
 absl::Status RunJobList(const JobCommonOptions& o, std::ostream& out) {
   ASSIGN_OR_RETURN(JobClient client, Connect(o));
   ASSIGN_OR_RETURN(json jobs, client.ListJobs());
-  std::vector<json> sorted(jobs.begin(), jobs.end());
-  std::sort(sorted.begin(), sorted.end(), [](const json& a, const json& b) {
-    return a.value("start_time", int64_t{0}) < b.value("start_time", int64_t{0});
-  });
-  out << absl::StrFormat("%-30s %-10s %-20s %s\n", "SUBMISSION_ID", "STATUS", "START_TIME", "ENTRYPOINT");
-  for (const json& job : sorted) {
-    std::string entry = job.value("entrypoint", "");
-    if (entry.size() > 60) entry = std::string(Utf8Prefix(entry, 57)) + "...";
-    out << absl::StrFormat("%-30s %-10s %-20s %s\n", job.value("submission_id", ""), job.value("status", ""),
-                           FormatTime(job["start_time"]), entry);
-  }
+  out << FormatJobList(jobs, absl::LocalTimeZone());
   return absl::OkStatus();
 }
 

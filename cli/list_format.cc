@@ -6,10 +6,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cli/drain_node.h"
 #include "cli/status_format.h"
 #include "common/resources.h"
 #include "nlohmann/json.hpp"
+#include "common/utf8.h"
 
 namespace manta::cli {
 namespace {
@@ -82,7 +84,15 @@ std::string FormatListHeader(size_t total, int limit, absl::Time now, absl::Time
 }
 
 std::string FormatTable(const std::vector<std::string>& headers,
-                        const std::vector<std::vector<std::vector<std::string>>>& rows) {
+                        const std::vector<std::vector<std::vector<std::string>>>& raw_rows) {
+  // Names and messages come from users: escaped, no cell can move the
+  // cursor or split its row.
+  std::vector<std::vector<std::vector<std::string>>> rows = raw_rows;
+  for (auto& row : rows) {
+    for (auto& cell : row) {
+      for (auto& line : cell) line = EscapeForTerminal(line);
+    }
+  }
   size_t index_width = std::max<size_t>(2, std::to_string(rows.empty() ? 0 : rows.size() - 1).size());
   std::vector<size_t> widths;
   for (const auto& h : headers) widths.push_back(h.size());
@@ -159,6 +169,26 @@ nlohmann::json NodeListJson(const std::vector<NodeView>& nodes) {
 
 std::string FormatNodeListJson(const std::vector<NodeView>& nodes) {
   return NodeListJson(nodes).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string FormatJobList(const nlohmann::json& jobs, absl::TimeZone tz) {
+  std::vector<nlohmann::json> sorted(jobs.begin(), jobs.end());
+  std::sort(sorted.begin(), sorted.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a.value("start_time", int64_t{0}) < b.value("start_time", int64_t{0});
+  });
+  std::string out = absl::StrFormat("%-30s %-10s %-20s %s\n", "SUBMISSION_ID", "STATUS", "START_TIME", "ENTRYPOINT");
+  for (const nlohmann::json& job : sorted) {
+    std::string entry = job.value("entrypoint", "");
+    if (entry.size() > 60) entry = std::string(Utf8Prefix(entry, 57)) + "...";
+    const nlohmann::json& start = job.contains("start_time") ? job["start_time"] : nlohmann::json();
+    const std::string when =
+        start.is_number() ? absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(start.get<int64_t>()), tz) : "-";
+    // What a user submitted is printed escaped: no escape sequence reaches
+    // the terminal, no newline splits a row.
+    absl::StrAppendFormat(&out, "%-30s %-10s %-20s %s\n", EscapeForTerminal(job.value("submission_id", "")),
+                          EscapeForTerminal(job.value("status", "")), when, EscapeForTerminal(entry));
+  }
+  return out;
 }
 
 }  // namespace manta::cli

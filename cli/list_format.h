@@ -49,6 +49,11 @@ std::string FormatListHeader(size_t total, int limit, absl::Time now, absl::Time
 
 // Lays out `rows` (each cell a list of lines) under `headers` with a leading
 // right-aligned row-index column, as tabulate's "plain" format does.
+// `manta job list`: the jobs of the Jobs API's list, oldest first, every
+// field from a user escaped for the terminal.
+std::string FormatJobList(const nlohmann::json& jobs, absl::TimeZone tz);
+
+// Every cell is escaped for the terminal (EscapeForTerminal).
 std::string FormatTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::vector<std::string>>>& rows);
 

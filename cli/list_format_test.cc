@@ -1,7 +1,10 @@
 #include "cli/list_format.h"
 
+#include <algorithm>
+
 #include "nlohmann/json.hpp"
 #include "cli/test_times.h"
+#include "common/utf8.h"
 #include "gtest/gtest.h"
 
 namespace manta::cli {
@@ -82,6 +85,23 @@ TEST(ListFormatTest, IndexColumnGrowsWithRows) {
   EXPECT_EQ(out.substr(0, out.find('\n')), "    A");
   EXPECT_NE(out.find("\n 0  x\n"), std::string::npos);
   EXPECT_NE(out.find("\n11  x\n"), std::string::npos);
+}
+
+TEST(ListFormatTest, NothingAUserNamedReachesTheTerminalRaw) {
+  const std::string hostile = "x\x1b]0;PWNED\a\x1b[2J\nsecond row\xc2\x9b" "1m\xff";
+  const std::string table = FormatTable({"NAME"}, {{{hostile}}});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_EQ(table.find('\a'), std::string::npos);
+  EXPECT_EQ(table.find("\xc2\x9b"), std::string::npos) << "C1 control characters are escaped too";
+  EXPECT_NE(table.find("x\\e]0;PWNED\\x07\\e[2J\\nsecond row\\x9b1m\\xff"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << "one header, one row";
+  const std::string jobs = FormatJobList(
+      nlohmann::json::array({{{"submission_id", "raysubmit_a"}, {"status", "RUNNING"}, {"start_time", 0},
+                              {"entrypoint", hostile}}}),
+      absl::UTCTimeZone());
+  EXPECT_EQ(jobs.find('\x1b'), std::string::npos) << jobs;
+  EXPECT_EQ(std::count(jobs.begin(), jobs.end(), '\n'), 2) << jobs;
+  EXPECT_EQ(EscapeForTerminal("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93") << "text stays text";
 }
 
 }  // namespace

@@ -111,15 +111,26 @@ absl::Status CheckMetricsFlags(const StartOptions& o) {
   return absl::OkStatus();
 }
 
-// Launches the dashboard and records its URL in <session>/dashboard_address.
-absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths& session, const StartOptions& o,
-                                      const std::string& gcs_address, const std::string& token_file) {
+// The port a daemon says it serves on in its ready file (`key`), else `port`.
+int ReadyPort(const std::string& ready_json, const char* key, int port) {
+  const nlohmann::json ready = nlohmann::json::parse(ready_json, nullptr, /*allow_exceptions=*/false);
+  if (ready.is_object() && ready.contains(key) && ready[key].is_number_integer()) return ready[key].get<int>();
+  return port;
+}
+
+// Launches the dashboard and records its URL in <session>/dashboard_address;
+// `o.dashboard_port` becomes the port it serves on.
+absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths& session, StartOptions& o,
+                                      const std::string& gcs_address, const std::string& token_file,
+                                      bool any_port_if_taken) {
   std::vector<std::string> args = {"--host=" + o.dashboard_host, absl::StrCat("--port=", o.dashboard_port),
                                    "--session_dir=" + session.dir, "--gcs_address=" + gcs_address,
                                    "--metrics_export_port=0", "--metrics_auth=" + o.metrics_auth};
+  if (any_port_if_taken) args.push_back("--port_fallback");
   for (auto& a : AuthArgs(token_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Daemon d,
                    LaunchDaemon(bin, DaemonFiles(session, kDashboard, kDashboard), args, o.dashboard_ready_timeout));
+  o.dashboard_port = ReadyPort(d.ready_json, "port", o.dashboard_port);
   std::string url = absl::StrCat("http://", o.dashboard_host, ":", o.dashboard_port);
   if (auto s = WriteFileAtomic(session.dir + "/dashboard_address", url + "\n", 0644); !s.ok()) {
     StopDaemon(d, kStopGrace).IgnoreError();
@@ -148,12 +159,9 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   } else {
     RETURN_IF_ERROR(CheckPortFree(o.node_ip, o.metrics_export_port));
   }
-  if (o.include_dashboard && o.dashboard_port == -1) {
-    o.dashboard_port = kDefaultDashboardPort;
-    if (!CheckPortFree(o.dashboard_host, o.dashboard_port).ok()) {
-      ASSIGN_OR_RETURN(o.dashboard_port, PickFreePort());
-    }
-  }
+  // The default dashboard port too (the dashboard picks and says which).
+  const bool default_dashboard_port = o.dashboard_port == -1;
+  if (o.include_dashboard && default_dashboard_port) o.dashboard_port = kDefaultDashboardPort;
   if (o.include_dashboard) {
     if (o.dashboard_port <= 0 || o.dashboard_port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("--dashboard-port ", o.dashboard_port, " is out of range"));
@@ -163,7 +171,7 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
       return absl::InvalidArgumentError(
           absl::StrCat("--dashboard-host '", o.dashboard_host, "' is not an IPv4 address"));
     }
-    RETURN_IF_ERROR(CheckPortFree(o.dashboard_host, o.dashboard_port));
+    if (!default_dashboard_port) RETURN_IF_ERROR(CheckPortFree(o.dashboard_host, o.dashboard_port));
   }
   // A head given --token-file (a Kubernetes Secret, say) enforces that
   // token, so nodes started elsewhere with the same file can join.
@@ -197,10 +205,7 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   ASSIGN_OR_RETURN(Daemon gcs,
                    LaunchDaemon(bin, DaemonFiles(session, kGcsServer, kGcsServer), gcs_args, o.gcs_ready_timeout));
   // Where the GCS serves its metrics, from its ready file.
-  const nlohmann::json ready = nlohmann::json::parse(gcs.ready_json, nullptr, /*allow_exceptions=*/false);
-  if (ready.is_object() && ready.contains("metrics_port") && ready["metrics_port"].is_number_integer()) {
-    o.metrics_export_port = ready["metrics_port"].get<int>();
-  }
+  o.metrics_export_port = ReadyPort(gcs.ready_json, "metrics_port", o.metrics_export_port);
 
   std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
                                           "--session_dir=" + session.dir, "--head", "--metrics_export_port=0",
@@ -215,7 +220,7 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   std::vector<Daemon> daemons = {*raylet, gcs};
   std::string dashboard_url;
   if (o.include_dashboard) {
-    auto dashboard = StartDashboard(bin, session, o, address, token_file);
+    auto dashboard = StartDashboard(bin, session, o, address, token_file, default_dashboard_port);
     if (!dashboard.ok()) {
       StopAll(daemons);
       return dashboard.status();

@@ -19,6 +19,9 @@
 namespace manta::cli {
 namespace {
 
+// What `manta up` started, in the session directory: a later `up` compares.
+constexpr char kUpShapeFile[] = "up_shape";
+
 constexpr int kStartsAtOnce = 8;  // `manta start` processes in flight
 
 struct RunningCluster {
@@ -126,9 +129,20 @@ void PrintReach(const RunningCluster& c, const std::string& temp_dir, std::ostre
 
 absl::Status RunUp(const UpOptions& o, std::ostream& out, std::ostream& err) {
   ASSIGN_OR_RETURN(std::vector<SimulatedHost> hosts, PlanHosts(o));
+  const std::string topology = o.topology.empty() && !o.tpu.empty() ? DefaultTopology(o.tpu).value_or("") : o.topology;
+  const std::string shape = Describe(o, hosts, topology);
   if (auto running = FindRunning(o.temp_dir); running.ok()) {
-    out << "A Manta cluster is already up under " << o.temp_dir << " (session " << running->session.dir
-        << "); nothing was started.\n";
+    // The same shape is already there; another is not started over it.
+    auto up = ReadFile(running->session.dir + "/" + kUpShapeFile);
+    const std::string have = up.ok() ? Trimmed(*up) : "a cluster `manta up` did not start";
+    if (have != shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another Manta cluster is already up under ", o.temp_dir, " (session ", running->session.dir, "): it is ",
+          have, ", not the ", shape, " asked for; nothing was started. `manta down --temp-dir=", o.temp_dir,
+          "` stops it"));
+    }
+    out << "A Manta cluster of this shape is already up under " << o.temp_dir << " (session "
+        << running->session.dir << "): " << shape << "; nothing was started.\n";
     PrintReach(*running, o.temp_dir, out);
     return absl::OkStatus();
   }
@@ -143,18 +157,18 @@ absl::Status RunUp(const UpOptions& o, std::ostream& out, std::ostream& err) {
   RETURN_IF_ERROR(Annotate(RunStart(head, head_out, err), "starting the head"));
   auto started = FindRunning(o.temp_dir);
   absl::Status s = started.status();
-  const std::string topology = o.topology.empty() && !o.tpu.empty() ? DefaultTopology(o.tpu).value_or("") : o.topology;
   if (s.ok()) {
-    out << "Head up at " << started->address << "; starting " << Describe(o, hosts, topology) << std::endl;
+    out << "Head up at " << started->address << "; starting " << shape << std::endl;
     s = StartHosts(bin + "/manta", *started, o, hosts, out);
   }
   if (s.ok()) s = WaitJoined(*started, static_cast<int>(hosts.size()) + 1, o.timeout, out);
+  if (s.ok()) s = WriteFileAtomic(started->session.dir + "/" + kUpShapeFile, shape + "\n", 0644);
   if (!s.ok()) {
     std::ostringstream quiet;
     RunStop({o.temp_dir, false, absl::Seconds(10)}, quiet).IgnoreError();
     return Annotate(s, "manta up stopped everything it had started");
   }
-  out << "\nManta cluster up: the head and " << Describe(o, hosts, topology) << ".\n";
+  out << "\nManta cluster up: the head and " << shape << ".\n";
   PrintReach(*started, o.temp_dir, out);
   return absl::OkStatus();
 }

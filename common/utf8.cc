@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include "absl/strings/str_format.h"
+
 namespace manta {
 
 std::string_view Utf8Prefix(std::string_view s, size_t max) {
@@ -73,6 +75,75 @@ std::string PrintableAscii(std::string_view s, size_t max) {
   for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
   if (s.size() > max) out += "...";
   return out;
+}
+
+std::string EscapeForTerminal(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&out](unsigned char c) { absl::StrAppendFormat(&out, "\\x%02x", c); };
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case 0x1b: out += "\\e"; break;
+        default: hex(c);
+      }
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    const size_t n = SequenceLength(s.substr(i));
+    if (n == 0) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    // U+0080..U+009F (C1) are 0xC2 0x80..0x9F.
+    if (n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) {
+      hex(static_cast<unsigned char>(s[i + 1]));
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+namespace {
+
+// The bytes at the end of `s` that begin a character not yet complete.
+size_t IncompleteTail(std::string_view s) {
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xc0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string Utf8Pieces::Add(std::string_view bytes) {
+  pending_.append(bytes);
+  const size_t keep = IncompleteTail(pending_);
+  std::string ready = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return ValidUtf8(ready);
+}
+
+std::string Utf8Pieces::Flush() {
+  std::string rest = ValidUtf8(pending_);
+  pending_.clear();
+  return rest;
 }
 
 }  // namespace manta

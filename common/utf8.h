@@ -25,4 +25,24 @@ bool IsValidUtf8(std::string_view s);
 // ASCII shown as '?': untrusted text safe to quote in a message.
 std::string PrintableAscii(std::string_view s, size_t max);
 
+// `s` safe to print on a terminal: C0 control characters, DEL, C1 control
+// characters (U+0080-U+009F) and bytes that are not UTF-8 are shown as
+// escapes ("\e", "\n", "\t", "\x9b"); other text is unchanged. A name from a
+// user can then neither move the cursor nor split a table's row.
+std::string EscapeForTerminal(std::string_view s);
+
+// Gathers bytes that arrive in pieces (tokens, reads of a file) and hands
+// out only whole UTF-8 characters, so a character split over two pieces is
+// never sent in halves; what is not UTF-8 comes out as U+FFFD.
+class Utf8Pieces {
+ public:
+  // The bytes that complete characters now (possibly empty).
+  std::string Add(std::string_view bytes);
+  // What is left at the end (an incomplete character, replaced).
+  std::string Flush();
+
+ private:
+  std::string pending_;
+};
+
 }  // namespace manta

@@ -12,6 +12,7 @@
 #include "dashboard/jobs_api.h"
 #include "dashboard/package_store.h"
 #include "dashboard/request_guard.h"
+#include "dashboard/session_store.h"
 #include "dashboard/state_api.h"
 #include "dashboard/web_page.h"
 #include "gcs/gcs_metrics.h"
@@ -32,26 +33,15 @@ void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> con
     res.set_header("Connection", "close");
     res.set_content(v.message + "\n", "text/plain; charset=utf-8");
   };
+  // The accepting loop has applied the front (DashboardFront) before the
+  // body was read; the browser rules need the request's headers only.
   http->set_pre_routing_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
     request_start = absl::Now();
-    // A request with neither Content-Length nor Transfer-Encoding has an
-    // empty body (RFC 9112 6.3), as `curl -X POST .../stop` sends it; httplib
-    // would wait for the connection to close instead. The request object is
-    // httplib's own mutable one.
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-      const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
-    }
     GuardVerdict v = CheckRequest(*config, req);
     if (v.allowed()) return httplib::Server::HandlerResponse::Unhandled;
     Logger("dashboard")->info("refused {} {}: {} {}", req.method, req.path.substr(0, 200), v.status, v.message);
     refuse(v, res);
     return httplib::Server::HandlerResponse::Handled;
-  });
-  http->set_expect_100_continue_handler([config, refuse](const httplib::Request& req, httplib::Response& res) {
-    GuardVerdict v = CheckRequest(*config, req);
-    if (v.allowed()) return 100;
-    refuse(v, res);
-    return v.status;
   });
   http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) {
@@ -121,15 +111,19 @@ absl::Status DashboardServer::Start() {
   guard.token = options_.token;
   guard.max_json_bytes = options_.max_json_bytes;
   guard.max_package_bytes = options_.max_package_bytes;
+  guard.sessions = &sessions_;
+  guard.throttle = &login_throttle_;
   // The origins are final once the port is known; the handlers read them
   // only after the server starts.
   auto config = std::make_shared<GuardConfig>(guard);
+  http_->SetFront(DashboardFront(config));
   state_gcs_ = gcs::SyncGcsClient::Connect(options_.gcs_address, options_.token, kStateCallTimeout);
   state_api_ = std::make_unique<StateApi>(state_gcs_.get());
   metrics_ = std::make_unique<DashboardMetrics>(api.session_name);
   InstallRoutes(http_.get(), config, api_.get(), state_api_.get(), metrics_.get());
 
   absl::Status bound = http_->Bind(options_.host, options_.port);
+  if (!bound.ok() && options_.any_port_if_taken && options_.port != 0) bound = http_->Bind(options_.host, 0);
   if (!bound.ok()) {
     return absl::UnavailableError(absl::StrCat(
         bound.message(), options_.port == 0 ? "" : " (is another dashboard running? use --dashboard-port)"));

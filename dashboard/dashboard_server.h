@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/event_loop.h"
+#include "dashboard/session_store.h"
 
 namespace httplib {
 class Server;
@@ -43,8 +44,8 @@ class DashboardMetrics;
 struct GuardConfig;
 
 // Installs on `http` what answers a request before and around the routes
-// (the token, origin and size guard of request_guard.h, the error and
-// exception handlers), the web page (web_page.h), the Jobs API's routes and
+// (request_guard.h's checks before each handler, the error and exception
+// handlers), the web page (web_page.h), the Jobs API's routes and
 // (when given) the State API's; `metrics` (when given) counts every request.
 // `config` is read on every request.
 void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> config, JobsApi* api,
@@ -53,6 +54,7 @@ void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> con
 struct DashboardOptions {
   std::string host = "127.0.0.1";
   int port = 8265;  // 0: any free port
+  bool any_port_if_taken = false;  // `port` taken: serve on a free one (the ready file says which)
   std::string session_dir;
   std::string gcs_address;
   std::string token;  // empty: --auth=none
@@ -92,6 +94,9 @@ class DashboardServer {
   std::unique_ptr<StateApi> state_api_;
   std::unique_ptr<DashboardMetrics> metrics_;
   std::string metrics_address_;
+  // The page's sign-ins (thread-safe; the front and the handlers read them).
+  SessionStore sessions_;
+  LoginThrottle login_throttle_;
   std::unique_ptr<http::GatedHttpServer> http_;
   int port_ = 0;
 };

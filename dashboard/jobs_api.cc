@@ -10,7 +10,9 @@
 
 #include <httplib.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 #include "common/logging.h"
 #include "dashboard/http_reply.h"
 #include "dashboard/job_info.h"
@@ -37,6 +39,64 @@ std::string ReadFrom(int fd, off_t offset, size_t max) {
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
 }
+
+// The JSON {"logs": "<the file's last max_bytes>"} in pieces, each a
+// bounded read of the file, escaped; bytes that are not UTF-8 become U+FFFD.
+class LogJsonReader {
+ public:
+  static constexpr size_t kPiece = 64 << 10;
+
+  LogJsonReader(int fd, uint64_t max_bytes, std::atomic<int>* readers) : fd_(fd), readers_(readers) {
+    struct stat st;
+    end_ = fd_ >= 0 && fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    offset_ = end_ > max_bytes ? end_ - max_bytes : 0;
+  }
+  ~LogJsonReader() {
+    if (fd_ >= 0) close(fd_);
+    readers_->fetch_sub(1);
+  }
+
+  bool done() const { return done_; }
+
+  std::string Next() {
+    std::string out;
+    if (!started_) {
+      started_ = true;
+      out = "{\"logs\": \"";
+      if (offset_ > 0) out += Escaped(absl::StrCat("[... the first ", offset_, " bytes of the log are omitted ...]\n"));
+    }
+    const bool last = offset_ >= end_;
+    std::string bytes;
+    if (!last) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, end_ - offset_));
+      std::string read = ReadFrom(fd_, static_cast<off_t>(offset_), n);
+      offset_ = read.empty() ? end_ : offset_ + read.size();  // a file cut short ends the log here
+      bytes = pieces_.Add(read);
+    } else {
+      bytes = pieces_.Flush();
+    }
+    out += Escaped(bytes);
+    if (last) {
+      out += "\"}";
+      done_ = true;
+    }
+    return out;
+  }
+
+ private:
+  static std::string Escaped(const std::string& text) {
+    std::string quoted = json(text).dump();
+    return quoted.substr(1, quoted.size() - 2);
+  }
+
+  const int fd_;
+  std::atomic<int>* const readers_;
+  uint64_t end_ = 0;  // the file's size when the request came: later lines wait for the next
+  uint64_t offset_ = 0;
+  Utf8Pieces pieces_;  // a character split between reads stays whole
+  bool started_ = false;
+  bool done_ = false;
+};
 
 }  // namespace
 
@@ -121,20 +181,30 @@ void JobsApi::Logs(const httplib::Request& req, httplib::Response& res) {
   if (!id.ok()) return Error(res, id.status());
   auto path = jobs_->LogPath(*id);
   if (!path.ok()) return Error(res, path.status());
-  std::string logs;
-  int fd = open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
-    struct stat st;
-    off_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
-    off_t start = 0;
-    if (static_cast<size_t>(size) > options_.max_log_bytes) {
-      start = size - static_cast<off_t>(options_.max_log_bytes);
-      logs = absl::StrCat("[... the first ", start, " bytes of the log are omitted ...]\n");
+  // ?max_bytes=N: only the last N bytes (the page's view of a running job).
+  uint64_t max_bytes = options_.max_log_bytes;
+  if (req.has_param("max_bytes")) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("max_bytes"), &n) || n == 0) {
+      return Text(res, 400, "max_bytes must be a positive number of bytes.");
     }
-    logs += ReadFrom(fd, start, static_cast<size_t>(size - start));
-    close(fd);
+    max_bytes = std::min<uint64_t>(n, max_bytes);
   }
-  Json(res, {{"logs", logs}});
+  if (log_readers_.fetch_add(1) >= options_.max_log_readers) {
+    log_readers_.fetch_sub(1);
+    return Text(res, 503, "Too many clients are reading logs at once; try again later.");
+  }
+  // Ray's {"logs": "..."}, written as the file is read: a request holds one
+  // piece of the log at a time, never the whole of it.
+  auto reader = std::make_shared<LogJsonReader>(open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW), max_bytes,
+                                                &log_readers_);
+  res.status = 200;
+  res.set_chunked_content_provider("application/json", [reader](size_t, httplib::DataSink& sink) {
+    std::string piece = reader->Next();
+    if (!piece.empty() && !sink.write(piece.data(), piece.size())) return false;
+    if (reader->done()) sink.done();
+    return true;
+  });
 }
 
 void JobsApi::TailLogs(const httplib::Request& req, httplib::Response& res) {

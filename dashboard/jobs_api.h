@@ -41,6 +41,9 @@ struct JobsApiOptions {
   int max_log_followers = 16;  // each holds one HTTP thread while it follows
   // Logs larger than this are returned from their end, with a note.
   size_t max_log_bytes = 64 << 20;
+  // GET .../logs requests being answered at once; each holds a bounded
+  // piece of its log at a time.
+  int max_log_readers = 16;
 };
 
 class JobsApi {
@@ -68,6 +71,7 @@ class JobsApi {
   PackageStore* const packages_;
   const JobsApiOptions options_;
   std::atomic<int> followers_{0};
+  std::atomic<int> log_readers_{0};
   std::atomic<bool> stopping_{false};
 };
 

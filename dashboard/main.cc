@@ -19,6 +19,7 @@
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to serve HTTP on; loopback unless told otherwise.");
 ABSL_FLAG(int, port, 8265, "HTTP port (0: any free port).");
+ABSL_FLAG(bool, port_fallback, false, "When --port is taken, serve on a free port instead (the ready file says which).");
 ABSL_FLAG(std::string, session_dir, "", "The cluster's session directory (required).");
 ABSL_FLAG(std::string, gcs_address, "", "The GCS, HOST:PORT (required).");
 ABSL_FLAG(std::string, token_file, "", "File holding the cluster token (required unless --auth=none).");
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   manta::dashboard::DashboardOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
+  options.any_port_if_taken = absl::GetFlag(FLAGS_port_fallback);
   if (options.port < 0 || options.port > 65535) return Fail("--port must be 0 to 65535");
   options.session_dir = absl::GetFlag(FLAGS_session_dir);
   if (options.session_dir.empty()) return Fail("--session_dir is required");

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status.h"
+#include "common/utf8.h"
+#include "dashboard/tar_writer.h"
 #include "dashboard/validation.h"
 
 namespace manta::dashboard {
@@ -28,6 +30,14 @@ bool PackageStore::Exists(std::string_view name) const {
 
 absl::Status PackageStore::Put(std::string_view name, std::string_view data) {
   RETURN_IF_ERROR(ValidatePackageName(name));
+  // Stored by content: a name is the SHA-256 of its bytes, so what a later
+  // submit finds under a name is what was packed under it.
+  const std::string expected = PackageName(data);
+  if (name != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("package '", PrintableAscii(name, 80),
+                                                   "' is not named by its contents: a package's name is ", expected));
+  }
+  if (PathExists(PackagePath(name))) return absl::OkStatus();  // the same bytes: kept as they are
   if (data.size() > limits_.max_unpacked_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the package is ", data.size(), " bytes; the limit is ", limits_.max_unpacked_bytes));

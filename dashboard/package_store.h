@@ -9,8 +9,8 @@
 // replaced by rename, never rewritten in place.
 //
 //   PackageStore packages(session_dir + "/runtime_resources", limits);
-//   RETURN_IF_ERROR(packages.Put("_manta_pkg_ab12.tar.gz", body));
-//   ASSIGN_OR_RETURN(std::string cwd, packages.PrepareWorkingDir(id, "_manta_pkg_ab12.tar.gz"));
+//   RETURN_IF_ERROR(packages.Put(PackageName(body), body));
+//   ASSIGN_OR_RETURN(std::string cwd, packages.PrepareWorkingDir(id, PackageName(body)));
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,10 @@ class PackageStore {
   // Whether a package of this (valid) name was uploaded.
   bool Exists(std::string_view name) const;
 
-  // Validates the name and the archive (gunzip + every entry, see tar_reader.h)
-  // and stores it. InvalidArgument / ResourceExhausted leave nothing behind.
+  // Validates the name, which must be PackageName(data) (tar_writer.h), and
+  // the archive (gunzip + every entry, see tar_reader.h) and stores it; a
+  // package already there (the same bytes) is kept as it is.
+  // InvalidArgument / ResourceExhausted leave nothing behind.
   absl::Status Put(std::string_view name, std::string_view data);
 
   // Creates working_dir/<submission_id>/: unpacked from `package` when given,

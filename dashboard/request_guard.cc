@@ -2,13 +2,13 @@
 
 #include <httplib.h>
 
+#include <cmath>
+
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "common/token.h"
+#include "dashboard/session_store.h"
+#include "dashboard/web_assets.h"
 #include "dashboard/web_page.h"
 
 namespace manta::dashboard {
@@ -18,34 +18,80 @@ bool IsMutating(std::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
 }
 
-// The value of cookie `name` in a Cookie header ("a=1; manta_token=..."), or "".
-std::string CookieValue(const std::string& header, const std::string& name) {
-  for (absl::string_view part : absl::StrSplit(header, ';')) {
-    part = absl::StripAsciiWhitespace(part);
-    if (absl::ConsumePrefix(&part, name) && absl::ConsumePrefix(&part, "=")) return std::string(part);
-  }
-  return {};
-}
+// How a request presents its credential: a header (Authorization, or Ray's
+// X-Ray-Authorization for proxies that keep Authorization for themselves),
+// or the page's session cookie.
+enum class Presented { kNone, kHeader, kCookie };
 
-// Where the token came from.
-enum class Credential { kNone, kHeader, kCookie };
-
-// The token the request presents: "Authorization: Bearer", Ray's
-// "X-Ray-Authorization: Bearer" (for proxies that keep Authorization for
-// themselves), or the page's cookie.
-Credential Presented(const httplib::Request& req, std::string* token) {
-  for (const char* header : {"Authorization", "X-Ray-Authorization"}) {
-    if (req.has_header(header)) {
-      *token = std::string(TokenFromAuthorization(req.get_header_value(header)));
-      return Credential::kHeader;
+Presented PresentedBy(const http::RequestHead& head, std::string* value) {
+  for (const char* name : {"Authorization", "X-Ray-Authorization"}) {
+    if (std::optional<std::string_view> h = head.Header(name); h.has_value()) {
+      *value = std::string(TokenFromAuthorization(*h));
+      return Presented::kHeader;
     }
   }
-  std::string cookie = CookieValue(req.get_header_value("Cookie"), kTokenCookie);
-  if (!cookie.empty()) {
-    *token = std::move(cookie);
-    return Credential::kCookie;
+  std::string cookie = SessionIdFromCookies(head.Header("Cookie").value_or(""));
+  if (cookie.empty()) return Presented::kNone;
+  *value = std::move(cookie);
+  return Presented::kCookie;
+}
+
+http::Credential Authenticate(const GuardConfig& config, const http::RequestHead& head) {
+  std::string value;
+  switch (PresentedBy(head, &value)) {
+    case Presented::kNone:
+      return http::Credential::kNone;
+    case Presented::kHeader:
+      return !value.empty() && TokenMatches(value, config.token) ? http::Credential::kValid : http::Credential::kWrong;
+    case Presented::kCookie:
+      return config.sessions != nullptr && config.sessions->Valid(value) ? http::Credential::kValid
+                                                                         : http::Credential::kWrong;
   }
-  return Credential::kNone;
+  return http::Credential::kNone;
+}
+
+// The front of `config`, which must outlive it.
+http::FrontPolicy FrontFor(const GuardConfig* config) {
+  http::FrontPolicy front;
+  for (const WebAsset& asset : WebAssets()) {
+    front.routes.push_back({.method = "GET", .path = std::string(asset.path), .is_public = true});
+  }
+  front.routes.push_back({.method = "POST", .path = "/api/login", .is_public = true,
+                          .max_body = config->max_login_bytes, .json_body = true});
+  front.routes.push_back({.method = "POST", .path = "/api/logout", .is_public = true});
+  front.routes.push_back({.method = "PUT", .path = "/api/packages/*", .max_body = config->max_package_bytes});
+  // Every other path (the Jobs API, the State API, and what is not there)
+  // needs the credential first.
+  front.routes.push_back({.method = "*", .path = "*", .max_body = config->max_json_bytes});
+  if (!config->token.empty()) {
+    front.authenticate = [config](const http::RequestHead& head) { return Authenticate(*config, head); };
+  }
+  front.wrong_credential_status = 403;
+  front.wrong_credential_message = "Invalid cluster token.";  // as the dashboard always said
+  front.precheck = [config](const http::RequestHead& head) -> std::optional<http::FrontVerdict> {
+    if (config->throttle == nullptr || head.method != "POST" || head.path != "/api/login") return std::nullopt;
+    absl::Duration wait = config->throttle->Wait(head.peer_ip);
+    if (wait <= absl::ZeroDuration()) return std::nullopt;
+    http::FrontVerdict v;
+    v.status = 429;
+    int64_t seconds = static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(wait)));
+    v.message = absl::StrCat("too many failed sign-ins from this address: try again in ", seconds, " s");
+    v.headers.emplace_back("Retry-After", std::to_string(seconds));
+    return v;
+  };
+  return front;
+}
+
+// The head of a request httplib has read, parsed again as the front parses
+// heads.
+absl::StatusOr<http::RequestHead> HeadOf(const httplib::Request& req) {
+  std::string text = absl::StrCat(req.method, " ", req.target.empty() ? req.path : req.target, " ",
+                                  req.version.empty() ? "HTTP/1.1" : req.version, "\r\n");
+  for (const auto& [name, value] : req.headers) absl::StrAppend(&text, name, ": ", value, "\r\n");
+  absl::StrAppend(&text, "\r\n");
+  absl::StatusOr<http::RequestHead> head = http::ParseRequestHead(text);
+  if (head.ok()) head->peer_ip = req.remote_addr;
+  return head;
 }
 
 // A page's own origin: one of the dashboard's, or the one the request was
@@ -66,25 +112,29 @@ std::set<std::string> OwnOrigins(const std::string& host, int port) {
   return origins;
 }
 
-size_t BodyLimit(const GuardConfig& config, std::string_view method, std::string_view path) {
-  if (method == "PUT" && path.substr(0, 14) == "/api/packages/") return config.max_package_bytes;
-  return config.max_json_bytes;
+http::FrontPolicy DashboardFront(std::shared_ptr<const GuardConfig> config) {
+  http::FrontPolicy front = FrontFor(config.get());
+  // The policy's functions hold the config alive.
+  auto authenticate = std::move(front.authenticate);
+  if (authenticate) {
+    front.authenticate = [config, authenticate](const http::RequestHead& head) { return authenticate(head); };
+  }
+  auto precheck = std::move(front.precheck);
+  front.precheck = [config, precheck](const http::RequestHead& head) { return precheck(head); };
+  return front;
 }
 
 GuardVerdict CheckRequest(const GuardConfig& config, const httplib::Request& req) {
-  Credential credential = Credential::kNone;
-  if (!config.token.empty() && !IsPublicRoute(req.method, req.path)) {
-    std::string presented;
-    credential = Presented(req, &presented);
-    if (credential == Credential::kNone) {
-      return {401, "Missing cluster token: send 'Authorization: Bearer <token>' (the token file is in the "
-                   "session directory on the head node), or sign in on the dashboard's page."};
-    }
-    if (presented.empty() || !TokenMatches(presented, config.token)) return {403, "Invalid cluster token."};
-  }
+  const absl::StatusOr<http::RequestHead> parsed = HeadOf(req);
+  if (!parsed.ok()) return {http::HeadErrorStatus(parsed.status()), std::string(parsed.status().message())};
+  const http::RequestHead& head = *parsed;
+  const http::FrontVerdict front = http::CheckFront(FrontFor(&config), head);
+  if (!front.accepted()) return {front.status, front.message};
+  std::string unused;
+  const Presented presented = config.token.empty() ? Presented::kNone : PresentedBy(head, &unused);
   const bool cross_site = absl::AsciiStrToLower(req.get_header_value("Sec-Fetch-Site")) == "cross-site";
   // A cookie is the browser's: a request another site made it send is refused.
-  if (credential == Credential::kCookie && cross_site) return {403, "Cross-site requests are refused."};
+  if (presented == Presented::kCookie && cross_site) return {403, "Cross-site requests are refused."};
   if (IsMutating(req.method)) {
     if (cross_site) return {403, "Cross-site requests may not change jobs."};
     const std::string origin = req.get_header_value("Origin");
@@ -92,24 +142,8 @@ GuardVerdict CheckRequest(const GuardConfig& config, const httplib::Request& req
       return {403, absl::StrCat("Requests from origin '", origin.substr(0, 200), "' may not change jobs.")};
     }
     // Browsers send Origin with every POST; a cookie without it is not the page's.
-    if (credential == Credential::kCookie && !req.has_header("Origin")) {
+    if (presented == Presented::kCookie && !req.has_header("Origin")) {
       return {403, "A request signed in by cookie must come from the dashboard's page (no Origin header)."};
-    }
-  }
-  if (!req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) {
-    // A body of undeclared size could only be refused after reading up to
-    // the limit; every client of this API (Ray's included) declares it.
-    return {411, "Send request bodies with a Content-Length header (chunked uploads are not accepted)."};
-  }
-  if (req.has_header("Content-Length")) {
-    uint64_t length = 0;
-    if (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length)) {
-      return {400, "Invalid Content-Length header."};
-    }
-    size_t limit = BodyLimit(config, req.method, req.path);
-    if (length > limit) {
-      return {413, absl::StrCat("Request body of ", length, " bytes is larger than the limit of ", limit,
-                                " bytes for this route.")};
     }
   }
   return {};

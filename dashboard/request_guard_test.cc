@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "common/clock.h"
+#include "dashboard/session_store.h"
 #include "gtest/gtest.h"
 
 namespace manta::dashboard {
@@ -9,11 +11,23 @@ namespace {
 
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+SessionStore& Sessions() {
+  static SessionStore* sessions = new SessionStore();
+  return *sessions;
+}
+
 GuardConfig Config() {
   GuardConfig c;
   c.token = kToken;
   c.allowed_origins = OwnOrigins("127.0.0.1", 8265);
+  c.sessions = &Sessions();
   return c;
+}
+
+// A signed-in page's cookie.
+std::string SessionCookie() {
+  static const std::string id = Sessions().Create();
+  return std::string(kSessionCookie) + "=" + id;
 }
 
 httplib::Request Req(const std::string& method, const std::string& path, bool with_token = true) {
@@ -81,19 +95,84 @@ TEST(RequestGuardTest, DeclaredBodySizeIsCheckedPerRoute) {
   EXPECT_EQ(CheckRequest(Config(), anonymous).status, 401);
 }
 
-TEST(RequestGuardTest, TheTokenComesAsAHeaderRaysProxyHeaderOrThePagesCookie) {
+TEST(RequestGuardTest, TheTokenComesAsAHeaderRaysProxyHeaderOrThePagesSession) {
   auto ray = Req("GET", "/api/v0/nodes", false);
   ray.headers.emplace("X-Ray-Authorization", std::string("Bearer ") + kToken);
   EXPECT_TRUE(CheckRequest(Config(), ray).allowed());
   auto cookie = Req("GET", "/api/v0/nodes", false);
-  cookie.headers.emplace("Cookie", std::string("theme=dark; manta_token=") + kToken + "; other=1");
+  cookie.headers.emplace("Cookie", "theme=dark; " + SessionCookie() + "; other=1");
   EXPECT_TRUE(CheckRequest(Config(), cookie).allowed());
   auto bad_cookie = Req("GET", "/api/v0/nodes", false);
-  bad_cookie.headers.emplace("Cookie", "manta_token=nope");
+  bad_cookie.headers.emplace("Cookie", "manta_session=nope");
   EXPECT_EQ(CheckRequest(Config(), bad_cookie).status, 403);
+  // The cookie never carries the token itself.
+  auto token_cookie = Req("GET", "/api/v0/nodes", false);
+  token_cookie.headers.emplace("Cookie", std::string("manta_session=") + kToken);
+  EXPECT_EQ(CheckRequest(Config(), token_cookie).status, 403);
   auto prefixed = Req("GET", "/api/v0/nodes", false);
-  prefixed.headers.emplace("Cookie", std::string("xmanta_token=") + kToken);
+  prefixed.headers.emplace("Cookie", "x" + SessionCookie());
   EXPECT_EQ(CheckRequest(Config(), prefixed).status, 401) << "another cookie whose name ends the same";
+}
+
+TEST(RequestGuardTest, ARevokedOrExpiredSessionIsRefused) {
+  ManualClock clock;
+  SessionStore sessions(clock.AsClock(), absl::Hours(1));
+  GuardConfig c = Config();
+  c.sessions = &sessions;
+  const std::string id = sessions.Create();
+  auto with = [&](const std::string& session) {
+    auto r = Req("GET", "/api/jobs/", false);
+    r.headers.emplace("Cookie", std::string(kSessionCookie) + "=" + session);
+    return CheckRequest(c, r).status;
+  };
+  EXPECT_EQ(with(id), 0);
+  clock.Advance(absl::Minutes(59));
+  EXPECT_EQ(with(id), 0);
+  clock.Advance(absl::Minutes(2));
+  EXPECT_EQ(with(id), 403) << "past its lifetime";
+  const std::string other = sessions.Create();
+  EXPECT_EQ(with(other), 0);
+  sessions.Revoke(other);
+  EXPECT_EQ(with(other), 403) << "signed out";
+}
+
+TEST(RequestGuardTest, FailedSignInsFromAPeerSlowItDown) {
+  ManualClock clock;
+  LoginThrottle throttle(clock.AsClock());
+  GuardConfig c = Config();
+  c.throttle = &throttle;
+  auto login = [&](const std::string& peer) {
+    auto r = Req("POST", "/api/login", false);
+    r.remote_addr = peer;
+    return CheckRequest(c, r);
+  };
+  for (int i = 0; i < LoginThrottle::kFreeFailures - 1; ++i) {
+    EXPECT_TRUE(login("10.0.0.7").allowed()) << i;
+    throttle.Failed("10.0.0.7");
+  }
+  throttle.Failed("10.0.0.7");
+  GuardVerdict v = login("10.0.0.7");
+  EXPECT_EQ(v.status, 429);
+  EXPECT_NE(v.message.find("try again in 1 s"), std::string::npos) << v.message;
+  EXPECT_TRUE(login("10.0.0.8").allowed()) << "another peer is not slowed";
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE(login("10.0.0.7").allowed());
+  throttle.Failed("10.0.0.7");
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(login("10.0.0.7").status, 429) << "the wait doubles";
+  clock.Advance(absl::Seconds(2));
+  throttle.Succeeded("10.0.0.7");
+  EXPECT_TRUE(login("10.0.0.7").allowed());
+  // The front refuses it before reading the sign-in's body.
+  http::FrontPolicy front = DashboardFront(std::make_shared<GuardConfig>(c));
+  for (int i = 0; i < LoginThrottle::kFreeFailures; ++i) throttle.Failed("10.0.0.9");
+  auto head = http::ParseRequestHead("POST /api/login HTTP/1.1\r\nContent-Length: 20\r\n\r\n");
+  ASSERT_TRUE(head.ok());
+  head->peer_ip = "10.0.0.9";
+  http::FrontVerdict refused = http::CheckFront(front, *head);
+  EXPECT_EQ(refused.status, 429);
+  ASSERT_FALSE(refused.headers.empty());
+  EXPECT_EQ(refused.headers[0].first, "Retry-After");
 }
 
 TEST(RequestGuardTest, ThePageAndItsSignInNeedNoTokenAndNothingElseIsOpen) {
@@ -101,6 +180,9 @@ TEST(RequestGuardTest, ThePageAndItsSignInNeedNoTokenAndNothingElseIsOpen) {
     EXPECT_TRUE(CheckRequest(Config(), Req("GET", path, false)).allowed()) << path;
   }
   EXPECT_TRUE(CheckRequest(Config(), Req("POST", "/api/login", false)).allowed());
+  auto big_login = Req("POST", "/api/login", false);
+  big_login.headers.emplace("Content-Length", "100000");
+  EXPECT_EQ(CheckRequest(Config(), big_login).status, 413) << "a sign-in is small";
   for (const char* path : {"/static/other.js", "/api/jobs/", "/index.html", "/static/../api/jobs/"}) {
     EXPECT_EQ(CheckRequest(Config(), Req("GET", path, false)).status, 401) << path;
   }
@@ -114,7 +196,7 @@ TEST(RequestGuardTest, ThePageAndItsSignInNeedNoTokenAndNothingElseIsOpen) {
 TEST(RequestGuardTest, ACookieIsHonouredOnlyFromTheDashboardsOwnPages) {
   auto by_cookie = [](const std::string& method) {
     auto r = Req(method, "/api/jobs/raysubmit_x/stop", false);
-    r.headers.emplace("Cookie", std::string("manta_token=") + kToken);
+    r.headers.emplace("Cookie", SessionCookie());
     return r;
   };
   auto cross = by_cookie("GET");

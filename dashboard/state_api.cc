@@ -102,22 +102,27 @@ void StateApi::Register(httplib::Server* server) {
   // A list route. `fetch(limit, &total)` reads up to `limit` entries (0:
   // all) and how many there are: a query without filters reads only what
   // it returns; one with filters reads every entry and filters here.
+  // `columns`: those of the list's entries, a filter on another is refused
+  // (before anything is read), whether or not there are entries.
   using Fetch = std::function<absl::StatusOr<json>(int limit, int64_t* total)>;
-  auto list = [server](const std::string& path, Fetch fetch) {
-    server->Get(path, [fetch](const httplib::Request& req, httplib::Response& res) {
+  auto list = [server](const std::string& path, std::set<std::string> columns, Fetch fetch) {
+    server->Get(path, [fetch, columns](const httplib::Request& req, httplib::Response& res) {
       auto query = ParseListQuery(ParamsOf(req));
       if (!query.ok()) return Error(res, query.status());
+      if (absl::Status s = CheckFilterColumns(*query, columns); !s.ok()) return Error(res, s);
       const bool pushed = query->filters.empty();
       int64_t total = -1;
       // Without filters the GCS is asked for the page's entries and those before them only.
       auto entries = fetch(pushed ? query->limit + query->offset : 0, &total);
       if (!entries.ok()) return Error(res, entries.status());
-      auto answer = AnswerListQuery(*query, *entries, pushed ? total : -1);
+      auto answer = AnswerListQuery(*query, *entries, pushed ? total : -1, columns);
       if (!answer.ok()) return Error(res, answer.status());
       Json(res, Envelope("", {{"result", std::move(*answer)}}));
     });
   };
-  list("/api/v0/nodes", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+  cli::ClusterView one_node;
+  one_node.nodes.emplace_back();
+  list("/api/v0/nodes", ColumnsOf(NodesWithAvailable(one_node)), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto view = cli::FetchClusterView(*gcs_, cli::ClusterViewOptions());
     if (!view.ok()) return view.status();
     *total = static_cast<int64_t>(view->nodes.size());
@@ -125,17 +130,17 @@ void StateApi::Register(httplib::Server* server) {
     if (limit > 0 && view->nodes.size() > static_cast<size_t>(limit)) view->nodes.resize(limit);
     return NodesWithAvailable(*view);
   });
-  list("/api/v0/actors", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+  list("/api/v0/actors", ColumnsOf(cli::ActorListJson({cli::ActorView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto actors = cli::FetchActors(*gcs_, limit, total);
     if (!actors.ok()) return actors.status();
     return cli::ActorListJson(*actors);
   });
-  list("/api/v0/placement_groups", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+  list("/api/v0/placement_groups", ColumnsOf(cli::PlacementGroupListJson({cli::PlacementGroupView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto groups = cli::FetchPlacementGroups(*gcs_, limit, total);
     if (!groups.ok()) return groups.status();
     return cli::PlacementGroupListJson(*groups);
   });
-  list("/api/v0/tasks", [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+  list("/api/v0/tasks", ColumnsOf(cli::TaskListJson({cli::TaskView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
     auto tasks = cli::FetchTasks(*gcs_, limit);
     if (!tasks.ok()) return tasks.status();
     *total = tasks->total;

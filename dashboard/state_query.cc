@@ -1,5 +1,8 @@
 #include "dashboard/state_query.h"
 
+#include "common/status.h"
+#include "common/utf8.h"
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -82,15 +85,27 @@ absl::StatusOr<ListQuery> ParseListQuery(const QueryParams& params) {
   return query;
 }
 
-absl::StatusOr<nlohmann::json> AnswerListQuery(const ListQuery& query, const nlohmann::json& entries, int64_t total) {
-  if (!entries.empty() && entries.front().is_object()) {
-    for (const ListFilter& f : query.filters) {
-      if (!entries.front().contains(f.key)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot filter on '", f.key.substr(0, 64), "': the entries have no such column"));
-      }
+std::set<std::string> ColumnsOf(const nlohmann::json& sample) {
+  std::set<std::string> columns;
+  if (sample.is_array() && !sample.empty() && sample.front().is_object()) {
+    for (const auto& [key, value] : sample.front().items()) columns.insert(key);
+  }
+  return columns;
+}
+
+absl::Status CheckFilterColumns(const ListQuery& query, const std::set<std::string>& columns) {
+  for (const ListFilter& f : query.filters) {
+    if (columns.count(f.key) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot filter on '", PrintableAscii(f.key, 64), "': the entries have no such column"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> AnswerListQuery(const ListQuery& query, const nlohmann::json& entries, int64_t total,
+                                               const std::set<std::string>& columns) {
+  RETURN_IF_ERROR(CheckFilterColumns(query, columns.empty() ? ColumnsOf(entries) : columns));
   nlohmann::json result = nlohmann::json::array();
   size_t filtered = 0;
   for (const nlohmann::json& entry : entries) {

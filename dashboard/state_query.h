@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,16 @@ absl::StatusOr<ListQuery> ParseListQuery(const QueryParams& params);
 // entry there is: `total`, or when negative the entries given),
 // num_after_truncation (the entries read) and num_filtered (those that
 // match; more than the result holds when truncated). InvalidArgument when a
-// filter names a column the entries do not have (an empty list accepts any).
+// filter names none of `columns`, the keys every entry of the list has
+// (empty: whatever the first entry has), whether or not there are entries.
 absl::StatusOr<nlohmann::json> AnswerListQuery(const ListQuery& query, const nlohmann::json& entries,
-                                               int64_t total = -1);
+                                               int64_t total = -1, const std::set<std::string>& columns = {});
+
+// InvalidArgument when a filter of `query` names none of `columns`.
+absl::Status CheckFilterColumns(const ListQuery& query, const std::set<std::string>& columns);
+
+// The keys of a list's entries, from an entry of its JSON (the first of
+// `sample`, an array of one made from a default entry).
+std::set<std::string> ColumnsOf(const nlohmann::json& sample);
 
 }  // namespace manta::dashboard

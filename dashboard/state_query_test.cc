@@ -90,15 +90,19 @@ TEST(StateQueryTest, BooleansAndNumbersCompareAsJsonWritesThem) {
   EXPECT_EQ((*AnswerListQuery(q, Actors()))["num_filtered"], 0);
 }
 
-TEST(StateQueryTest, AnUnknownColumnIsRefusedUnlessTheListIsEmpty) {
+TEST(StateQueryTest, AnUnknownColumnIsRefusedWhetherOrNotTheListIsEmpty) {
   ListQuery q;
   q.filters = {{"no_such_column", true, "x"}};
   auto a = AnswerListQuery(q, Actors());
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("no_such_column"), std::string::npos);
-  auto empty = AnswerListQuery(q, json::array());
-  ASSERT_TRUE(empty.ok());
-  EXPECT_EQ((*empty)["total"], 0);
+  const std::set<std::string> columns = ColumnsOf(Actors());
+  auto empty = AnswerListQuery(q, json::array(), -1, columns);
+  ASSERT_FALSE(empty.ok()) << "an empty list has the same columns";
+  EXPECT_EQ(empty.status().message(), a.status().message());
+  EXPECT_FALSE(CheckFilterColumns(q, columns).ok());
+  q.filters = {{"actor_id", true, "x"}};
+  EXPECT_TRUE(CheckFilterColumns(q, columns).ok());
 }
 
 TEST(StateQueryTest, AnOffsetSkipsTheMatchingEntriesBeforeThePage) {

@@ -68,14 +68,26 @@ absl::Status CheckChecksum(const char* h) {
 }
 
 // "./a//b/" -> "a/b". Empty for the archive root ("./"). Errors for absolute
-// paths and ".." components.
-absl::StatusOr<std::string> NormalizePath(std::string_view raw) {
+// paths, ".." components, and paths past the limits.
+absl::StatusOr<std::string> NormalizePath(std::string_view raw, const TarLimits& limits) {
   if (raw.empty()) return Bad(raw, "has an empty name");
   if (raw[0] == '/') return Bad(raw, "has an absolute path");
+  if (raw.size() > limits.max_path_bytes) {
+    return Bad(raw, absl::StrCat("has a path of ", raw.size(), " bytes; at most ", limits.max_path_bytes,
+                                 " are allowed"));
+  }
   std::string out;
+  size_t depth = 0;
   for (absl::string_view part : absl::StrSplit(absl::string_view(raw.data(), raw.size()), '/')) {
     if (part.empty() || part == ".") continue;
     if (part == "..") return Bad(raw, "contains '..'");
+    if (part.size() > limits.max_name_bytes) {
+      return Bad(raw, absl::StrCat("has a name of ", part.size(), " bytes; at most ", limits.max_name_bytes,
+                                   " are allowed"));
+    }
+    if (++depth > limits.max_depth) {
+      return Bad(raw, absl::StrCat("is more than ", limits.max_depth, " directories deep"));
+    }
     if (!out.empty()) out += '/';
     out.append(part.data(), part.size());
   }
@@ -144,44 +156,81 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status MakeDirIn(const std::string& root, const std::string& rel) {
-  std::string path = root;
-  for (absl::string_view part : absl::StrSplit(rel, '/')) {
-    absl::StrAppend(&path, "/", part);
-    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create directory", path);
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat("archive path ", PrintableAscii(rel, 200), " is not a directory"));
-    }
+// The directories above the entry being written, open, from the tree's root
+// down. Archives list a directory's entries together, so each directory is
+// made and opened once: extraction is linear in the archive's size.
+class DirChain {
+ public:
+  explicit DirChain(int root_fd) { chain_.push_back({"", root_fd}); }
+  ~DirChain() {
+    for (size_t i = 1; i < chain_.size(); ++i) close(chain_[i].fd);
   }
-  return absl::OkStatus();
-}
+  DirChain(const DirChain&) = delete;
+  DirChain& operator=(const DirChain&) = delete;
 
-std::string Parent(const std::string& rel) {
+  // The descriptor of directory `rel` ("" for the root), made as needed.
+  absl::StatusOr<int> Open(const std::string& rel) {
+    while (chain_.size() > 1 && !Within(chain_.back().path, rel)) {
+      close(chain_.back().fd);
+      chain_.pop_back();
+    }
+    while (chain_.back().path != rel) {
+      const std::string& at = chain_.back().path;
+      size_t start = at.empty() ? 0 : at.size() + 1;
+      size_t end = std::min(rel.find('/', start), rel.size());
+      std::string name = rel.substr(start, end - start);
+      if (mkdirat(chain_.back().fd, name.c_str(), 0755) != 0 && errno != EEXIST) {
+        return Errno("cannot create directory", rel.substr(0, end));
+      }
+      int fd = openat(chain_.back().fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("archive path ", PrintableAscii(rel.substr(0, end), 200), " is not a directory"));
+      }
+      chain_.push_back({rel.substr(0, end), fd});
+    }
+    return chain_.back().fd;
+  }
+
+ private:
+  struct Dir {
+    std::string path;
+    int fd;
+  };
+  // Whether `dir` is `rel` or one of its ancestors.
+  static bool Within(const std::string& dir, const std::string& rel) {
+    return rel == dir || (rel.size() > dir.size() && rel.compare(0, dir.size(), dir) == 0 && rel[dir.size()] == '/');
+  }
+  std::vector<Dir> chain_;
+};
+
+// The directory and the name of `rel`.
+std::pair<std::string, std::string> Split(const std::string& rel) {
   size_t slash = rel.rfind('/');
-  return slash == std::string::npos ? "" : rel.substr(0, slash);
+  if (slash == std::string::npos) return {"", rel};
+  return {rel.substr(0, slash), rel.substr(slash + 1)};
 }
 
-absl::Status WriteEntries(const std::vector<TarEntry>& entries, const std::string& root) {
+absl::Status WriteEntries(const std::vector<TarEntry>& entries, int root_fd) {
+  DirChain dirs(root_fd);
   std::map<std::string, std::string_view> file_data;
   for (const TarEntry& e : entries) {
-    std::string full = root + "/" + e.path;
     if (e.type == TarEntry::Type::kDirectory) {
-      RETURN_IF_ERROR(MakeDirIn(root, e.path));
+      RETURN_IF_ERROR(dirs.Open(e.path).status());
       continue;
     }
-    std::string parent = Parent(e.path);
-    if (!parent.empty()) RETURN_IF_ERROR(MakeDirIn(root, parent));
+    auto [parent, name] = Split(e.path);
+    ASSIGN_OR_RETURN(int dir, dirs.Open(parent));
     if (e.type == TarEntry::Type::kSymlink) {
-      if (symlink(e.link_target.c_str(), full.c_str()) != 0) return Errno("cannot create symlink", full);
+      if (symlinkat(e.link_target.c_str(), dir, name.c_str()) != 0) return Errno("cannot create symlink", e.path);
       continue;
     }
     std::string_view data = e.type == TarEntry::Type::kFile ? e.data : file_data[e.link_target];
     if (e.type == TarEntry::Type::kFile) file_data[e.path] = e.data;
-    int fd = open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, e.mode);
-    if (fd < 0) return Errno("cannot create", full);
-    absl::Status s = WriteAll(fd, data, full);
-    if (s.ok() && fchmod(fd, e.mode) != 0) s = Errno("cannot chmod", full);
+    int fd = openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, e.mode);
+    if (fd < 0) return Errno("cannot create", e.path);
+    absl::Status s = WriteAll(fd, data, e.path);
+    if (s.ok() && fchmod(fd, e.mode) != 0) s = Errno("cannot chmod", e.path);
     close(fd);
     RETURN_IF_ERROR(s);
   }
@@ -240,7 +289,7 @@ absl::Status FillEntry(char type, std::string_view data, const std::string& path
       return absl::OkStatus();
     case '1': {
       e.type = TarEntry::Type::kHardlink;
-      auto target = NormalizePath(link);
+      auto target = NormalizePath(link, limits);
       if (!target.ok() || target->empty()) return Bad(path, "is a hard link pointing outside the tree");
       auto it = seen.find(*target);
       if (it == seen.end() || it->second != TarEntry::Type::kFile) {
@@ -309,7 +358,11 @@ absl::StatusOr<std::vector<TarEntry>> ParseTar(std::string_view archive, const T
     if (entries.size() >= limits.max_entries) {
       return absl::ResourceExhaustedError(absl::StrCat("the archive has more than ", limits.max_entries, " entries"));
     }
-    ASSIGN_OR_RETURN(std::string path, NormalizePath(raw));
+    ASSIGN_OR_RETURN(std::string path, NormalizePath(raw, limits));
+    if (link.size() > limits.max_path_bytes) {
+      return Bad(raw, absl::StrCat("has a link target of ", link.size(), " bytes; at most ", limits.max_path_bytes,
+                                   " are allowed"));
+    }
     ASSIGN_OR_RETURN(uint64_t mode, Octal(h + 100, 8, "mode"));
     TarEntry e;
     e.mode = static_cast<uint32_t>(mode) & 0755;
@@ -389,7 +442,9 @@ absl::Status ExtractTar(std::string_view archive, const std::string& dest, const
   std::string tmp = dest + ".tmp-XXXXXX";
   if (mkdtemp(tmp.data()) == nullptr) return Errno("cannot create a directory beside", dest);
   chmod(tmp.c_str(), 0755);
-  absl::Status s = WriteEntries(entries, tmp);
+  int root = open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  absl::Status s = root < 0 ? Errno("cannot open", tmp) : WriteEntries(entries, root);
+  if (root >= 0) close(root);
   if (s.ok() && rename(tmp.c_str(), dest.c_str()) != 0) s = Errno("cannot rename into", dest);
   if (!s.ok()) RemoveTree(tmp).IgnoreError();
   return s;

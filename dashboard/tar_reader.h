@@ -30,6 +30,12 @@ constexpr size_t kTarBlock = 512;
 struct TarLimits {
   uint64_t max_unpacked_bytes = 100ull << 20;  // sum of file sizes, after gunzip
   size_t max_entries = 100000;
+  // Every path (and link target) of the archive: at most this many
+  // directories deep, each name at most max_name_bytes (NAME_MAX), the whole
+  // at most max_path_bytes, so that it fits under any working directory.
+  size_t max_depth = 64;
+  size_t max_name_bytes = 255;
+  size_t max_path_bytes = 1024;
 };
 
 struct TarEntry {

@@ -274,5 +274,79 @@ TEST_F(TarTest, ReadsArchivesFromSystemTar) {
   }
 }
 
+TEST_F(TarTest, DeepTreesAndLongNamesAreRefusedAtUpload) {
+  // 1,500 directories deep (35 KB): refused by the first check, not
+  // extracted for minutes.
+  std::string deep;
+  std::string path;
+  for (int i = 0; i < 1500; ++i) path += "d/";
+  AppendTarEntry(&deep, path + "f", '0', "x");
+  FinishTar(&deep);
+  auto parsed = ParseTar(deep, TarLimits{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("bytes; at most 1024"), std::string::npos) << parsed.status();
+  std::string tall;
+  std::string tall_path;
+  for (int i = 0; i < 65; ++i) tall_path += "d/";
+  AppendTarEntry(&tall, tall_path + "f", '0', "x");
+  FinishTar(&tall);
+  parsed = ParseTar(tall, TarLimits{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("more than 64 directories deep"), std::string::npos) << parsed.status();
+  // A 5,000-byte entry name, and a link target as long.
+  std::string named;
+  AppendTarEntry(&named, std::string(5000, 'n'), '0', "x");
+  FinishTar(&named);
+  parsed = ParseTar(named, TarLimits{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("bytes; at most"), std::string::npos) << parsed.status();
+  std::string one_name;
+  AppendTarEntry(&one_name, "dir/" + std::string(300, 'n'), '0', "x");
+  FinishTar(&one_name);
+  parsed = ParseTar(one_name, TarLimits{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("a name of 300 bytes; at most 255"), std::string::npos)
+      << parsed.status();
+  std::string linked;
+  AppendTarEntry(&linked, "link", '2', "", std::string(2000, 'l'));
+  FinishTar(&linked);
+  EXPECT_FALSE(ParseTar(linked, TarLimits{}).ok());
+  ExpectRejectedWhole(deep, "deep");
+  ExpectRejectedWhole(named, "long name");
+}
+
+TEST_F(TarTest, ATreeAtTheDepthLimitExtractsWithEveryEntryInPlace) {
+  // Entries in an order that leaves and re-enters directories.
+  std::string archive;
+  std::string chain;
+  std::vector<std::string> files;
+  for (int i = 0; i < 63; ++i) {
+    chain += "d" + std::to_string(i) + "/";
+    files.push_back(chain + "f");
+  }
+  for (size_t i = 0; i < files.size(); i += 2) AppendTarEntry(&archive, files[i], '0', files[i]);
+  AppendTarEntry(&archive, "top.txt", '0', "top");
+  for (size_t i = 1; i < files.size(); i += 2) AppendTarEntry(&archive, files[i], '0', files[i]);
+  AppendTarEntry(&archive, "d0/d1/link", '2', "", "../d1/f");
+  FinishTar(&archive);
+  const std::string dest = dir_ + "/out";
+  ASSERT_TRUE(ExtractTar(archive, dest, TarLimits{}).ok());
+  for (const std::string& f : files) {
+    auto data = ReadFile(dest + "/" + f);
+    ASSERT_TRUE(data.ok()) << f;
+    EXPECT_EQ(*data, f);
+  }
+  EXPECT_EQ(*ReadFile(dest + "/top.txt"), "top");
+  EXPECT_EQ(*ReadFile(dest + "/d0/d1/link"), "d0/d1/f");
+  // A file where the archive later wants a directory is refused whole.
+  ASSERT_TRUE(RemoveTree(dest).ok());
+  std::string clash;
+  AppendTarEntry(&clash, "a", '0', "file");
+  AppendTarEntry(&clash, "b/c", '0', "x");
+  AppendTarEntry(&clash, "a/d", '0', "x");
+  FinishTar(&clash);
+  ExpectRejectedWhole(clash, "a file used as a directory");
+}
+
 }  // namespace
 }  // namespace manta::dashboard

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/id.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "dashboard/ignore_rules.h"
 #include "dashboard/tar_reader.h"
@@ -250,13 +251,9 @@ absl::StatusOr<std::string> Gzip(std::string_view data) {
 }
 
 std::string PackageName(std::string_view archive) {
-  // Two FNV-1a passes with different offsets: a content address, not a MAC.
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-  for (unsigned char c : archive) {
-    a = (a ^ c) * 0x100000001b3ull;
-    b = (b ^ (c + 0x5bu)) * 0x100000001b3ull;
-  }
-  return absl::StrFormat("_manta_pkg_%016x%016x.tar.gz", a, b);
+  const bool gzipped = archive.size() >= 2 && static_cast<unsigned char>(archive[0]) == 0x1f &&
+                       static_cast<unsigned char>(archive[1]) == 0x8b;
+  return absl::StrCat("_manta_pkg_", Sha256Hex(archive), gzipped ? ".tar.gz" : ".tar");
 }
 
 }  // namespace manta::dashboard

@@ -8,7 +8,7 @@
 //   PackOptions options;
 //   options.always_include = {"build/bin/trainer"};
 //   ASSIGN_OR_RETURN(PackedDirectory packed, PackDirectoryWithReport("./my_project", 100 << 20, options));
-//   std::string name = PackageName(packed.archive);     // "_manta_pkg_<32 hex>.tar.gz"
+//   std::string name = PackageName(packed.archive);     // "_manta_pkg_<64 hex>.tar.gz"
 //
 // Pure functions; safe from any thread.
 #pragma once
@@ -61,7 +61,8 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, uint64_t max_b
 // gzip of `data`.
 absl::StatusOr<std::string> Gzip(std::string_view data);
 
-// "_manta_pkg_" + a 128-bit hash of `archive` in hex + ".tar.gz".
+// The name a package is stored under: "_manta_pkg_" + the SHA-256 of
+// `archive` in hex + ".tar.gz" (".tar" when it is not gzipped).
 std::string PackageName(std::string_view archive);
 
 // Appends one tar entry; `type` is '0', '5' or '2'. Exposed for tests that

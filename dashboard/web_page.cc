@@ -7,6 +7,7 @@
 #include "common/token.h"
 #include "dashboard/http_reply.h"
 #include "dashboard/request_guard.h"
+#include "dashboard/session_store.h"
 #include "dashboard/web_assets.h"
 #include "nlohmann/json.hpp"
 
@@ -22,16 +23,6 @@ void SecurityHeaders(httplib::Response& res) {
 }
 
 }  // namespace
-
-bool IsPublicRoute(const std::string& method, const std::string& path) {
-  if (method == "GET" || method == "HEAD") {
-    for (const WebAsset& asset : WebAssets()) {
-      if (path == asset.path) return true;
-    }
-    return false;
-  }
-  return method == "POST" && (path == "/api/login" || path == "/api/logout");
-}
 
 void RegisterWebPage(httplib::Server* server, std::shared_ptr<const GuardConfig> config) {
   for (const WebAsset& asset : WebAssets()) {
@@ -52,14 +43,22 @@ void RegisterWebPage(httplib::Server* server, std::shared_ptr<const GuardConfig>
       return Text(res, 400, "Send {\"token\": \"<the cluster token>\"}.");
     }
     const std::string token = body["token"].get<std::string>();
-    if (!TokenMatches(token, config->token)) return Text(res, 403, "Invalid cluster token.");
+    if (!TokenMatches(token, config->token)) {
+      if (config->throttle != nullptr) config->throttle->Failed(req.remote_addr);
+      return Text(res, 403, "Invalid cluster token.");
+    }
+    if (config->throttle != nullptr) config->throttle->Succeeded(req.remote_addr);
+    if (config->sessions == nullptr) return Text(res, 503, "Sign-in sessions are not available.");
     res.status = 204;
-    res.set_header("Set-Cookie", absl::StrCat(kTokenCookie, "=", config->token, "; HttpOnly; SameSite=Strict; Path=/"));
+    res.set_header("Set-Cookie",
+                   absl::StrCat(kSessionCookie, "=", config->sessions->Create(), "; HttpOnly; SameSite=Strict; Path=/; "
+                                "Max-Age=", absl::ToInt64Seconds(config->sessions->lifetime())));
   });
-  server->Post("/api/logout", [](const httplib::Request&, httplib::Response& res) {
+  server->Post("/api/logout", [config](const httplib::Request& req, httplib::Response& res) {
     SecurityHeaders(res);
+    if (config->sessions != nullptr) config->sessions->Revoke(SessionIdFromCookies(req.get_header_value("Cookie")));
     res.status = 204;
-    res.set_header("Set-Cookie", absl::StrCat(kTokenCookie, "=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"));
+    res.set_header("Set-Cookie", absl::StrCat(kSessionCookie, "=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"));
   });
 }
 

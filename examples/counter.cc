@@ -29,7 +29,11 @@ MANTA_REMOTE(Add);
 void Print(const std::string& line) { std::cout << line + "\n" << std::flush; }
 
 int main(int argc, char** argv) {
-  manta::Init(argc, argv);
+  // No cluster (or a refused token) is one line and exit status 1.
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << argv[0] << ": " << s.message() << "\n";
+    return 1;
+  }
   Print("Add(1, 2) = " + std::to_string(*manta::Get(manta::Task(Add).Remote(1, 2))));
   auto counter = manta::Actor(Counter::Create).SetName("counter").Remote(10);
   std::vector<manta::ObjectRef<int>> steps;

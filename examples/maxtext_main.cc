@@ -29,12 +29,22 @@ std::string ArgValue(const std::vector<std::string>& argv, const std::string& ke
   return value;
 }
 
+constexpr char kUsage[] =
+    "usage: maxtext_[elastic_]trainer [--address=HOST:PORT] [--num_workers=N | --num_workers=MIN,MAX]\n"
+    "           [--topology=4x4] [--accelerator_type=TPU-V6E] [--max_failures=N] [--num_to_keep=N]\n"
+    "           [--storage_path=DIR] [--scheduling_timeout_s=S] base.yml [key=value ...]\n";
+
 int Usage(const std::string& why) {
-  std::cerr << "maxtext_trainer: " << why << "\n"
-            << "usage: maxtext_[elastic_]trainer [--num_workers=N | --num_workers=MIN,MAX] [--topology=4x4]\n"
-            << "           [--accelerator_type=TPU-V6E] [--max_failures=N] [--num_to_keep=N] [--storage_path=DIR]\n"
-            << "           [--scheduling_timeout_s=S] base.yml [key=value ...]\n";
+  std::cerr << "maxtext_trainer: " << why << "\n" << kUsage;
   return 2;
+}
+
+bool AsksForHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -43,7 +53,15 @@ int Main(int argc, char** argv, bool elastic) {
   // The step lines, as MaxText prints them (in every worker process too:
   // a worker runs main up to Init).
   spdlog::stdout_logger_mt("train")->set_pattern("%v");
-  manta::Init(argc, argv);
+  // Usage needs no cluster (a worker is never started with --help).
+  if (AsksForHelp(argc, argv)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << "maxtext_trainer: " << s.message() << "\n";
+    return 1;
+  }
 
   std::map<std::string, std::string> flags = {{"topology", "4x4"},     {"accelerator_type", "TPU-V6E"},
                                               {"max_failures", "3"},   {"num_to_keep", "0"},
@@ -58,6 +76,10 @@ int Main(int argc, char** argv, bool elastic) {
   }
   std::vector<std::string> maxtext_args(argv + i, argv + argc);
   if (maxtext_args.empty()) return Usage("the base config file is missing");
+  if (absl::Status s = manta::train::CheckMaxTextConfig(maxtext_args); !s.ok()) {
+    std::cerr << "maxtext_trainer: " << s.message() << "\n";
+    return 1;
+  }
   auto shape = manta::tpu::TrySliceShapeOf(flags["accelerator_type"], flags["topology"]);
   if (!shape.ok()) return Usage(std::string(shape.status().message()));
   int min_workers = 0, max_workers = 0, max_failures = 0, num_to_keep = 0, timeout_s = 0;

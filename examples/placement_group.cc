@@ -32,7 +32,11 @@ void Print(const std::string& line) { std::cout << line + "\n" << std::flush; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  manta::Init(argc, argv);
+  // No cluster (or a refused token) is one line and exit status 1.
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << argv[0] << ": " << s.message() << "\n";
+    return 1;
+  }
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   manta::PlacementGroupOptions options;
   options.strategy = manta::PlacementStrategy::kStrictSpread;

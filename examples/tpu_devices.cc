@@ -48,7 +48,11 @@ MANTA_REMOTE(OneChip);
 }  // namespace
 
 int main(int argc, char** argv) {
-  manta::Init(argc, argv);
+  // No cluster (or a refused token) is one line and exit status 1.
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << argv[0] << ": " << s.message() << "\n";
+    return 1;
+  }
   auto meeting = manta::Actor(Meeting::Create).Remote();
   std::vector<manta::ObjectRef<std::string>> chips;
   for (int host = 0; host < 4; ++host) {

@@ -31,7 +31,11 @@ MANTA_REMOTE(DescribeHost);
 }  // namespace
 
 int main(int argc, char** argv) {
-  manta::Init(argc, argv);
+  // No cluster (or a refused token) is one line and exit status 1.
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << argv[0] << ": " << s.message() << "\n";
+    return 1;
+  }
   std::string slice = argc > 1 ? argv[1] : "tpu-group-0";
   std::vector<manta::ObjectRef<std::string>> hosts;
   for (int worker = 0; worker < 4; ++worker) {

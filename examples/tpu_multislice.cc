@@ -81,7 +81,11 @@ int ParseSlices(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  manta::Init(argc, argv);
+  // No cluster (or a refused token) is one line and exit status 1.
+  if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) {
+    std::cerr << argv[0] << ": " << s.message() << "\n";
+    return 1;
+  }
   const int num_slices = ParseSlices(argc, argv);
   manta::tpu::SliceReservation slices;
   try {

@@ -31,7 +31,7 @@ void Body(const std::string& in) {
 }
 
 void Pieces(const std::string& in) {
-  manta::serve::Utf8Pieces pieces;
+  manta::Utf8Pieces pieces;
   std::string joined;
   for (size_t at = 0; at < in.size();) {
     const size_t n = 1 + static_cast<unsigned char>(in[at]) % 5;

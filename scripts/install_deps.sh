@@ -14,6 +14,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 procps libhiredis-dev libnghttp2-dev
+  libssl-dev
 )
 NODE_TOOLS=(uplot@1.6.32)
 

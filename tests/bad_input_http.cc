@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/process.h"
 #include "dashboard/tar_writer.h"
 #include "tests/bad_input_table.h"
 #include "tests/raw_socket.h"
@@ -86,8 +87,10 @@ struct HttpRows {
   void Submit(const std::string& input, const std::string& body, const std::string& message, int status = 400) {
     Add("POST", "/api/jobs/", input, {}, body, status, message);
   }
-  void Upload(const std::string& input, const std::string& name, const std::string& archive, int status,
-              const std::string& message) {
+  // PUT of `archive` under its own name (the SHA-256 its contents have), or `name`.
+  void Upload(const std::string& input, const std::string& archive, int status, const std::string& message,
+              std::string name = "") {
+    if (name.empty()) name = dashboard::PackageName(archive);
     std::string raw = HttpRequest("PUT", "/api/packages/gcs/" + name,
                                   {"Authorization: Bearer " + t.token, "Content-Type: application/octet-stream"},
                                   archive);
@@ -175,10 +178,10 @@ void PathRows(HttpRows& h) {
 }
 
 void ArchiveRows(HttpRows& h) {
-  h.Upload("absolute path in archive", "_manta_pkg_abs.tar", Archive("/tmp/escaped", '0', ""), 400, "escaped");
-  h.Upload("../ in archive", "_manta_pkg_dots.tar", Archive("../../escaped", '0', ""), 400, "escaped");
-  h.Upload("symlink out of the archive", "_manta_pkg_sym.tar", Archive("link", '2', "/etc"), 400, "link");
-  h.Upload("hardlink out of the archive", "_manta_pkg_hard.tar", Archive("hard", '1', "../../token"), 400, "hard");
+  h.Upload("absolute path in archive", Archive("/tmp/escaped", '0', ""), 400, "escaped");
+  h.Upload("../ in archive", Archive("../../escaped", '0', ""), 400, "escaped");
+  h.Upload("symlink out of the archive", Archive("link", '2', "/etc"), 400, "link");
+  h.Upload("hardlink out of the archive", Archive("hard", '1', "../../token"), 400, "hard");
   std::string huge;
   dashboard::AppendTarEntry(&huge, "big", '0', "x");
   // Declare 8 GiB for an entry of 1 byte: octal 100000000000 in the size field.
@@ -188,9 +191,38 @@ void ArchiveRows(HttpRows& h) {
   for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(huge[i]);
   std::snprintf(&huge[148], 8, "%06o", sum);
   dashboard::FinishTar(&huge);
-  h.Upload("entry declaring 8 GiB", "_manta_pkg_huge.tar", huge, 400, "truncated");
-  h.Upload("not an archive", "_manta_pkg_junk.tar", "junk", 400, "");
-  h.Upload("not gzip", "_manta_pkg_junk.tar.gz", "junk", 400, "archive");
+  h.Upload("entry declaring 8 GiB", huge, 400, "truncated");
+  h.Upload("not an archive", "junk", 400, "");
+  h.Upload("junk under a made-up .tar.gz name", "junk", 400, "not named by its contents", "_manta_pkg_junk.tar.gz");
+  // Stored only under the name its contents have.
+  const std::string mine = Archive("mine.txt", '0', "");
+  h.Upload("an archive under another package's name", mine, 400, "not named by its contents",
+           dashboard::PackageName(Archive("theirs.txt", '0', "")));
+  h.Upload("an archive under a name of one's choosing", mine, 400, "not named by its contents", "mine.tar");
+  // Checked whole before it is stored: depth, names, paths.
+  std::string deep;
+  for (int i = 0; i < 1500; ++i) deep += "d/";
+  h.Upload("a 1,500-deep working directory", Archive(deep + "f", '0', ""), 400, "at most 1024");
+  std::string tall;
+  for (int i = 0; i < 65; ++i) tall += "d/";
+  h.Upload("a 65-deep working directory", Archive(tall + "f", '0', ""), 400, "directories deep");
+  h.Upload("a 5,000-byte entry name", Archive(std::string(5000, 'n'), '0', ""), 400, "at most");
+}
+
+void FrontRows(HttpRows& h) {
+  // Decided from the head: the body is never read.
+  h.Add("POST", "/api/jobs/", "chunked body without a token", {"Transfer-Encoding: chunked"},
+        "100000\r\n" + std::string(1 << 20, 'x'), 401, "missing cluster token", false);
+  h.Add("POST", "/api/jobs/", "Content-Length and Transfer-Encoding both",
+        {"Content-Length: 5", "Transfer-Encoding: chunked"}, "0\r\n\r\n", 400, "both");
+  h.Add("POST", "/api/jobs/", "a gzip-encoded body", {"Content-Encoding: gzip", "Content-Length: 4"}, "abcd", 415,
+        "Content-Encoding");
+  h.Add("POST", "/api/login", "a 100 KB sign-in", {"Content-Length: 102400"}, "", 413, "larger than", false);
+  // The same refusal for an unknown column, whether or not there are entries.
+  for (const char* list : {"/api/v0/nodes", "/api/v0/actors", "/api/v0/placement_groups", "/api/v0/tasks"}) {
+    h.Add("GET", std::string(list) + "?filter_keys=no_such_column&filter_predicates=%3D&filter_values=x",
+          "a filter on an unknown column", {}, "", 400, "no such column");
+  }
 }
 
 }  // namespace
@@ -201,6 +233,7 @@ std::vector<BadInput> HttpBadInputs(const Target& t) {
   SubmitRows(h);
   PathRows(h);
   ArchiveRows(h);
+  FrontRows(h);
   return out;
 }
 
@@ -235,6 +268,35 @@ std::vector<BadInput> CliBadInputs(const Target& t) {
   out.push_back({"manta job submit", "wrong token",
                  manta({"job", "submit", "--address", url, "--", "true"}, {{"MANTA_TOKEN", std::string(64, 'f')}}),
                  "exit 1", "Invalid cluster token"});
+  // Another shape than the cluster up there: named, nothing started.
+  out.push_back({"manta up", "--slices 2 while another cluster is up",
+                 manta({"up", "--temp-dir", c->temp_dir(), "--tpu", "v6e-16", "--slices", "2"}, env), "exit 1",
+                 "already up"});
+  // The trainer: its config is checked before anything is reserved, and a
+  // program that finds no cluster says so in one line.
+  auto trainer = [](std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env) {
+    return [args, env] {
+      SpawnOptions o;
+      o.executable = JobCluster::BinDir() + "/maxtext_trainer";
+      o.args = args;
+      o.env = env;
+      o.unset_env = {"MANTA_ADDRESS", "RAY_ADDRESS", "MANTA_TOKEN"};
+      auto r = RunAndCapture(o, absl::Seconds(60));
+      if (!r.ok()) return Outcome{"no answer", std::string(r.status().message())};
+      return Outcome{absl::StrCat("exit ", r->exit_code), r->out + r->err};
+    };
+  };
+  const std::string base = std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml";
+  const std::vector<std::pair<std::string, std::string>> cluster_env = {{"MANTA_ADDRESS", t.gcs_address},
+                                                                         {"MANTA_TOKEN", t.token}};
+  out.push_back({"maxtext_trainer", "run_name not UTF-8",
+                 trainer({base, "model_name=tiny", "run_name=x\xff"}, cluster_env), "exit 1", "not UTF-8"});
+  out.push_back({"maxtext_trainer", "max_target_length 2^60",
+                 trainer({base, "model_name=tiny", "max_target_length=1152921504606846976"}, cluster_env), "exit 1",
+                 "at most"});
+  out.push_back({"maxtext_trainer", "no cluster",
+                 trainer({"--temp-dir=" + c->temp_dir() + "/no_cluster_here", base}, {}), "exit 1",
+                 "maxtext_trainer: "});
   const std::string join = "--address=" + t.gcs_address;
   for (const auto& [input, flag, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"NaN --num-cpus", "--num-cpus=nan", "--num-cpus"},

@@ -264,12 +264,50 @@ TEST(CliEndToEndTest, UpTwiceThenDownLeavesNothing) {
   EXPECT_TRUE(absl::StrContains(again.out, "already up")) << again.out;
   EXPECT_EQ(RecordedPids(temp), pids);  // nothing new started
 
+  // Another shape over it: refused, naming both, and nothing started.
+  std::vector<std::string> other_args = up_args;
+  other_args[2] = "--slices=1";
+  CommandResult other = cluster.RunManta(other_args, {}, absl::Seconds(60));
+  EXPECT_NE(other.exit_code, 0) << other.out;
+  EXPECT_TRUE(absl::StrContains(other.err, "8 hosts (2 slices of v6e-16, topology 4x4, 4 hosts each)")) << other.err;
+  EXPECT_TRUE(absl::StrContains(other.err, "4 hosts (1 slice of v6e-16, topology 4x4, 4 hosts each)")) << other.err;
+  EXPECT_TRUE(absl::StrContains(other.err, "manta down")) << other.err;
+  EXPECT_EQ(RecordedPids(temp), pids);
+
   CommandResult down = cluster.RunManta({"down", "--temp-dir=" + temp});
   ASSERT_EQ(down.exit_code, 0) << down.out << down.err;
   EXPECT_EQ(CountAlive(pids), 0);
   EXPECT_TRUE(CheckPortFree("127.0.0.1", *port).ok());
   EXPECT_TRUE(CheckPortFree("127.0.0.1", *dashboard_port).ok());
   EXPECT_TRUE(RecordedPids(temp).empty());
+}
+
+// A program that finds no cluster says so in one line and exits 1; usage
+// needs no cluster at all.
+TEST(CliEndToEndTest, ProgramsWithoutAClusterSayWhyInOneLine) {
+  Cluster cluster;
+  const std::string nowhere = "--temp-dir=" + cluster.temp_dir() + "/no_cluster_here";
+  for (const char* program : {"maxtext_trainer", "maxtext_elastic_trainer"}) {
+    SpawnOptions help;
+    help.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/" + program;
+    help.args = {"--help"};
+    help.unset_env = {"MANTA_ADDRESS", "RAY_ADDRESS"};
+    auto r = RunAndCapture(help, absl::Seconds(30));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit_code, 0) << program << ": " << r->err;
+    EXPECT_TRUE(absl::StrContains(r->out, "usage: maxtext_")) << r->out;
+  }
+  for (const char* program : {"maxtext_trainer", "example_counter", "example_tpu_hosts", "example_placement_group"}) {
+    SpawnOptions run;
+    run.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/" + program;
+    run.args = {nowhere, std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml"};
+    run.unset_env = {"MANTA_ADDRESS", "RAY_ADDRESS"};
+    auto r = RunAndCapture(run, absl::Seconds(30));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit_code, 1) << program << ": " << r->out << r->err;
+    EXPECT_FALSE(absl::StrContains(r->err, "terminate called")) << program << ": " << r->err;
+    EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << program << ": " << r->err;
+  }
 }
 
 TEST(CliEndToEndTest, UpRefusesABadSliceBeforeStartingAnything) {

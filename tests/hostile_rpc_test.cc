@@ -25,6 +25,7 @@
 #include "core_worker.grpc.pb.h"
 #include "gcs_service.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/http_attacks.h"
 #include "tests/cluster_fixture.h"
 #include "tests/held_work_driver.h"
 #include "tests/raw_socket.h"
@@ -40,23 +41,6 @@ int PrefaceOnly(int port) {
   return fd;
 }
 
-int64_t RssBytes(pid_t pid) { return ResidentBytes(pid); }
-
-// The highest RSS of `pid` while `fn` runs, sampled every 10 ms.
-int64_t PeakRssWhile(pid_t pid, const std::function<void()>& fn) {
-  std::atomic<bool> done{false};
-  std::atomic<int64_t> peak{RssBytes(pid)};
-  std::thread sampler([&] {
-    while (!done.load()) {
-      peak.store(std::max(peak.load(), RssBytes(pid)));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
-  fn();
-  done.store(true);
-  sampler.join();
-  return std::max(peak.load(), RssBytes(pid));
-}
 
 // Preface-only connections to `port` until some are dropped for want of
 // descriptors (the process's limit lowered to 300 meanwhile); true when one was.
@@ -177,7 +161,7 @@ TEST(HostileCoreWorkerTest, RunningOutOfDescriptorsDoesNotStopADriverAccepting) 
 TEST_F(HostileRpcTest, LargeBodiesWithoutATokenAreRefusedUnread) {
   for (const char* method : {"/manta.rpc.NoSuchService/Call", "/manta.rpc.InternalKvGcsService/Put"}) {
     SCOPED_TRACE(method);
-    const int64_t before = RssBytes(cluster_.gcs().pid);
+    const int64_t before = RssOf(cluster_.gcs().pid);
     ASSERT_GT(before, 0);
     rpc::KvPutRequest put;
     put.set_ns("flood");

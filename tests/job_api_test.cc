@@ -2,6 +2,7 @@
 // C++ HTTP client and through curl.
 #include <signal.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/http_attacks.h"
 #include "tests/job_cluster.h"
 
 namespace manta::testing {
@@ -215,6 +217,52 @@ TEST_F(JobApiTest, DashboardRestartKeepsRecordsAndRunningJobs) {
   pid_t pgid = std::stoi(running_job["driver_info"]["pid"].get<std::string>());
   EXPECT_TRUE(ProcessGroupMembers(pgid).empty());
   EXPECT_EQ(client.ListJobs()->size(), 3u);
+}
+
+TEST_F(JobApiTest, ALargeLogIsReadInPiecesNotHeldWhole) {
+  // 40 MB of output, read by eight clients at once: each is answered with
+  // the whole log, and the dashboard holds a piece of it at a time.
+  cli::JobClient client = cluster_.Client();
+  auto id = client.Submit({{"entrypoint", "head -c 40000000 /dev/zero | tr '\\0' a | fold -w 99"}});
+  ASSERT_TRUE(id.ok()) << id.status();
+  WaitForStatus(*id, "SUCCEEDED", absl::Seconds(60));
+  auto pid = cluster_.DashboardPid();
+  ASSERT_TRUE(pid.ok());
+  const int port = std::stoi(cluster_.url().substr(cluster_.url().rfind(':') + 1));
+  const std::string request = absl::StrCat("GET /api/jobs/", *id, "/logs HTTP/1.1\r\nHost: x\r\n",
+                                           cluster_.AuthHeader(), "\r\n\r\n");
+  std::vector<HttpAnswer> answers(8);
+  const int64_t before = RssOf(*pid);
+  const int64_t peak = PeakRssWhile(*pid, [&] {
+    std::vector<std::thread> readers;
+    for (int i = 0; i < 8; ++i) readers.emplace_back([&, i] { answers[i] = RawRequest(port, request, absl::Seconds(60)); });
+    for (auto& t : readers) t.join();
+  });
+  for (const HttpAnswer& a : answers) {
+    ASSERT_EQ(a.status, 200) << a.status_line;
+    // Chunked transfer: join the chunks' data.
+    std::string body;
+    size_t at = 0;
+    while (at < a.body.size()) {
+      size_t eol = a.body.find("\r\n", at);
+      ASSERT_NE(eol, std::string::npos);
+      const size_t n = std::stoul(a.body.substr(at, eol - at), nullptr, 16);
+      if (n == 0) break;
+      body.append(a.body, eol + 2, n);
+      at = eol + 2 + n + 2;
+    }
+    json logs = json::parse(body, nullptr, false);
+    ASSERT_TRUE(logs.is_object()) << body.substr(0, 200);
+    EXPECT_EQ(logs["logs"].get<std::string>().size(),
+              std::filesystem::file_size(cluster_.session_dir() + "/logs/job-driver-" + *id + ".log"));
+    EXPECT_GT(logs["logs"].get<std::string>().size(), 40000000u);
+  }
+  EXPECT_LT(peak - before, 64 << 20) << "the dashboard grew from " << before << " to " << peak << " bytes";
+  // The page asks for the end only.
+  HttpAnswer tail_only = RawRequest(port, absl::StrCat("GET /api/jobs/", *id, "/logs?max_bytes=1000 HTTP/1.1\r\n",
+                                                      cluster_.AuthHeader(), "\r\n\r\n"));
+  EXPECT_NE(tail_only.body.find("bytes of the log are omitted"), std::string::npos);
+  EXPECT_LT(tail_only.body.size(), 2000u);
 }
 
 }  // namespace

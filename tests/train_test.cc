@@ -325,10 +325,14 @@ TEST_F(TrainClusterTest, PlainWorkersWithoutSlices) {
   ASSERT_TRUE(cluster_.AddRaylets({two_cpus, two_cpus}).ok());
   const std::string env_dir = dir_ + "/env";
   std::filesystem::create_directories(env_dir);
-  CommandResult r = Driver({"--use_tpu=0", "--num_workers=4", "--resources=CPU:1", "--env_dir=" + env_dir},
+  CommandResult r = Driver({"--use_tpu=0", "--num_workers=4", "--resources=CPU:1", "--env_dir=" + env_dir,
+                            "--storage_path=" + dir_ + "/results", "--name=plain"},
                            {kBaseConfig, "model_name=tiny", "steps=4", "ici_fsdp_parallelism=4",
                             "base_output_directory=" + dir_, "run_name=plain"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Checkpointing is off: nothing was written, and no directory was made.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/results")) << "the run made its directory without writing to it";
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/plain"));
   std::map<std::string, int> per_node;
   for (int rank = 0; rank < 4; ++rank) {
     auto env = ReadEnvFile(env_dir + "/attempt1-rank" + std::to_string(rank) + ".env");

@@ -199,6 +199,8 @@ absl::Status RunMaxText(const std::vector<std::string>& argv) {
   return loop.Run();
 }
 
+absl::Status CheckMaxTextConfig(const std::vector<std::string>& argv) { return LoadConfig(argv).status(); }
+
 Preflight MaxTextPreflight(std::vector<std::string> argv) {
   return [argv = std::move(argv)](const WorkerGroupShape& shape) -> absl::Status {
     auto config = LoadConfig(argv);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/utf8.h"
 #include "manta/placement_group.h"
 #include "manta/tpu.h"
 
@@ -88,16 +89,21 @@ absl::StatusOr<ScalingSpec> ResolveScaling(const ScalingConfig& scaling) {
 absl::StatusOr<RunConfig> ResolveRunConfig(const RunConfig& run, absl::Time now) {
   RunConfig out = run;
   if (out.name.empty()) out.name = "manta_train_" + absl::FormatTime("%Y-%m-%d_%H-%M-%S", now, absl::LocalTimeZone());
+  if (!IsValidUtf8(out.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RunConfig.name is not UTF-8 text: '", PrintableAscii(out.name, 80), "'"));
+  }
   if (!ValidDirName(out.name) || out.name.size() > 200) {
-    return absl::InvalidArgumentError(absl::StrCat("RunConfig.name '", out.name,
+    return absl::InvalidArgumentError(absl::StrCat("RunConfig.name '", PrintableAscii(out.name, 80),
                                                    "' must be a directory name (no '/', not '.' or '..')"));
   }
   if (out.storage_path.empty()) {
     const char* home = std::getenv("HOME");
     out.storage_path = home && *home ? std::string(home) + "/manta_results" : "/tmp/manta_results";
   }
-  if (out.storage_path.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError("RunConfig.storage_path holds a NUL byte");
+  if (out.storage_path.find('\0') != std::string::npos || !IsValidUtf8(out.storage_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("RunConfig.storage_path is not UTF-8 text without NUL: '",
+                                                   PrintableAscii(out.storage_path, 120), "'"));
   }
   if (out.failure_config.max_failures < -1) {
     return absl::InvalidArgumentError(absl::StrCat("FailureConfig.max_failures must be -1 (unlimited) or more, got ",
@@ -112,8 +118,9 @@ absl::StatusOr<RunConfig> ResolveRunConfig(const RunConfig& run, absl::Time now)
   }
   for (const auto& [k, v] : out.worker_env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-        v.find('\0') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("RunConfig.worker_env: '", k, "' is not a valid variable"));
+        v.find('\0') != std::string::npos || !IsValidUtf8(k) || !IsValidUtf8(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RunConfig.worker_env: '", PrintableAscii(k, 80), "' is not a valid variable"));
     }
   }
   return out;

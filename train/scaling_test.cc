@@ -109,5 +109,18 @@ TEST(PythonDictTest, RendersAsRayPrintsResources) {
   EXPECT_NE(RandomHexId(), RandomHexId());
 }
 
+TEST(ResolveRunConfigTest, NamesPathsAndVariablesMustBeText) {
+  RunConfig name;
+  name.name = "x\xff";
+  auto r = ResolveRunConfig(name, absl::Now());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("RunConfig.name is not UTF-8"), std::string::npos) << r.status();
+  RunConfig path;
+  path.storage_path = "/tmp/\xfe";
+  EXPECT_FALSE(ResolveRunConfig(path, absl::Now()).ok());
+  RunConfig env;
+  env.worker_env = {{"A", "\xc3("}};
+  EXPECT_FALSE(ResolveRunConfig(env, absl::Now()).ok());
+}
 }  // namespace
 }  // namespace manta::train

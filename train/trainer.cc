@@ -1,5 +1,7 @@
 // JaxTrainer::Fit in the driver: checks the configuration, creates the
 // controller next to the driver and waits for its outcome.
+#include <unistd.h>
+
 #include <filesystem>
 #include <limits>
 
@@ -12,6 +14,22 @@
 
 namespace manta::train {
 namespace {
+
+// Whether `dir` could be made: its nearest existing ancestor is a directory
+// this process may write in (or `dir` is one already).
+absl::Status CheckCanCreate(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec);
+  while (!p.empty() && !std::filesystem::exists(p, ec)) {
+    if (p == p.parent_path()) break;
+    p = p.parent_path();
+  }
+  if (!std::filesystem::is_directory(p, ec) || access(p.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create the run's directory ", dir, ": ", p.string(),
+                                                   " is not a directory this process may write in"));
+  }
+  return absl::OkStatus();
+}
 
 Result Failed(absl::Status error) {
   Result r;
@@ -95,9 +113,9 @@ Result Fit(const FitRequest& request) {
   spec.worker_env = run->worker_env;
   spec.scheduling_timeout_ms = absl::ToInt64Milliseconds(run->scheduling_timeout);
   spec.worker_start_timeout_ms = absl::ToInt64Milliseconds(run->worker_start_timeout);
-  std::error_code ec;
-  std::filesystem::create_directories(spec.run_dir, ec);
-  if (ec) return Failed(absl::InvalidArgumentError(absl::StrCat("cannot create ", spec.run_dir, ": ", ec.message())));
+  // Nothing is made there until something is written (a checkpoint), but
+  // a place that could never be written is refused now.
+  if (absl::Status s = CheckCanCreate(spec.run_dir); !s.ok()) return Failed(s);
 
   try {
     auto controller = Actor(TrainController::Create)

@@ -17,11 +17,16 @@
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
+#include "common/check.h"
+#include "common/http/front_reader.h"
 
 namespace manta::http {
 namespace {
+
+// What a refused connection may still send before it is dropped.
+constexpr size_t kMaxLingerBytes = 8 << 20;
 
 void Address(int fd, bool remote, std::string& ip, int& port) {
   sockaddr_storage ss{};
@@ -42,33 +47,49 @@ void Address(int fd, bool remote, std::string& ip, int& port) {
   ip = host;
 }
 
+std::string PeerIp(int fd) {
+  std::string ip;
+  int port = 0;
+  Address(fd, true, ip, port);
+  return ip;
+}
+
 int PollMs(absl::Duration d) {
   return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, 1 << 30));
 }
 
-// The bytes the loop read (the headers and maybe part of the body), then the
-// socket. Reads of the body fail once it arrives slower than the limits allow.
+bool WaitFd(int fd, short events, absl::Duration timeout) {
+  pollfd p{fd, events, 0};
+  int rc;
+  do {
+    rc = poll(&p, 1, PollMs(timeout));
+  } while (rc < 0 && errno == EINTR);
+  return rc > 0 && (p.revents & (events | POLLHUP | POLLERR));
+}
+
+// The request as the loop read it (the restated head and what of the body
+// arrived), then the socket for the rest of an upload: at most `left` more
+// bytes, all of them before `deadline`.
 class BufferedStream : public httplib::Stream {
  public:
-  BufferedStream(int fd, std::string head, const HttpLimits& limits)
-      : fd_(fd), head_(std::move(head)), limits_(limits), body_start_(absl::Now()) {}
+  BufferedStream(int fd, std::string bytes, uint64_t left, absl::Time deadline, const HttpLimits& limits)
+      : fd_(fd), bytes_(std::move(bytes)), left_(left), deadline_(deadline), limits_(limits) {}
 
-  bool is_readable() const override { return pos_ < head_.size() || Wait(POLLIN, limits_.io_timeout); }
+  bool is_readable() const override { return pos_ < bytes_.size() || (left_ > 0 && Wait(POLLIN, Left())); }
   bool is_writable() const override { return Wait(POLLOUT, limits_.io_timeout); }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (pos_ < head_.size()) {
-      size_t n = std::min(size, head_.size() - pos_);
-      memcpy(ptr, head_.data() + pos_, n);
+    if (pos_ < bytes_.size()) {
+      size_t n = std::min(size, bytes_.size() - pos_);
+      memcpy(ptr, bytes_.data() + pos_, n);
       pos_ += n;
       return static_cast<ssize_t>(n);
     }
-    absl::Duration allowed = limits_.body_grace + absl::Seconds(static_cast<double>(body_bytes_) /
-                                                                limits_.min_body_bytes_per_second);
-    absl::Duration left = std::min(limits_.io_timeout, body_start_ + allowed - absl::Now());
+    if (left_ == 0) return 0;  // nothing past the declared body is read
+    absl::Duration left = Left();
     if (left <= absl::ZeroDuration() || !Wait(POLLIN, left)) return -1;
-    ssize_t n = recv(fd_, ptr, size, 0);
-    if (n > 0) body_bytes_ += n;
+    ssize_t n = recv(fd_, ptr, static_cast<size_t>(std::min<uint64_t>(size, left_)), 0);
+    if (n > 0) left_ -= static_cast<uint64_t>(n);
     return n;
   }
 
@@ -82,36 +103,38 @@ class BufferedStream : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  bool Wait(short events, absl::Duration timeout) const {
-    pollfd p{fd_, events, 0};
-    int rc;
-    do {
-      rc = poll(&p, 1, PollMs(timeout));
-    } while (rc < 0 && errno == EINTR);
-    return rc > 0 && (p.revents & (events | POLLHUP | POLLERR));
-  }
+  absl::Duration Left() const { return std::min(limits_.io_timeout, deadline_ - absl::Now()); }
+  bool Wait(short events, absl::Duration timeout) const { return WaitFd(fd_, events, timeout); }
 
   const int fd_;
-  const std::string head_;
+  const std::string bytes_;
   size_t pos_ = 0;
+  uint64_t left_;
+  const absl::Time deadline_;
   const HttpLimits& limits_;
-  const absl::Time body_start_;
-  int64_t body_bytes_ = 0;
 };
 
-void Reply(int fd, const char* status_line) {
-  std::string r = absl::StrCat("HTTP/1.1 ", status_line, "\r\nContent-Type: text/plain; charset=utf-8\r\n",
-                               "Content-Length: ", strlen(status_line) + 1, "\r\nConnection: close\r\n\r\n",
-                               status_line, "\n");
-  (void)!send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-}
+// The connection whose request this pool thread handles (-1: none).
+thread_local int current_fd = -1;
 
 }  // namespace
 
-// Accepts connections and reads their headers; one thread, epoll.
+// What the loop hands a pool thread.
+struct GatedHttpServer::Handoff {
+  int fd = -1;
+  std::string bytes;       // the restated head and the body (or its start)
+  uint64_t left = 0;       // body bytes still on the socket
+  absl::Time deadline;     // by when they must have arrived
+  std::string upload_peer;  // set for a pool-held upload
+};
+
+// Accepts connections and runs each one's FrontReader: refuses what its
+// front refuses, reads what it accepts, and hands whole requests to the
+// pool. One thread, epoll.
 class GatedHttpServer::Loop {
  public:
-  Loop(GatedHttpServer* server, int listen_fd) : server_(server), listen_fd_(listen_fd) {
+  Loop(GatedHttpServer* server, int listen_fd)
+      : server_(server), limits_(server->limits_), listen_fd_(listen_fd), budget_(limits_.max_loop_buffered_bytes) {
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -120,6 +143,7 @@ class GatedHttpServer::Loop {
   }
   ~Loop() {
     for (auto& [fd, conn] : pending_) close(fd);
+    pending_.clear();
     close(epoll_fd_);
     close(wake_fd_);
     if (spare_fd_ >= 0) close(spare_fd_);
@@ -153,9 +177,14 @@ class GatedHttpServer::Loop {
 
  private:
   struct Pending {
-    std::string head;
+    std::unique_ptr<FrontReader> reader;
     absl::Time accepted;
+    absl::Time body_started;  // when the reader began reading a body
+    bool lingering = false;   // refused: draining what the client still sends
+    absl::Time linger_until;
+    size_t drained = 0;
   };
+  using Iter = absl::flat_hash_map<int, Pending>::iterator;
 
   void Watch(int fd) {
     epoll_event ev{};
@@ -164,8 +193,11 @@ class GatedHttpServer::Loop {
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
 
+  static void SendNow(int fd, const std::string& bytes) {
+    if (!bytes.empty()) (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
   void Accept() {
-    const HttpLimits& limits = server_->limits_;
     for (int i = 0; i < 256; ++i) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -178,15 +210,18 @@ class GatedHttpServer::Loop {
         }
         return;
       }
-      if (server_->open_.load() >= limits.max_connections) {
-        Reply(fd, "503 Service Unavailable");
+      Pending p;
+      p.reader = std::make_unique<FrontReader>(&server_->front_, &limits_, PeerIp(fd), &budget_);
+      p.accepted = absl::Now();
+      if (server_->open_.load() >= limits_.max_connections) {
+        SendNow(fd, p.reader->Refusal(503, "too many connections"));
         close(fd);
         continue;
       }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       server_->open_.fetch_add(1);
-      pending_[fd] = Pending{std::string(), absl::Now()};
+      pending_.emplace(fd, std::move(p));
       Watch(fd);
     }
   }
@@ -194,37 +229,85 @@ class GatedHttpServer::Loop {
   void Read(int fd) {
     auto it = pending_.find(fd);
     if (it == pending_.end()) return;
-    std::string& head = it->second.head;
     char buf[16 << 10];
     for (;;) {
       ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n > 0) {
-        head.append(buf, static_cast<size_t>(n));
-        if (head.find("\r\n\r\n") != std::string::npos) return HandOff(it);
-        if (head.size() > server_->limits_.max_header_bytes) {
-          Reply(fd, "431 Request Header Fields Too Large");
-          return Drop(it);
-        }
-        continue;
-      }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n < 0 && errno == EINTR) continue;
-      return Drop(it);  // closed or failed before its headers were complete
+      if (n <= 0) return Drop(it);  // closed or failed before the request was whole
+      if (!Take(it, std::string_view(buf, static_cast<size_t>(n)))) return;
     }
   }
 
-  void HandOff(absl::flat_hash_map<int, Pending>::iterator it) {
-    int fd = it->first;
-    std::string head = std::move(it->second.head);
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-    pending_.erase(it);
-    // The pool thread waits with poll(); the socket stays non-blocking.
-    server_->pool_->enqueue([server = server_, fd, head = std::move(head)]() mutable {
-      server->Handle(fd, std::move(head));
-    });
+  // Takes bytes of a connection; false once it left the loop or lingers.
+  bool Take(Iter it, std::string_view bytes) {
+    Pending& p = it->second;
+    if (p.lingering) {
+      p.drained += bytes.size();
+      if (p.drained <= kMaxLingerBytes) return true;
+      Drop(it);
+      return false;
+    }
+    const bool was_reading_body = p.reader->reading_body();
+    FrontReader::Step step = p.reader->Feed(bytes);
+    SendNow(it->first, step.interim);
+    switch (step.kind) {
+      case FrontReader::Kind::kMore:
+        if (!was_reading_body && p.reader->reading_body()) {
+          p.body_started = absl::Now();
+          if (p.reader->public_body() && PublicBodies(p.reader->peer()) > limits_.max_public_bodies_per_peer) {
+            Linger(it, p.reader->Refusal(503, "too many requests from this address at once"));
+            return false;
+          }
+        }
+        return true;
+      case FrontReader::Kind::kRefuse:
+        Linger(it, step.bytes);
+        return false;
+      case FrontReader::Kind::kHandOff:
+        HandOff(it, Handoff{it->first, std::move(step.bytes), 0, absl::Now(), ""});
+        return false;
+      case FrontReader::Kind::kUpload: {
+        const std::string peer = p.reader->peer();
+        if (!server_->StartUpload(peer)) {
+          Linger(it, p.reader->Refusal(503, "too many uploads from this address at once"));
+          return false;
+        }
+        HandOff(it, Handoff{it->first, std::move(step.bytes), step.left, absl::Now() + step.body_time, peer});
+        return false;
+      }
+    }
+    return false;
   }
 
-  void Drop(absl::flat_hash_map<int, Pending>::iterator it) {
+  int PublicBodies(const std::string& peer) const {
+    int n = 0;
+    for (const auto& [fd, q] : pending_) n += !q.lingering && q.reader->public_body() && q.reader->peer() == peer;
+    return n;
+  }
+
+  // Answers `response` and closes once the client had time to read it (a
+  // close with unread bytes would reset the connection and lose the answer):
+  // what the client still sends is read and dropped, for at most 2 s and
+  // kMaxLingerBytes, so that a client that writes its whole (refused) body
+  // before it reads still gets the answer. Nothing of it is kept.
+  void Linger(Iter it, const std::string& response) {
+    SendNow(it->first, response);
+    shutdown(it->first, SHUT_WR);
+    Pending& p = it->second;
+    p.reader->Abandon();
+    p.lingering = true;
+    p.linger_until = absl::Now() + absl::Seconds(2);
+  }
+
+  void HandOff(Iter it, Handoff h) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->first, nullptr);
+    pending_.erase(it);
+    // The pool thread waits with poll(); the socket stays non-blocking.
+    server_->pool_->enqueue([server = server_, h = std::move(h)]() mutable { server->Handle(std::move(h)); });
+  }
+
+  void Drop(Iter it) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->first, nullptr);
     close(it->first);
     pending_.erase(it);
@@ -232,14 +315,24 @@ class GatedHttpServer::Loop {
   }
 
   void Sweep() {
-    const HttpLimits& limits = server_->limits_;
-    absl::Duration deadline =
-        server_->open_.load() * 2 >= limits.max_connections ? limits.pressure_deadline : limits.header_deadline;
+    const bool pressure = server_->open_.load() * 2 >= limits_.max_connections;
+    const absl::Duration head_deadline = pressure ? limits_.pressure_deadline : limits_.header_deadline;
     absl::Time now = absl::Now();
     for (auto it = pending_.begin(); it != pending_.end();) {
       auto next = std::next(it);
-      if (now - it->second.accepted > deadline) {
-        if (!it->second.head.empty()) Reply(it->first, "408 Request Timeout");
+      Pending& p = it->second;
+      if (p.lingering) {
+        if (now > p.linger_until) Drop(it);
+      } else if (!p.reader->reading_body()) {
+        if (now - p.accepted > head_deadline) {
+          if (p.reader->has_bytes()) SendNow(it->first, p.reader->Refusal(408, "the request's headers came too slowly"));
+          Drop(it);
+        }
+      } else if (now - p.body_started > p.reader->body_time() ||
+                 (pressure && p.reader->public_body() && now - p.accepted > head_deadline)) {
+        // Under pressure a public route's body (what anyone may send) gets
+        // no more time than headers do.
+        SendNow(it->first, p.reader->Refusal(408, "the request's body came too slowly"));
         Drop(it);
       }
       it = next;
@@ -247,11 +340,13 @@ class GatedHttpServer::Loop {
   }
 
   GatedHttpServer* const server_;
+  const HttpLimits& limits_;
   const int listen_fd_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   int spare_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  BodyBudget budget_;
   absl::flat_hash_map<int, Pending> pending_;
 };
 
@@ -262,6 +357,12 @@ GatedHttpServer::~GatedHttpServer() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
+void GatedHttpServer::SetFront(FrontPolicy front) {
+  CHECK(!loop_) << "SetFront after Serve";
+  front_ = std::move(front);
+  has_front_ = true;
+}
+
 absl::Status GatedHttpServer::Bind(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -269,16 +370,16 @@ absl::Status GatedHttpServer::Bind(const std::string& host, int port) {
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
   std::string service = std::to_string(port);
-  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return absl::UnavailableError("cannot resolve " + host);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0 || res == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
   bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
             ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0;
+  std::string why = ok ? "" : strerror(errno);  // before freeaddrinfo and close can change errno
   freeaddrinfo(res);
   if (!ok) {
-    std::string why = strerror(errno);
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":", port, ": ", why));
   }
@@ -291,6 +392,7 @@ absl::Status GatedHttpServer::Bind(const std::string& host, int port) {
 }
 
 void GatedHttpServer::Serve() {
+  CHECK(has_front_) << "GatedHttpServer::Serve without SetFront: every server says what its routes take";
   HttpLimits& limits = const_cast<HttpLimits&>(limits_);
   if (limits.max_connections <= 0) {
     rlimit rl{};
@@ -314,12 +416,36 @@ void GatedHttpServer::StopServing() {
   listen_fd_ = -1;
 }
 
-void GatedHttpServer::Handle(int fd, std::string head) {
-  BufferedStream stream(fd, std::move(head), limits_);
-  bool closed = false;
-  process_request(stream, /*close_connection=*/true, closed, nullptr);
-  shutdown(fd, SHUT_WR);
-  close(fd);
+bool GatedHttpServer::StartUpload(const std::string& peer) {
+  absl::MutexLock lock(&uploads_mu_);
+  int& n = uploads_[peer];
+  if (n >= limits_.max_uploads_per_peer) return false;
+  ++n;
+  return true;
+}
+
+void GatedHttpServer::EndUpload(const std::string& peer) {
+  absl::MutexLock lock(&uploads_mu_);
+  if (--uploads_[peer] <= 0) uploads_.erase(peer);
+}
+
+bool GatedHttpServer::ClientGone() {
+  if (current_fd < 0) return false;
+  pollfd p{current_fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void GatedHttpServer::Handle(Handoff h) {
+  {
+    BufferedStream stream(h.fd, std::move(h.bytes), h.left, h.deadline, limits_);
+    bool closed = false;
+    current_fd = h.fd;
+    process_request(stream, /*close_connection=*/true, closed, nullptr);
+    current_fd = -1;
+  }
+  if (!h.upload_peer.empty()) EndUpload(h.upload_peer);
+  shutdown(h.fd, SHUT_WR);
+  close(h.fd);
   open_.fetch_sub(1);
 }
 

@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "common/http/gated_http_server.h"
-#include "common/token.h"
 
 namespace manta::metrics {
 
@@ -14,19 +13,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metric
   limits.max_connections = 256;
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->http_ = std::make_unique<http::GatedHttpServer>(limits);
-  const std::string token = options.token;
-  server->http_->Get("/metrics", [registry, token](const httplib::Request& req, httplib::Response& res) {
-    if (!token.empty()) {
-      auto it = req.headers.find("Authorization");
-      const std::string header = it == req.headers.end() ? "" : it->second;
-      if (!TokenMatches(TokenFromAuthorization(header), token)) {
-        res.status = 401;
-        res.set_header("WWW-Authenticate", "Bearer");
-        res.set_content(header.empty() ? "missing cluster token\n" : "wrong cluster token\n",
-                        "text/plain; charset=utf-8");
-        return;
-      }
-    }
+  // Nothing but a scrape: GET /metrics with the token; any body is refused
+  // (413, 411) before it is read.
+  http::FrontPolicy front;
+  front.routes = {{"GET", "/metrics"}};
+  if (!options.token.empty()) {
+    front.authenticate = [token = options.token](const http::RequestHead& head) {
+      return http::BearerCredential(head, token);
+    };
+  }
+  server->http_->SetFront(std::move(front));
+  server->http_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   absl::Status bound = server->http_->Bind(options.host, options.port);

@@ -3,7 +3,8 @@
 // through a GatedHttpServer, so idle or slow connections cannot hold it.
 // With a token, a scrape must send "Authorization: Bearer <token>" (what
 // Prometheus sends from `authorization: {credentials_file: <session>/token}`);
-// anything else gets 401. `--metrics-auth=none` serves without the check.
+// anything else gets 401 before any body is read, and no route takes a body
+// (http_front.h). `--metrics-auth=none` serves without the check.
 //
 //   MetricsRegistry registry(Labels{{"SessionName", session}});
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Start({.host = ip, .port = 8080, .token = token}, &registry));

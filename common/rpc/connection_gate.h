@@ -22,6 +22,17 @@
 // closed it. Later requests on a connection that passed are checked by the
 // handlers (rpc::CheckAuth), as every request is.
 //
+// What a peer without the token can make a daemon hold: gRPC 1.51 takes a
+// connection whole (it reads each stream's messages before any handler), so
+// the token is checked per connection, on its first request, which only a
+// token holder gets past. Until then the gate holds at most
+// `max_connections` connections, each for at most `auth_deadline` and with
+// nothing read but its first request's frames (peeked, at most
+// kMaxFirstRequestBytes); a refused one is answered by a RefusingConnection,
+// which grants no flow-control window: at most one 64 KiB window of a body
+// is ever sent to it, and it reads and drops that. (HostileRpcTest floods a
+// GCS with 48 MiB requests on refused connections and checks its memory.)
+//
 //   ASSIGN_OR_RETURN(auto gate, ConnectionGate::Listen("0.0.0.0:6379", {.token = token}));
 //   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();   // no ports
 //   gate->Start(server.get());

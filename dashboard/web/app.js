@@ -400,7 +400,8 @@
     page: pagerState(JOB_PAGE),
     selected: null,
     async load() {
-      const path = this.selected ? `/api/jobs/${encodeURIComponent(this.selected)}/logs` : null;
+      // The log's last megabyte: what the page shows of a running job.
+      const path = this.selected ? `/api/jobs/${encodeURIComponent(this.selected)}/logs?max_bytes=1048576` : null;
       const [list, logs] = await Promise.allSettled([getJson('/api/jobs/'), path ? getJson(path) : null]);
       if (list.status === 'rejected') throw list.reason;
       const jobs = (Array.isArray(list.value.json) ? list.value.json : []).slice();

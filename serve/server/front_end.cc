@@ -19,7 +19,6 @@ absl::StatusOr<std::unique_ptr<FrontEnd>> FrontEnd::Start(StepRunner* runner, co
                                                               .transfer_backlog = options.transfer_backlog,
                                                               .kv_bytes_moved = options.kv_bytes_moved});
   f->loop_->Start();
-  f->http_.set_payload_max_length(8 << 20);
   RouteOptions routes;
   routes.token = options.token;
   routes.max_prompt_tokens = config.max_prefill_predict_length;

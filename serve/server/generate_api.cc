@@ -15,17 +15,6 @@ std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 absl::Status Bad(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
-// The count of bytes at the end of `s` that begin a character not yet complete.
-size_t IncompleteTail(std::string_view s) {
-  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xc0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
-}
-
 }  // namespace
 
 absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t default_max_tokens) {
@@ -39,8 +28,13 @@ absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t de
       if (!value.is_string()) return Bad("\"prompt\" must be a string");
       out.prompt = value.get<std::string>();
     } else if (key == "max_tokens") {
-      if (!value.is_number_integer()) return Bad("\"max_tokens\" must be an integer");
-      out.max_tokens = value.get<int64_t>();
+      // The bound is checked on the number as sent (an unsigned 2^64 - 1
+      // must not read as -1).
+      if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > (uint64_t{1} << 31)) ||
+          (!value.is_number_unsigned() && (value.get<int64_t>() <= 0 || value.get<int64_t>() > (int64_t{1} << 31)))) {
+        return Bad(absl::StrCat("\"max_tokens\" must be an integer from 1 to 2147483648, got ", Dump(value)));
+      }
+      out.max_tokens = value.is_number_unsigned() ? static_cast<int64_t>(value.get<uint64_t>()) : value.get<int64_t>();
     } else if (key == "stream") {
       if (!value.is_boolean()) return Bad("\"stream\" must be true or false");
       out.stream = value.get<bool>();
@@ -50,8 +44,9 @@ absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t de
       if (!std::isfinite(t) || t < 0 || t > 100) return Bad("\"temperature\" must be in [0, 100]");
       out.sampling.temperature = static_cast<float>(t);
     } else if (key == "top_k") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 20)) {
-        return Bad("\"top_k\" must be an integer from 0 (all tokens)");
+      if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > (1u << 20)) ||
+          (!value.is_number_unsigned() && (value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 20)))) {
+        return Bad(absl::StrCat("\"top_k\" must be an integer from 0 (all tokens) to 1048576, got ", Dump(value)));
       }
       out.sampling.top_k = value.get<int>();
     } else if (key == "seed") {
@@ -74,19 +69,5 @@ std::string ResponseJson(absl::string_view text) { return Dump(Json{{"response",
 std::string ErrorJson(absl::string_view message) { return Dump(Json{{"error", std::string(message)}}); }
 
 std::string StreamEvent(absl::string_view piece) { return absl::StrCat("data: ", ResponseJson(piece), "\n\n"); }
-
-std::string Utf8Pieces::Add(std::string_view bytes) {
-  pending_.append(bytes);
-  const size_t keep = IncompleteTail(pending_);
-  std::string ready = pending_.substr(0, pending_.size() - keep);
-  pending_.erase(0, pending_.size() - keep);
-  return ValidUtf8(ready);
-}
-
-std::string Utf8Pieces::Flush() {
-  std::string rest = ValidUtf8(pending_);
-  pending_.clear();
-  return rest;
-}
 
 }  // namespace manta::serve

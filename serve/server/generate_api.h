@@ -41,17 +41,4 @@ std::string ErrorJson(absl::string_view message);
 std::string StreamEvent(absl::string_view piece);
 inline constexpr char kStreamDone[] = "data: [DONE]\n\n";
 
-// Gathers the bytes of tokens and hands out only whole UTF-8 characters, so
-// a character split over two tokens is never sent in halves.
-class Utf8Pieces {
- public:
-  // The bytes that complete characters now (possibly empty).
-  std::string Add(std::string_view bytes);
-  // What is left at the end (an incomplete character, replaced).
-  std::string Flush();
-
- private:
-  std::string pending_;
-};
-
 }  // namespace manta::serve

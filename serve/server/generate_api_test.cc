@@ -1,6 +1,8 @@
 // The /generate body and the pieces of a stream.
 #include "serve/server/generate_api.h"
 
+#include "common/utf8.h"
+
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -33,7 +35,8 @@ TEST(GenerateApiTest, EachBadBodySaysWhatIsWrong) {
       {R"({"prompt": ""})", "empty"},
       {R"({"prompt": 3})", "string"},
       {R"({"prompt": "a", "max_tokens": 0})", "positive"},
-      {R"({"prompt": "a", "max_tokens": -2})", "positive"},
+      {R"({"prompt": "a", "max_tokens": -2})", "from 1 to 2147483648, got -2"},
+      {R"({"prompt": "a", "max_tokens": 18446744073709551615})", "got 18446744073709551615"},
       {R"({"prompt": "a", "max_tokens": 1.5})", "integer"},
       {R"({"prompt": "a", "max_tokens": "9"})", "integer"},
       {R"({"prompt": "a", "stream": "yes"})", "true or false"},

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/token.h"
 
 namespace manta::serve {
 namespace {
@@ -56,9 +55,15 @@ std::shared_ptr<Exchange> Start(ServingLoop* loop, const GenerateBody& body) {
   return ex;
 }
 
+// How often a request waiting for its whole answer looks whether its client
+// hung up (then the batcher drops it, instead of decoding for no one).
+constexpr absl::Duration kGonePoll = absl::Milliseconds(100);
+
 void Whole(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
   absl::MutexLock lock(&ex->mu);
-  ex->mu.Await(absl::Condition(&ex->done));
+  while (!ex->mu.AwaitWithTimeout(absl::Condition(&ex->done), kGonePoll)) {
+    if (!ex->gone.load() && http::GatedHttpServer::ClientGone()) ex->gone = true;
+  }
   if (!ex->status.ok()) return Reply(res, HttpStatus(ex->status), ErrorJson(ex->status.message()));
   std::string text;
   for (const std::string& p : ex->pieces) text += p;
@@ -105,29 +110,31 @@ void Streamed(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
       [ex](bool) { ex->gone = true; });
 }
 
-bool Authorized(const httplib::Request& req, httplib::Response& res, const std::string& token) {
-  if (token.empty()) return true;
-  if (TokenMatches(TokenFromAuthorization(req.get_header_value("Authorization")), token)) return true;
-  res.set_header("WWW-Authenticate", "Bearer");
-  Reply(res, 401, ErrorJson("missing or wrong token: send \"Authorization: Bearer <token>\""));
-  return false;
-}
-
 }  // namespace
 
 void InstallRoutes(http::GatedHttpServer* server, ServingLoop* loop, const train::Tokenizer* tokenizer,
                    const RouteOptions& options) {
-  server->Get("/healthcheck", [loop, options](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req, res, options.token)) return;
+  // The token and the body's size are checked before the body is read.
+  http::FrontPolicy front;
+  front.routes = {{"GET", "/healthcheck"},
+                  {.method = "POST", .path = "/generate", .max_body = options.max_body_bytes, .chunked = true,
+                   .json_body = true}};
+  if (!options.token.empty()) {
+    front.authenticate = [token = options.token](const http::RequestHead& head) {
+      return http::BearerCredential(head, token);
+    };
+  }
+  front.json_errors = true;
+  server->SetFront(std::move(front));
+  // What httplib itself refuses (a malformed head it reads again) is JSON too.
+  server->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) res.set_content(ErrorJson(absl::StrCat("HTTP status ", res.status)), kJson);
+  });
+  server->Get("/healthcheck", [loop](const httplib::Request&, httplib::Response& res) {
     if (loop->healthy()) return Reply(res, 200, R"({"status":"ok"})");
     Reply(res, 503, ErrorJson(loop->failed() ? "the serving group failed" : "warming up"));
   });
   server->Post("/generate", [loop, tokenizer, options](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req, res, options.token)) return;
-    if (req.body.size() > options.max_body_bytes) {
-      return Reply(res, 400, ErrorJson(absl::StrCat("the body is ", req.body.size(), " bytes, more than the ",
-                                                    options.max_body_bytes, " a request may send")));
-    }
     absl::StatusOr<GenerateBody> body = ParseGenerateBody(req.body, options.default_max_tokens);
     if (!body.ok()) return Reply(res, 400, ErrorJson(body.status().message()));
     const size_t prompt_tokens = tokenizer->Encode(body->prompt).size();

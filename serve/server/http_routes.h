@@ -2,9 +2,13 @@
 //   POST /generate     {"prompt", "max_tokens", "stream", ...} -> {"response"} or server-sent events
 //   GET  /healthcheck  200 once the engine has warmed up, else 503
 // With a token, every route needs "Authorization: Bearer <token>" (401
-// without it). A bad request is a 400 saying why; a request the server
-// cannot serve now (not warm, stopping, its group failed) is a 503, never a
-// wait. Requests in flight when the group fails end at once with 503.
+// without it, before any of the body is read). A body larger than
+// max_body_bytes is a 413 before it is read (chunked bodies too, as they
+// arrive); a body is JSON whatever its Content-Type says (curl -d sends a
+// form's). A bad request is a 400 saying why; a request the server cannot
+// serve now (not warm, stopping, its group failed) is a 503, never a wait.
+// Requests in flight when the group fails end at once with 503; a request
+// whose client hung up is dropped by the batcher.
 #pragma once
 
 #include <cstdint>

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   if (OnSlice(argc, argv)) {
     std::signal(SIGPIPE, SIG_IGN);
-    manta::Init(argc, argv);
+    if (absl::Status s = manta::TryInit(argc, argv); !s.ok()) return Fail(std::string(s.message()));
   }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(rest.begin() + 1, rest.end());

@@ -1,8 +1,17 @@
 // manta_serve as a user runs it: a real process serving a checkpoint the
 // trainer wrote, over HTTP with the token.
-#include <thread>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/process.h"
 #include "common/token.h"
 #include "common/utf8.h"
@@ -12,6 +21,8 @@
 #include "serve/engine/engine.h"
 #include "serve/engine/sampler.h"
 #include "serve/server/test_model.h"
+#include "tests/http_attacks.h"
+#include "tests/raw_socket.h"
 #include "train/kernels/training_test_util.h"
 
 namespace manta::serve {
@@ -103,6 +114,20 @@ class ServerTest : public ::testing::Test {
     return joined;
   }
 
+  // manta_serve_requests_cancelled_total, from the metrics port.
+  double CancelledRequests() {
+    httplib::Client metrics("127.0.0.1", metrics_port_);
+    httplib::Result r = metrics.Get("/metrics", {{"Authorization", "Bearer " + token_}});
+    if (!r || r->status != 200) return -1;
+    const std::string key = "manta_serve_requests_cancelled_total";
+    for (absl::string_view line : absl::StrSplit(r->body, '\n')) {
+      if (!absl::StartsWith(line, key) || absl::StartsWith(line, key + "_")) continue;
+      double v = -1;
+      if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+    }
+    return -1;
+  }
+
   static train::TempDir* dir_;
   static std::string token_;
   static int starts_;
@@ -157,18 +182,97 @@ TEST_F(ServerTest, EveryBadRequestIsRefusedWithItsReasonAndTheServerGoesOn) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {R"({"prompt": ""})", "empty"},
       {R"({"prompt": "a", "max_tokens": 0})", "positive"},
-      {R"({"prompt": "a", "max_tokens": -1})", "positive"},
+      {R"({"prompt": "a", "max_tokens": -1})", "got -1"},
       {"{not json", "not JSON"},
       {R"({"prompt": ")" + std::string(400, 'q') + R"("})", "max_prefill_predict_length"},
       {R"({"prompt": "a", "max_tokens": 1000})", "exceed"},
-      {R"({"prompt": ")" + std::string(2 << 20, 'z') + R"("})", "bytes"},
+      {R"({"prompt": "a", "max_tokens": 18446744073709551615})", "18446744073709551615"},
+      {R"({"prompt": "a", "top_k": 18446744073709551615})", "18446744073709551615"},
   };
   for (const auto& [body, says] : bad) {
     auto [status, text] = Call("POST", "/generate", body);
     EXPECT_EQ(status, 400) << body.substr(0, 60) << " -> " << text;
     EXPECT_NE(text.find(says), std::string::npos) << text;
   }
+  // A body past the route's limit is refused from its head, as JSON.
+  auto [status, text] = Call("POST", "/generate", R"({"prompt": ")" + std::string(2 << 20, 'z') + R"("})");
+  EXPECT_EQ(status, 413) << text;
+  EXPECT_NE(text.find("bytes"), std::string::npos) << text;
+  EXPECT_TRUE(nlohmann::json::parse(text, nullptr, false).contains("error")) << text;
   EXPECT_EQ(Generate("the cat", 4), LocalGreedy("the cat", 4, StepDir()));
+}
+
+TEST_F(ServerTest, AFormEncodedBodyIsReadAsTheJsonItIs) {
+  // What `curl -d '{...}'` sends: a form's content type. Past httplib's 8 KB
+  // form limit, the answer is still the reason, not a bare 413.
+  Start({});
+  const std::string body = R"({"prompt": ")" + std::string(9000, 'q') + R"("})";
+  testing::HttpAnswer a = testing::RawRequest(
+      port_, absl::StrCat("POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ", token_,
+                          "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ", body.size(),
+                          "\r\n\r\n", body));
+  EXPECT_EQ(a.status, 400) << a.status_line << " " << a.body;
+  EXPECT_NE(a.body.find("max_prefill_predict_length"), std::string::npos) << a.body;
+  const std::string small = R"({"prompt": "the cat", "max_tokens": 4})";
+  a = testing::RawRequest(port_, absl::StrCat("POST /generate HTTP/1.1\r\nAuthorization: Bearer ", token_,
+                                              "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ",
+                                              small.size(), "\r\n\r\n", small));
+  EXPECT_EQ(a.status, 200) << a.body;
+}
+
+TEST_F(ServerTest, HostileClientsAreRefusedFromTheirHeadsOnBothPorts) {
+  Start({});
+  const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
+  for (const auto& [port, path, probe] :
+       {std::tuple<int, std::string, std::string>{port_, "/generate", "GET /healthcheck HTTP/1.1\r\n" + auth + "\r\n"},
+        {metrics_port_, "/metrics", "GET /metrics HTTP/1.1\r\n" + auth + "\r\n"}}) {
+    // Three 200 MB chunked bodies without the token, and a real request meanwhile.
+    const int64_t before = testing::RssOf(pid_);
+    std::vector<std::string> answers;
+    testing::HttpAnswer answer;
+    const int64_t peak = testing::PeakRssWhile(pid_, [&] {
+      absl::Duration took;
+      std::thread real([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // once the bombs are under way
+        const absl::Time start = absl::Now();
+        answer = testing::RawRequest(port, probe);
+        took = absl::Now() - start;
+      });
+      answers = testing::ChunkedBombs(port, path, uint64_t{200} << 20, 3);
+      real.join();
+      std::printf("manta_serve %s: a real request during 3 x 200 MB chunked posts: %d in %.0f ms\n", path.c_str(),
+                  answer.status, absl::ToDoubleMilliseconds(took));
+    });
+    std::printf("manta_serve %s: RSS %.1f MB before, %.1f MB at most during, %.1f MB after\n", path.c_str(),
+                before / 1048576.0, peak / 1048576.0, testing::RssOf(pid_) / 1048576.0);
+    for (const std::string& a : answers) EXPECT_EQ(a.substr(0, 12), "HTTP/1.1 401") << path << ": " << a;
+    EXPECT_LE(peak - before, 32 << 20) << path << ": " << before << " -> " << peak;
+    EXPECT_EQ(answer.status, 200) << answer.status_line;
+    // 60 bodies a byte a second with a wrong token: answered from their heads.
+    testing::Trickle slow(port,
+                          "POST " + path + " HTTP/1.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n",
+                          60);
+    EXPECT_TRUE(PollUntil([&] { return slow.Answered() == 60; }, absl::Now() + absl::Seconds(10))) << slow.Answered();
+    EXPECT_EQ(testing::RawRequest(port, probe).status, 200);
+  }
+}
+
+TEST_F(ServerTest, ARequestWhoseClientHungUpIsDroppedNotDecoded) {
+  // Long answers, four slots: sixteen requests that would take a while.
+  Start({"max_target_length=1024"});
+  const std::string body = R"({"prompt": "the cat", "max_tokens": 990})";
+  for (int i = 0; i < 16; ++i) {
+    int fd = testing::ConnectLoopback(port_);
+    ASSERT_GE(fd, 0);
+    const std::string request = absl::StrCat("POST /generate HTTP/1.1\r\nAuthorization: Bearer ", token_,
+                                             "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    close(fd);  // and gone
+  }
+  // Each is dropped: the batcher frees its slot or never gives it one.
+  EXPECT_TRUE(PollUntil([&] { return CancelledRequests() == 16; }, absl::Now() + absl::Seconds(30)))
+      << CancelledRequests() << " of 16 were dropped";
+  EXPECT_EQ(Generate("the cat", 3), LocalGreedy("the cat", 3, StepDir()));
 }
 
 TEST_F(ServerTest, ResidentMemoryStaysFlatOverAThousandRequests) {

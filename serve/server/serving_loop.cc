@@ -30,6 +30,8 @@ ServingLoop::ServingLoop(StepRunner* runner, const train::Tokenizer* tokenizer, 
                                           {}, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000});
   successes_ = registry->AddCounter("jetstream_request_success_count", "Number of requests successfully completed",
                                     {});
+  cancelled_ = registry->AddCounter("manta_serve_requests_cancelled_total",
+                                    "Requests ended unfinished because their client went away", {});
   registry->AddCollector([this](metrics::Exposition& out) {
     out.Family("jetstream_prefill_backlog_size", "gauge", "Size of prefill queue");
     const double handed_off = batcher_.prefilling();
@@ -90,6 +92,7 @@ void ServingLoop::Generate(const GenerateBody& body, std::function<void(const st
     std::string rest = state->pieces.Flush();
     if (!rest.empty() && s.ok()) on_piece(rest);
     if (s.ok()) Observe(body, prompt_tokens, state->tokens, state->start, state->first, Now());
+    if (absl::IsCancelled(s)) cancelled_->Add({});
     on_done(s);
   };
   {

@@ -78,6 +78,7 @@ class ServingLoop {
   std::thread thread_;
   metrics::Histogram *ttft_, *tpot_, *per_request_, *input_length_, *output_length_;
   metrics::Counter* successes_;
+  metrics::Counter* cancelled_;  // requests whose client went away
 };
 
 }  // namespace manta::serve

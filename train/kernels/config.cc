@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "common/utf8.h"
 
 namespace manta::train {
 namespace {
@@ -96,6 +97,22 @@ absl::Status Positive(const std::string& key, double v) {
   return absl::OkStatus();
 }
 
+// Positive and at most `max`: every size the memory estimate multiplies is
+// bounded, so no product of them can overflow.
+absl::Status InRange(const std::string& key, double v, int64_t max) {
+  RETURN_IF_ERROR(Positive(key, v));
+  if (v > static_cast<double>(max)) return KeyError(key, absl::StrCat("must be at most ", max, ", got ", v));
+  return absl::OkStatus();
+}
+
+// Strings become file names, protobuf fields and log lines: UTF-8 only, no NUL.
+absl::Status Text(const std::string& key, const std::string& v) {
+  if (!IsValidUtf8(v) || v.find('\0') != std::string::npos) {
+    return KeyError(key, absl::StrCat("is not UTF-8 text: '", PrintableAscii(v, 80), "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadAll(const Reader& r, Config* c) {
   c->run_name = r.String("run_name");
   c->model_name = r.String("model_name");
@@ -156,13 +173,23 @@ absl::Status ReadAll(const Reader& r, Config* c) {
 
 absl::Status Validate(Config* c) {
   const ModelShape& m = c->model;
-  RETURN_IF_ERROR(Positive("base_emb_dim", m.emb_dim));
-  RETURN_IF_ERROR(Positive("base_num_query_heads", m.num_query_heads));
-  RETURN_IF_ERROR(Positive("base_num_kv_heads", m.num_kv_heads));
-  RETURN_IF_ERROR(Positive("base_mlp_dim", m.mlp_dim));
-  RETURN_IF_ERROR(Positive("base_num_decoder_layers", m.num_layers));
-  RETURN_IF_ERROR(Positive("head_dim", m.head_dim));
-  RETURN_IF_ERROR(Positive("vocab_size", m.vocab_size));
+  for (const auto& [key, v] : {std::pair<const char*, const std::string*>{"run_name", &c->run_name},
+                               {"model_name", &c->model_name},
+                               {"dataset_type", &c->dataset_type},
+                               {"dataset_path", &c->dataset_path},
+                               {"tokenizer_path", &c->tokenizer_path},
+                               {"load_parameters_path", &c->load_parameters_path},
+                               {"base_output_directory", &c->base_output_directory},
+                               {"metrics_file", &c->metrics_file}}) {
+    RETURN_IF_ERROR(Text(key, *v));
+  }
+  RETURN_IF_ERROR(InRange("base_emb_dim", m.emb_dim, 1 << 20));
+  RETURN_IF_ERROR(InRange("base_num_query_heads", m.num_query_heads, 1 << 12));
+  RETURN_IF_ERROR(InRange("base_num_kv_heads", m.num_kv_heads, 1 << 12));
+  RETURN_IF_ERROR(InRange("base_mlp_dim", m.mlp_dim, 1 << 20));
+  RETURN_IF_ERROR(InRange("base_num_decoder_layers", m.num_layers, 1 << 12));
+  RETURN_IF_ERROR(InRange("head_dim", m.head_dim, 1 << 12));
+  RETURN_IF_ERROR(InRange("vocab_size", m.vocab_size, 1 << 24));
   RETURN_IF_ERROR(Positive("normalization_layer_epsilon", m.norm_eps));
   RETURN_IF_ERROR(Positive("rope_max_timescale", m.rope_max_timescale));
   if (m.head_dim % 2 != 0) return KeyError("head_dim", "must be even for rotary embeddings");
@@ -170,9 +197,9 @@ absl::Status Validate(Config* c) {
     return KeyError("base_num_kv_heads", absl::StrCat("must divide base_num_query_heads (",
                                                       m.num_query_heads, "), got ", m.num_kv_heads));
   }
-  RETURN_IF_ERROR(Positive("per_device_batch_size", c->per_device_batch_size));
-  RETURN_IF_ERROR(Positive("max_target_length", c->max_target_length));
-  RETURN_IF_ERROR(Positive("steps", c->steps));
+  RETURN_IF_ERROR(InRange("per_device_batch_size", c->per_device_batch_size, 1 << 16));
+  RETURN_IF_ERROR(InRange("max_target_length", c->max_target_length, 1 << 20));
+  RETURN_IF_ERROR(InRange("steps", c->steps, int64_t{1} << 40));
   RETURN_IF_ERROR(Positive("learning_rate", c->learning_rate));
   if (c->warmup_steps_fraction < 0 || c->warmup_steps_fraction > 1) {
     return KeyError("warmup_steps_fraction", "must be in [0, 1]");
@@ -197,7 +224,9 @@ absl::Status Validate(Config* c) {
       {"ici_fsdp_parallelism", c->parallelism.ici_fsdp},
       {"ici_tensor_parallelism", c->parallelism.ici_tensor}};
   for (const auto& [key, v] : axes) {
-    if (v == 0 || v < -1) return KeyError(key, absl::StrCat("must be positive or -1, got ", v));
+    if (v == 0 || v < -1 || v > (1 << 16)) {
+      return KeyError(key, absl::StrCat("must be -1 or from 1 to 65536, got ", v));
+    }
   }
   if (c->dataset_type != "synthetic" && c->dataset_type != "text") {
     return KeyError("dataset_type", "must be 'synthetic' or 'text', got '" + c->dataset_type + "'");
@@ -209,7 +238,7 @@ absl::Status Validate(Config* c) {
                                                  "dataset_type is 'text', got ", c->model.vocab_size));
     }
   }
-  RETURN_IF_ERROR(Positive("max_prefill_predict_length", c->max_prefill_predict_length));
+  RETURN_IF_ERROR(InRange("max_prefill_predict_length", c->max_prefill_predict_length, 1 << 20));
   if (c->prometheus_port < -1 || c->prometheus_port > 65535) {
     return KeyError("prometheus_port", absl::StrCat("must be a port or -1, got ", c->prometheus_port));
   }
@@ -221,7 +250,7 @@ absl::Status Validate(Config* c) {
     }
   }
   if (c->run_name.find('/') != std::string::npos || c->run_name == ".." || c->run_name == ".") {
-    return KeyError("run_name", "must be a plain name, got '" + c->run_name + "'");
+    return KeyError("run_name", "must be a plain name, got '" + PrintableAscii(c->run_name, 80) + "'");
   }
   return absl::OkStatus();
 }

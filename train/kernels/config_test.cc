@@ -83,5 +83,23 @@ TEST(TrainConfigTest, YamlSubset) {
   EXPECT_FALSE(ParseFlatYaml("- x\n").ok());
 }
 
+TEST(TrainConfigTest, EverySizeIsBoundedAndEveryStringIsText) {
+  // Past any machine: refused with the bound, never wrapped into a small
+  // number by the memory estimate.
+  for (const char* bad : {"max_target_length=1152921504606846976", "max_target_length=1000000000000",
+                          "base_emb_dim=4194304", "base_num_decoder_layers=100000", "vocab_size=999999999",
+                          "per_device_batch_size=1000000", "ici_fsdp_parallelism=1000000"}) {
+    auto c = ConfigFromYaml(BaseYaml(), {bad});
+    ASSERT_FALSE(c.ok()) << bad;
+    const bool names_the_bound = c.status().message().find("at most") != std::string::npos ||
+                                 c.status().message().find("from 1 to") != std::string::npos;
+    EXPECT_TRUE(names_the_bound) << bad << ": " << c.status();
+  }
+  auto bytes = ConfigFromYaml(BaseYaml(), {"run_name=x\xff"});
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("'run_name': is not UTF-8 text"), std::string::npos) << bytes.status();
+  EXPECT_FALSE(ConfigFromYaml(BaseYaml(), {"base_output_directory=/tmp/\xc3("}).ok());
+  EXPECT_TRUE(ConfigFromYaml(BaseYaml(), {"run_name=caf\xc3\xa9"}).ok()) << "UTF-8 names are fine";
+}
 }  // namespace
 }  // namespace manta::train

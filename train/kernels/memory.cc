@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "train/kernels/model.h"
@@ -44,15 +45,26 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const Distri
   const int64_t rows = std::max<int64_t>(
       1, std::llround(config.per_device_batch_size * mesh.num_devices()) / std::max(1, mesh.batch_shards()));
   const int64_t seq = config.max_target_length;
+  // Counted in 128 bits: a config past any machine's memory is refused with
+  // what it asks for, never wrapped into a small number.
+  const absl::int128 floats = DecoderModel::BufferFloats(config.model, layout, rows, seq);
+  const absl::int128 activations = floats * 4 + absl::int128(2) * rows * seq * 4;
+  const absl::int128 state = absl::int128(4) * shards * 4;
+  const absl::int128 gathered = absl::int128((fsdp > 1 ? padded : 0) + (fsdp > 1 || mesh.data() > 1 ? padded : 0)) * 4;
+  const absl::int128 per_device = state + gathered + activations;
+  const absl::int128 per_process = per_device * std::max(1, env.chips_per_host);
+  if (per_process > absl::int128(kMaxEstimateBytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the model as configured needs more than %s per host (%d x %d activation rows of %d tokens): lower "
+        "max_target_length, per_device_batch_size or the model's sizes",
+        FormatBytes(kMaxEstimateBytes), rows, config.model.num_layers, seq));
+  }
   MemoryEstimate m;
-  m.state_bytes_per_device = 4 * shards * static_cast<int64_t>(sizeof(float));
-  const int64_t gathered = (fsdp > 1 ? padded : 0) + (fsdp > 1 || mesh.data() > 1 ? padded : 0);
-  m.gathered_bytes_per_device = gathered * static_cast<int64_t>(sizeof(float));
-  m.activation_bytes_per_device =
-      DecoderModel::BufferFloats(config.model, layout, rows, seq) * static_cast<int64_t>(sizeof(float)) +
-      2 * rows * seq * static_cast<int64_t>(sizeof(int32_t));
-  m.per_device_bytes = m.state_bytes_per_device + m.gathered_bytes_per_device + m.activation_bytes_per_device;
-  m.per_process_bytes = m.per_device_bytes * env.chips_per_host;
+  m.state_bytes_per_device = static_cast<int64_t>(state);
+  m.gathered_bytes_per_device = static_cast<int64_t>(gathered);
+  m.activation_bytes_per_device = static_cast<int64_t>(activations);
+  m.per_device_bytes = static_cast<int64_t>(per_device);
+  m.per_process_bytes = static_cast<int64_t>(per_process);
   return m;
 }
 

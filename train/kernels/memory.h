@@ -30,8 +30,11 @@ struct MemoryEstimate {
   std::string DebugString(int chips_per_host) const;
 };
 
+// Larger estimates are refused as past any machine (1 EiB).
+inline constexpr int64_t kMaxEstimateBytes = int64_t{1} << 60;
+
 // Errors: those of Mesh::Create and the tensor split (InvalidArgument
-// naming the config key).
+// naming the config key); InvalidArgument past kMaxEstimateBytes.
 absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env);
 
 // "1.5 GiB", "512.0 MiB", "12 B".

@@ -77,5 +77,18 @@ TEST(TrainMemoryTest, FormatsBytes) {
   EXPECT_EQ(FormatBytes(int64_t{3} << 29), "1.5 GiB");
 }
 
+TEST(TrainMemoryTest, AnEstimatePastAnyMachineIsAnErrorNotANumber) {
+  // Every size within its bound, their product past an exabyte.
+  Config c = Load({"model_name=llama3-70b", "per_device_batch_size=65536", "max_target_length=1048576"});
+  auto huge = EstimateMemory(c, Hosts(1, 1));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("lower max_target_length"), std::string::npos) << huge.status();
+  // Large but countable: a positive number of bytes.
+  Config big = Load({"model_name=llama3-8b", "max_target_length=131072"});
+  auto fits = EstimateMemory(big, Hosts(1, 1));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_GT(fits->per_process_bytes, int64_t{1} << 40);
+}
 }  // namespace
 }  // namespace manta::train

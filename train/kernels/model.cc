@@ -58,15 +58,17 @@ DecoderModel::DecoderModel(const ModelShape& shape, const ParamLayout& layout, i
   block_params_.resize(layout.num_blocks());
 }
 
-int64_t DecoderModel::BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch,
-                                   int64_t seq) {
-  const int64_t N = batch * seq, D = shape.emb_dim, hd = shape.head_dim;
-  const int64_t heads = shape.num_query_heads / layout.tensor(), kv_heads = shape.num_kv_heads / layout.tensor();
-  const int64_t mlp = shape.mlp_dim / layout.tensor();
-  const int64_t per_layer = 4 * N * D + 2 * N + 2 * N * heads * hd + 2 * N * kv_heads * hd +
-                            batch * heads * seq * seq + 3 * N * mlp;
-  return shape.num_layers * per_layer + 5 * N * D + N + N * shape.vocab_size + layout.max_block_size() +
-         N * std::max(mlp * 2, heads * hd) + N * heads * hd + 2 * N * kv_heads * hd + 2 * seq * seq;
+absl::int128 DecoderModel::BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch,
+                                        int64_t seq) {
+  // In 128 bits: the memory preflight asks this of configs too large to run.
+  using I = absl::int128;
+  const I N = I(batch) * seq, D = shape.emb_dim, hd = shape.head_dim, S = seq;
+  const I heads = shape.num_query_heads / layout.tensor(), kv_heads = shape.num_kv_heads / layout.tensor();
+  const I mlp = shape.mlp_dim / layout.tensor();
+  const I per_layer = 4 * N * D + 2 * N + 2 * N * heads * hd + 2 * N * kv_heads * hd +
+                            I(batch) * heads * S * S + 3 * N * mlp;
+  return I(shape.num_layers) * per_layer + 5 * N * D + N + N * I(shape.vocab_size) + I(layout.max_block_size()) +
+         N * std::max(mlp * 2, heads * hd) + N * heads * hd + 2 * N * kv_heads * hd + 2 * S * S;
 }
 
 int64_t DecoderModel::allocated_floats() const {

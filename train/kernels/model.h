@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "train/kernels/buffer.h"
 #include "train/kernels/config.h"
 #include "train/kernels/layers.h"
@@ -47,7 +48,7 @@ class DecoderModel {
   const float* Forward(const int32_t* inputs, BlockOps* ops);
 
   // Floats the constructor allocates for this shape, without allocating.
-  static int64_t BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch, int64_t seq);
+  static absl::int128 BufferFloats(const ModelShape& shape, const ParamLayout& layout, int64_t batch, int64_t seq);
   // Floats this model holds (equals BufferFloats of its shape).
   int64_t allocated_floats() const;
 

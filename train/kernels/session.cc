@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -351,7 +352,15 @@ absl::StatusOr<SessionRun> TrainingSession::Run(const RunOptions& options) {
   SessionRun run;
   std::unique_ptr<std::ofstream> metrics;
   if (env_.process_id == 0 && !config_.metrics_file.empty()) {
+    // Its directory is made now that something is written there.
+    const std::filesystem::path parent = std::filesystem::path(config_.metrics_file).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     metrics = std::make_unique<std::ofstream>(config_.metrics_file, std::ios::app);
+    if (ec || !*metrics) {
+      return absl::InvalidArgumentError(absl::StrCat("config key 'metrics_file': cannot write ", config_.metrics_file,
+                                                     ec ? ": " + ec.message() : std::string()));
+    }
   }
   std::vector<std::thread> threads;
   for (int i = 0; i < static_cast<int>(devices_.size()); ++i) {

@@ -36,4 +36,9 @@ absl::Status RunMaxText(const std::vector<std::string>& argv);
 // both figures when not).
 Preflight MaxTextPreflight(std::vector<std::string> argv);
 
+// Checks that `argv` loads as a config (every key known, every size within
+// its bound, every string UTF-8 text), before anything is reserved; the
+// error names the key.
+absl::Status CheckMaxTextConfig(const std::vector<std::string>& argv);
+
 }  // namespace manta::train
