@@ -7,6 +7,8 @@
 
 namespace manta::cli {
 
+using state::NodeView;
+
 absl::StatusOr<absl::Duration> ParseDrainDeadline(const std::string& text) {
   absl::Duration d;
   if (text.empty() || !absl::ParseDuration(text, &d) || d == absl::InfiniteDuration() ||
@@ -55,15 +57,6 @@ std::string FormatDrainAccepted(const std::string& node_id_hex, const std::strin
   std::string when = deadline == absl::ZeroDuration() ? "no deadline" : "deadline in " + absl::FormatDuration(deadline);
   return absl::StrCat("Node ", node_id_hex.substr(0, kMinNodeIdPrefix), "... is draining (reason: ", reason, ", ",
                       when, ")");
-}
-
-std::string FormatDrainMessage(const NodeView& node, absl::TimeZone tz) {
-  std::string out = "draining: " + node.drain_reason;
-  if (node.drain_deadline_ms > 0) {
-    absl::StrAppend(&out, " (deadline ",
-                    absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(node.drain_deadline_ms), tz), ")");
-  }
-  return out;
 }
 
 }  // namespace manta::cli

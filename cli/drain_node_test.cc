@@ -3,14 +3,20 @@
 #include "cli/drain_node.h"
 
 #include "absl/strings/match.h"
-#include "cli/list_format.h"
 #include "cli/node_flags.h"
-#include "cli/status_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "state/list_format.h"
+#include "state/status_format.h"
 
 namespace manta::cli {
 namespace {
+
+using state::ClusterView;
+using state::FormatNodeList;
+using state::FormatNodeListJson;
+using state::FormatStatus;
+using state::NodeView;
 
 NodeView Node(const std::string& id, bool alive = true) {
   NodeView n;

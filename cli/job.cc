@@ -11,11 +11,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/job_client.h"
-#include "cli/list_format.h"
 #include "cli/job_request.h"
 #include "common/status.h"
 #include "common/utf8.h"
 #include "dashboard/tar_writer.h"
+#include "state/list_format.h"
 
 namespace manta::cli {
 namespace {
@@ -257,7 +257,7 @@ absl::Status RunJobStop(const JobCommonOptions& o, const std::string& id, bool n
 absl::Status RunJobList(const JobCommonOptions& o, std::ostream& out) {
   ASSIGN_OR_RETURN(JobClient client, Connect(o));
   ASSIGN_OR_RETURN(json jobs, client.ListJobs());
-  out << FormatJobList(jobs, absl::LocalTimeZone());
+  out << state::FormatJobList(jobs, absl::LocalTimeZone());
   return absl::OkStatus();
 }
 

@@ -11,20 +11,23 @@
 #include "absl/time/clock.h"
 #include "cli/cluster_address.h"
 #include "cli/drain_node.h"
-#include "cli/gcs_client.h"
 #include "cli/job.h"
-#include "cli/list_actors_client.h"
-#include "cli/list_format.h"
-#include "cli/list_placement_groups.h"
-#include "cli/list_train_runs.h"
 #include "cli/start.h"
-#include "cli/status_format.h"
 #include "cli/stop.h"
 #include "cli/up.h"
 #include "common/status.h"
+#include "state/gcs_reads.h"
+#include "state/list_actors.h"
+#include "state/list_format.h"
+#include "state/list_placement_groups.h"
+#include "state/list_train_runs.h"
+#include "state/status_format.h"
 
 namespace manta::cli {
 namespace {
+
+using state::ClusterView;
+using state::NodeView;
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(5);
 
@@ -34,12 +37,6 @@ struct QueryOptions {
   std::string format = "table";
 };
 
-absl::StatusOr<ClusterView> Fetch(const QueryOptions& q) {
-  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
-  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  return FetchClusterView(address, token, kRpcTimeout);
-}
-
 // With `watch_s` > 0, prints the status again every `watch_s` seconds until
 // interrupted (on a terminal, in place), and a GCS that cannot be reached
 // meanwhile is a line, not the end.
@@ -47,16 +44,16 @@ absl::Status RunStatus(const QueryOptions& q, double watch_s) {
   ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
   if (watch_s <= 0) {
-    ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout, /*summary=*/true));
-    std::cout << FormatStatus(view, absl::Now(), absl::LocalTimeZone());
+    ASSIGN_OR_RETURN(ClusterView view, state::FetchClusterView(address, token, kRpcTimeout, /*summary=*/true));
+    std::cout << state::FormatStatus(view, absl::Now(), absl::LocalTimeZone());
     return absl::OkStatus();
   }
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   while (true) {
-    auto view = FetchClusterView(address, token, kRpcTimeout, /*summary=*/true);
+    auto view = state::FetchClusterView(address, token, kRpcTimeout, /*summary=*/true);
     if (terminal) std::cout << "\033[H\033[2J";  // home, clear
     if (view.ok()) {
-      std::cout << FormatStatus(*view, absl::Now(), absl::LocalTimeZone());
+      std::cout << state::FormatStatus(*view, absl::Now(), absl::LocalTimeZone());
     } else {
       std::cout << "manta: " << view.status().message() << " (trying again every " << watch_s << " s)\n";
     }
@@ -66,61 +63,50 @@ absl::Status RunStatus(const QueryOptions& q, double watch_s) {
   }
 }
 
-absl::Status RunListNodes(const QueryOptions& q) {
-  ASSIGN_OR_RETURN(ClusterView view, Fetch(q));
-  if (q.format == "json") {
-    std::cout << FormatNodeListJson(view.nodes);
-  } else {
-    std::cout << FormatNodeList(view.nodes, absl::Now(), absl::LocalTimeZone());
-  }
-  return absl::OkStatus();
-}
+// What `manta list` lists: one subcommand each.
+enum class ListKind { kNodes, kActors, kTasks, kPlacementGroups, kTrainRuns };
 
-absl::Status RunListActors(const QueryOptions& q, int limit) {
+// `manta list <kind>`: reads the entries from the GCS, at most `limit` (0:
+// all; nodes are always all), and prints them as `q.format` says: a table
+// (with `detail`, the long form of placement groups and training runs) or
+// JSON.
+absl::Status RunList(const QueryOptions& q, ListKind kind, int limit, bool detail) {
   ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(std::vector<ActorView> actors, FetchActors(address, token, kRpcTimeout, limit));
-  if (q.format == "json") {
-    std::cout << FormatActorListJson(actors);
-  } else {
-    std::cout << FormatActorList(actors, limit, absl::Now(), absl::LocalTimeZone());
+  const bool json = q.format == "json";
+  const absl::TimeZone tz = absl::LocalTimeZone();
+  std::string out;
+  switch (kind) {
+    case ListKind::kNodes: {
+      ASSIGN_OR_RETURN(ClusterView view, state::FetchClusterView(address, token, kRpcTimeout));
+      out = json ? state::FormatNodeListJson(view.nodes) : state::FormatNodeList(view.nodes, absl::Now(), tz);
+      break;
+    }
+    case ListKind::kActors: {
+      ASSIGN_OR_RETURN(auto actors, state::FetchActors(address, token, kRpcTimeout, limit));
+      out = json ? state::FormatActorListJson(actors) : state::FormatActorList(actors, limit, absl::Now(), tz);
+      break;
+    }
+    case ListKind::kTasks: {
+      ASSIGN_OR_RETURN(state::TaskList tasks, state::FetchTasks(address, token, kRpcTimeout, limit));
+      out = json ? state::FormatTaskListJson(tasks.tasks)
+                 : state::FormatTaskList(tasks.tasks, tasks.num_dropped, limit, absl::Now(), tz);
+      break;
+    }
+    case ListKind::kPlacementGroups: {
+      ASSIGN_OR_RETURN(auto groups, state::FetchPlacementGroups(address, token, kRpcTimeout, limit));
+      out = json ? state::FormatPlacementGroupListJson(groups)
+                 : state::FormatPlacementGroupList(groups, limit, detail, absl::Now(), tz);
+      break;
+    }
+    case ListKind::kTrainRuns: {
+      ASSIGN_OR_RETURN(auto runs, state::FetchTrainRuns(address, token, kRpcTimeout, limit));
+      out =
+          json ? state::FormatTrainRunListJson(runs) : state::FormatTrainRunList(runs, limit, detail, absl::Now(), tz);
+      break;
+    }
   }
-  return absl::OkStatus();
-}
-
-absl::Status RunListTasks(const QueryOptions& q, int limit) {
-  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
-  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(TaskList tasks, FetchTasks(address, token, kRpcTimeout, limit));
-  if (q.format == "json") {
-    std::cout << FormatTaskListJson(tasks.tasks);
-  } else {
-    std::cout << FormatTaskList(tasks.tasks, tasks.num_dropped, limit, absl::Now(), absl::LocalTimeZone());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunListPlacementGroups(const QueryOptions& q, int limit, bool detail) {
-  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
-  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(std::vector<PlacementGroupView> groups, FetchPlacementGroups(address, token, kRpcTimeout, limit));
-  if (q.format == "json") {
-    std::cout << FormatPlacementGroupListJson(groups);
-  } else {
-    std::cout << FormatPlacementGroupList(groups, limit, detail, absl::Now(), absl::LocalTimeZone());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunListTrainRuns(const QueryOptions& q, int limit, bool detail) {
-  ASSIGN_OR_RETURN(std::string address, ResolveAddress(q.address, q.temp_dir));
-  ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", q.temp_dir));
-  ASSIGN_OR_RETURN(std::vector<TrainRunView> runs, FetchTrainRuns(address, token, kRpcTimeout, limit));
-  if (q.format == "json") {
-    std::cout << FormatTrainRunListJson(runs);
-  } else {
-    std::cout << FormatTrainRunList(runs, limit, detail, absl::Now(), absl::LocalTimeZone());
-  }
+  std::cout << out;
   return absl::OkStatus();
 }
 
@@ -139,7 +125,7 @@ absl::Status RunDrainNode(const DrainOptions& o) {
   ASSIGN_OR_RETURN(absl::Duration deadline, ParseDrainDeadline(o.deadline));
   ASSIGN_OR_RETURN(std::string address, ResolveAddress(o.query.address, o.query.temp_dir));
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, "", o.query.temp_dir));
-  ASSIGN_OR_RETURN(ClusterView view, FetchClusterView(address, token, kRpcTimeout));
+  ASSIGN_OR_RETURN(ClusterView view, state::FetchClusterView(address, token, kRpcTimeout));
   ASSIGN_OR_RETURN(NodeView node, ResolveNodeId(view.nodes, o.node_id));
   int64_t deadline_ms = deadline == absl::ZeroDuration() ? 0 : absl::ToUnixMillis(absl::Now() + deadline);
   ASSIGN_OR_RETURN(DrainNodeResult result, DrainNode(address, token, kRpcTimeout, node.node_id, o.reason, deadline_ms));
@@ -401,11 +387,11 @@ int Main(int argc, char** argv) {
       {down, [&] { return RunDown(o.down_temp_dir, std::cout); }},
       {status, [&] { return RunStatus(o.status, o.status_watch_s); }},
       {drain, [&] { return RunDrainNode(o.drain); }},
-      {list.nodes, [&] { return RunListNodes(o.list); }},
-      {list.actors, [&] { return RunListActors(o.list, o.list_limit); }},
-      {list.tasks, [&] { return RunListTasks(o.list, o.list_limit); }},
-      {list.placement_groups, [&] { return RunListPlacementGroups(o.list, o.list_limit, o.list_detail); }},
-      {list.train_runs, [&] { return RunListTrainRuns(o.list, o.list_limit, o.list_detail); }},
+      {list.nodes, [&] { return RunList(o.list, ListKind::kNodes, o.list_limit, o.list_detail); }},
+      {list.actors, [&] { return RunList(o.list, ListKind::kActors, o.list_limit, o.list_detail); }},
+      {list.tasks, [&] { return RunList(o.list, ListKind::kTasks, o.list_limit, o.list_detail); }},
+      {list.placement_groups, [&] { return RunList(o.list, ListKind::kPlacementGroups, o.list_limit, o.list_detail); }},
+      {list.train_runs, [&] { return RunList(o.list, ListKind::kTrainRuns, o.list_limit, o.list_detail); }},
       {job.status, [&] { return RunJobStatus(o.job_common, o.job_id, std::cout); }},
       {job.logs, [&] { return RunJobLogs(o.job_common, o.job_id, o.job_follow, std::cout); }},
       {job.stop, [&] { return RunJobStop(o.job_common, o.job_id, o.job_no_wait, std::cout); }},

@@ -12,13 +12,13 @@
 #include "absl/time/clock.h"
 #include "cli/cluster_address.h"
 #include "cli/daemons.h"
-#include "cli/gcs_client.h"
 #include "cli/start_banner.h"
 #include "common/file_util.h"
 #include "common/process.h"
 #include "common/status.h"
 #include "common/token.h"
 #include "nlohmann/json.hpp"
+#include "state/gcs_reads.h"
 
 namespace manta::cli {
 namespace {
@@ -257,9 +257,9 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out, std::ostream& err) {
   ASSIGN_OR_RETURN(std::string bin, DaemonBinDir());
   ASSIGN_OR_RETURN(std::string token, ResolveToken(address, o.token_file, o.temp_dir));
   BlockSignalsIfNeeded(o);
-  RETURN_IF_ERROR(FetchClusterId(address, token, absl::Seconds(5)).status());
+  RETURN_IF_ERROR(state::FetchClusterId(address, token, absl::Seconds(5)).status());
   // A call without a token that succeeds proves that the cluster checks none.
-  const bool auth_disabled = token.empty() || FetchClusterId(address, "", absl::Seconds(5)).ok();
+  const bool auth_disabled = token.empty() || state::FetchClusterId(address, "", absl::Seconds(5)).ok();
 
   auto existing = SessionForAddress(address, o.temp_dir);
   SessionPaths session;

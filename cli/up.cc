@@ -7,7 +7,6 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/daemons.h"
-#include "cli/gcs_client.h"
 #include "cli/start.h"
 #include "cli/stop.h"
 #include "common/file_util.h"
@@ -15,6 +14,7 @@
 #include "common/status.h"
 #include "common/tpu.h"
 #include "gcs/client/sync_gcs_client.h"
+#include "state/gcs_reads.h"
 
 namespace manta::cli {
 namespace {
@@ -39,7 +39,7 @@ absl::StatusOr<RunningCluster> FindRunning(const std::string& temp_dir) {
   ASSIGN_OR_RETURN(std::string address, ReadFile(c.session.gcs_address()));
   c.address = Trimmed(address);
   if (auto token = ReadFile(c.session.token()); token.ok()) c.token = Trimmed(*token);
-  RETURN_IF_ERROR(FetchClusterId(c.address, c.token, absl::Seconds(2)).status());
+  RETURN_IF_ERROR(state::FetchClusterId(c.address, c.token, absl::Seconds(2)).status());
   return c;
 }
 
@@ -82,13 +82,13 @@ absl::Status WaitJoined(const RunningCluster& head, int expected, absl::Duration
   const absl::Time deadline = absl::Now() + timeout;
   int shown = expected;
   auto gcs = gcs::SyncGcsClient::Connect(head.address, head.token, absl::Seconds(5));  // one connection for every poll
-  ClusterViewOptions brief;
+  state::ClusterViewOptions brief;
   brief.summary = true;
   while (true) {
-    auto view = FetchClusterView(*gcs, brief);
+    auto view = state::FetchClusterView(*gcs, brief);
     int alive = 0;
     if (view.ok()) {
-      for (const NodeView& n : view->nodes) alive += n.alive ? 1 : 0;
+      for (const state::NodeView& n : view->nodes) alive += n.alive ? 1 : 0;
     }
     if (alive != shown) {
       out << "hosts joined " << std::max(alive - 1, 0) << "/" << expected - 1 << std::endl;

@@ -1,7 +1,10 @@
 // CHECK: for broken internal invariants only. Input from users, peers, the
 // network or the disk gets an absl::Status instead.
 //
-//   CHECK(loop_->IsInLoopThread()) << "node table touched off the loop";
+//   CHECK(it != workers_.end()) << "no worker " << id.Hex();
+//
+// The thread an object lives on is checked with MANTA_CHECK_THREAD
+// (common/thread_checker.h).
 #pragma once
 
 #include <sstream>

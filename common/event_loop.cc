@@ -65,7 +65,7 @@ EventLoop::EventLoop() {
     absl::MutexLock lock(&mailbox_->mu_);
     mailbox_->async_ = async_;
   }
-  loop_thread_.store(std::this_thread::get_id());
+  thread_.BindToCurrentThread();
 }
 
 EventLoop::~EventLoop() {
@@ -109,7 +109,7 @@ void EventLoop::Mailbox::Post(std::function<void()> fn) {
   uv_async_send(async_);
 }
 
-bool EventLoop::IsInLoopThread() const { return loop_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
+bool EventLoop::IsInLoopThread() const { return thread_.CalledOnValidThread(); }
 
 void EventLoop::OnAsync(uv_async_s* handle) { static_cast<EventLoop*>(handle->data)->Drain(); }
 
@@ -123,12 +123,14 @@ void EventLoop::Drain() {
 }
 
 std::unique_ptr<EventLoop::Timer> EventLoop::RunAfter(absl::Duration delay, std::function<void()> fn) {
+  MANTA_CHECK_THREAD(thread_);
   auto t = std::make_unique<TimerImpl>(loop_, std::move(fn));
   t->Start(static_cast<uint64_t>(absl::ToInt64Milliseconds(delay)), 0);
   return t;
 }
 
 void EventLoop::RunOnce(absl::Duration delay, std::function<void()> fn) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = once_.emplace(once_.end());
   // The timer runs a copy of this closure, so erasing the timer first is safe.
   *it = RunAfter(delay, [this, it, fn = std::move(fn)] {
@@ -138,6 +140,7 @@ void EventLoop::RunOnce(absl::Duration delay, std::function<void()> fn) {
 }
 
 std::unique_ptr<EventLoop::Timer> EventLoop::RunEvery(absl::Duration period, std::function<void()> fn) {
+  MANTA_CHECK_THREAD(thread_);
   auto ms = static_cast<uint64_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(period)));
   auto t = std::make_unique<TimerImpl>(loop_, std::move(fn));
   t->Start(ms, ms);
@@ -145,6 +148,7 @@ std::unique_ptr<EventLoop::Timer> EventLoop::RunEvery(absl::Duration period, std
 }
 
 void EventLoop::OnSignal(int signum, std::function<void()> fn) {
+  MANTA_CHECK_THREAD(thread_);
   auto s = std::make_unique<SignalHandle>();
   s->fn = std::move(fn);
   uv_signal_init(loop_, &s->handle);
@@ -155,7 +159,7 @@ void EventLoop::OnSignal(int signum, std::function<void()> fn) {
 }
 
 void EventLoop::Run() {
-  loop_thread_.store(std::this_thread::get_id());
+  thread_.BindToCurrentThread();
   uv_run(loop_, UV_RUN_DEFAULT);
 }
 

@@ -1,5 +1,6 @@
 // EventLoop: one libuv loop run by one thread. Post() is the only way in from
-// other threads; everything else must be called on the loop thread.
+// other threads; everything else must be called on the loop thread, which
+// thread_checker() names to the objects that live on it.
 //
 //   EventLoop loop;
 //   auto timer = loop.RunEvery(absl::Milliseconds(300), [&] { health.Tick(); });
@@ -18,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/check.h"
+#include "common/thread_checker.h"
 
 struct uv_loop_s;
 struct uv_async_s;
@@ -59,6 +61,9 @@ class EventLoop {
   const std::shared_ptr<Mailbox>& mailbox() const { return mailbox_; }
 
   bool IsInLoopThread() const;
+  // Bound to the loop thread: objects that live on the loop check it in
+  // every loop-only call, MANTA_CHECK_THREAD(loop_->thread_checker()).
+  const ThreadChecker& thread_checker() const { return thread_; }
 
   // Loop thread only. `fn` runs once after `delay` / every `period`.
   std::unique_ptr<Timer> RunAfter(absl::Duration delay, std::function<void()> fn);
@@ -89,15 +94,8 @@ class EventLoop {
   std::shared_ptr<Mailbox> mailbox_;
   std::vector<std::unique_ptr<SignalHandle>> signals_;  // loop thread only
 
-  // The thread that made the loop, then the one that runs it: read on every
-  // loop-only call (MANTA_CHECK_ON_LOOP), so an atomic.
-  std::atomic<std::thread::id> loop_thread_;
+  // Bound to the thread that made the loop, then to the one that runs it.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta
-
-// Loop-only code states it: aborts, naming the caller's file and line, when
-// called on any thread but `loop`'s.
-//
-//   void WorkerPool::PopWorker(...) { MANTA_CHECK_ON_LOOP(loop_); ... }
-#define MANTA_CHECK_ON_LOOP(loop) CHECK((loop)->IsInLoopThread()) << "called off its event loop's thread"

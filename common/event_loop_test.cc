@@ -103,5 +103,35 @@ TEST(EventLoopTest, AMailboxOutlivesItsLoopAndDropsWhatIsPostedAfterIt) {
   EXPECT_TRUE(watch.expired());  // the dropped closure was destroyed, not kept
 }
 
+// The loop's checker names the thread that made the loop until another
+// thread runs it, then that one: the maker's calls are refused from then on.
+TEST(EventLoopTest, TheLoopThreadIsTheMakerUntilAnotherThreadRunsIt) {
+  EventLoop loop;
+  EXPECT_TRUE(loop.IsInLoopThread());
+  EXPECT_TRUE(loop.thread_checker().CalledOnValidThread());
+  bool other_before_run = true;
+  std::thread([&] { other_before_run = loop.thread_checker().CalledOnValidThread(); }).join();
+  EXPECT_FALSE(other_before_run) << "the loop's checker is bound when made, not by its first call";
+  std::atomic<bool> runner_in_loop{false};
+  std::thread runner([&] { loop.Run(); });
+  loop.Post([&] {
+    runner_in_loop = loop.thread_checker().CalledOnValidThread();
+    loop.Stop();
+  });
+  runner.join();
+  EXPECT_TRUE(runner_in_loop);
+  EXPECT_FALSE(loop.IsInLoopThread()) << "the maker is not the loop thread once another one ran it";
+}
+
+TEST(EventLoopTest, ALoopOnlyCallFromAnotherThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        EventLoop loop;
+        std::thread([&] { loop.RunAfter(absl::Seconds(1), [] {}); }).join();
+      },
+      "event_loop.cc:[0-9]+: CHECK.*called off the thread it lives on");
+}
+
 }  // namespace
 }  // namespace manta

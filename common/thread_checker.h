@@ -1,12 +1,21 @@
-// ThreadChecker: states that an object lives on one thread (its daemon's
-// event loop) when the object is not handed the loop itself, as the GCS's
-// managers are not: the first checked call binds the checker to the calling
-// thread, and every later one checks that it comes from the same thread.
+// ThreadChecker: the project's one check that an object lives on one thread
+// (its daemon's event loop), as a header's "loop thread only" promises.
+// MANTA_CHECK_THREAD aborts, in every build, naming the caller's file and
+// line, when the call comes from another thread.
+//
+// An object that is not handed its loop (the GCS's managers, the raylet's
+// lease manager) owns a checker: the first checked call binds it to the
+// calling thread, and every later one must come from the same thread.
 //
 //   class NodeManager {
 //     void HandleRegisterNode(...) { MANTA_CHECK_THREAD(thread_); ... }
 //     ThreadChecker thread_;
 //   };
+//
+// An object handed its EventLoop checks the loop's checker, which the loop
+// binds itself: to the thread that made it, then to the one that runs it.
+//
+//   void WorkerPool::PopWorker(...) { MANTA_CHECK_THREAD(loop_->thread_checker()); ... }
 //
 // Safe from any thread (that is its point): one atomic load per check once bound.
 #pragma once
@@ -28,6 +37,11 @@ class ThreadChecker {
     if (owner != std::thread::id()) return false;
     return owner_.compare_exchange_strong(owner, self, std::memory_order_relaxed) || owner == self;
   }
+
+  // Binds to the calling thread, whichever thread it was bound to before:
+  // for an owner that knows its thread, or hands itself to another one (an
+  // EventLoop when Run starts).
+  void BindToCurrentThread() { owner_.store(std::this_thread::get_id()); }
 
  private:
   mutable std::atomic<std::thread::id> owner_{};

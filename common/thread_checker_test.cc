@@ -21,6 +21,22 @@ TEST(ThreadCheckerTest, TheFirstCallBindsAndOnlyThatThreadPassesAfter) {
   EXPECT_FALSE(other_later);
 }
 
+TEST(ThreadCheckerTest, AnExplicitBindMovesTheCheckerToTheCallingThread) {
+  ThreadChecker checker;
+  checker.BindToCurrentThread();
+  bool other_first = true;
+  std::thread([&] { other_first = checker.CalledOnValidThread(); }).join();
+  EXPECT_FALSE(other_first) << "a bound checker is not bound again by a first check";
+  EXPECT_TRUE(checker.CalledOnValidThread());
+  bool other_after_bind = false;
+  std::thread([&] {
+    checker.BindToCurrentThread();
+    other_after_bind = checker.CalledOnValidThread();
+  }).join();
+  EXPECT_TRUE(other_after_bind);
+  EXPECT_FALSE(checker.CalledOnValidThread());
+}
+
 TEST(ThreadCheckerTest, TheCheckAbortsNamingTheCaller) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/metrics/discovery.h"
 #include "common/status.h"
 #include "dashboard/dashboard_metrics.h"
 #include "dashboard/gcs_job_store.h"
@@ -15,7 +16,6 @@
 #include "dashboard/session_store.h"
 #include "dashboard/state_api.h"
 #include "dashboard/web_page.h"
-#include "gcs/gcs_metrics.h"
 #include "gcs/client/sync_gcs_client.h"
 
 namespace manta::dashboard {
@@ -144,8 +144,8 @@ absl::Status DashboardServer::StartMetrics() {
   metrics_address_ = absl::StrCat(host, ":", metrics_->port());
   auto put = state_gcs_->Call<rpc::KvPutReply>([&](gcs::GcsClient& c, auto done) {
     rpc::KvPutRequest req;
-    req.set_ns(gcs::kMetricsKvNamespace);
-    req.set_key(gcs::kDashboardMetricsKey);
+    req.set_ns(metrics::kMetricsKvNamespace);
+    req.set_key(metrics::kDashboardMetricsKey);
     req.set_value(metrics_address_);
     req.set_overwrite(true);
     c.KvPut(std::move(req), std::move(done));

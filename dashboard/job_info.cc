@@ -216,6 +216,7 @@ std::string ToStoredJson(const JobRecord& job) {
                 {"runner_start_ticks", job.runner_start_ticks},
                 {"supervisor_pid", job.supervisor_pid},
                 {"stop_requested", job.stop_requested},
+                {"stopped_by_shutdown", job.stopped_by_shutdown},
                 {"working_dir_package", job.working_dir_package},
                 {"env_vars", job.env_vars},
                 {"driver_node_ip", job.driver_node_ip}};
@@ -250,6 +251,7 @@ absl::StatusOr<JobRecord> FromStoredJson(std::string_view text) {
     job.runner_start_ticks = m.value("runner_start_ticks", uint64_t{0});
     job.supervisor_pid = m.value("supervisor_pid", 0);
     job.stop_requested = m.value("stop_requested", false);
+    job.stopped_by_shutdown = m.value("stopped_by_shutdown", false);
     job.working_dir_package = m.value("working_dir_package", "");
     job.driver_node_ip = m.value("driver_node_ip", "");
     if (m.contains("env_vars")) job.env_vars = m["env_vars"].get<std::map<std::string, std::string>>();

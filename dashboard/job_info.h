@@ -83,6 +83,9 @@ struct JobRecord {
   // Which dashboard process started the runner.
   int supervisor_pid = 0;
   bool stop_requested = false;
+  // With stop_requested: the dashboard's shutdown stopped the job, not a
+  // user, and the message says so.
+  bool stopped_by_shutdown = false;
 };
 
 JobRecord NewJobRecord(const JobSubmitRequest& req, const std::string& submission_id, int64_t now_ms);

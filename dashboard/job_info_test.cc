@@ -107,9 +107,13 @@ TEST(JobRecordTest, StoredFormRoundTripsAndApiFormHidesInternals) {
   job.runner_pid = 42;
   job.runner_start_ticks = 777;
   job.driver_node_ip = "127.0.0.1";
+  job.stop_requested = true;
+  job.stopped_by_shutdown = true;
   auto back = FromStoredJson(ToStoredJson(job));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->status, JobStatus::kRunning);
+  EXPECT_TRUE(back->stop_requested);
+  EXPECT_TRUE(back->stopped_by_shutdown);
   EXPECT_EQ(back->runner_pid, 42);
   EXPECT_EQ(back->runner_start_ticks, 777u);
   EXPECT_EQ(back->metadata.at("a"), "b");

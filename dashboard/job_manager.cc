@@ -54,7 +54,7 @@ std::string JobManager::LogFile(const std::string& id) const {
 }
 
 absl::Status JobManager::Start() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/jobs", 0700));
   RETURN_IF_ERROR(MakeDirs(options_.session_dir + "/logs", 0755));
   absl::Time deadline = absl::Now() + options_.load_timeout;
@@ -233,6 +233,7 @@ absl::StatusOr<std::string> JobManager::LogPath(const std::string& id) const {
 }
 
 absl::Status JobManager::CheckFits(const ResourceSet& demand) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (demand.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(HeadNode head, store_->GetHeadNode());
   ASSIGN_OR_RETURN(ResourceSet total, ResourceSet::FromMap(head.resources_total));
@@ -245,6 +246,7 @@ absl::Status JobManager::CheckFits(const ResourceSet& demand) {
 }
 
 absl::StatusOr<std::string> JobManager::Reserve(const std::string& id, const JobRecord& job) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   std::map<std::string, double> demand = DemandMapOf(job);
   ASSIGN_OR_RETURN(ResourceSet set, ResourceSet::FromMap(demand));
   RETURN_IF_ERROR(CheckFits(set));
@@ -257,12 +259,14 @@ absl::StatusOr<std::string> JobManager::Reserve(const std::string& id, const Job
 }
 
 void JobManager::Release(const std::string& id) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   reserving_.erase(id);
   to_release_.insert(id);
   ReleasePending();
 }
 
 void JobManager::ReleasePending() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   for (auto it = to_release_.begin(); it != to_release_.end();) {
     absl::Status s = store_->ReleaseOnHead(*it);
     if (!s.ok()) {
@@ -275,7 +279,7 @@ void JobManager::ReleasePending() {
 }
 
 void JobManager::StartQueued() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (queue_.empty() || options_.clock() < next_start_attempt_) return;
   std::deque<std::string> waiting;
   while (!queue_.empty()) {
@@ -330,6 +334,7 @@ void JobManager::StartQueued() {
 }
 
 void JobManager::StartOne(const std::string& id) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   RunnerSpec spec;
   std::string package;
   {
@@ -383,6 +388,7 @@ void JobManager::StartOne(const std::string& id) {
 }
 
 void JobManager::BeginStop(const std::string& id, const Runner& runner) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (kill_timers_.count(id) > 0) return;
   bool shutting_down;
   {
@@ -400,6 +406,7 @@ void JobManager::BeginStop(const std::string& id, const Runner& runner) {
 }
 
 void JobManager::Poll() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   std::vector<std::pair<std::string, Runner>> running;
   {
     absl::MutexLock lock(&mu_);
@@ -423,6 +430,7 @@ void JobManager::Poll() {
 }
 
 void JobManager::Finish(const std::string& id, const Runner& runner) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   KillLeftovers(runner);
   kill_timers_.erase(id);
   if (reserving_.count(id) > 0) Release(id);
@@ -439,7 +447,7 @@ void JobManager::Finish(const std::string& id, const Runner& runner) {
   if (exit && WIFEXITED(*exit)) job.driver_exit_code = WEXITSTATUS(*exit);
   if (job.stop_requested) {
     job.status = JobStatus::kStopped;
-    if (job.message.find("dashboard shut down") == std::string::npos) job.message = "Job was intentionally stopped.";
+    if (!job.stopped_by_shutdown) job.message = "Job was intentionally stopped.";
   } else if (exit && WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) {
     job.status = JobStatus::kSucceeded;
     job.message = "Job finished successfully.";
@@ -460,6 +468,7 @@ void JobManager::Finish(const std::string& id, const Runner& runner) {
 }
 
 void JobManager::Flush() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   absl::MutexLock store_lock(&store_mu_);
   std::vector<JobRecord> dirty;
   {
@@ -480,7 +489,7 @@ void JobManager::Flush() {
 }
 
 void JobManager::Shutdown(std::function<void()> done) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   std::vector<std::pair<std::string, Runner>> running;
   {
     absl::MutexLock lock(&mu_);
@@ -489,6 +498,7 @@ void JobManager::Shutdown(std::function<void()> done) {
       JobRecord& job = e.record;
       if (IsTerminal(job.status)) continue;
       job.stop_requested = true;
+      job.stopped_by_shutdown = true;
       job.message = "Job was stopped because the dashboard shut down.";
       e.dirty = true;
       if (job.status == JobStatus::kPending) {

@@ -324,9 +324,25 @@ TEST_F(JobManagerTest, ShutdownStopsRunningJobs) {
   ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(jobs_->Get(id)->status, JobStatus::kStopped);
   EXPECT_EQ(store_.Stored(id)->status, JobStatus::kStopped);
+  // The runner's end does not turn it into a user's stop.
+  EXPECT_EQ(jobs_->Get(id)->message, "Job was stopped because the dashboard shut down.");
   EXPECT_TRUE(GroupMembers(running.runner_pid).empty());
   EXPECT_EQ(jobs_->Submit(*ParseSubmitRequest(R"({"entrypoint": "true"})")).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// The supervisor's work is loop-only: a call from another thread (here the
+// test's, while the loop runs on its own) aborts instead of racing with it.
+TEST_F(JobManagerTest, ALoopOnlyCallOffTheLoopThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        // The child runs SetUp again and dies before TearDown: its own
+        // session folder goes first.
+        RemoveTree(session_).IgnoreError();
+        jobs_->Shutdown([] {});
+      },
+      "job_manager.cc:[0-9]+: CHECK.*called off the thread it lives on");
 }
 
 }  // namespace

@@ -8,16 +8,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "cli/gcs_client.h"
-#include "cli/list_actors.h"
-#include "cli/list_actors_client.h"
-#include "cli/list_format.h"
-#include "cli/list_placement_groups.h"
-#include "cli/status_format.h"
 #include "common/id.h"
 #include "dashboard/http_reply.h"
 #include "dashboard/state_query.h"
 #include "gcs/client/sync_gcs_client.h"
+#include "state/gcs_reads.h"
+#include "state/list_actors.h"
+#include "state/list_format.h"
+#include "state/list_placement_groups.h"
+#include "state/list_train_runs.h"
+#include "state/status_format.h"
 
 namespace manta::dashboard {
 namespace {
@@ -31,9 +31,9 @@ QueryParams ParamsOf(const httplib::Request& req) { return QueryParams(req.param
 
 // The structured form of `manta status`: usage as [used, total] by resource,
 // the nodes by state, the demands.
-json ClusterStatusJson(const cli::ClusterView& view) {
+json ClusterStatusJson(const state::ClusterView& view) {
   json usage = json::object();
-  for (const cli::NodeUsage& u : view.usage) {
+  for (const state::NodeUsage& u : view.usage) {
     if (!u.node_id.empty()) continue;  // the summary's sums only
     for (const auto& [name, total] : u.total) {
       auto it = u.available.find(name);
@@ -42,28 +42,28 @@ json ClusterStatusJson(const cli::ClusterView& view) {
     }
   }
   json demands = json::array();
-  for (const cli::DemandView& d : view.demands) {
+  for (const state::DemandView& d : view.demands) {
     demands.push_back({{"shape", d.shape}, {"ready", d.num_ready}, {"infeasible", d.num_infeasible}});
   }
   json active = json::object(), failed = json::array();
-  for (const cli::NodeView& n : view.nodes) {
+  for (const state::NodeView& n : view.nodes) {
     if (n.alive) {
       active["node_" + n.node_id] = 1;
     } else if (!n.death_expected) {
       failed.push_back(json::array({n.node_ip, "node_" + n.node_id}));
     }
   }
-  json pending_groups = cli::PlacementGroupListJson(view.pending_placement_groups);
+  json pending_groups = state::PlacementGroupListJson(view.pending_placement_groups);
   return {{"loadMetricsReport", {{"usage", usage}, {"resourceDemand", demands}, {"pgDemand", pending_groups}}},
           {"autoscalerReport", {{"activeNodes", active}, {"pendingNodes", json::array()}, {"failedNodes", failed}}}};
 }
 
 // The node list, each alive node with its available resources too (plain
 // names only: what placement groups reserve shows as not available).
-json NodesWithAvailable(const cli::ClusterView& view) {
-  json nodes = cli::NodeListJson(view.nodes);
-  std::map<std::string, const cli::NodeUsage*> usage;
-  for (const cli::NodeUsage& u : view.usage) usage[u.node_id] = &u;
+json NodesWithAvailable(const state::ClusterView& view) {
+  json nodes = state::NodeListJson(view.nodes);
+  std::map<std::string, const state::NodeUsage*> usage;
+  for (const state::NodeUsage& u : view.usage) usage[u.node_id] = &u;
   for (json& node : nodes) {
     auto it = usage.find(node["node_id"].get<std::string>());
     json available = json::object();
@@ -87,13 +87,13 @@ void StateApi::Register(httplib::Server* server) {
     res.set_content("success", "text/plain; charset=utf-8");
   });
   server->Get("/api/cluster_status", [this](const httplib::Request& req, httplib::Response& res) {
-    cli::ClusterViewOptions options;
+    state::ClusterViewOptions options;
     options.summary = true;
-    auto summary = cli::FetchClusterView(*gcs_, options);
+    auto summary = state::FetchClusterView(*gcs_, options);
     if (!summary.ok()) return Error(res, summary.status());
     if (req.get_param_value("format") == "1") {
       return Json(res, Envelope("Got formatted cluster status.",
-                                {{"clusterStatus", cli::FormatStatus(*summary, absl::Now(), absl::UTCTimeZone())}}));
+                                {{"clusterStatus", state::FormatStatus(*summary, absl::Now(), absl::UTCTimeZone())}}));
     }
     Json(res, Envelope("Got cluster status.", {{"autoscalingStatus", nullptr},
                                                {"autoscalingError", nullptr},
@@ -120,36 +120,36 @@ void StateApi::Register(httplib::Server* server) {
       Json(res, Envelope("", {{"result", std::move(*answer)}}));
     });
   };
-  cli::ClusterView one_node;
+  state::ClusterView one_node;
   one_node.nodes.emplace_back();
   list("/api/v0/nodes", ColumnsOf(NodesWithAvailable(one_node)), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto view = cli::FetchClusterView(*gcs_, cli::ClusterViewOptions());
+    auto view = state::FetchClusterView(*gcs_, state::ClusterViewOptions());
     if (!view.ok()) return view.status();
     *total = static_cast<int64_t>(view->nodes.size());
     // Only the page's nodes (and those before them) become JSON.
     if (limit > 0 && view->nodes.size() > static_cast<size_t>(limit)) view->nodes.resize(limit);
     return NodesWithAvailable(*view);
   });
-  list("/api/v0/actors", ColumnsOf(cli::ActorListJson({cli::ActorView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto actors = cli::FetchActors(*gcs_, limit, total);
+  list("/api/v0/actors", ColumnsOf(state::ActorListJson({state::ActorView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto actors = state::FetchActors(*gcs_, limit, total);
     if (!actors.ok()) return actors.status();
-    return cli::ActorListJson(*actors);
+    return state::ActorListJson(*actors);
   });
-  list("/api/v0/placement_groups", ColumnsOf(cli::PlacementGroupListJson({cli::PlacementGroupView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto groups = cli::FetchPlacementGroups(*gcs_, limit, total);
+  list("/api/v0/placement_groups", ColumnsOf(state::PlacementGroupListJson({state::PlacementGroupView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto groups = state::FetchPlacementGroups(*gcs_, limit, total);
     if (!groups.ok()) return groups.status();
-    return cli::PlacementGroupListJson(*groups);
+    return state::PlacementGroupListJson(*groups);
   });
-  list("/api/v0/tasks", ColumnsOf(cli::TaskListJson({cli::TaskView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto tasks = cli::FetchTasks(*gcs_, limit);
+  list("/api/v0/tasks", ColumnsOf(state::TaskListJson({state::TaskView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+    auto tasks = state::FetchTasks(*gcs_, limit);
     if (!tasks.ok()) return tasks.status();
     *total = tasks->total;
-    return cli::TaskListJson(tasks->tasks);
+    return state::TaskListJson(tasks->tasks);
   });
   server->Get("/api/train/v2/runs/v1", [this](const httplib::Request&, httplib::Response& res) {
-    auto runs = cli::FetchTrainRuns(*gcs_, 0, /*with_metrics=*/true);
+    auto runs = state::FetchTrainRuns(*gcs_, 0, /*with_metrics=*/true);
     if (!runs.ok()) return Error(res, runs.status());
-    json out = cli::TrainRunListJson(*runs);
+    json out = state::TrainRunListJson(*runs);
     std::reverse(out.begin(), out.end());  // newest first, as Ray's
     Json(res, {{"train_runs", std::move(out)}});
   });

@@ -1,6 +1,6 @@
 // StateApi: the cluster's state over HTTP in Ray's shapes, read from the GCS
 // on each request (through the same reads as `manta status` and `manta
-// list`, cli/gcs_client.h):
+// list`, state/gcs_reads.h):
 //
 //   GET /api/gcs_healthz                 "success" (200), or 503 with why the GCS cannot be reached
 //   GET /api/cluster_status              {"result": true, "msg", "data": {"clusterStatus": {

@@ -82,6 +82,7 @@ ActorManager::ActorManager(Store* store, Publisher* publisher, ActorScheduler* s
       max_dead_actors_(max_dead_actors) {}
 
 absl::Status ActorManager::Initialize() {
+  MANTA_CHECK_THREAD(thread_);
   auto spec_rows = store_->ReadAll(kSpecTable);
   if (!spec_rows.ok()) return spec_rows.status();
   auto rows = store_->ReadAll(kActorTable);
@@ -358,6 +359,7 @@ void ActorManager::OnJobFinished(const rpc::JobInfo& job) {
 }
 
 const rpc::ActorInfo* ActorManager::Get(const ActorId& actor) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = actors_.find(actor);
   return it == actors_.end() ? nullptr : &it->second.info;
 }

@@ -107,6 +107,7 @@ void ActorScheduler::OnResourcesChanged(const NodeId& node) {
 }
 
 void ActorScheduler::Schedule(const ActorId& actor, const rpc::TaskSpec& spec, Callback done) {
+  MANTA_CHECK_THREAD(thread_);
   Cancel(actor);
   Attempt& a = attempts_[actor];
   a.spec = spec;
@@ -136,6 +137,7 @@ void ActorScheduler::Schedule(const ActorId& actor, const rpc::TaskSpec& spec, C
 }
 
 void ActorScheduler::Cancel(const ActorId& actor) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = attempts_.find(actor);
   if (it == attempts_.end()) return;
   Attempt a = std::move(it->second);
@@ -341,6 +343,7 @@ void ActorScheduler::StopWorker(const rpc::Address& worker) {
 }
 
 void ActorScheduler::AppendDemands(rpc::GetClusterResourcesReply* reply) const {
+  MANTA_CHECK_THREAD(thread_);
   std::map<std::map<std::string, double>, std::pair<int64_t, int64_t>> counts;  // ready, infeasible
   for (const auto& [actor, a] : attempts_) {
     if (a.phase != Attempt::kWaiting || a.demand.empty()) continue;
@@ -362,11 +365,13 @@ void ActorScheduler::AppendDemands(rpc::GetClusterResourcesReply* reply) const {
 }
 
 const rpc::NodeInfo* ActorScheduler::GetNode(const NodeId& node) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);
   return it == nodes_.end() ? nullptr : &it->second.info;
 }
 
 std::vector<rpc::NodeInfo> ActorScheduler::AliveNodes() const {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<rpc::NodeInfo> out;
   for (const auto& [id, node] : nodes_) out.push_back(node.info);
   return out;

@@ -62,10 +62,14 @@ class GrpcCoreWorkerClientPool : public CoreWorkerClientPool {
         std::move(cb));
   }
 
-  void Forget(const std::string& worker_id) override { stubs_.erase(worker_id); }
+  void Forget(const std::string& worker_id) override {
+    MANTA_CHECK_THREAD(loop_->thread_checker());
+    stubs_.erase(worker_id);
+  }
 
  private:
   std::shared_ptr<rpc::CoreWorkerService::Stub> Stub(const rpc::Address& worker) {
+    MANTA_CHECK_THREAD(loop_->thread_checker());
     std::string target = worker.ip() + ":" + std::to_string(worker.port());
     if (stubs_.size() >= kMaxCachedStubs) stubs_.clear();
     auto& entry = stubs_[worker.worker_id()];

@@ -147,6 +147,7 @@ GcsMetrics::GcsMetrics(GcsMetricsOptions options, EventLoop* loop, Tables tables
 GcsMetrics::~GcsMetrics() { Stop(); }
 
 absl::Status GcsMetrics::Start() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (options_.port < 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start(
                                 {.host = options_.host,
@@ -160,6 +161,7 @@ absl::Status GcsMetrics::Start() {
 }
 
 void GcsMetrics::Stop() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!server_) return;
   server_->Stop();
   writer_.Stop();
@@ -173,6 +175,7 @@ void GcsMetrics::Stop() {
 }
 
 void GcsMetrics::Collect(metrics::Exposition& out) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   CollectNodes(tables_.nodes, out);
   CollectActorsAndGroups(tables_.actors, tables_.groups, out);
   CollectTasks(tables_.tasks, out);
@@ -201,6 +204,7 @@ std::string GcsMetrics::DiscoveryJson() {
 }
 
 void GcsMetrics::OnTargetsChanged() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!server_ || options_.session_dir.empty()) return;
   std::string json = DiscoveryJson();
   if (json == written_) return;

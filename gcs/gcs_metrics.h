@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/event_loop.h"
+#include "common/metrics/discovery.h"
 #include "common/metrics/metrics.h"
 #include "common/metrics/metrics_server.h"
 #include "common/rpc/server_metrics.h"
@@ -54,8 +55,8 @@ struct GcsMetricsOptions {
 // The file's name in the session directory.
 inline constexpr char kServiceDiscoveryFile[] = "prom_metrics_service_discovery.json";
 // Where the dashboard registers its metrics address (KV namespace and key).
-inline constexpr char kMetricsKvNamespace[] = "metrics";
-inline constexpr char kDashboardMetricsKey[] = "dashboard";
+using metrics::kDashboardMetricsKey;
+using metrics::kMetricsKvNamespace;
 
 class GcsMetrics {
  public:

@@ -1,20 +1,18 @@
 #include "gcs/gcs_server.h"
 
-#include <atomic>
-#include <optional>
 #include <thread>
 
+#include "common/check.h"
 #include "common/id.h"
 #include "common/logging.h"
 #include "common/memory_release.h"
 #include "common/rpc/client_call.h"
 #include "common/rpc/connection_gate.h"
-#include "common/rpc/server_call.h"
-#include "common/rpc/tsan_handoff.h"
 #include "common/status.h"
 #include "gcs/actor_manager.h"
 #include "gcs/actor_scheduler.h"
 #include "gcs/core_worker_client.h"
+#include "gcs/gcs_service_adapters.h"
 #include "gcs/job_manager.h"
 #include "gcs/kv_manager.h"
 #include "gcs/node_manager.h"
@@ -66,204 +64,26 @@ class GrpcHealthCheckClient : public HealthCheckClient {
   absl::flat_hash_map<NodeId, std::unique_ptr<rpc::NodeManagerService::Stub>> stubs_;
 };
 
+// The id of a node table entry. NodeManager admits only entries whose
+// node_id parses (on registration, and on recovery only rows whose node_id
+// matches their key), so a malformed one here is a bug.
+NodeId TableNodeId(const rpc::NodeInfo& info) {
+  auto id = NodeId::FromBinary(info.node_id());
+  CHECK(id.ok()) << "the node table holds a malformed node_id: " << id.status();
+  return *id;
+}
+
+// The id of a job table entry; JobManager admits them as NodeManager does.
+JobId TableJobId(const rpc::JobInfo& info) {
+  auto id = JobId::FromBinary(info.job_id());
+  CHECK(id.ok()) << "the job table holds a malformed job_id: " << id.status();
+  return *id;
+}
+
 }  // namespace
 
 class GcsServer::Impl {
  public:
-  // The gRPC adapters: check the token, post to the loop, run the manager.
-  class NodeInfoService : public rpc::NodeInfoGcsService::CallbackService {
-   public:
-    explicit NodeInfoService(Impl* impl) : impl_(impl) {}
-#define MANTA_GCS_HANDLER(Method, Req, Reply, manager, handler)                                        \
-  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const rpc::Req* req, rpc::Reply* reply) \
-      override {                                                                                       \
-    return rpc::Dispatch(ctx, impl_->loop_, impl_->options_.token,                                     \
-                         [m = impl_->manager.get(), req, reply](rpc::Done done) {                     \
-                           m->handler(*req, reply, std::move(done));                                   \
-                         });                                                                           \
-  }
-    MANTA_GCS_HANDLER(GetClusterId, GetClusterIdRequest, GetClusterIdReply, nodes_, HandleGetClusterId)
-    MANTA_GCS_HANDLER(RegisterNode, RegisterNodeRequest, RegisterNodeReply, nodes_, HandleRegisterNode)
-    MANTA_GCS_HANDLER(UnregisterNode, UnregisterNodeRequest, UnregisterNodeReply, nodes_, HandleUnregisterNode)
-    MANTA_GCS_HANDLER(GetAllNodeInfo, GetAllNodeInfoRequest, GetAllNodeInfoReply, nodes_, HandleGetAllNodeInfo)
-    MANTA_GCS_HANDLER(DrainNode, DrainNodeRequest, DrainNodeReply, nodes_, HandleDrainNode)
-   private:
-    Impl* impl_;
-  };
-
-  class ResourceService : public rpc::NodeResourceGcsService::CallbackService {
-   public:
-    explicit ResourceService(Impl* impl) : impl_(impl) {}
-    // Both also involve the actor and placement group schedulers: a report
-    // may free room for a waiting actor or group, and those are demands too.
-    grpc::ServerUnaryReactor* ReportResources(grpc::CallbackServerContext* ctx, const rpc::ReportResourcesRequest* req,
-                                              rpc::ReportResourcesReply* reply) override {
-      return rpc::Dispatch(ctx, impl_->loop_, impl_->options_.token, [impl = impl_, req, reply](rpc::Done done) {
-        impl->resources_->HandleReportResources(
-            *req, reply, [impl, req, reply, done = std::move(done)](const absl::Status& s) {
-              // Before done(): the request and reply are freed once the call finishes.
-              auto node = NodeId::FromBinary(req->resources().node_id());
-              bool changed = s.ok() && node.ok() && reply->known_node();
-              done(s);
-              if (changed) impl->OnResourcesChanged(*node);
-            });
-      });
-    }
-    grpc::ServerUnaryReactor* GetClusterResources(grpc::CallbackServerContext* ctx,
-                                                  const rpc::GetClusterResourcesRequest* req,
-                                                  rpc::GetClusterResourcesReply* reply) override {
-      return rpc::Dispatch(ctx, impl_->loop_, impl_->options_.token, [impl = impl_, req, reply](rpc::Done done) {
-        impl->resources_->HandleGetClusterResources(
-            *req, reply, [impl, reply, done = std::move(done)](const absl::Status& s) {
-              if (s.ok()) {
-                impl->actor_scheduler_->AppendDemands(reply);
-                impl->pgs_->AppendPending(reply);
-              }
-              done(s);
-            });
-      });
-    }
-   private:
-    Impl* impl_;
-  };
-
-  class KvService : public rpc::InternalKvGcsService::CallbackService {
-   public:
-    explicit KvService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(Put, KvPutRequest, KvPutReply, kv_, HandlePut)
-    MANTA_GCS_HANDLER(Get, KvGetRequest, KvGetReply, kv_, HandleGet)
-    MANTA_GCS_HANDLER(Del, KvDelRequest, KvDelReply, kv_, HandleDel)
-    MANTA_GCS_HANDLER(Keys, KvKeysRequest, KvKeysReply, kv_, HandleKeys)
-   private:
-    Impl* impl_;
-  };
-
-  class ActorService : public rpc::ActorGcsService::CallbackService {
-   public:
-    explicit ActorService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(ReportWorkerFailure, ReportWorkerFailureRequest, ReportWorkerFailureReply, actors_,
-                      HandleReportWorkerFailure)
-    MANTA_GCS_HANDLER(RegisterActor, RegisterActorRequest, RegisterActorReply, actors_, HandleRegisterActor)
-    MANTA_GCS_HANDLER(GetActorInfo, GetActorInfoRequest, GetActorInfoReply, actors_, HandleGetActorInfo)
-    MANTA_GCS_HANDLER(GetNamedActor, GetNamedActorRequest, GetNamedActorReply, actors_, HandleGetNamedActor)
-    MANTA_GCS_HANDLER(ListActors, ListActorsRequest, ListActorsReply, actors_, HandleListActors)
-    MANTA_GCS_HANDLER(KillActor, KillActorRequest, KillActorReply, actors_, HandleKillActor)
-   private:
-    Impl* impl_;
-  };
-
-  class JobService : public rpc::JobGcsService::CallbackService {
-   public:
-    explicit JobService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(AddJob, AddJobRequest, AddJobReply, jobs_, HandleAddJob)
-    MANTA_GCS_HANDLER(MarkJobFinished, MarkJobFinishedRequest, MarkJobFinishedReply, jobs_, HandleMarkJobFinished)
-    MANTA_GCS_HANDLER(GetAllJobInfo, GetAllJobInfoRequest, GetAllJobInfoReply, jobs_, HandleGetAllJobInfo)
-   private:
-    Impl* impl_;
-  };
-
-  class TaskEventService : public rpc::TaskEventGcsService::CallbackService {
-   public:
-    explicit TaskEventService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(AddTaskEvents, AddTaskEventsRequest, AddTaskEventsReply, task_events_, HandleAddTaskEvents)
-    MANTA_GCS_HANDLER(ListTasks, ListTasksRequest, ListTasksReply, task_events_, HandleListTasks)
-    MANTA_GCS_HANDLER(PublishLogs, PublishLogsRequest, PublishLogsReply, task_events_, HandlePublishLogs)
-   private:
-    Impl* impl_;
-  };
-
-  class PlacementGroupService : public rpc::PlacementGroupGcsService::CallbackService {
-   public:
-    explicit PlacementGroupService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(CreatePlacementGroup, CreatePlacementGroupRequest, CreatePlacementGroupReply, pgs_,
-                      HandleCreatePlacementGroup)
-    MANTA_GCS_HANDLER(RemovePlacementGroup, RemovePlacementGroupRequest, RemovePlacementGroupReply, pgs_,
-                      HandleRemovePlacementGroup)
-    MANTA_GCS_HANDLER(GetPlacementGroup, GetPlacementGroupRequest, GetPlacementGroupReply, pgs_,
-                      HandleGetPlacementGroup)
-    MANTA_GCS_HANDLER(ListPlacementGroups, ListPlacementGroupsRequest, ListPlacementGroupsReply, pgs_,
-                      HandleListPlacementGroups)
-    MANTA_GCS_HANDLER(WaitPlacementGroupReady, WaitPlacementGroupReadyRequest, WaitPlacementGroupReadyReply, pgs_,
-                      HandleWaitPlacementGroupReady)
-   private:
-    Impl* impl_;
-  };
-
-  class TrainRunService : public rpc::TrainRunGcsService::CallbackService {
-   public:
-    explicit TrainRunService(Impl* impl) : impl_(impl) {}
-    MANTA_GCS_HANDLER(ReportTrainRun, ReportTrainRunRequest, ReportTrainRunReply, train_runs_, HandleReportTrainRun)
-    MANTA_GCS_HANDLER(ListTrainRuns, ListTrainRunsRequest, ListTrainRunsReply, train_runs_, HandleListTrainRuns)
-   private:
-    Impl* impl_;
-  };
-
-  // Polls get their own reactor: a held poll whose connection drops is the
-  // fastest sign that its raylet (subscriber_node_id) or driver
-  // (subscriber_job_id) died.
-  class PollReactor : public grpc::ServerUnaryReactor {
-   public:
-    PollReactor(Impl* impl, const rpc::PollRequest& req) : impl_(impl) {
-      if (auto node = NodeId::FromBinary(req.subscriber_node_id()); node.ok()) node_ = *node;
-      if (auto job = JobId::FromBinary(req.subscriber_job_id()); job.ok()) job_ = *job;
-    }
-    // On the loop thread, before the poll is handled.
-    void Started() {
-      if (job_.has_value() && !impl_->shutting_down_) impl_->jobs_->OnDriverPollStarted(*job_);
-    }
-    void OnCancel() override {
-      MANTA_GRPC_HANDOFF_AFTER();
-      cancelled_ = true;
-      if (!node_.has_value()) return;
-      impl_->loop_->Post([impl = impl_, node = *node_] {
-        if (impl->health_ && !impl->shutting_down_) impl->health_->Suspect(node);
-      });
-    }
-    void OnDone() override {
-      MANTA_GRPC_HANDOFF_AFTER();
-      if (job_.has_value()) {
-        impl_->loop_->Post([impl = impl_, job = *job_, lost = cancelled_.load()] {
-          if (!impl->shutting_down_) impl->jobs_->OnDriverPollEnded(job, lost);
-        });
-      }
-      delete this;
-    }
-
-   private:
-    Impl* const impl_;
-    std::optional<NodeId> node_;
-    std::optional<JobId> job_;
-    std::atomic<bool> cancelled_{false};
-  };
-
-  class PubSubService : public rpc::PubSubGcsService::CallbackService {
-   public:
-    explicit PubSubService(Impl* impl) : impl_(impl) {}
-    grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* ctx, const rpc::PollRequest* req,
-                                   rpc::PollReply* reply) override {
-      grpc::Status auth = rpc::CheckAuth(*ctx, impl_->options_.token);
-      if (!auth.ok()) {
-        rpc::PollRequest unauthenticated;
-        auto* reactor = new PollReactor(impl_, unauthenticated);
-        reactor->Finish(auth);
-        return reactor;
-      }
-      auto* reactor = new PollReactor(impl_, *req);
-      impl_->loop_->Post([impl = impl_, req, reply, reactor] {
-        reactor->Started();
-        impl->publisher_->HandlePoll(*req, reply, [reactor](const absl::Status& s) {
-          MANTA_GRPC_HANDOFF_BEFORE();  // OnDone reads the reactor on gRPC's thread
-          reactor->Finish(rpc::ToGrpcStatus(s));
-        });
-      });
-      return reactor;
-    }
-
-   private:
-    Impl* impl_;
-  };
-#undef MANTA_GCS_HANDLER
-
   Impl(GcsServerOptions options, EventLoop* loop) : options_(std::move(options)), loop_(loop) {}
   ~Impl() {
     if (shutdown_thread_.joinable()) shutdown_thread_.join();
@@ -316,8 +136,14 @@ class GcsServer::Impl {
     actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { task_events_->Record(e); });
     pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); },
+        // A raylet's view in its reply: one with a malformed node_id is not applied.
         [this](const rpc::NodeResources& r) {
-          if (resources_->Apply(r)) OnResourcesChanged(*NodeId::FromBinary(r.node_id()));
+          auto node = NodeId::FromBinary(r.node_id());
+          if (!node.ok()) {
+            Logger("gcs")->warn("ignoring a raylet's resource view: {}", node.status().ToString());
+            return;
+          }
+          if (resources_->Apply(r)) OnResourcesChanged(*node);
         },
         raylet_clients_.get());
     pgs_ = std::make_unique<PlacementGroupManager>(store_.get(), publisher_.get(), pg_scheduler_.get(),
@@ -326,7 +152,7 @@ class GcsServer::Impl {
     jobs_->AddJobFinishedListener([this](const rpc::JobInfo& job) {
       actors_->OnJobFinished(job);
       pgs_->OnJobFinished(job.job_id());
-      train_runs_->OnJobFinished(*JobId::FromBinary(job.job_id()));
+      train_runs_->OnJobFinished(TableJobId(job));
     });
     metrics_ = std::make_unique<GcsMetrics>(
         options_.metrics, loop_,
@@ -345,11 +171,11 @@ class GcsServer::Impl {
           nodes_->MarkNodeDead(node, "NodeTerminated: " + reason, /*expected=*/false);
         });
     nodes_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
+      const NodeId node = TableNodeId(info);
       resources_->OnNodeAdded(info);
       actor_scheduler_->OnNodeAdded(info);
       pgs_->OnNodeAdded(info);
-      health_->AddNode(*NodeId::FromBinary(info.node_id()),
-                       RayletAddress(info));
+      health_->AddNode(node, RayletAddress(info));
       metrics_->OnTargetsChanged();
     });
     // A draining node takes no new actors or bundles.
@@ -358,13 +184,14 @@ class GcsServer::Impl {
       pg_scheduler_->OnNodeDraining(info);
     });
     nodes_->AddNodeDeadListener([this](const rpc::NodeInfo& info) {
+      const NodeId node = TableNodeId(info);
       resources_->OnNodeDead(info);
-      health_->RemoveNode(*NodeId::FromBinary(info.node_id()));
-      raylet_clients_->Forget(*NodeId::FromBinary(info.node_id()));
+      health_->RemoveNode(node);
+      raylet_clients_->Forget(node);
       // The scheduler first: attempts on the node end before actors restart.
-      actor_scheduler_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
-      pg_scheduler_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
-      pgs_->OnNodeDead(*NodeId::FromBinary(info.node_id()));
+      actor_scheduler_->OnNodeDead(node);
+      pg_scheduler_->OnNodeDead(node);
+      pgs_->OnNodeDead(node);
       actors_->OnNodeDead(info);
       metrics_->OnTargetsChanged();
     });
@@ -385,27 +212,11 @@ class GcsServer::Impl {
 
   // The gRPC services behind the token gate, and the timers.
   absl::Status Serve() {
-    node_service_ = std::make_unique<NodeInfoService>(this);
-    resource_service_ = std::make_unique<ResourceService>(this);
-    kv_service_ = std::make_unique<KvService>(this);
-    pubsub_service_ = std::make_unique<PubSubService>(this);
-    actor_service_ = std::make_unique<ActorService>(this);
-    job_service_ = std::make_unique<JobService>(this);
-    task_event_service_ = std::make_unique<TaskEventService>(this);
-    pg_service_ = std::make_unique<PlacementGroupService>(this);
-    train_run_service_ = std::make_unique<TrainRunService>(this);
+    services_ = std::make_unique<GcsServices>(ServiceContext());
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.bind_address + ":" + std::to_string(options_.port);
-    builder.RegisterService(node_service_.get());
-    builder.RegisterService(resource_service_.get());
-    builder.RegisterService(kv_service_.get());
-    builder.RegisterService(pubsub_service_.get());
-    builder.RegisterService(actor_service_.get());
-    builder.RegisterService(job_service_.get());
-    builder.RegisterService(task_event_service_.get());
-    builder.RegisterService(pg_service_.get());
-    builder.RegisterService(train_run_service_.get());
+    services_->RegisterWith(&builder);
     if (options_.metrics.port >= 0) metrics_->server_metrics()->Install(&builder);
     auto server = rpc::GatedServer::Start(&builder, address, options_.token);
     if (!server.ok()) return server.status();
@@ -434,6 +245,27 @@ class GcsServer::Impl {
       if (server_) server_->Shutdown(absl::Seconds(2));
       loop_->Stop();
     });
+  }
+
+  // What the gRPC services reach: the loop, the token and the managers.
+  GcsServiceContext ServiceContext() {
+    GcsServiceContext c;
+    c.loop = loop_;
+    c.token = options_.token;
+    c.nodes = nodes_.get();
+    c.resources = resources_.get();
+    c.kv = kv_.get();
+    c.publisher = publisher_.get();
+    c.actors = actors_.get();
+    c.actor_scheduler = actor_scheduler_.get();
+    c.jobs = jobs_.get();
+    c.task_events = task_events_.get();
+    c.pgs = pgs_.get();
+    c.train_runs = train_runs_.get();
+    c.health = health_.get();
+    c.on_resources_changed = [this](const NodeId& node) { OnResourcesChanged(node); };
+    c.shutting_down = [this] { return shutting_down_; };
+    return c;
   }
 
   // A node's resource view changed (a report, or a raylet's reply).
@@ -492,17 +324,13 @@ class GcsServer::Impl {
   std::unique_ptr<HealthCheckManager> health_;
   std::unique_ptr<EventLoop::Timer> health_timer_;
   std::unique_ptr<EventLoop::Timer> trim_timer_;
-  std::unique_ptr<NodeInfoService> node_service_;
-  std::unique_ptr<ResourceService> resource_service_;
-  std::unique_ptr<KvService> kv_service_;
-  std::unique_ptr<PubSubService> pubsub_service_;
-  std::unique_ptr<ActorService> actor_service_;
-  std::unique_ptr<JobService> job_service_;
-  std::unique_ptr<TaskEventService> task_event_service_;
-  std::unique_ptr<PlacementGroupService> pg_service_;
-  std::unique_ptr<TrainRunService> train_run_service_;
+  std::unique_ptr<GcsServices> services_;
+  std::thread shutdown_thread_;  // drains the server, then stops the loop; joined in ~Impl
+  // Declared last, so destroyed first. gRPC requires a server's services to
+  // outlive it, and ~GatedServer shuts the server down, which waits for the
+  // calls in flight: their reactors (OnCancel, OnDone) still reach the
+  // services, the managers and the loop, so all of those must exist then.
   std::unique_ptr<rpc::GatedServer> server_;
-  std::thread shutdown_thread_;  // drains the server, then stops the loop
 };
 
 GcsServer::GcsServer(GcsServerOptions options, EventLoop* loop)

@@ -1,5 +1,6 @@
-// GcsServer: the head service. Owns the store, the managers and the gRPC
-// server, and wires them together.
+// GcsServer: the head service. Owns the store, the managers, their gRPC
+// services (gcs_service_adapters.h) and the gRPC server, and wires them
+// together.
 //
 //   GcsServer server(options, &loop);
 //   RETURN_IF_ERROR(server.Start());   // binds the port, recovers tables

@@ -12,6 +12,7 @@ HealthCheckManager::HealthCheckManager(HealthCheckClient* client, HealthCheckOpt
     : client_(client), options_(options), on_dead_(std::move(on_dead)), clock_(std::move(clock)) {}
 
 void HealthCheckManager::AddNode(const NodeId& node, const std::string& address) {
+  MANTA_CHECK_THREAD(thread_);
   NodeState& state = nodes_[node];
   state = NodeState{};
   state.address = address;
@@ -22,10 +23,12 @@ void HealthCheckManager::AddNode(const NodeId& node, const std::string& address)
 }
 
 void HealthCheckManager::RemoveNode(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   if (nodes_.erase(node) > 0) client_->Forget(node);
 }
 
 void HealthCheckManager::Suspect(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   it->second.suspect = true;
@@ -33,6 +36,7 @@ void HealthCheckManager::Suspect(const NodeId& node) {
 }
 
 void HealthCheckManager::Tick() {
+  MANTA_CHECK_THREAD(thread_);
   absl::Time now = clock_();
   std::vector<NodeId> due;
   for (auto& [id, state] : nodes_) {

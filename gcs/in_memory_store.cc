@@ -3,6 +3,7 @@
 namespace manta::gcs {
 
 absl::StatusOr<Store::Rows> InMemoryStore::ReadAll(const std::string& table) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Rows rows;
   auto it = tables_.find(table);
   if (it == tables_.end()) return rows;
@@ -11,11 +12,13 @@ absl::StatusOr<Store::Rows> InMemoryStore::ReadAll(const std::string& table) {
 }
 
 void InMemoryStore::Put(const std::string& table, std::string key, std::string value, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   tables_[table][std::move(key)] = std::move(value);
   Complete(std::move(done));
 }
 
 void InMemoryStore::Delete(const std::string& table, std::string key, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   tables_[table].erase(key);
   Complete(std::move(done));
 }

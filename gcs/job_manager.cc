@@ -51,6 +51,7 @@ JobManager::JobManager(Store* store, Publisher* publisher, RayletClientPool* ray
       options_(options) {}
 
 absl::Status JobManager::Initialize() {
+  MANTA_CHECK_THREAD(thread_);
   auto counter = store_->ReadAll(kCounterTable);
   if (!counter.ok()) return counter.status();
   for (const auto& [k, v] : *counter) {
@@ -62,7 +63,8 @@ absl::Status JobManager::Initialize() {
   for (const auto& [key, value] : *rows) {
     rpc::JobInfo info;
     auto id = JobId::FromBinary(key);
-    if (!id.ok() || !info.ParseFromString(value)) {
+    // The finished listeners take the entry's job_id as valid.
+    if (!id.ok() || !info.ParseFromString(value) || info.job_id() != key) {
       Logger("gcs")->warn("skipping a corrupt job row in the store");
       continue;
     }
@@ -149,6 +151,7 @@ void JobManager::HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest&, rpc::GetA
 }
 
 void JobManager::FinishJob(const JobId& job, const std::string& reason) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = jobs_.find(job);
   if (it == jobs_.end() || it->second.is_dead()) return;
   drivers_.erase(job);
@@ -231,11 +234,13 @@ void JobManager::ArmDriverTimer(const JobId& job, absl::Duration delay, const st
 }
 
 const rpc::JobInfo* JobManager::Get(const JobId& job) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
 bool JobManager::IsFinished(const JobId& job) const {
+  MANTA_CHECK_THREAD(thread_);
   const rpc::JobInfo* info = Get(job);
   return info != nullptr && info->is_dead();
 }

@@ -17,6 +17,7 @@ absl::Status ValidateNamespaceAndKey(const std::string& ns, const std::string& k
 }  // namespace
 
 absl::Status KvManager::Initialize() {
+  MANTA_CHECK_THREAD(thread_);
   auto rows = store_->ReadAll(kTable);
   if (!rows.ok()) return rows.status();
   for (auto& [k, v] : *rows) data_[k] = std::move(v);
@@ -86,11 +87,13 @@ void KvManager::HandleKeys(const rpc::KvKeysRequest& request, rpc::KvKeysReply* 
 }
 
 const std::string* KvManager::Find(const std::string& ns, const std::string& key) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = data_.find(StoreKey(ns, key));
   return it == data_.end() ? nullptr : &it->second;
 }
 
 void KvManager::Put(const std::string& ns, const std::string& key, std::string value, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   std::string k = StoreKey(ns, key);
   data_[k] = value;
   store_->Put(kTable, k, std::move(value), std::move(done));

@@ -91,13 +91,15 @@ NodeManager::NodeManager(Store* store, Publisher* publisher, ClusterId cluster_i
       raylets_(raylets) {}
 
 absl::Status NodeManager::Initialize() {
+  MANTA_CHECK_THREAD(thread_);
   auto rows = store_->ReadAll(kTable);
   if (!rows.ok()) return rows.status();
   std::vector<rpc::NodeInfo> dead;
   for (auto& [key, value] : *rows) {
     rpc::NodeInfo info;
     auto id = NodeId::FromBinary(key);
-    if (!id.ok() || !info.ParseFromString(value)) {
+    // The listeners and the other managers take the entry's node_id as valid.
+    if (!id.ok() || !info.ParseFromString(value) || info.node_id() != key) {
       Logger("gcs")->warn("skipping a corrupt node row in the store");
       continue;
     }
@@ -182,7 +184,10 @@ void NodeManager::HandleUnregisterNode(const rpc::UnregisterNodeRequest& request
                                        rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(request.node_id());
-  if (!id.ok()) return done(id.status());
+  if (!id.ok()) {
+    return done(absl::InvalidArgumentError(absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ",
+                                                        request.node_id().size())));
+  }
   if (!alive_.contains(*id)) {
     // Already dead or never known: unregistering twice is not an error.
     return done(absl::OkStatus());
@@ -281,6 +286,7 @@ void NodeManager::SendDrainRaylet(const rpc::NodeInfo& info) {
 }
 
 void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bool expected) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = alive_.find(node);
   if (it == alive_.end()) return;
   rpc::NodeInfo info = std::move(it->second);
@@ -301,6 +307,7 @@ void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bo
 }
 
 const rpc::NodeInfo* NodeManager::GetAliveNode(const NodeId& node) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = alive_.find(node);
   return it == alive_.end() ? nullptr : &it->second;
 }

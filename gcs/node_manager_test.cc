@@ -119,6 +119,50 @@ TEST_F(NodeManagerTest, UnregisterIsExpectedDeath) {
   EXPECT_EQ(m.num_alive(), 0u);
 }
 
+TEST_F(NodeManagerTest, RequestsWithAMalformedNodeIdAreInvalidArgument) {
+  NodeManager m(&store_, &pub_, cluster_, "inc");
+  ASSERT_TRUE(Register(m, MakeNode(NodeId::FromRandom())).ok());
+  for (const std::string& bad : {std::string(), std::string("short"), std::string(NodeId::kSize + 1, 'x')}) {
+    rpc::UnregisterNodeRequest unregister;
+    unregister.set_node_id(bad);
+    rpc::UnregisterNodeReply unregistered;
+    absl::Status result = absl::UnknownError("no reply");
+    m.HandleUnregisterNode(unregister, &unregistered, [&](const absl::Status& s) { result = s; });
+    EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument) << result;
+    EXPECT_NE(result.message().find("node_id must be 28 bytes"), absl::string_view::npos) << result;
+
+    rpc::DrainNodeRequest drain;
+    drain.set_node_id(bad);
+    drain.set_reason("preemption");
+    rpc::DrainNodeReply drained;
+    result = absl::UnknownError("no reply");
+    m.HandleDrainNode(drain, &drained, [&](const absl::Status& s) { result = s; });
+    EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument) << result;
+    EXPECT_NE(result.message().find("node_id must be 28 bytes"), absl::string_view::npos) << result;
+  }
+  Pump(loop_);
+  EXPECT_EQ(m.num_alive(), 1u);
+  EXPECT_EQ(pub_.last_sequence(), 1);
+}
+
+// The listeners take a node's id as valid: a stored row whose NodeInfo
+// does not carry its key's id is never announced.
+TEST_F(NodeManagerTest, RecoverySkipsARowWhoseNodeIdIsNotItsKey) {
+  NodeId good = NodeId::FromRandom();
+  rpc::NodeInfo corrupt = MakeNode(NodeId::FromRandom());
+  corrupt.set_node_id("short");
+  store_.Put(NodeManager::kTable, NodeId::FromRandom().Binary(), corrupt.SerializeAsString(), nullptr);
+  store_.Put(NodeManager::kTable, good.Binary(), MakeNode(good).SerializeAsString(), nullptr);
+  Pump(loop_);
+  NodeManager m(&store_, &pub_, cluster_, "inc");
+  std::vector<std::string> announced;
+  m.AddNodeAddedListener([&](const rpc::NodeInfo& n) { announced.push_back(n.node_id()); });
+  ASSERT_TRUE(m.Initialize().ok());
+  EXPECT_EQ(m.num_alive(), 1u);
+  ASSERT_EQ(announced.size(), 1u);
+  EXPECT_EQ(announced[0], good.Binary());
+}
+
 TEST_F(NodeManagerTest, ABriefListHasEachNodeWithoutItsLabelsAndResources) {
   NodeManager m(&store_, &pub_, cluster_, "inc");
   rpc::NodeInfo n = MakeNode(NodeId::FromRandom());

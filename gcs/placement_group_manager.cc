@@ -235,6 +235,7 @@ void PlacementGroupManager::AnswerWaiters(Group& g) {
 }
 
 void PlacementGroupManager::Shutdown() {
+  MANTA_CHECK_THREAD(thread_);
   // Only groups not yet CREATED have waiters: each is answered not ready,
   // and so is every wait that comes later (the server's shutdown waits for
   // each call it has taken).
@@ -485,6 +486,7 @@ void PlacementGroupManager::TrimRemoved() {
 }
 
 void PlacementGroupManager::AppendPending(rpc::GetClusterResourcesReply* reply) const {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<const Group*> pending;
   for (const auto& [id, g] : groups_) {
     if (Waiting(g->info)) pending.push_back(g.get());
@@ -494,6 +496,7 @@ void PlacementGroupManager::AppendPending(rpc::GetClusterResourcesReply* reply) 
 }
 
 const rpc::PlacementGroupInfo* PlacementGroupManager::Get(const PlacementGroupId& id) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = groups_.find(id);
   return it == groups_.end() ? nullptr : &it->second->info;
 }

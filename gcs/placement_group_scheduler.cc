@@ -64,6 +64,7 @@ void PlacementGroupScheduler::OnNodeAdded(const rpc::NodeInfo& info) {
 }
 
 void PlacementGroupScheduler::MarkSynced(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto it = nodes_.find(node); it != nodes_.end()) it->second.synced = true;
 }
 
@@ -173,6 +174,7 @@ pg::Strategy ToStrategy(rpc::PlacementGroupInfo::Strategy s) {
 }  // namespace
 
 PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& group) const {
+  MANTA_CHECK_THREAD(thread_);
   PlacementResult result;
   result.outcome = PlacementResult::kNoFit;
   std::vector<pg::BundleWant> wants;
@@ -210,6 +212,7 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
 
 void PlacementGroupScheduler::Schedule(const rpc::PlacementGroupInfo& group, Callback done,
                                        std::function<void()> prepared) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = PlacementGroupId::FromBinary(group.placement_group_id());
   if (!id.ok()) {
     PlacementResult r;
@@ -391,6 +394,7 @@ void PlacementGroupScheduler::CancelOnRaylets(const Attempt& a) {
 }
 
 void PlacementGroupScheduler::Cancel(const PlacementGroupId& group) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = attempts_.find(group);
   if (it == attempts_.end()) return;
   Attempt a = std::move(it->second);
@@ -417,6 +421,7 @@ void PlacementGroupScheduler::Finish(const PlacementGroupId& group, PlacementRes
 }
 
 const rpc::NodeInfo* PlacementGroupScheduler::GetNode(const NodeId& node) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);
   return it == nodes_.end() ? nullptr : &it->second.info;
 }

@@ -16,7 +16,7 @@ Publisher::Publisher(EventLoop* loop, std::string incarnation, size_t window)
 Publisher::~Publisher() { Shutdown(); }
 
 void Publisher::Publish(rpc::PubMessage message) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   message.set_sequence(next_sequence_++);
   const int channel = message.channel();
   Window& window = windows_[channel];
@@ -52,6 +52,7 @@ void Publisher::Wake(std::list<Waiting>* polls, const Window& window) {
 }
 
 void Publisher::Flush() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   for (auto it = batched_.begin(); it != batched_.end();) {
     auto next = std::next(it);
     if (Fill(it->request, it->reply)) Finish(&batched_, it);
@@ -156,7 +157,7 @@ absl::Status ValidatePollRequest(const rpc::PollRequest& request) {
 }  // namespace
 
 void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* reply, rpc::Done done) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (absl::Status s = ValidatePollRequest(request); !s.ok()) return done(s);
   const bool batched = WantsChannel(request, rpc::PubMessage::NODE_RESOURCES);
   const bool ready = Fill(request, reply);
@@ -182,13 +183,14 @@ void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* repl
 }
 
 void Publisher::Finish(std::list<Waiting>* polls, std::list<Waiting>::iterator it) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   rpc::Done done = std::move(it->done);
   polls->erase(it);
   done(absl::OkStatus());
 }
 
 void Publisher::Shutdown() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   shut_down_ = true;
   flush_timer_.reset();
   for (std::list<Waiting>* polls : {&waiting_, &batched_}) {

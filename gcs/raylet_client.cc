@@ -41,11 +41,15 @@ class GrpcRayletClientPool : public RayletClientPool {
   MANTA_RAYLET_CALL(DrainRaylet, kRayletCallTimeout, Retry())
 #undef MANTA_RAYLET_CALL
 
-  void Forget(const NodeId& node) override { stubs_.erase(node); }
+  void Forget(const NodeId& node) override {
+    MANTA_CHECK_THREAD(loop_->thread_checker());
+    stubs_.erase(node);
+  }
 
  private:
   // A call in flight keeps the stub alive through this reference.
   std::shared_ptr<rpc::NodeManagerService::Stub> Stub(const NodeId& node, const std::string& address) {
+    MANTA_CHECK_THREAD(loop_->thread_checker());
     auto& entry = stubs_[node];
     if (!entry.stub || entry.address != address) {
       entry.address = address;

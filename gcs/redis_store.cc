@@ -48,6 +48,7 @@ RedisStore::~RedisStore() {
 }
 
 absl::StatusOr<Store::Rows> RedisStore::ReadAll(const std::string& table) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   const std::string hash = HashName(table);
   for (int attempt = 0;; ++attempt) {
     if (reader_ == nullptr) {
@@ -81,10 +82,12 @@ absl::StatusOr<Store::Rows> RedisStore::ReadAll(const std::string& table) {
 }
 
 void RedisStore::Put(const std::string& table, std::string key, std::string value, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Enqueue(Op{false, HashName(table), std::move(key), std::move(value), std::move(done)});
 }
 
 void RedisStore::Delete(const std::string& table, std::string key, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Enqueue(Op{true, HashName(table), std::move(key), {}, std::move(done)});
 }
 

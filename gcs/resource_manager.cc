@@ -47,7 +47,10 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
                                             rpc::ReportResourcesReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(request.resources().node_id());
-  if (!id.ok()) return done(id.status());
+  if (!id.ok()) {
+    return done(absl::InvalidArgumentError(absl::StrCat("resources.node_id must be ", NodeId::kSize, " bytes, got ",
+                                                        request.resources().node_id().size())));
+  }
   if (auto s = ValidateResourceMap(request.resources().total(), "total"); !s.ok()) return done(s);
   if (auto s = ValidateResourceMap(request.resources().available(), "available"); !s.ok()) return done(s);
   if (request.demands_size() > 10000) return done(absl::InvalidArgumentError("too many demands"));
@@ -72,6 +75,7 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
 }
 
 bool ResourceManager::Apply(const rpc::NodeResources& resources) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(resources.node_id());
   if (!id.ok()) return false;
   auto it = view_.find(*id);
@@ -166,6 +170,7 @@ void ResourceManager::HandleGetClusterResources(const rpc::GetClusterResourcesRe
 }
 
 const rpc::NodeResources* ResourceManager::Get(const NodeId& node) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = view_.find(node);
   return it == view_.end() ? nullptr : &it->second.resources;
 }

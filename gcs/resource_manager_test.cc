@@ -116,6 +116,20 @@ TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {
   EXPECT_EQ(resources_.Get(node_)->version(), 1);
 }
 
+TEST_F(ResourceManagerTest, AViewWithAMalformedNodeIdIsInvalidArgumentAndChangesNothing) {
+  ASSERT_TRUE(Report(View(1, 2)).ok());
+  for (const std::string& bad : {std::string(), std::string("short"), std::string(NodeId::kSize + 1, 'n')}) {
+    rpc::NodeResources view = View(7, 0);
+    view.set_node_id(bad);
+    absl::Status result = Report(view);
+    EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument) << result;
+    EXPECT_NE(result.message().find("resources.node_id must be 28 bytes"), absl::string_view::npos) << result;
+    EXPECT_FALSE(resources_.Apply(view));
+  }
+  EXPECT_EQ(PublishCount(), 1);
+  EXPECT_EQ(resources_.Get(node_)->version(), 1);
+}
+
 TEST_F(ResourceManagerTest, TotalsOnlySumsTheAliveNodesInsteadOfListingThemFoldedOnRequest) {
   NodeId other = NodeId::FromRandom();
   rpc::RegisterNodeRequest req;

@@ -61,6 +61,7 @@ SqliteStore::~SqliteStore() {
 }
 
 absl::StatusOr<Store::Rows> SqliteStore::ReadAll(const std::string& table) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, "SELECT key, value FROM rows WHERE tbl = ? ORDER BY key", -1, &stmt, nullptr) !=
       SQLITE_OK) {
@@ -83,10 +84,12 @@ absl::StatusOr<Store::Rows> SqliteStore::ReadAll(const std::string& table) {
 }
 
 void SqliteStore::Put(const std::string& table, std::string key, std::string value, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Enqueue(Op{false, table, std::move(key), std::move(value), std::move(done)});
 }
 
 void SqliteStore::Delete(const std::string& table, std::string key, Done done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Enqueue(Op{true, table, std::move(key), {}, std::move(done)});
 }
 

@@ -56,6 +56,7 @@ void TaskEventManager::HandleAddTaskEvents(const rpc::AddTaskEventsRequest& requ
 }
 
 void TaskEventManager::Add(const rpc::TaskEvent& event) {
+  MANTA_CHECK_THREAD(thread_);
   std::string key = event.task_id();
   uint32_t attempt = static_cast<uint32_t>(event.attempt());
   for (int shift = 24; shift >= 0; shift -= 8) key.push_back(static_cast<char>(attempt >> shift));

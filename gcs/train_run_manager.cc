@@ -141,6 +141,7 @@ bool TrainRunManager::IsTerminal(TrainRunInfo::State state) {
 }
 
 absl::Status TrainRunManager::Initialize() {
+  MANTA_CHECK_THREAD(thread_);
   auto rows = store_->ReadAll(kTable);
   if (!rows.ok()) return rows.status();
   for (const auto& [key, value] : *rows) {
@@ -228,6 +229,7 @@ void TrainRunManager::OnJobFinished(const JobId& job) {
 }
 
 void TrainRunManager::AbortRunsOfFinishedJobs() {
+  MANTA_CHECK_THREAD(thread_);
   int aborted = 0;
   for (auto& [id, run] : runs_) {
     if (IsTerminal(run.state())) continue;
@@ -241,6 +243,7 @@ void TrainRunManager::AbortRunsOfFinishedJobs() {
 }
 
 const TrainRunInfo* TrainRunManager::Get(const std::string& run_id) const {
+  MANTA_CHECK_THREAD(thread_);
   auto it = runs_.find(run_id);
   return it == runs_.end() ? nullptr : &it->second;
 }

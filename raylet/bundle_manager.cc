@@ -31,6 +31,7 @@ BundleManager::BundleManager(BundleManagerOptions options, LocalResourceManager*
 
 void BundleManager::HandlePrepareBundles(const rpc::PrepareBundlesRequest& request, rpc::PrepareBundlesReply* reply,
                                          rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   if (request.bundles().empty()) return done(absl::InvalidArgumentError("no bundles to prepare"));
   std::vector<BundleSpec> specs;
   std::string mismatch;
@@ -92,6 +93,7 @@ void BundleManager::HandlePrepareBundles(const rpc::PrepareBundlesRequest& reque
 
 void BundleManager::HandleCommitBundles(const rpc::CommitBundlesRequest& request, rpc::CommitBundlesReply*,
                                         rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto group = ParseGroup(request.placement_group_id());
   if (!group.ok()) return done(group.status());
   if (auto s = CheckIndices(request.indices()); !s.ok()) return done(s);
@@ -102,6 +104,7 @@ void BundleManager::HandleCommitBundles(const rpc::CommitBundlesRequest& request
 
 void BundleManager::HandleCancelBundles(const rpc::CancelBundlesRequest& request, rpc::CancelBundlesReply*,
                                         rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto group = ParseGroup(request.placement_group_id());
   if (!group.ok()) return done(group.status());
   if (auto s = CheckIndices(request.indices()); !s.ok()) return done(s);
@@ -117,6 +120,7 @@ void BundleManager::HandleCancelBundles(const rpc::CancelBundlesRequest& request
 
 void BundleManager::HandleReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& request,
                                                rpc::ReleaseUnusedBundlesReply*, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   std::set<BundleKey> in_use;
   for (const rpc::Bundle& b : request.bundles_in_use()) {
     auto group = ParseGroup(b.placement_group_id());

@@ -20,6 +20,7 @@
 
 #include "common/id.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "proto/node_manager.pb.h"
 #include "raylet/lease_manager.h"
 #include "raylet/local_resource_manager.h"
@@ -67,6 +68,8 @@ class BundleManager {
   const BundleManagerOptions options_;
   LocalResourceManager* const local_;
   LeaseManager* const leases_;
+  // The loop thread, which every handler runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::raylet

@@ -18,6 +18,7 @@ double Headroom(const ResourceSet& demand, const ResourceSet& available, const R
 }  // namespace
 
 bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok() || *id == self_) return false;
   if (info.state() == rpc::NodeInfo::DEAD) return nodes_.erase(*id) > 0;
@@ -43,6 +44,7 @@ bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
 }
 
 bool ClusterView::OnNodeResources(const rpc::NodeResources& resources) {
+  MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(resources.node_id());
   if (!id.ok()) return false;
   auto it = nodes_.find(*id);
@@ -60,10 +62,14 @@ bool ClusterView::OnNodeResources(const rpc::NodeResources& resources) {
   return true;
 }
 
-void ClusterView::Reset() { nodes_.clear(); }
+void ClusterView::Reset() {
+  MANTA_CHECK_THREAD(thread_);
+  nodes_.clear();
+}
 
 const ClusterView::Node* ClusterView::PickNode(const ResourceSet& demand, const LabelSelector& selector,
                                                bool require_available) const {
+  MANTA_CHECK_THREAD(thread_);
   const Node* best = nullptr;
   bool best_now = false;
   double best_headroom = 0;
@@ -82,6 +88,7 @@ const ClusterView::Node* ClusterView::PickNode(const ResourceSet& demand, const 
 }
 
 void ClusterView::SubtractAvailable(const NodeId& node, const ResourceSet& demand) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   ResourceSet& a = it->second.available;

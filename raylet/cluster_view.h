@@ -20,6 +20,7 @@
 #include "common/id.h"
 #include "common/label_selector.h"
 #include "common/resources.h"
+#include "common/thread_checker.h"
 #include "proto/common.pb.h"
 
 namespace manta::raylet {
@@ -63,6 +64,8 @@ class ClusterView {
  private:
   const NodeId self_;
   std::map<NodeId, Node> nodes_;  // ordered: deterministic choices
+  // The loop thread, which every call comes from.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::raylet

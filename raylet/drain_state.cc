@@ -5,6 +5,7 @@
 namespace manta::raylet {
 
 bool DrainState::Start(const std::string& reason, int64_t deadline_ms) {
+  MANTA_CHECK_THREAD(thread_);
   bool started = !draining_;
   if (started) {
     deadline_ms_ = deadline_ms;
@@ -17,6 +18,7 @@ bool DrainState::Start(const std::string& reason, int64_t deadline_ms) {
 }
 
 DrainState::Action DrainState::Decide(int64_t now_ms, const NodeLoad& load) const {
+  MANTA_CHECK_THREAD(thread_);
   if (!draining_) return Action::kStay;
   if (load.leased_workers == 0 && load.bundles == 0) return Action::kIdle;
   if (deadline_ms_ != 0 && now_ms >= deadline_ms_) return Action::kDeadline;

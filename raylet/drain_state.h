@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/thread_checker.h"
+
 namespace manta::raylet {
 
 // What the node still holds that a drain waits for.
@@ -47,6 +49,8 @@ class DrainState {
   bool draining_ = false;
   std::string reason_;
   int64_t deadline_ms_ = 0;
+  // The loop thread, which every call comes from.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::raylet

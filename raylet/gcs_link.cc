@@ -11,11 +11,13 @@ GcsLink::GcsLink(GcsLinkOptions options, EventLoop* loop, gcs::GcsClient* gcs, H
 }
 
 void GcsLink::Start() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   started_ = clock_();
   Register();
 }
 
 void GcsLink::Stop() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   stopped_ = true;
   liveness_timer_.reset();
   retry_timer_.reset();
@@ -26,6 +28,7 @@ void GcsLink::Stop() {
 // ---------------------------------------------------------------- registration
 
 void GcsLink::Register() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (registering_ || stopped_) return;
   registering_ = true;
   rpc::RegisterNodeRequest req;
@@ -38,6 +41,7 @@ void GcsLink::Register() {
 }
 
 void GcsLink::OnRegisterReply(const absl::Status& s, const rpc::RegisterNodeReply& reply) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (stopped_) return;
   const std::string refused = "the GCS at " + options_.gcs_address + " refused this node: ";
   if (!s.ok()) {
@@ -92,6 +96,7 @@ void GcsLink::RejoinUnlessForeign(const std::string& refusal) {
 }
 
 void GcsLink::OnHealthCheck(const std::string& gcs_incarnation) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   Contact();
   if (registered_ && !gcs_incarnation.empty() && gcs_incarnation != gcs_incarnation_) {
     Log()->info("the GCS restarted; registering again");
@@ -102,6 +107,7 @@ void GcsLink::OnHealthCheck(const std::string& gcs_incarnation) {
 // ---------------------------------------------------------------- reports
 
 void GcsLink::SendReport(std::function<void()> done) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!registered_ || stopped_) return done();
   gcs_->ReportResources(host_->Report(), [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
     done();
@@ -120,6 +126,7 @@ void GcsLink::SendReport(std::function<void()> done) {
 // ---------------------------------------------------------------- node events
 
 void GcsLink::Poll() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (stopped_) return;
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::NODE_INFO);
@@ -132,6 +139,7 @@ void GcsLink::Poll() {
 }
 
 void GcsLink::OnPoll(const absl::Status& s, const rpc::PollReply& reply) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (stopped_) return;
   if (!s.ok()) {
     poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Poll(); });
@@ -176,6 +184,7 @@ void GcsLink::RefreshNodes() {
 // ---------------------------------------------------------------- liveness
 
 void GcsLink::CheckLiveness() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   const absl::Duration quiet = clock_() - last_contact_;
   if (quiet > options_.reconnect_timeout) {
     return host_->Exit("the GCS at " + options_.gcs_address + " has been unreachable for " +

@@ -81,6 +81,7 @@ LeaseManager::~LeaseManager() = default;
 
 void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request, Reply* reply,
                                             rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto invalid = [&](const absl::Status& s) {
     reply->set_outcome(Reply::INVALID);
     reply->set_message(std::string(s.message()));
@@ -123,6 +124,7 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
 
 void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply*,
                                       rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = leases_.find(request.lease_id());
   if (it == leases_.end()) return done(absl::OkStatus());
   Lease& lease = *it->second;
@@ -150,6 +152,7 @@ void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, r
 
 void LeaseManager::HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request,
                                            rpc::CancelWorkerLeaseReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = leases_.find(request.lease_id());
   if (it != leases_.end() && it->second->state != State::kGranted) {
     Finish(*it->second, Reply::CANCELLED, "the lease was cancelled", nullptr, /*cancelled=*/true);
@@ -163,6 +166,7 @@ void LeaseManager::HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& 
 
 void LeaseManager::HandleKillJobWorkers(const rpc::KillJobWorkersRequest& request, rpc::KillJobWorkersReply*,
                                         rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
   auto job = JobId::FromBinary(request.job_id());
   if (!job.ok()) return done(absl::InvalidArgumentError(absl::StrCat("job_id: ", job.status().message())));
   absl::flat_hash_set<WorkerId> keep;
@@ -185,6 +189,7 @@ void LeaseManager::HandleKillJobWorkers(const rpc::KillJobWorkersRequest& reques
 
 void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::function<bool(int)>& in_returned,
                                     const std::string& why) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<std::string> ended;
   for (const auto& [id, lease] : leases_) {
     if (lease->spec.placement_group_id() != group.Binary() || lease->state == State::kInfeasible) continue;
@@ -212,6 +217,7 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
 }
 
 void LeaseManager::CancelAll(const std::string& why) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<std::string> waiting;
   for (const auto& [id, lease] : leases_) {
     if (lease->state != State::kGranted) waiting.push_back(id);
@@ -220,6 +226,7 @@ void LeaseManager::CancelAll(const std::string& why) {
 }
 
 void LeaseManager::StartDraining(const std::string& reason) {
+  MANTA_CHECK_THREAD(thread_);
   drain_reason_ = reason;
   if (draining_) return;
   draining_ = true;
@@ -228,6 +235,7 @@ void LeaseManager::StartDraining(const std::string& reason) {
 }
 
 bool LeaseManager::OnWorkerExit(const WorkerId& worker) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = lease_of_worker_.find(worker);
   if (it == lease_of_worker_.end()) return false;
   Log()->info("leased worker exited worker_id={} lease_id={}", worker.Hex(), ToHex(it->second));
@@ -237,6 +245,7 @@ bool LeaseManager::OnWorkerExit(const WorkerId& worker) {
 }
 
 void LeaseManager::Schedule() {
+  MANTA_CHECK_THREAD(thread_);
   if (scheduling_) {
     schedule_again_ = true;
     return;
@@ -350,6 +359,7 @@ void LeaseManager::CheckGroup(const Lease& lease) {
 }
 
 void LeaseManager::RecheckGroups() {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<const Lease*> waiting;
   for (const auto& [id, lease] : leases_) {
     if (lease->state == State::kInfeasible && !lease->spec.placement_group_id().empty()) waiting.push_back(lease.get());
@@ -358,6 +368,7 @@ void LeaseManager::RecheckGroups() {
 }
 
 void LeaseManager::OnGroupChecked(const PlacementGroupId& group, bool exists) {
+  MANTA_CHECK_THREAD(thread_);
   groups_checking_.erase(group);
   if (exists) return;
   std::vector<std::string> doomed;
@@ -377,6 +388,7 @@ void LeaseManager::StartGrant(Lease& lease) {
 }
 
 void LeaseManager::OnWorkerPopped(const std::string& id, uint64_t seq, absl::StatusOr<LeasedWorker> worker) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = leases_.find(id);
   if (it == leases_.end() || it->second->seq != seq || it->second->state != State::kWaitingForWorker) {
     // Cancelled meanwhile: the worker is idle again.
@@ -485,6 +497,7 @@ LeaseManager::DemandCounts LeaseManager::CountDemands() const {
 }
 
 std::vector<rpc::ResourceDemand> LeaseManager::Demands() const {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<rpc::ResourceDemand> out;
   for (const auto& [shape, counts] : CountDemands()) {
     rpc::ResourceDemand d;

@@ -49,6 +49,7 @@
 #include "common/id.h"
 #include "common/label_selector.h"
 #include "common/rpc/done.h"
+#include "common/thread_checker.h"
 #include "proto/node_manager.pb.h"
 #include "raylet/cluster_view.h"
 #include "raylet/local_resource_manager.h"
@@ -221,6 +222,8 @@ class LeaseManager {
   std::function<void(const rpc::TaskSpec&, const LeasedWorker&)> on_grant_;
   GroupCheck group_check_;
   absl::flat_hash_set<PlacementGroupId> groups_checking_;  // calls in flight
+  // The loop thread, which every handler and callback runs on.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::raylet

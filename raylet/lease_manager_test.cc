@@ -1,5 +1,7 @@
 #include "raylet/lease_manager.h"
 
+#include <thread>
+
 #include "common/placement_group_resources.h"
 #include "gtest/gtest.h"
 #include "raylet/fake_worker_pool.h"
@@ -393,6 +395,18 @@ TEST_F(LeaseManagerTest, RejectsMalformedPlacementGroupFields) {
             Reply::INVALID);
   EXPECT_EQ(Request("e", {{std::string(240, 'x'), 1}}, {.placement_group = g})->reply.outcome(), Reply::INVALID);
   EXPECT_EQ(leases_.num_leases(), 0u);
+}
+
+// The manager lives on the raylet's loop thread, bound by its first call: a
+// call from another thread aborts instead of racing with it.
+TEST_F(LeaseManagerTest, ACallOffItsThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        leases_.RecheckGroups();
+        std::thread([&] { leases_.RecheckGroups(); }).join();
+      },
+      "lease_manager.cc:[0-9]+: CHECK.*called off the thread it lives on");
 }
 
 }  // namespace

@@ -115,9 +115,13 @@ std::optional<LocalResourceManager::Plan> LocalResourceManager::PlanFor(const Re
   return plan;
 }
 
-bool LocalResourceManager::CanEverFit(const ResourceSet& demand) const { return PlanFor(demand, total_).has_value(); }
+bool LocalResourceManager::CanEverFit(const ResourceSet& demand) const {
+  MANTA_CHECK_THREAD(thread_);
+  return PlanFor(demand, total_).has_value();
+}
 
 bool LocalResourceManager::CanFitNow(const ResourceSet& demand) const {
+  MANTA_CHECK_THREAD(thread_);
   return PlanFor(demand, available_).has_value();
 }
 
@@ -132,6 +136,7 @@ std::vector<int> LocalResourceManager::TakeHostChips(int64_t n) {
 }
 
 std::optional<Allocation> LocalResourceManager::Allocate(const ResourceSet& demand) {
+  MANTA_CHECK_THREAD(thread_);
   std::optional<Plan> plan = PlanFor(demand, available_);
   if (!plan) return std::nullopt;
   Held h;
@@ -168,6 +173,7 @@ std::optional<Allocation> LocalResourceManager::Allocate(const ResourceSet& dema
 }
 
 bool LocalResourceManager::Release(int64_t allocation_id) {
+  MANTA_CHECK_THREAD(thread_);
   auto it = allocations_.find(allocation_id);
   if (it == allocations_.end()) return false;
   Held& h = it->second;
@@ -216,6 +222,7 @@ absl::Status LocalResourceManager::ValidateBundle(const BundleSpec& b) const {
 }
 
 absl::Status LocalResourceManager::ValidateBundles(const std::vector<BundleSpec>& bundles) const {
+  MANTA_CHECK_THREAD(thread_);
   std::set<BundleKey> seen;
   for (const BundleSpec& b : bundles) {
     if (auto s = ValidateBundle(b); !s.ok()) return s;
@@ -232,6 +239,7 @@ absl::Status LocalResourceManager::ValidateBundles(const std::vector<BundleSpec>
 }
 
 absl::Status LocalResourceManager::PrepareBundles(const std::vector<BundleSpec>& bundles) {
+  MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateBundles(bundles); !s.ok()) return s;
   std::vector<const BundleSpec*> fresh;  // not held yet; the others are retries
   ResourceSet need;
@@ -263,6 +271,7 @@ absl::Status LocalResourceManager::PrepareBundles(const std::vector<BundleSpec>&
 }
 
 absl::Status LocalResourceManager::CommitBundles(const PlacementGroupId& group, const std::vector<int>& indices) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<BundleKey> keys;
   if (indices.empty()) {
     for (auto it = bundles_.lower_bound({group, INT_MIN}); it != bundles_.end() && it->first.first == group; ++it) {
@@ -290,6 +299,7 @@ absl::Status LocalResourceManager::CommitBundles(const PlacementGroupId& group, 
 }
 
 std::vector<BundleKey> LocalResourceManager::ReturnBundles(const std::vector<BundleKey>& keys) {
+  MANTA_CHECK_THREAD(thread_);
   std::vector<BundleKey> returned;
   for (const BundleKey& key : keys) {
     auto it = bundles_.find(key);

@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "common/id.h"
 #include "common/resources.h"
+#include "common/thread_checker.h"
 
 namespace manta::raylet {
 
@@ -162,6 +163,8 @@ class LocalResourceManager {
   int64_t next_id_ = 1;
   int64_t version_ = 0;
   std::function<void()> on_change_;
+  // The loop thread, which every call comes from.
+  ThreadChecker thread_;
 };
 
 }  // namespace manta::raylet

@@ -51,7 +51,7 @@ LogForwarder::~LogForwarder() {
 }
 
 void LogForwarder::AddWorker(const WorkerLogFiles& files) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   for (bool is_error : {false, true}) {
     auto tail = std::make_unique<Tail>();
     tail->owner = this;
@@ -86,6 +86,7 @@ void LogForwarder::AddWorker(const WorkerLogFiles& files) {
 }
 
 void LogForwarder::OnOpened(Tail* tail, ssize_t result) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (result < 0) {
     Log()->warn("cannot follow worker log {}: {}", tail->path, uv_strerror(static_cast<int>(result)));
     Close(tail);  // which meets the flushes waiting for it
@@ -105,10 +106,13 @@ void LogForwarder::OnOpened(Tail* tail, ssize_t result) {
   Read(tail);  // anything written before the watch started, and what was asked meanwhile
 }
 
-void LogForwarder::SetName(const WorkerId& worker, const std::string& name) { names_[worker] = name; }
+void LogForwarder::SetName(const WorkerId& worker, const std::string& name) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  names_[worker] = name;
+}
 
 void LogForwarder::RemoveWorker(const WorkerId& worker) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   for (bool is_error : {false, true}) {
     auto it = tails_.find({worker, is_error});
     if (it == tails_.end()) continue;
@@ -147,6 +151,7 @@ void LogForwarder::Read(Tail* tail) {
 }
 
 void LogForwarder::OnRead(Tail* tail, ssize_t result) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (result < 0) {
     Log()->warn("cannot read worker log {}: {}", tail->path, uv_strerror(static_cast<int>(result)));
     if (MeetFlushes(tail->key, tail->reads, /*stuck=*/true)) CheckJobFlushes();
@@ -170,7 +175,7 @@ void LogForwarder::OnRead(Tail* tail, ssize_t result) {
 }
 
 void LogForwarder::FlushJob(const JobId& job, std::function<void()> done) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   JobFlush& f = job_flushes_.emplace_back();
   f.done = std::move(done);
   std::vector<Tail*> tails;
@@ -299,7 +304,7 @@ void LogForwarder::SendFront() {
 }
 
 void LogForwarder::OnAnswer() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   outbox_.pop_front();
   if (!outbox_.empty()) return SendFront();
   // Lines that came while the flush was on the wire.
@@ -308,6 +313,7 @@ void LogForwarder::OnAnswer() {
 }
 
 bool LogForwarder::Flush() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   flush_timer_.reset();
   // One flush on the wire at a time, its batches one by one: the GCS takes
   // them in order, and while it is slow, lines wait in pending_ (where

@@ -534,15 +534,34 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
 
 Raylet::Raylet(RayletOptions options, EventLoop* loop) : impl_(std::make_unique<Impl>(std::move(options), loop)) {}
 Raylet::~Raylet() = default;
-absl::Status Raylet::Start() { return impl_->Start(); }
-void Raylet::Shutdown(int exit_code, const std::string& why) { impl_->Shutdown(exit_code, why); }
-void Raylet::OnSigterm() { impl_->OnSigterm(); }
-int Raylet::exit_code() const { return impl_->exit_code_; }
-bool Raylet::rejoin_requested() const { return impl_->rejoin_; }
+absl::Status Raylet::Start() {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  return impl_->Start();
+}
+void Raylet::Shutdown(int exit_code, const std::string& why) {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  impl_->Shutdown(exit_code, why);
+}
+void Raylet::OnSigterm() {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  impl_->OnSigterm();
+}
+int Raylet::exit_code() const {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  return impl_->exit_code_;
+}
+bool Raylet::rejoin_requested() const {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  return impl_->rejoin_;
+}
 std::string Raylet::cluster_id_hex() const {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
   return ToHex(impl_->link_ ? impl_->link_->cluster_id() : impl_->options_.cluster_id);
 }
 std::string Raylet::node_id_hex() const { return impl_->node_id_.Hex(); }
-int Raylet::port() const { return impl_->port_; }
+int Raylet::port() const {
+  MANTA_CHECK_THREAD(impl_->loop_->thread_checker());
+  return impl_->port_;
+}
 
 }  // namespace manta::raylet

@@ -25,6 +25,7 @@ RayletMetrics::RayletMetrics(RayletMetricsOptions options, EventLoop* loop,
 RayletMetrics::~RayletMetrics() { Stop(); }
 
 absl::Status RayletMetrics::Start() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!enabled()) return absl::OkStatus();
   ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start(
                                 {.host = options_.host, .port = options_.port, .token = options_.token}, &registry_));
@@ -33,10 +34,12 @@ absl::Status RayletMetrics::Start() {
 }
 
 void RayletMetrics::Stop() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (server_) server_->Stop();
 }
 
 void RayletMetrics::CollectResources(metrics::Exposition& out) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   const rpc::NodeResources r = resources_();
   out.Family("ray_resources", "gauge", "This node's logical resources, used and available.");
   for (const auto& [name, total] : r.total()) {

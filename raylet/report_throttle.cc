@@ -10,12 +10,13 @@ ReportThrottle::ReportThrottle(EventLoop* loop, absl::Duration min_interval, Sen
 ReportThrottle::~ReportThrottle() { *alive_ = false; }
 
 void ReportThrottle::Request() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   wanted_ = true;
   MaybeSend();
 }
 
 void ReportThrottle::MaybeSend() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!wanted_ || in_flight_ || timer_) return;
   absl::Duration wait = last_send_ + min_interval_ - absl::Now();
   if (wait > absl::ZeroDuration()) {

@@ -114,24 +114,27 @@ std::string WorkerPool::LogsDir() const {
 }
 
 size_t WorkerPool::num_idle() const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   size_t n = 0;
   for (const auto& [id, w] : workers_) n += w->state == State::kIdle;
   return n;
 }
 
 size_t WorkerPool::num_starting() const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   size_t n = 0;
   for (const auto& [id, w] : workers_) n += Starting(*w);
   return n;
 }
 
 int WorkerPool::PidOf(const WorkerId& worker) const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(worker);
   return it == workers_.end() ? 0 : it->second->pid;
 }
 
 absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto job = JobId::FromBinary(spec.job_id());
   if (!job.ok()) return job.status();
   auto w = std::make_unique<Worker>();
@@ -164,7 +167,7 @@ absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec)
 
 void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
                        const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   Worker& w = *it->second;
@@ -240,7 +243,7 @@ void WorkerPool::FailSpawn(Worker& w, const absl::Status& why, const std::string
 }
 
 void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(logs.worker_id);
   if (it != workers_.end()) it->second->err_path = logs.err_path;
   std::optional<WorkerExit> exit;
@@ -255,7 +258,7 @@ void WorkerPool::OnLogsNamed(const WorkerLogFiles& logs) {
 }
 
 absl::Status WorkerPool::RegisterWorker(const rpc::RegisterWorkerRequest& request) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto id = WorkerId::FromBinary(request.worker_id());
   if (!id.ok()) return absl::InvalidArgumentError(absl::StrCat("worker_id: ", id.status().message()));
   auto it = workers_.find(*id);
@@ -289,7 +292,7 @@ void WorkerPool::Lease(Worker& w, PopCallback cb) {
 }
 
 void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   std::string key = WorkerKey(spec);
   Worker* idle = nullptr;
   Worker* starting = nullptr;
@@ -316,7 +319,7 @@ void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
 }
 
 void WorkerPool::PushWorker(const WorkerId& worker) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(worker);
   if (it == workers_.end() || it->second->state != State::kLeased) return;
   it->second->state = State::kIdle;
@@ -325,13 +328,13 @@ void WorkerPool::PushWorker(const WorkerId& worker) {
 }
 
 void WorkerPool::DisconnectWorker(const WorkerId& worker, const std::string& why) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(worker);
   if (it != workers_.end()) Kill(*it->second, why);
 }
 
 void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   std::string key = WorkerKey(spec);
   int have = 0;
   int alive = 0;
@@ -351,14 +354,14 @@ void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
 }
 
 void WorkerPool::KillJobWorkers(const JobId& job, const absl::flat_hash_set<WorkerId>& keep) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   for (auto& [id, w] : workers_) {
     if (w->job == job && !keep.contains(id)) Kill(*w, "its job finished");
   }
 }
 
 void WorkerPool::KillAll(absl::Duration grace, std::function<void()> done) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   all_exited_ = std::move(done);
   for (auto& [id, w] : workers_) Kill(*w, "the raylet is stopping", grace);
   NotifyIfAllExited();
@@ -381,7 +384,7 @@ void WorkerPool::Kill(Worker& w, const std::string& why, absl::Duration grace) {
 }
 
 void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term_signal) {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   std::unique_ptr<Worker> w = std::move(it->second);
@@ -410,7 +413,7 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
 }
 
 void WorkerPool::OnTimer() {
-  MANTA_CHECK_ON_LOOP(loop_);
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   absl::Time now = options_.now();
   timer_deadline_ = absl::InfiniteFuture();
   std::vector<Worker*> idle;

@@ -254,7 +254,7 @@ TEST_F(WorkerPoolTest, ACallOffTheLoopThreadAborts) {
         std::thread other([&] { pool_->Prestart(Spec("exec sleep 300"), 1); });
         other.join();
       },
-      "worker_pool.cc:[0-9]+: CHECK.*called off its event loop's thread");
+      "worker_pool.cc:[0-9]+: CHECK.*called off the thread it lives on");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ ROOT=$PWD
 BUILD=$ROOT/build-tsa
 JOBS="${MANTA_BUILD_JOBS:-2}"
 DIRS=("$@")
-[ ${#DIRS[@]} -gt 0 ] || DIRS=(common gcs raylet runtime dashboard cli train serve)
+[ ${#DIRS[@]} -gt 0 ] || DIRS=(common gcs raylet runtime state dashboard cli train serve)
 scripts/install_deps.sh >/dev/null
 if ! command -v clang++ >/dev/null; then
   echo "Installing clang (Debian 12: clang 14) for the lock annotation check"

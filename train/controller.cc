@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "manta/api.h"
 #include "spdlog/sinks/stdout_sinks.h"
+#include "train/controller_common.h"
 #include "train/scaling.h"
 #include "train/elastic.h"
 #include "train/worker.h"
@@ -19,9 +20,6 @@ MANTA_REMOTE(TrainController::Create, &TrainController::Run, &TrainController::W
              &TrainWorker::Interrupt);
 
 namespace {
-
-// How long one reservation try waits before the controller looks again.
-
 
 // The controller's lines go to its stdout, which reaches the driver as
 // "(TrainController pid=..., ip=...) ...".
@@ -76,7 +74,8 @@ void TrainController::Transition(state::TrainRunState to, const std::string& det
 RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
   recorder_.Update([&](state::TrainRun& r) { r.controller_actor_id = self.ID(); });
   if (spec_.scaling.min_workers != spec_.scaling.max_workers) {
-    elastic_ = std::make_unique<ElasticDriver>(this, self);
+    // RunControl is a private base: the cast is made here, where it is accessible.
+    elastic_ = std::make_unique<ElasticDriver>(static_cast<RunControl*>(this), self);
     return elastic_->Run();
   }
   return RunFixed(self);
@@ -120,10 +119,9 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
     RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, errors, &workers);
     if (!restart) {
       Transition(state::TrainRunState::kErrored, errors);
-      return Finish(absl::AbortedError(absl::StrCat("Training failed after ", attempts_, " attempt(s) (",
-                                                    failures_, " failure(s); FailureConfig(max_failures=",
-                                                    spec_.max_failures, ")). The last attempt failed on ",
-                                                    out.failures.size(), " worker(s):\n", errors)));
+      return Finish(absl::AbortedError(absl::StrCat(TrainingFailedPrefix(attempts_, failures_, spec_.max_failures),
+                                                    "The last attempt failed on ", out.failures.size(),
+                                                    " worker(s):\n", errors)));
     }
     Transition(state::TrainRunState::kRestarting, errors);
     Transition(state::TrainRunState::kScheduling);
@@ -132,12 +130,8 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, const std::string& attempt_id) {
   const ScalingSpec& sc = spec_.scaling;
-  if (sc.use_tpu) {
-    log_->info("Using SlicePlacementGroup utility to reserve {} slice(s) with topology '{}'...",
-               n / sc.hosts_per_slice, sc.topology);
-  }
-  log_->info("Attempting to start training worker group of size {} with the following resources: [{}] * {}", n,
-             PythonDict(sc.resources_per_worker), n);
+  if (sc.use_tpu) LogReservingSlices(*log_, n / sc.hosts_per_slice, sc.topology);
+  LogStartingGroup(*log_, n, sc.resources_per_worker);
   const absl::Duration limit = absl::Milliseconds(spec_.scheduling_timeout_ms);
   const absl::Time deadline = absl::Now() + limit;
   while (true) {
@@ -170,8 +164,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
     }
     // A failed start is retried while time allows; it does not count
     // against max_failures.
-    log_->error("Retrying the launch of the training worker group. The previous launch attempt encountered the "
-                "following failure:\n{}", std::string(started.message()));
+    LogRetryingLaunch(*log_, started.message());
     (*group)->Shutdown();
     if (absl::Now() >= deadline) return started;
     if (state_ != state::TrainRunState::kRescheduling) {
@@ -306,6 +299,22 @@ void TrainController::CloseReports() {
 void TrainController::RequestPause() {
   absl::MutexLock lock(&mu_);
   pause_requested_ = true;
+}
+
+RunControl::ReportState TrainController::Snapshot() {
+  absl::MutexLock lock(&mu_);
+  ReportState s;
+  s.resizable = resizable_;
+  s.replicated = replicated_;
+  s.committed_next_step = committed_next_step_;
+  s.latest_checkpoint = checkpoints_.Latest();
+  return s;
+}
+
+void TrainController::CommitCheckpoint(const Checkpoint& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  checkpoints_.Commit(checkpoint);
+  recorder_.Update([&](state::TrainRun& r) { r.latest_checkpoint = checkpoint.path; });
 }
 
 ReportReply TrainController::WorkerReport(ReportRequest request) {

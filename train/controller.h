@@ -19,9 +19,12 @@
 // Threads: Run holds one of the actor's threads for the whole run; each
 // WorkerReport and AwaitGroup holds another until it is answered (the actor
 // has 2 x max_workers + 4 threads). The report state is behind mu_; the rest
-// is the Run thread's (and, in an elastic run, the driver's own lock).
+// is the Run thread's (and, in an elastic run, the driver's own lock). An
+// elastic run's driver sees the controller only as a RunControl
+// (run_control.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,7 @@
 #include "spdlog/spdlog.h"
 #include "train/protocol.h"
 #include "train/reports.h"
+#include "train/run_control.h"
 #include "train/run_recorder.h"
 #include "train/worker_group.h"
 
@@ -37,10 +41,10 @@ namespace manta::train {
 
 class ElasticDriver;
 
-class TrainController {
+class TrainController : private RunControl {
  public:
   static TrainController* Create(ControllerSpec spec);
-  ~TrainController();
+  ~TrainController() override;
 
   // Runs the whole run. `self` is this actor's handle, for the workers.
   RunOutcome Run(ActorHandle<TrainController> self);
@@ -51,11 +55,22 @@ class TrainController {
   AwaitReply AwaitGroup(AwaitRequest request);
 
  private:
-  friend class ElasticDriver;
   explicit TrainController(ControllerSpec spec);
 
+  // RunControl, for the elastic driver (see run_control.h).
+  const ControllerSpec& Spec() const override { return spec_; }
+  spdlog::logger& Log() const override { return *log_; }
+  ReportState Snapshot() override ABSL_LOCKS_EXCLUDED(mu_);
+  void CommitCheckpoint(const Checkpoint& checkpoint) override ABSL_LOCKS_EXCLUDED(mu_);
+  void UpdateRecord(const std::function<void(state::TrainRun&)>& change) override { recorder_.Update(change); }
+  state::TrainRunState State() const override { return state_; }
+  int Attempts() const override { return attempts_; }
+  int Failures() const override { return failures_; }
+  void CountAttempt() override { ++attempts_; }
+
   // Logs "[State Transition] A -> B." and records B with `detail`.
-  void Transition(state::TrainRunState to, const std::string& detail = "");
+  void Transition(state::TrainRunState to, const std::string& detail) override;
+  void Transition(state::TrainRunState to) { Transition(to, ""); }
   // The fixed-size run: attempts of a whole group.
   RunOutcome RunFixed(const ActorHandle<TrainController>& self);
   // Reserves and starts a group of `n` for `attempt_id`, waiting in
@@ -66,24 +81,24 @@ class TrainController {
   WorkerGroup::Outcome RunAttempt(WorkerGroup& group, const std::string& attempt_id,
                                   const ActorHandle<TrainController>& self);
   // Counts a failed attempt, logs Ray's lines; true to restart.
-  bool DecideOnFailure(const std::string& errors, int failed_workers);
+  bool DecideOnFailure(const std::string& errors, int failed_workers) override;
   // The record of attempt `attempt_id`: its state, detail and (when given) workers.
   void RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s, const std::string& detail,
-                     const std::vector<state::TrainWorker>* workers);
+                     const std::vector<state::TrainWorker>* workers) override;
   std::vector<state::TrainWorker> WorkersOf(const WorkerGroup& group) const;
   // The record of a worker of the run at its place `c` in a group.
   state::TrainWorker WorkerRecord(const TrainContext& c, const WorkerInfo& info, const ActorId& actor,
-                                  const std::string& slice_name) const;
-  RunOutcome Finish(const absl::Status& error);
+                                  const std::string& slice_name) const override;
+  RunOutcome Finish(const absl::Status& error) override;
 
   // Reports of group `epoch` of `attempt_id` are accepted from now until
-  // CloseReports or the next OpenReports. `on_pause` runs (with mu_ held)
-  // when a round completes with a pause.
-  void OpenReports(const std::string& attempt_id, int64_t epoch, int world_size, absl::Time began)
+  // CloseReports or the next OpenReports. A round that completes with a
+  // pause tells the elastic driver (OnPaused) once mu_ is released.
+  void OpenReports(const std::string& attempt_id, int64_t epoch, int world_size, absl::Time began) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  void CloseReports() ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseReports() override ABSL_LOCKS_EXCLUDED(mu_);
   // The next round to complete answers pause: its step is the group's last.
-  void RequestPause() ABSL_LOCKS_EXCLUDED(mu_);
+  void RequestPause() override ABSL_LOCKS_EXCLUDED(mu_);
   // Takes a completed round's metrics and checkpoint; true when it paused.
   bool CompleteRound(const RoundOutcome& done, const ReportRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "manta/api.h"
-#include "train/controller.h"
+#include "train/controller_common.h"
 #include "train/scaling.h"
 #include "train/worker.h"
 
@@ -18,13 +18,18 @@ constexpr absl::Duration kArrivalTimeout = absl::Seconds(60);
 constexpr absl::Duration kHostGrace = absl::Seconds(3);
 // How often a waiting run looks for free slices besides node events.
 constexpr absl::Duration kWaitingRetry = absl::Seconds(5);
+// How often Run wakes, with no event, to check its deadlines.
+constexpr absl::Duration kTick = absl::Seconds(1);
+// The longest the run watcher waits on the running workers at once; workers
+// started meanwhile are watched from the next round.
+constexpr absl::Duration kWatchRound = absl::Milliseconds(200);
 
 // "09:04:03.402": when an event reached the controller, in local time.
 std::string Clock(absl::Time t) { return absl::FormatTime("%H:%M:%E3S", t, absl::LocalTimeZone()); }
 
 }  // namespace
 
-ElasticDriver::Event ElasticDriver::MakeEvent(Event::Kind kind, std::string key, absl::Status status) {
+ElasticDriver::Event ElasticDriver::MakeEvent(Event::Kind kind, WorkerKey key, absl::Status status) {
   Event e;
   e.kind = kind;
   e.key = std::move(key);
@@ -33,12 +38,12 @@ ElasticDriver::Event ElasticDriver::MakeEvent(Event::Kind kind, std::string key,
   return e;
 }
 
-ElasticDriver::ElasticDriver(TrainController* controller, ActorHandle<TrainController> self)
-    : c_(controller),
+ElasticDriver::ElasticDriver(RunControl* control, ActorHandle<TrainController> self)
+    : c_(control),
       self_(std::move(self)),
-      hosts_(controller->spec_.scaling.hosts_per_slice),
-      min_slices_(controller->spec_.scaling.min_workers / std::max(1, hosts_)),
-      max_slices_(controller->spec_.scaling.max_workers / std::max(1, hosts_)) {}
+      hosts_(control->Spec().scaling.hosts_per_slice),
+      min_slices_(control->Spec().scaling.min_workers / std::max(1, hosts_)),
+      max_slices_(control->Spec().scaling.max_workers / std::max(1, hosts_)) {}
 
 ElasticDriver::~ElasticDriver() {
   {
@@ -60,7 +65,7 @@ void ElasticDriver::Post(Event e) {
   events_.push_back(std::move(e));
 }
 
-void ElasticDriver::OnPaused() { Post(MakeEvent(Event::kPaused, "", absl::OkStatus())); }
+void ElasticDriver::OnPaused() { Post(MakeEvent(Event::kPaused, WorkerKey{}, absl::OkStatus())); }
 
 AwaitReply ElasticDriver::Await(const AwaitRequest& request) {
   AwaitReply leave;
@@ -71,7 +76,7 @@ AwaitReply ElasticDriver::Await(const AwaitRequest& request) {
   }
   arrived_[request.worker_key] = request;
   events_.push_back(MakeEvent(Event::kArrived, request.worker_key, absl::OkStatus()));
-  const std::string key = request.worker_key;
+  const WorkerKey key = request.worker_key;
   auto planned = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return plans_.count(key) > 0 || stopping_; };
   mu_.Await(absl::Condition(&planned));
   if (plans_.count(key) == 0) return leave;
@@ -81,26 +86,33 @@ AwaitReply ElasticDriver::Await(const AwaitRequest& request) {
 }
 
 void ElasticDriver::WatchRuns() {
+  // Workers are marked running under mu_ (StartGroup), so the condition is
+  // checked again whenever that happens.
+  auto busy = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_) return true;
+    for (const auto& [name, h] : slices_) {
+      for (const HeldSlice::Worker& x : h.slice->workers()) {
+        if (x.running) return true;
+      }
+    }
+    return false;
+  };
   while (true) {
-    std::vector<std::pair<std::string, ObjectRef<void>>> running;
+    std::vector<std::pair<WorkerKey, ObjectRef<void>>> running;
     {
       absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&busy));
       if (stopping_) return;
       for (auto& [name, h] : slices_) {
         for (size_t w = 0; w < h.slice->workers().size(); ++w) {
           const HeldSlice::Worker& x = h.slice->workers()[w];
-          if (x.running) running.emplace_back(Key(name, static_cast<int>(w)), x.run);
+          if (x.running) running.emplace_back(WorkerKey{name, static_cast<int>(w)}, x.run);
         }
       }
     }
-    if (running.empty()) {
-      absl::SleepFor(absl::Milliseconds(50));
-      continue;
-    }
     std::vector<ObjectRef<void>> refs;
     for (const auto& r : running) refs.push_back(r.second);
-    // A short wait: workers started meanwhile join the next one.
-    auto ready = manta::Wait(refs, 1, absl::Milliseconds(200));
+    auto ready = manta::Wait(refs, 1, kWatchRound);
     for (const auto& [key, ref] : running) {
       if (std::find(ready.ready.begin(), ready.ready.end(), ref) == ready.ready.end()) continue;
       absl::Status s = TryGet(ref, absl::ZeroDuration());
@@ -109,7 +121,7 @@ void ElasticDriver::WatchRuns() {
         for (auto& [name, h] : slices_) {
           for (size_t w = 0; w < h.slice->workers().size(); ++w) {
             HeldSlice::Worker& x = h.slice->workers()[w];
-            if (Key(name, static_cast<int>(w)) == key && x.run == ref) x.running = false;
+            if (WorkerKey{name, static_cast<int>(w)} == key && x.run == ref) x.running = false;
           }
         }
       }
@@ -122,7 +134,7 @@ void ElasticDriver::WatchRuns() {
 
 RunOutcome ElasticDriver::Run() {
   auto watch = TryWatchNodes([this](const NodeEvent& e) {
-    Event ev = MakeEvent(Event::kNode, "", absl::OkStatus());
+    Event ev = MakeEvent(Event::kNode, WorkerKey{}, absl::OkStatus());
     ev.node = e;
     ev.at = e.received;
     Post(std::move(ev));
@@ -133,7 +145,7 @@ RunOutcome ElasticDriver::Run() {
   }
   watch_ = std::move(*watch);
   run_watcher_ = std::thread([this] { WatchRuns(); });
-  c_->Transition(state::TrainRunState::kScheduling);
+  c_->Transition(state::TrainRunState::kScheduling, "");
   waiting_since_ = absl::Now();
   RestartAll("the run begins", /*counts_as_failure=*/false);
   while (!done_) {
@@ -141,7 +153,7 @@ RunOutcome ElasticDriver::Run() {
     {
       absl::MutexLock lock(&mu_);
       auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
-      mu_.AwaitWithTimeout(absl::Condition(&any), absl::Seconds(1));
+      mu_.AwaitWithTimeout(absl::Condition(&any), kTick);
       if (!events_.empty()) {
         e = std::move(events_.front());
         events_.pop_front();
@@ -198,7 +210,7 @@ void ElasticDriver::HandleNode(const NodeEvent& e) {
                                ? absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " died")
                                : absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " is draining (",
                                               e.node.drain_reason, ")");
-  c_->log_->info("Detected changes in the cluster resources: {} (received {}).", what, Clock(e.received));
+  c_->Log().info("Detected changes in the cluster resources: {} (received {}).", what, Clock(e.received));
   if (role == SliceRole::kJoining) {
     Drop(name);  // never joined: nothing to re-form
     return;
@@ -215,15 +227,14 @@ void ElasticDriver::HandleNode(const NodeEvent& e) {
 }
 
 void ElasticDriver::HandleRunEnded(const Event& e) {
-  const std::string& key = e.key;
-  const std::string slice = key.substr(0, key.rfind('/'));
+  const WorkerKey& key = e.key;
   bool member = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = slices_.find(slice);
+    auto it = slices_.find(key.slice);
     if (members_.count(key) > 0 && it != slices_.end() && it->second.role == SliceRole::kActive) {
-      const int host = std::stoi(key.substr(key.rfind('/') + 1));
-      member = it->second.slice->workers().at(host).run.ID() == e.run;  // not an earlier worker of that host
+      // Not an earlier worker of that host.
+      member = it->second.slice->workers().at(key.host).run.ID() == e.run;
     }
   }
   if (!member) return;  // a worker we let go or gave up on
@@ -232,13 +243,13 @@ void ElasticDriver::HandleRunEnded(const Event& e) {
     bool all = true;
     {
       absl::MutexLock lock(&mu_);
-      for (const std::string& m : members_) all = all && finished_.count(m) > 0;
+      for (const WorkerKey& m : members_) all = all && finished_.count(m) > 0;
     }
     if (all) Finish(absl::OkStatus());
     return;
   }
   if (ErrorTypeOf(e.status) == ErrorType::kApplicationError) {
-    RestartAll(absl::StrCat("[worker ", key, "] ", e.status.message()), /*counts_as_failure=*/true);
+    RestartAll(absl::StrCat("[worker ", key.ToString(), "] ", e.status.message()), /*counts_as_failure=*/true);
     return;
   }
   suspects_.push_back(Suspect{key, e.status, e.at});
@@ -250,7 +261,7 @@ void ElasticDriver::CheckSuspects() {
   std::vector<NodeInfo> nodes = TryNodes().value_or(std::vector<NodeInfo>{});
   std::vector<Suspect> still;
   for (const Suspect& s : suspects_) {
-    const std::string slice = s.key.substr(0, s.key.rfind('/'));
+    const std::string& slice = s.key.slice;
     std::string gone;
     bool held;
     {
@@ -265,7 +276,7 @@ void ElasticDriver::CheckSuspects() {
       LoseSlice(slice, absl::StrCat(DescribeNode(gone), " of ", slice, " died"), s.at);
     } else if (absl::Now() - s.at > kHostGrace) {
       suspects_.clear();
-      RestartAll(absl::StrCat("[worker ", s.key, "] ", s.status.message()), /*counts_as_failure=*/true);
+      RestartAll(absl::StrCat("[worker ", s.key.ToString(), "] ", s.status.message()), /*counts_as_failure=*/true);
       return;
     } else {
       still.push_back(s);
@@ -280,12 +291,7 @@ void ElasticDriver::LoseSlice(const std::string& name, const std::string& why, a
 }
 
 void ElasticDriver::EndGroup(const std::string& why, absl::Time at, bool now) {
-  bool resizable;
-  {
-    absl::MutexLock lock(&c_->mu_);
-    resizable = c_->resizable_;
-  }
-  if (!resizable && !waiting_) {
+  if (!c_->Snapshot().resizable && !waiting_) {
     // A loop that cannot re-form in place starts over at the new size.
     RestartAll(why, /*counts_as_failure=*/false);
     return;
@@ -307,7 +313,7 @@ void ElasticDriver::EndGroup(const std::string& why, absl::Time at, bool now) {
     reform_why_ = why;
     reform_event_ = at;
   }
-  if (c_->state_ == state::TrainRunState::kRunning) c_->Transition(state::TrainRunState::kResizing, why);
+  if (c_->State() == state::TrainRunState::kRunning) c_->Transition(state::TrainRunState::kResizing, why);
   if (!now) {
     if (!pausing_) c_->RequestPause();
     pausing_ = true;
@@ -339,7 +345,7 @@ void ElasticDriver::Drop(const std::string& name) {
     slices_.erase(it);
     // Its workers never arrive; any that did leave.
     for (int h = 0; h < hosts_; ++h) {
-      const std::string key = Key(name, h);
+      const WorkerKey key{name, h};
       members_.erase(key);
       if (arrived_.erase(key) > 0) plans_[key].leave = true;
     }
@@ -349,17 +355,16 @@ void ElasticDriver::Drop(const std::string& name) {
 
 int ElasticDriver::AcquireSlices(int want) {
   if (want <= 0) return 0;
-  const ScalingSpec& sc = c_->spec_.scaling;
-  c_->log_->info("Using SlicePlacementGroup utility to reserve {} slice(s) with topology '{}'...", want, sc.topology);
+  const ScalingSpec& sc = c_->Spec().scaling;
+  LogReservingSlices(c_->Log(), want, sc.topology);
   int got = 0;
   for (int i = 0; i < want; ++i) {
     auto slice = HeldSlice::Reserve(sc, kReserveTry);
     if (!slice.ok()) break;
-    absl::Status started = (*slice)->StartWorkers(attempt_id_, sc.resources_per_worker, c_->spec_.worker_env,
-                                                  absl::Milliseconds(c_->spec_.worker_start_timeout_ms));
+    absl::Status started = (*slice)->StartWorkers(attempt_id_, sc.resources_per_worker, c_->Spec().worker_env,
+                                                  absl::Milliseconds(c_->Spec().worker_start_timeout_ms));
     if (!started.ok()) {
-      c_->log_->error("Retrying the launch of the training worker group. The previous launch attempt encountered "
-                      "the following failure:\n{}", std::string(started.message()));
+      LogRetryingLaunch(c_->Log(), started.message());
       continue;  // the slice is given back; the next event tries again
     }
     absl::MutexLock lock(&mu_);
@@ -382,7 +387,7 @@ void ElasticDriver::Progress() {
       joining += h.role == SliceRole::kJoining;
     }
     ended = ended_;
-    for (const std::string& m : members_) all_arrived = all_arrived && arrived_.count(m) > 0;
+    for (const WorkerKey& m : members_) all_arrived = all_arrived && arrived_.count(m) > 0;
   }
   if (!waiting_ && ended && (all_arrived || Since(reform_event_) > absl::ToDoubleSeconds(kArrivalTimeout))) {
     Reform();
@@ -396,7 +401,7 @@ void ElasticDriver::Progress() {
     want_growth_ = false;
     last_try_ = absl::Now();
     DropDemand();  // it may hold the very head the reservation needs
-    const int free = FreeSlices(c_->spec_.scaling);
+    const int free = FreeSlices(c_->Spec().scaling);
     const int got = room && free > 0 ? AcquireSlices(std::min(free, max_slices_ - active - joining)) : 0;
     if (active + joining + got >= min_slices_) {
       Reform();
@@ -405,18 +410,19 @@ void ElasticDriver::Progress() {
     }
   } else if (want_growth_ && !pausing_ && !ended && room) {
     want_growth_ = false;
-    const int free = FreeSlices(c_->spec_.scaling);
+    const int free = FreeSlices(c_->Spec().scaling);
     if (free > 0) {
-      c_->log_->info("Detected changes in the cluster resources: {} whole slice(s) free again ({} alive, received "
+      c_->Log().info("Detected changes in the cluster resources: {} whole slice(s) free again ({} alive, received "
                      "{}).", free, DescribeNode(growth_node_), Clock(growth_event_));
     }
     const int got = free > 0 ? AcquireSlices(std::min(free, max_slices_ - active - joining)) : 0;
     if (got > 0) EndGroup(absl::StrCat(got, " slice(s) whole and free again"), growth_event_, /*now=*/false);
   }
-  if (waiting_ && Since(waiting_since_) > absl::ToDoubleSeconds(absl::Milliseconds(c_->spec_.scheduling_timeout_ms))) {
+  const ControllerSpec& spec = c_->Spec();
+  if (waiting_ && Since(waiting_since_) > absl::ToDoubleSeconds(absl::Milliseconds(spec.scheduling_timeout_ms))) {
     Finish(absl::DeadlineExceededError(absl::StrCat(
-        "the run waited more than ", absl::FormatDuration(absl::Milliseconds(c_->spec_.scheduling_timeout_ms)),
-        " for ", min_slices_, " whole slice(s) of ", c_->spec_.scaling.pod_type)));
+        "the run waited more than ", absl::FormatDuration(absl::Milliseconds(spec.scheduling_timeout_ms)),
+        " for ", min_slices_, " whole slice(s) of ", spec.scaling.pod_type)));
   }
 }
 

@@ -3,8 +3,8 @@
 //
 // It holds whole slices one by one (HeldSlice), from `min` up to `max`, and
 // runs one group (an "epoch") of workers over the slices it holds. It acts
-// on events, never on a polling interval: the GCS's node events (a host
-// dead, draining, or alive again) and the workers' own ends.
+// on events: the GCS's node events (a host dead, draining, or alive again),
+// the workers' own ends, their arrivals after a group and a group's pause.
 //  * A host of a held slice dies: the group is interrupted (its collectives
 //    fail at once), the slice is given back, and the survivors re-form a
 //    smaller group. Where every slice holds the whole state (data
@@ -25,14 +25,25 @@
 //    latest committed checkpoint. Resizes and drains do not count.
 // Every decision is logged with its reason and the time since its event.
 //
+// Two things poll besides. Run wakes every second (kTick) for its
+// deadlines (a dead worker's grace for news of its host, the survivors'
+// arrival timeout, the scheduling timeout) and, while it waits for slices,
+// to see whether its demand was placed and to retry every few seconds. The
+// run watcher, while workers run, waits on their Run calls in rounds of at
+// most 200 ms (kWatchRound), so that workers started meanwhile are watched
+// too; with no worker running it sleeps until one starts.
+//
 // Workers are in-place resizable when their loop keeps its state across
 // groups (internal::CommitStep and AwaitNextGroup, as RunMaxText does);
 // any other loop is restarted from the latest committed checkpoint at the
 // new size, as Ray does.
 //
+// It sees its controller only as a RunControl (run_control.h).
+//
 // Threads: Run on the controller's Run thread; Await and OnPaused on other
-// actor threads; node events and worker ends arrive on threads of their
-// own and are queued for Run. State shared with them is behind mu_.
+// actor threads; node events and worker ends (from the run watcher's
+// thread) arrive on threads of their own and are queued for Run. State
+// shared with them is behind mu_.
 #pragma once
 
 #include <deque>
@@ -44,12 +55,12 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "manta/state.h"
 #include "train/held_slice.h"
 #include "train/protocol.h"
+#include "train/run_control.h"
 
 namespace manta::train {
 
@@ -57,12 +68,12 @@ class TrainController;
 
 // Seconds from `t` to now.
 inline double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
-// The key of host `host` of slice `slice` among an elastic run's workers.
-inline std::string Key(const std::string& slice, int host) { return absl::StrCat(slice, "/", host); }
 
 class ElasticDriver {
  public:
-  ElasticDriver(TrainController* controller, ActorHandle<TrainController> self);
+  // `control` (the controller that owns the driver) outlives it; `self` is
+  // the controller's handle, for the workers.
+  ElasticDriver(RunControl* control, ActorHandle<TrainController> self);
   ~ElasticDriver();
 
   // The whole run; returns its outcome.
@@ -77,7 +88,7 @@ class ElasticDriver {
     enum Kind { kNode, kRunEnded, kArrived, kPaused };
     Kind kind = kNode;
     NodeEvent node;
-    std::string key;  // kRunEnded, kArrived
+    WorkerKey key;  // kRunEnded, kArrived
     absl::Status status;
     absl::Time at;
     ObjectId run;  // kRunEnded: which Run call ended
@@ -88,9 +99,11 @@ class ElasticDriver {
     SliceRole role = SliceRole::kJoining;
   };
 
-  static Event MakeEvent(Event::Kind kind, std::string key, absl::Status status);
+  static Event MakeEvent(Event::Kind kind, WorkerKey key, absl::Status status);
   void Post(Event e) ABSL_LOCKS_EXCLUDED(mu_);
-  void WatchRuns();  // the run watcher's thread
+  // The run watcher's thread: queues kRunEnded as the workers' Run calls
+  // end; sleeps while no worker runs; returns once stopping_.
+  void WatchRuns();
   void Handle(const Event& e);
   void HandleNode(const NodeEvent& e);
   void HandleRunEnded(const Event& e);
@@ -102,9 +115,13 @@ class ElasticDriver {
   // when a slice is free, starts when enough slices are back.
   void Progress();
 
-  // Reserves free slices up to `max` and starts their workers (as joiners).
+  // Reserves up to `want` free slices, one by one, and starts their workers
+  // (as joiners); returns how many it reserved and started. A slice that
+  // cannot be had ends the tries; one whose workers fail to start is given
+  // back.
   int AcquireSlices(int want);
-  // The host `node` of held slice `name` died: interrupt and drop it.
+  // A host of held slice `name` died (`why`, at `at`): ends the group at
+  // once and drops the slice.
   void LoseSlice(const std::string& name, const std::string& why, absl::Time at);
   // Ends the current group now (interrupting its workers) or at its next
   // step boundary (a pause).
@@ -118,9 +135,10 @@ class ElasticDriver {
   void DropDemand();
   // Commits the checkpoint every worker of the ended group reported on
   // arrival, if they all did (`everyone` arrived).
-  void CommitArrivedCheckpoint(const std::map<std::string, AwaitRequest>& arrived, bool everyone);
-  // Starts group epoch_ + 1 over `order` (slice names): survivors are told
-  // `survive`, new workers `join`. `old_size`: the workers of the group before.
+  void CommitArrivedCheckpoint(const std::map<WorkerKey, AwaitRequest>& arrived, bool everyone);
+  // Starts group epoch_ + 1 over `order` (slice names): workers of active
+  // slices go on with `survive`, those of joining slices with `join`. A
+  // worker that arrived is answered through its Await; any other is started.
   void StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
                   const JoinInstruction& join);
   // Kills everything and starts over from the latest committed checkpoint.
@@ -129,13 +147,15 @@ class ElasticDriver {
   void Drop(const std::string& name);
   void Finish(const absl::Status& status);
 
-  // The group's contexts and environments for `slices` (in order).
-  std::vector<std::pair<std::string, WorkerRunRequest>> PlanGroup(const std::vector<std::string>& slices,
-                                                                  const JoinInstruction& survivors,
-                                                                  const JoinInstruction& joiners);
+  // The group's contexts and environments over `order` (slice names, in
+  // rank order): workers of joining slices get `joiners`, the others
+  // `survivors`.
+  std::vector<std::pair<WorkerKey, WorkerRunRequest>> PlanGroup(const std::vector<std::string>& order,
+                                                                const JoinInstruction& survivors,
+                                                                const JoinInstruction& joiners);
   std::string DescribeNode(const std::string& node_id) const;
 
-  TrainController* const c_;
+  RunControl* const c_;
   const ActorHandle<TrainController> self_;
   const int hosts_;  // per slice
   const int min_slices_, max_slices_;
@@ -159,9 +179,9 @@ class ElasticDriver {
   // `manta status` shows what the run waits for; removed before reserving.
   std::optional<PlacementGroup> demand_;
   absl::Time last_try_;  // of reserving slices while waiting
-  std::set<std::string> finished_;  // keys whose loop returned OK in this group
+  std::set<WorkerKey> finished_;  // workers whose loop returned OK in this group
   struct Suspect {
-    std::string key;
+    WorkerKey key;
     absl::Status status;
     absl::Time at;
   };
@@ -172,9 +192,9 @@ class ElasticDriver {
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;            // the group is over; its workers arrive
-  std::set<std::string> members_ ABSL_GUARDED_BY(mu_);  // keys of the current group
-  std::map<std::string, AwaitRequest> arrived_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, AwaitReply> plans_ ABSL_GUARDED_BY(mu_);  // for arrived workers
+  std::set<WorkerKey> members_ ABSL_GUARDED_BY(mu_);  // workers of the current group
+  std::map<WorkerKey, AwaitRequest> arrived_ ABSL_GUARDED_BY(mu_);
+  std::map<WorkerKey, AwaitReply> plans_ ABSL_GUARDED_BY(mu_);  // for arrived workers
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "manta/api.h"
-#include "train/controller.h"
+#include "train/controller_common.h"
 #include "train/elastic.h"
 #include "train/scaling.h"
 #include "train/worker.h"
@@ -24,10 +24,10 @@ void AddJaxEnv(const TrainContext& c, bool user_sets_platforms, std::map<std::st
 
 }  // namespace
 
-std::vector<std::pair<std::string, WorkerRunRequest>> ElasticDriver::PlanGroup(const std::vector<std::string>& order,
-                                                                              const JoinInstruction& survivors,
-                                                                              const JoinInstruction& joiners) {
-  const ControllerSpec& spec = c_->spec_;
+std::vector<std::pair<WorkerKey, WorkerRunRequest>> ElasticDriver::PlanGroup(const std::vector<std::string>& order,
+                                                                            const JoinInstruction& survivors,
+                                                                            const JoinInstruction& joiners) {
+  const ControllerSpec& spec = c_->Spec();
   std::vector<tpu::SliceInfo> infos;
   std::vector<std::vector<std::string>> ips;
   std::vector<bool> joining;
@@ -46,7 +46,7 @@ std::vector<std::pair<std::string, WorkerRunRequest>> ElasticDriver::PlanGroup(c
   int port = 0;
   auto setup = TryGet(head.at(0).Task(&TrainWorker::Setup).Remote(), absl::Seconds(10));
   if (setup.ok()) port = (*setup)->free_port;
-  std::vector<std::pair<std::string, WorkerRunRequest>> plan;
+  std::vector<std::pair<WorkerKey, WorkerRunRequest>> plan;
   const int n = static_cast<int>(order.size()) * hosts_;
   auto tpu = spec.scaling.resources_per_worker.find("TPU");
   absl::MutexLock lock(&mu_);
@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, WorkerRunRequest>> ElasticDriver::PlanGroup(c
       c.run_name = spec.run_name;
       c.run_id = spec.run_id;
       c.attempt_id = attempt_id_;
-      c.attempt_number = c_->attempts_;
+      c.attempt_number = c_->Attempts();
       c.storage_path = spec.run_dir;
       c.epoch = epoch_;
       c.max_world_size = spec.scaling.max_workers;
@@ -75,7 +75,7 @@ std::vector<std::pair<std::string, WorkerRunRequest>> ElasticDriver::PlanGroup(c
       req.env = tpu::SliceProcessEnv(infos, ips, s, h);
       AddJaxEnv(c, spec.worker_env.count("JAX_PLATFORMS") > 0, &req.env);
       req.join = joining[s] ? joiners : survivors;
-      req.worker_key = Key(order[s], h);
+      req.worker_key = WorkerKey{order[s], h};
       req.loop_name = spec.loop_name;
       req.loop_args = spec.loop_args;
       req.loop_takes_config = spec.loop_takes_config;
@@ -88,7 +88,7 @@ std::vector<std::pair<std::string, WorkerRunRequest>> ElasticDriver::PlanGroup(c
 
 void ElasticDriver::Reform() {
   std::vector<std::string> active, joining, leaving;
-  std::map<std::string, AwaitRequest> arrived;
+  std::map<WorkerKey, AwaitRequest> arrived;
   bool everyone = true;
   {
     absl::MutexLock lock(&mu_);
@@ -96,7 +96,7 @@ void ElasticDriver::Reform() {
       (h.role == SliceRole::kActive ? active : h.role == SliceRole::kJoining ? joining : leaving).push_back(name);
     }
     arrived = arrived_;
-    for (const std::string& m : members_) everyone = everyone && arrived_.count(m) > 0;
+    for (const WorkerKey& m : members_) everyone = everyone && arrived_.count(m) > 0;
   }
   CommitArrivedCheckpoint(arrived, everyone);
   for (const std::string& name : leaving) Drop(name);
@@ -104,7 +104,7 @@ void ElasticDriver::Reform() {
   std::vector<std::string> survivors;
   for (const std::string& name : active) {
     bool whole = true;
-    for (int h = 0; h < hosts_; ++h) whole = whole && arrived.count(Key(name, h)) > 0;
+    for (int h = 0; h < hosts_; ++h) whole = whole && arrived.count(WorkerKey{name, h}) > 0;
     if (whole) {
       survivors.push_back(name);
     } else {
@@ -117,19 +117,13 @@ void ElasticDriver::Reform() {
   }
   std::set<int64_t> steps;
   for (const std::string& name : survivors) {
-    for (int h = 0; h < hosts_; ++h) steps.insert(arrived.at(Key(name, h)).next_step);
+    for (int h = 0; h < hosts_; ++h) steps.insert(arrived.at(WorkerKey{name, h}).next_step);
   }
-  int64_t committed;
-  bool replicated, resizable;
-  std::optional<Checkpoint> checkpoint;
-  {
-    absl::MutexLock lock(&c_->mu_);
-    committed = c_->committed_next_step_;
-    replicated = c_->replicated_;
-    resizable = c_->resizable_;
-    checkpoint = c_->checkpoints_.Latest();
-  }
-  const bool keep = !survivors.empty() && resizable && replicated && steps.size() == 1 && *steps.begin() == committed;
+  const RunControl::ReportState reports = c_->Snapshot();
+  const int64_t committed = reports.committed_next_step;
+  const std::optional<Checkpoint>& checkpoint = reports.latest_checkpoint;
+  const bool keep = !survivors.empty() && reports.resizable && reports.replicated && steps.size() == 1 &&
+                    *steps.begin() == committed;
   const int slices = static_cast<int>(survivors.size() + joining.size());
   if (slices < min_slices_) {
     // Below min: wait for slices. Survivors that hold the state wait in memory.
@@ -138,8 +132,8 @@ void ElasticDriver::Reform() {
     }
     waiting_ = true;
     waiting_since_ = absl::Now();
-    if (c_->state_ != state::TrainRunState::kRescheduling) {
-      c_->log_->info("Waiting for {} whole slice(s) of {}: {} held now ({}).", min_slices_, c_->spec_.scaling.pod_type,
+    if (c_->State() != state::TrainRunState::kRescheduling) {
+      c_->Log().info("Waiting for {} whole slice(s) of {}: {} held now ({}).", min_slices_, c_->Spec().scaling.pod_type,
                      slices, reform_why_);
       c_->Transition(state::TrainRunState::kRescheduling, reform_why_);
     }
@@ -166,7 +160,7 @@ void ElasticDriver::Reform() {
   StartGroup(order, survive, join);
 }
 
-void ElasticDriver::CommitArrivedCheckpoint(const std::map<std::string, AwaitRequest>& arrived, bool everyone) {
+void ElasticDriver::CommitArrivedCheckpoint(const std::map<WorkerKey, AwaitRequest>& arrived, bool everyone) {
   // A checkpoint saved after the group's last step counts when every worker
   // of the group saved its part, as in a report round.
   if (!everyone || arrived.empty()) return;
@@ -175,9 +169,7 @@ void ElasticDriver::CommitArrivedCheckpoint(const std::map<std::string, AwaitReq
   for (const auto& [key, a] : arrived) {
     if (!a.checkpoint.has_value() || a.checkpoint->path != first->path) return;
   }
-  absl::MutexLock lock(&c_->mu_);
-  c_->checkpoints_.Commit(*first);
-  c_->recorder_.Update([&](state::TrainRun& r) { r.latest_checkpoint = first->path; });
+  c_->CommitCheckpoint(*first);
 }
 
 void ElasticDriver::StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
@@ -195,28 +187,26 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
                               ? "restoring checkpoint " + survive.restore_from
                               : "from initial values";
   if (group_size_ > 0 && group_size_ != n) {
-    c_->log_->info("Detected changes in the cluster resources. Deciding to resize the worker group from {} -> {} "
+    c_->Log().info("Detected changes in the cluster resources. Deciding to resize the worker group from {} -> {} "
                    "workers.", group_size_, n);
   }
   group_size_ = n;
-  c_->log_->info("Attempting to start training worker group of size {} with the following resources: [{}] * {}", n,
-                 PythonDict(c_->spec_.scaling.resources_per_worker), n);
-  c_->log_->info("Forming group {} over {} ({}; {}; decided {:.3f} s after the event).", epoch,
+  LogStartingGroup(c_->Log(), n, c_->Spec().scaling.resources_per_worker);
+  c_->Log().info("Forming group {} over {} ({}; {}; decided {:.3f} s after the event).", epoch,
                  absl::StrJoin(order, ", "), how, reform_why_.empty() ? "the run begins" : reform_why_,
                  Since(reform_event_));
   auto plan = PlanGroup(order, survive, join);
   c_->OpenReports(attempt_id_, epoch, n, reform_event_);
-  std::vector<std::pair<std::string, WorkerRunRequest>> starts;
+  std::vector<std::pair<WorkerKey, WorkerRunRequest>> starts;
   std::vector<state::TrainWorker> records;
   {
     absl::MutexLock lock(&mu_);
     members_.clear();
     for (auto& [key, req] : plan) {
       members_.insert(key);
-      const std::string slice = key.substr(0, key.rfind('/'));
-      Held& h = slices_.at(slice);
+      Held& h = slices_.at(key.slice);
       const HeldSlice::Worker& w = h.slice->workers().at(req.context.worker_id);
-      records.push_back(c_->WorkerRecord(req.context, w.info, w.actor.ID(), slice));
+      records.push_back(c_->WorkerRecord(req.context, w.info, w.actor.ID(), key.slice));
       if (h.role == SliceRole::kActive && arrived_.count(key)) {
         plans_[key] = AwaitReply{false, req.context, req.join, req.env};
       } else {
@@ -228,7 +218,7 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
     ended_ = false;
   }
   for (auto& [key, req] : starts) {
-    const std::string slice = key.substr(0, key.rfind('/'));
+    const std::string& slice = key.slice;
     ActorHandle<TrainWorker> actor;
     {
       absl::MutexLock lock(&mu_);
@@ -241,12 +231,12 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
     w.running = true;
   }
   c_->RecordAttempt(attempt_id_, state::TrainAttemptState::kRunning, "", &records);
-  c_->recorder_.Update([&](state::TrainRun& r) { r.max_workers = c_->spec_.scaling.max_workers; });
+  c_->UpdateRecord([&](state::TrainRun& r) { r.max_workers = c_->Spec().scaling.max_workers; });
   waiting_ = false;
   pausing_ = false;
   reform_why_.clear();
   finished_.clear();
-  if (c_->state_ != state::TrainRunState::kRunning) c_->Transition(state::TrainRunState::kRunning);
+  if (c_->State() != state::TrainRunState::kRunning) c_->Transition(state::TrainRunState::kRunning, "");
 }
 
 void ElasticDriver::CreateDemand() {
@@ -259,8 +249,9 @@ void ElasticDriver::CreateDemand() {
     if (n.alive && !n.draining && it != n.labels.end()) all.insert(it->second);
   }
   auto slices = tpu::TryListSlices();
-  if (slices.ok() && slices->count(c_->spec_.scaling.pod_type)) {
-    for (const tpu::SliceInfo& s : slices->at(c_->spec_.scaling.pod_type)) whole.insert(s.name);
+  const std::string& pod_type = c_->Spec().scaling.pod_type;
+  if (slices.ok() && slices->count(pod_type)) {
+    for (const tpu::SliceInfo& s : slices->at(pod_type)) whole.insert(s.name);
   }
   std::vector<std::string> broken;
   for (const std::string& name : all) {
@@ -268,7 +259,7 @@ void ElasticDriver::CreateDemand() {
   }
   PlacementGroupOptions o;
   BundleSpec b;
-  b.resources = {{"TPU-" + c_->spec_.scaling.pod_type + "-head", 1}};
+  b.resources = {{"TPU-" + pod_type + "-head", 1}};
   if (!broken.empty()) b.label_selector = {{"manta.io/tpu-slice-name", "!in(" + absl::StrJoin(broken, ",") + ")"}};
   o.bundles.push_back(b);
   auto g = TryCreatePlacementGroup(o);
@@ -292,9 +283,8 @@ void ElasticDriver::DropDemand() {
 
 void ElasticDriver::RestartAll(const std::string& why, bool counts_as_failure) {
   if (counts_as_failure && !c_->DecideOnFailure(why, 1)) {
-    Finish(absl::AbortedError(absl::StrCat("Training failed after ", c_->attempts_, " attempt(s) (", c_->failures_,
-                                           " failure(s); FailureConfig(max_failures=", c_->spec_.max_failures,
-                                           ")). The last failure:\n", why)));
+    const std::string failed = TrainingFailedPrefix(c_->Attempts(), c_->Failures(), c_->Spec().max_failures);
+    Finish(absl::AbortedError(absl::StrCat(failed, "The last failure:\n", why)));
     return;
   }
   if (!attempt_id_.empty()) {
@@ -317,11 +307,11 @@ void ElasticDriver::RestartAll(const std::string& why, bool counts_as_failure) {
     ended_ = false;
     attempt_id_ = RandomHexId();
   }
-  ++c_->attempts_;
+  c_->CountAttempt();
   c_->RecordAttempt(attempt_id_, state::TrainAttemptState::kPending, "", nullptr);
-  if (c_->state_ != state::TrainRunState::kScheduling && c_->state_ != state::TrainRunState::kInitializing) {
+  if (c_->State() != state::TrainRunState::kScheduling && c_->State() != state::TrainRunState::kInitializing) {
     c_->Transition(counts_as_failure ? state::TrainRunState::kRestarting : state::TrainRunState::kResizing, why);
-    c_->Transition(state::TrainRunState::kScheduling);
+    c_->Transition(state::TrainRunState::kScheduling, "");
   }
   reform_why_ = why;
   reform_event_ = absl::Now();

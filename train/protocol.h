@@ -7,8 +7,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "manta/actor.h"
 #include "manta/serialization.h"
 #include "manta/train.h"
@@ -72,6 +74,20 @@ struct JoinInstruction {
   MSGPACK_DEFINE(source, restore_from, step, source_slices);
 };
 
+// A worker of an elastic run, stable across its groups: host `host` (its
+// worker id) of the slice named `slice`. Empty in a run of fixed size.
+struct WorkerKey {
+  std::string slice;
+  int host = 0;
+
+  // "<slice>/<host>", as the logs name the worker.
+  std::string ToString() const { return absl::StrCat(slice, "/", host); }
+  bool operator==(const WorkerKey& o) const { return slice == o.slice && host == o.host; }
+  bool operator!=(const WorkerKey& o) const { return !(*this == o); }
+  bool operator<(const WorkerKey& o) const { return std::tie(slice, host) < std::tie(o.slice, o.host); }
+  MSGPACK_DEFINE(slice, host);
+};
+
 // What a worker runs: the loop, in its place in the group.
 struct WorkerRunRequest {
   TrainContext context;
@@ -82,7 +98,7 @@ struct WorkerRunRequest {
   ActorHandle<TrainController> controller;
   std::map<std::string, std::string> env;  // JAX_* (and MEGASCALE_*) variables of this group
   JoinInstruction join;
-  std::string worker_key;  // stable across groups: "<slice>/<worker id>" or "bundle/<i>"
+  WorkerKey worker_key;
   MSGPACK_DEFINE(context, loop_name, loop_args, loop_takes_config, checkpoint, controller, env, join, worker_key);
 };
 
@@ -113,7 +129,7 @@ struct ReportReply {
 // A resizable worker whose group ended asks how to go on.
 struct AwaitRequest {
   std::string attempt_id;
-  std::string worker_key;  // "<slice>/<worker id>" or "bundle/<i>"
+  WorkerKey worker_key;
   int64_t epoch = 0;       // the group that ended
   int64_t next_step = 0;   // the steps its state holds
   std::string why;         // "paused", or why the group broke

@@ -12,10 +12,6 @@
 
 namespace manta::train {
 
-// How long one reservation try waits for slices it saw free (a fixed-size
-// run's start and an elastic run's growth both try in these steps).
-constexpr absl::Duration kReserveTry = absl::Seconds(5);
-
 // Checks `scaling` and fills in what follows from it: the slice shape, the
 // default resources per worker. InvalidArgument naming the field for: a
 // worker count below 1 or min > max; with use_tpu, an unknown accelerator

@@ -25,7 +25,7 @@ struct Session {
   std::optional<Checkpoint> checkpoint ABSL_GUARDED_BY(mu);
   JoinInstruction join ABSL_GUARDED_BY(mu);
   int64_t reports ABSL_GUARDED_BY(mu) = 0;  // this group's
-  std::string worker_key ABSL_GUARDED_BY(mu);
+  WorkerKey worker_key ABSL_GUARDED_BY(mu);
   std::function<void(const std::string&)> interrupt ABSL_GUARDED_BY(mu);
 };
 

@@ -93,24 +93,30 @@ absl::StatusOr<int> BindListener(const std::string& address, int* port_out) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return absl::UnavailableError("cannot resolve " + host);
+  int resolved = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (resolved != 0 || res == nullptr) {
+    if (res != nullptr) freeaddrinfo(res);
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve ", host, resolved != 0 ? absl::StrCat(": ", gai_strerror(resolved)) : ""));
   }
+  // The errno of the first call that fails, read before any other call
+  // (freeaddrinfo, close) can overwrite it; 0 while all succeed.
+  int error = 0;
   int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) error = errno;
   int one = 1;
-  bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-            bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0;
+  if (error == 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) error = errno;
+  if (error == 0 && bind(fd, res->ai_addr, res->ai_addrlen) != 0) error = errno;
+  if (error == 0 && listen(fd, SOMAXCONN) != 0) error = errno;
   freeaddrinfo(res);
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
-  if (ok && getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+  if (error == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) error = errno;
+  if (error == 0) {
     *port_out = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                               : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   } else {
-    ok = false;
-  }
-  if (!ok) {
-    std::string why = strerror(errno);
+    std::string why = strerror(error);
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", why));
   }

@@ -30,6 +30,7 @@ FakeGcsClient::~FakeGcsClient() = default;
 
 template <typename Reply>
 bool FakeGcsClient::Admit(const std::string& method, Callback<Reply>& cb) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   ++calls_[method];
   if (auto it = fail_next_.find(method); it != fail_next_.end()) {
     absl::Status s = std::move(it->second);
@@ -115,6 +116,7 @@ void FakeGcsClient::GetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, Ca
 }
 
 void FakeGcsClient::DeclareDead(const std::string& node_id, const std::string& reason) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.state() == rpc::NodeInfo::DEAD) return;
   it->second.set_state(rpc::NodeInfo::DEAD);
@@ -123,6 +125,7 @@ void FakeGcsClient::DeclareDead(const std::string& node_id, const std::string& r
 }
 
 const rpc::NodeInfo* FakeGcsClient::node(const std::string& node_id) const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? nullptr : &it->second;
 }
@@ -169,12 +172,14 @@ void FakeGcsClient::GetClusterResources(const rpc::GetClusterResourcesRequest&,
 // ---------------------------------------------------------------- pub/sub
 
 void FakeGcsClient::Publish(rpc::PubMessage message) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   message.set_sequence(next_sequence_++);
   log_.push_back(std::move(message));
   AnswerHeld();
 }
 
 void FakeGcsClient::ForgetUpTo(int64_t sequence) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   while (!log_.empty() && log_.front().sequence() <= sequence) log_.pop_front();
   forgotten_up_to_ = std::max(forgotten_up_to_, sequence);
 }
@@ -253,16 +258,19 @@ void FakeGcsClient::PublishLogs(const rpc::PublishLogsRequest&, Callback<rpc::Pu
 // ---------------------------------------------------------------- control
 
 void FakeGcsClient::SetReachable(bool reachable) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   reachable_ = reachable;
   if (!reachable) EndHeld(absl::UnavailableError("the GCS went away"));
 }
 
 void FakeGcsClient::Restart() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   incarnation_ = NewToken();
   EndHeld(absl::UnavailableError("the GCS restarted"));
 }
 
 void FakeGcsClient::ServeAnotherCluster() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   cluster_id_ = NewToken();
   incarnation_ = NewToken();
   nodes_.clear();
@@ -271,6 +279,7 @@ void FakeGcsClient::ServeAnotherCluster() {
 }
 
 int FakeGcsClient::calls(const std::string& method) const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = calls_.find(method);
   return it == calls_.end() ? 0 : it->second;
 }
@@ -316,6 +325,7 @@ void FakeGcsClient::KvKeys(const rpc::KvKeysRequest& request, Callback<rpc::KvKe
 }
 
 void FakeGcsClient::PutActor(const rpc::ActorInfo& info) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   actors_[info.actor_id()] = info;
   rpc::PubMessage m;
   m.set_channel(rpc::PubMessage::ACTOR);
@@ -385,6 +395,7 @@ void FakeGcsClient::ReportWorkerFailure(const rpc::ReportWorkerFailureRequest& r
 }
 
 void FakeGcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   groups_[info.placement_group_id()] = info;
 }
 

@@ -30,12 +30,14 @@ class Stubs {
 
   template <typename Reply, typename Request, typename Start>
   void Call(Start start, Request request, absl::Duration deadline, Callback<Reply> cb) {
+    MANTA_CHECK_THREAD(loop->thread_checker());
     rpc::UnaryCall<Reply>(loop, token, deadline, std::move(request), std::move(start), std::move(cb));
   }
   // For methods idempotent on the GCS: made again when the connection broke.
   template <typename Reply, typename Request, typename Start>
   void RetryingCall(Start start, Request request, absl::Duration deadline, Callback<Reply> cb,
                     rpc::RetryPolicy policy = rpc::RetryPolicy{}) {
+    MANTA_CHECK_THREAD(loop->thread_checker());
     rpc::RetryingUnaryCall<Reply>(loop, token, deadline, policy, std::move(request), std::move(start), std::move(cb));
   }
 

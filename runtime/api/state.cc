@@ -1,4 +1,5 @@
-// The node table, the runtime context and training-run records.
+// The node table and the runtime context (through the core worker), node
+// watches and training-run records (through the ClusterState above it).
 #include "manta/state.h"
 
 #include <unistd.h>
@@ -29,13 +30,13 @@ absl::StatusOr<std::vector<NodeInfo>> TryNodes() {
 }
 
 NodeWatch::~NodeWatch() {
-  if (core::CoreWorker* core = core::CoreWorker::Current()) core->UnwatchNodes(id_);
+  if (core::ClusterState* cluster = core::ClusterState::Current()) cluster->UnwatchNodes(id_);
 }
 
 absl::StatusOr<std::unique_ptr<NodeWatch>> TryWatchNodes(std::function<void(const NodeEvent&)> on_event) {
-  core::CoreWorker* core = core::CoreWorker::Current();
-  if (core == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
-  auto id = core->WatchNodes([on_event = std::move(on_event)](const core::NodeEvent& e) {
+  core::ClusterState* cluster = core::ClusterState::Current();
+  if (cluster == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
+  auto id = cluster->WatchNodes([on_event = std::move(on_event)](const core::NodeEvent& e) {
     on_event(NodeEvent{static_cast<NodeEvent::Kind>(e.kind), ToNodeInfo(e.node), e.received});
   });
   if (!id.ok()) return id.status();
@@ -101,9 +102,9 @@ bool IsTerminal(TrainRunState s) {
 }
 
 absl::Status TryReportTrainRun(const TrainRun& run, const std::vector<TrainMetricPoint>& new_metrics) {
-  core::CoreWorker* core = core::CoreWorker::Current();
-  if (core == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
-  return core->ReportTrainRun(run, new_metrics);
+  core::ClusterState* cluster = core::ClusterState::Current();
+  if (cluster == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
+  return cluster->ReportTrainRun(run, new_metrics);
 }
 
 void ReportTrainRun(const TrainRun& run, const std::vector<TrainMetricPoint>& new_metrics) {
@@ -111,9 +112,9 @@ void ReportTrainRun(const TrainRun& run, const std::vector<TrainMetricPoint>& ne
 }
 
 absl::StatusOr<std::vector<TrainRun>> TryListTrainRuns(bool with_metrics, int limit) {
-  core::CoreWorker* core = core::CoreWorker::Current();
-  if (core == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
-  return core->ListTrainRuns(with_metrics, limit);
+  core::ClusterState* cluster = core::ClusterState::Current();
+  if (cluster == nullptr) return absl::FailedPreconditionError("manta::Init() has not been called");
+  return cluster->ListTrainRuns(with_metrics, limit);
 }
 
 std::vector<TrainRun> ListTrainRuns(bool with_metrics, int limit) {

@@ -16,6 +16,7 @@
 #include "common/rpc/grpc_util.h"
 #include "common/status.h"
 #include "common/token.h"
+#include "runtime/core_worker/gcs_cluster_state.h"
 #include "runtime/core_worker/log_printer.h"
 #include "runtime/core_worker/peers.h"
 #include "runtime/core_worker/real_core_worker.h"
@@ -41,12 +42,21 @@ LogPrinter& Printer() {
 
 // ---------------------------------------------------------------- factory
 
+RealCoreWorkerFactory::RealCoreWorkerFactory() = default;
+RealCoreWorkerFactory::~RealCoreWorkerFactory() = default;
+
+void RealCoreWorkerFactory::InstallClusterState(CoreWorkerImpl* cw) {
+  cluster_state_ = std::make_unique<GcsClusterState>(&cw->gcs_sync(), cw, GcsReconnectTimeout());
+  SetCurrentClusterState(cluster_state_.get());
+}
+
 absl::StatusOr<CoreWorker*> RealCoreWorkerFactory::InitDriver(const CoreWorkerOptions& options) {
   auto cw = std::make_unique<CoreWorkerImpl>(options, /*is_worker=*/false);
   if (auto s = cw->Start(); !s.ok()) {
     cw->Stop();
     return s;
   }
+  InstallClusterState(cw.get());
   return cw.release();
 }
 
@@ -70,12 +80,16 @@ absl::Status RealCoreWorkerFactory::RunWorker(const CoreWorkerOptions& given) {
   }
   auto cw = std::make_unique<CoreWorkerImpl>(options, /*is_worker=*/true);
   if (auto s = cw->Start(); !s.ok()) return s;
+  InstallClusterState(cw.get());
   SetCurrentCoreWorker({cw.get(), this});
   cw.release()->RunTaskLoop();
 }
 
 void RealCoreWorkerFactory::Shutdown(CoreWorker* core) {
   auto* cw = static_cast<CoreWorkerImpl*>(core);
+  // Its watches end while the core worker's GCS client still runs.
+  if (ClusterState::Current() == cluster_state_.get()) SetCurrentClusterState(nullptr);
+  cluster_state_.reset();
   const bool quiet = cw->Stop();
   Printer().Flush();
   if (quiet) delete cw;
@@ -98,6 +112,8 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       peers_(std::make_unique<GrpcPeers>(&pool_, &loop_, options_.token)),
       refs_(&store_, peers_.get()),
       objects_(&store_, peers_.get()),
+      push_host_(MakePushHost()),
+      pushes_(push_host_.get(), options_.token),
       submit_host_(MakeSubmitHost()),
       tasks_(submit_deps(), &resolver_),
       gcs_client_(gcs::MakeGrpcGcsClient(&loop_, options_.gcs_address, options_.token, kGcsCallTimeout)),
@@ -128,12 +144,11 @@ absl::Status CoreWorkerImpl::Start() {
                                   std::string(server.status().message()));
   }
   server_ = std::move(*server);
-  address_proto_.set_ip(options_.node_ip);
-  address_proto_.set_port(server_->port());
-  address_proto_.set_worker_id(worker_id_.Binary());
-  address_ = address_proto_.SerializeAsString();
-  refs_.set_self(address_proto_);  // before any task or ref uses it
-  objects_.set_self(address_proto_);
+  rpc::Address self;
+  self.set_ip(options_.node_ip);
+  self.set_port(server_->port());
+  self.set_worker_id(worker_id_.Binary());
+  SetSelfAddress(std::move(self));
 
   if (is_worker_) {
     raylet_address_ = options_.raylet_address;
@@ -162,17 +177,14 @@ absl::Status CoreWorkerImpl::Start() {
 
 bool CoreWorkerImpl::Stop() {
   if (stopping_) return true;
-  {
-    absl::MutexLock lock(&live_mu_);  // no push starts after this
-    stopping_ = true;
-  }
+  pushes_.Stop();  // no push starts after this
+  stopping_ = true;
   refs_.Stop();
   tasks_.Stop();
   actors_.Stop();
-  StopNodeWatches();
   // Calls whose results no one waited for: their completions must not run
   // once this object is gone.
-  const bool quiet = CancelPushes();
+  const bool quiet = pushes_.CancelAll();
   if (!is_worker_ && !job_id_.IsNil()) {
     // Return the leases, then finish the job so the cluster cleans up.
     auto returned = std::make_shared<std::promise<void>>();
@@ -200,8 +212,20 @@ bool CoreWorkerImpl::Stop() {
   if (io_thread_.joinable()) io_thread_.join();
   // No return arrives any more: end the fetches of large ones.
   fetches_.Stop();
-  if (quiet) DeleteEndedPushes();
+  if (quiet) pushes_.FreeEnded();
   return quiet;
+}
+
+void CoreWorkerImpl::SetSelfAddress(rpc::Address address) {
+  address_proto_ = std::move(address);
+  address_ = address_proto_.SerializeAsString();
+  refs_.set_self(address_proto_);
+  objects_.set_self(address_proto_);
+}
+
+NodeId CoreWorkerImpl::node_id() const {
+  auto id = NodeId::FromBinary(address_proto_.node_id());
+  return id.ok() ? *id : NodeId();
 }
 
 void CoreWorkerImpl::ConfigureSubmitters() {
@@ -251,10 +275,9 @@ absl::StatusOr<std::string> CoreWorkerImpl::FindLocalRaylet() {
     return absl::FailedPreconditionError("no raylet runs on " + options_.node_ip +
                                          " (start one with `manta start --address=...`)");
   }
-  address_proto_.set_node_id(best->node_id());
-  address_ = address_proto_.SerializeAsString();
-  refs_.set_self(address_proto_);  // before any task or ref uses it
-  objects_.set_self(address_proto_);
+  rpc::Address self = address_proto_;
+  self.set_node_id(best->node_id());
+  SetSelfAddress(std::move(self));
   return rpc::RayletAddress(*best);
 }
 
@@ -277,10 +300,9 @@ absl::Status CoreWorkerImpl::RegisterWithRaylet() {
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
   if (!reply.ok()) return Annotate(reply.status(), "cannot register with the raylet at " + raylet_address_);
-  address_proto_.set_node_id(reply->node_id());
-  address_ = address_proto_.SerializeAsString();
-  refs_.set_self(address_proto_);  // before any task or ref uses it
-  objects_.set_self(address_proto_);
+  rpc::Address self = address_proto_;
+  self.set_node_id(reply->node_id());
+  SetSelfAddress(std::move(self));
   return absl::OkStatus();
 }
 

@@ -17,7 +17,7 @@
 //    shared, behind their own mutexes.
 // Lock order: one submitter's (never both), then the
 // reference counter's (reference_counter.h), the store's, the task-event
-// buffer's, streams_mu_, live_mu_ and the loop's.
+// buffer's, the push transport's (push_transport.h) and the loop's.
 // Nothing holds a lock across a blocking call (borrower registration is
 // one). No push is started with a submitter's lock held: a failing call may
 // complete inline, and its completion takes it.
@@ -52,6 +52,7 @@
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/object_service.h"
+#include "runtime/core_worker/push_transport.h"
 #include "runtime/core_worker/reference_counter.h"
 #include "runtime/core_worker/task_event_buffer.h"
 #include "runtime/core_worker/task_receiver.h"
@@ -64,8 +65,6 @@ class GrpcPeers;
 
 // Threads that pull large task returns at once (FetchPool); more wait.
 constexpr int kMaxFetchThreads = 8;
-
-NodeData NodeDataFromProto(const rpc::NodeInfo& n);
 
 // Stubs to other processes, cached by "ip:port". Thread-safe.
 class ClientPool {
@@ -100,8 +99,6 @@ absl::Duration GcsReconnectTimeout();
 // OwnerDied error when `cancel` (optional) cancels them.
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
                                   const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel = nullptr);
-
-class PushStream;
 
 class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::CallbackService {
  public:
@@ -142,12 +139,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
-  // Node events (node_events.cc): one polling thread per watch.
-  absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) override;
-  void UnwatchNodes(int64_t id) override;
-  // Training runs (train_runs.cc; any thread but the io loop).
-  absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
-  absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
   const JobId& job_id() const override { return job_id_; }
   NodeId node_id() const override;
   std::string node_ip() const override { return options_.node_ip; }
@@ -192,6 +183,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   ReferenceCounter& refs() { return refs_; }
   ClientPool& pool() { return pool_; }
   EventLoop& loop() { return loop_; }
+  // Blocking calls to the GCS over this core worker's client (any thread
+  // but the io loop); for the layer above (GcsClusterState).
+  gcs::SyncGcsClient& gcs_sync() { return gcs_sync_; }
   const rpc::Address& address_proto() const { return address_proto_; }
   // Records a state change of `spec` for `manta list tasks` (sent in
   // batches). `worker`/`pid`: where the task was pushed, when the caller
@@ -212,36 +206,13 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // call per task).
   TaskId NextTaskId();
 
-  // ---- pushes to workers (push_transport.cc) ----
-  // Start calls made under a submitter's lock, once it is released. Once
-  // stopping, calls are dropped instead.
-  void StartPush(PushCall* call) ABSL_LOCKS_EXCLUDED(live_mu_);
-  // Sends a started call on the stream to its worker (a new one if needed).
-  // Under MANTA_testing_rpc_failure, a normal task's push is a "PushTask"
-  // call: its request or reply may be dropped (it then fails UNAVAILABLE).
-  void SendOnStream(PushCall* call) ABSL_LOCKS_EXCLUDED(live_mu_);
-  void StartPushes(const std::vector<PushCall*>& calls);
-  void OnPushDone(PushCall* call, const grpc::Status& status);  // gRPC thread
-  // Draws a normal task push's injected fault: true to drop its request,
-  // or marks its reply to be dropped.
-  bool InjectPushFault(PushCall* call);
-  // A normal task's push whose connection broke goes out again (true) while
-  // resends are left and this process is not stopping.
-  bool ResendPush(PushCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(live_mu_);
-  // Stopping: cancels the pushes in flight and the call streams, and waits
-  // for their completions; false if some did not end (this object must then
-  // not be freed).
-  bool CancelPushes() ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
-  // Tasks and actor calls go over one stream per worker (push_stream.h): the open one
-  // to `address`, or a new one, bound but not started (*fresh; the caller
-  // starts it once it has sent on it); null once stopping.
-  std::shared_ptr<PushStream> StreamTo(const std::string& address, bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
-  // A stream that ended: no longer the one to `address` (if it was), and,
-  // last, no longer live.
-  void ForgetStream(const std::string& address, const PushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
-  void StreamEnded() ABSL_LOCKS_EXCLUDED(live_mu_);
-  // Stopped, loop and server gone: frees the calls that ended meanwhile.
-  void DeleteEndedPushes() ABSL_LOCKS_EXCLUDED(live_mu_);
+  // ---- pushes to workers: the transport (push_transport.h) and its host
+  // (submit_host.cc) ----
+  class PushHostImpl;
+  std::unique_ptr<PushTransport::Host> MakePushHost();
+  // A push that ended (gRPC thread): its returns stored, then settled with
+  // the submitter that made it, which adds the calls that made due.
+  void SettlePush(PushCall* call, std::vector<PushCall*>* to_start);
 
   // ---- normal tasks (task_submitter.h) and what both submitters share ----
   class SubmitHostImpl;
@@ -257,6 +228,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // ---- actors: actor_submitter.h; named actors and kills in named_actors.cc ----
 
   // ---- GCS and driver plumbing (core_worker_impl.cc) ----
+  // Makes `address` this process's (address_proto_ and address_) and tells
+  // the rooms that name it; before any task or ref uses it.
+  void SetSelfAddress(rpc::Address address);
   // Tells the submitters who submits, once registered.
   void ConfigureSubmitters();
   absl::Status RegisterJob();
@@ -300,12 +274,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Stop(), and declared after pool_ and store_, which its fetches use.
   FetchPool fetches_{kMaxFetchThreads};
 
-  // Node watches (node_events.cc): each polls NODE_INFO on a thread of its own.
-  struct NodeWatch;
-  absl::Mutex watch_mu_;
-  std::map<int64_t, std::shared_ptr<NodeWatch>> node_watches_ ABSL_GUARDED_BY(watch_mu_);
-  int64_t next_watch_ ABSL_GUARDED_BY(watch_mu_) = 1;
-  void StopNodeWatches();
   // Worker: runs the tasks pushed here (task_service.cc).
   class ReceiverHost;
   void StartReceiver();
@@ -313,15 +281,11 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<TaskReceiver> receiver_;
   TaskEventBuffer task_events_;
 
-  // The PushCalls started and not completed: Stop() cancels them and waits
-  // until their completions, which touch this object, have all run.
-  absl::Mutex live_mu_;
-  absl::flat_hash_set<PushCall*> live_pushes_ ABSL_GUARDED_BY(live_mu_);
-  int live_streams_ ABSL_GUARDED_BY(live_mu_) = 0;  // started, OnDone not yet over
-  // The call stream to each worker ("ip:port") this process calls actors on.
-  absl::Mutex streams_mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<PushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
-  std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
+  // Every task and actor call goes to its worker through pushes_; Stop()
+  // stops it, cancels what is in flight and waits until the completions,
+  // which touch this object, have all run.
+  std::unique_ptr<PushTransport::Host> push_host_;
+  PushTransport pushes_;
 
   // Pushes, leases and task events for the submitters; argument
   // resolution; normal tasks.
@@ -350,7 +314,6 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::unique_ptr<EventLoop::Timer> task_event_timer_;
   std::atomic<bool> stopping_{false};
 
-  friend class PushStream;
   friend class PushTasksReactor;
 };
 

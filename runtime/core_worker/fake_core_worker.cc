@@ -27,12 +27,18 @@ namespace {
 class FakeFactory final : public CoreWorkerFactory {
  public:
   absl::StatusOr<CoreWorker*> InitDriver(const CoreWorkerOptions& options) override {
-    return new FakeCoreWorker();
+    auto* core = new FakeCoreWorker();
+    SetCurrentClusterState(core);
+    return core;
   }
   absl::Status RunWorker(const CoreWorkerOptions& options) override {
     return absl::UnimplementedError("the fake core worker cannot run a worker process");
   }
-  void Shutdown(CoreWorker* core) override { delete core; }
+  void Shutdown(CoreWorker* core) override {
+    auto* fake = static_cast<FakeCoreWorker*>(core);
+    if (ClusterState::Current() == fake) SetCurrentClusterState(nullptr);
+    delete fake;
+  }
 };
 
 }  // namespace
@@ -55,6 +61,7 @@ FakeCoreWorker* FakeCoreWorker::Install() {
   auto* core = new FakeCoreWorker();
   CurrentCoreWorker previous = SetCurrentCoreWorker({core, Factory()});
   if (previous.core != nullptr && previous.factory != nullptr) previous.factory->Shutdown(previous.core);
+  SetCurrentClusterState(core);
   return core;
 }
 

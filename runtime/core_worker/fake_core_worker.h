@@ -24,6 +24,10 @@
 //     placed at once when alive nodes have room (strategies and label
 //     selectors honoured, greedily), else stays PENDING until a node joins or
 //     another group is removed; removing returns its resources.
+// It also stands in for the ClusterState above the core worker
+// (cluster_state.h): node watches over its node table, and training-run
+// records kept in memory with the GCS's version and terminal rules. While it
+// is Current, it is the process's ClusterState too.
 // Not modelled: scheduling of tasks, resources of tasks and actors,
 // concurrency of actor calls; env_vars are recorded, not applied.
 //
@@ -44,17 +48,19 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "manta/internal/cluster_state.h"
 #include "manta/internal/core_worker.h"
 
 namespace manta::core {
 
-class FakeCoreWorker : public CoreWorker {
+class FakeCoreWorker : public CoreWorker, public ClusterState {
  public:
   FakeCoreWorker();
   ~FakeCoreWorker() override;
 
-  // Creates a fake and makes it Current(), replacing (and deleting) any
-  // installed one. Uninstall deletes the current one.
+  // Creates a fake and makes it Current() (and ClusterState::Current()),
+  // replacing (and deleting) any installed one. Uninstall deletes the
+  // current one.
   static FakeCoreWorker* Install();
   static void Uninstall();
   // Makes a FakeCoreWorker for manta::Init (InitDriver) and deletes it at
@@ -127,6 +133,12 @@ class FakeCoreWorker : public CoreWorker {
                                                              absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
+  const JobId& job_id() const override { return job_id_; }
+  const WorkerId& worker_id() const override { return worker_id_; }
+  const std::string& address() const override { return address_; }
+  std::string node_ip() const override { return "127.0.0.1"; }
+
+  // ---- ClusterState ----------------------------------------------------------
   // Node watches: AddNode, DrainNode and KillNode call them, on the caller's
   // thread, after the change.
   absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) override;
@@ -134,10 +146,6 @@ class FakeCoreWorker : public CoreWorker {
   // Training runs kept in memory: the GCS's version and terminal rules.
   absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
   absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
-  const JobId& job_id() const override { return job_id_; }
-  const WorkerId& worker_id() const override { return worker_id_; }
-  const std::string& address() const override { return address_; }
-  std::string node_ip() const override { return "127.0.0.1"; }
 
  private:
   struct Object {

@@ -1,8 +1,11 @@
-// Node events from the core worker's side: a thread per watch long-polls the
-// GCS's NODE_INFO channel and hands each change to the watcher.
+// Node events (GcsClusterState): a thread per watch long-polls the GCS's
+// NODE_INFO channel and hands each change to the watcher.
+#include <algorithm>
+#include <limits>
 #include <thread>
 
-#include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/gcs_cluster_state.h"
+#include "runtime/core_worker/wire.h"
 
 namespace manta::core {
 namespace {
@@ -19,23 +22,7 @@ NodeEvent::Kind KindOf(const NodeData& d) {
 
 }  // namespace
 
-NodeData NodeDataFromProto(const rpc::NodeInfo& n) {
-  NodeData d;
-  if (auto id = NodeId::FromBinary(n.node_id()); id.ok()) d.node_id = *id;
-  d.ip = n.node_ip();
-  d.alive = n.state() == rpc::NodeInfo::ALIVE;
-  d.is_head = n.is_head();
-  d.resources_total.insert(n.resources_total().begin(), n.resources_total().end());
-  d.labels.insert(n.labels().begin(), n.labels().end());
-  d.draining = n.draining();
-  d.drain_reason = n.drain_reason();
-  d.drain_deadline_ms = n.drain_deadline_ms();
-  d.death_reason = n.death_reason();
-  d.death_expected = n.death_expected();
-  return d;
-}
-
-struct CoreWorkerImpl::NodeWatch {
+struct GcsClusterState::NodeWatch {
   std::function<void(const NodeEvent&)> on_event;
   std::thread thread;
   absl::Mutex mu;
@@ -45,7 +32,16 @@ struct CoreWorkerImpl::NodeWatch {
   std::string incarnation;
 };
 
-absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const NodeEvent&)> on_event) {
+GcsClusterState::~GcsClusterState() {
+  std::vector<int64_t> ids;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    for (const auto& [id, w] : node_watches_) ids.push_back(id);
+  }
+  for (int64_t id : ids) UnwatchNodes(id);
+}
+
+absl::StatusOr<int64_t> GcsClusterState::WatchNodes(std::function<void(const NodeEvent&)> on_event) {
   auto watch = std::make_shared<NodeWatch>();
   watch->on_event = std::move(on_event);
   // Where the channel stands now: only what comes after is this watch's.
@@ -54,7 +50,7 @@ absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const Node
   first.set_max_wait_ms(0);
   first.set_after_sequence(std::numeric_limits<int64_t>::max());
   auto start =
-      gcs_sync_.Call<rpc::PollReply>([first](gcs::GcsClient& gcs, auto done) { gcs.Poll(first, std::move(done)); });
+      gcs_->Call<rpc::PollReply>([first](gcs::GcsClient& gcs, auto done) { gcs.Poll(first, std::move(done)); });
   if (!start.ok()) return start.status();
   watch->sequence = start->last_sequence();
   watch->incarnation = start->gcs_incarnation();
@@ -64,57 +60,59 @@ absl::StatusOr<int64_t> CoreWorkerImpl::WatchNodes(std::function<void(const Node
     id = next_watch_++;
     node_watches_[id] = watch;
   }
-  watch->thread = std::thread([this, w = watch.get()] {
-    absl::Duration backoff = absl::Milliseconds(100);
-    while (true) {
-      rpc::PollRequest req;
-      req.add_channels(rpc::PubMessage::NODE_INFO);
-      req.set_after_sequence(w->sequence);
-      req.set_gcs_incarnation(w->incarnation);
-      req.set_max_wait_ms(kNodePollWaitMs);
-      std::shared_ptr<gcs::SyncGcsClient::Pending<rpc::PollReply>> poll;
-      {
-        absl::MutexLock lock(&w->mu);
-        if (w->stopping) return;
-        poll = w->held =
-            gcs_sync_.Begin<rpc::PollReply>([req](gcs::GcsClient& gcs, auto done) { gcs.Poll(req, std::move(done)); });
-      }
-      absl::StatusOr<rpc::PollReply> polled = poll->Wait(absl::Milliseconds(kNodePollWaitMs) + kPollSlack);
-      {
-        absl::MutexLock lock(&w->mu);
-        w->held = nullptr;
-        if (w->stopping) return;
-      }
-      if (!polled.ok()) {  // the GCS is away: try again, a little later each time
-        absl::SleepFor(backoff);
-        backoff = std::min(backoff * 2, absl::Seconds(2));
-        continue;
-      }
-      backoff = absl::Milliseconds(100);
-      const rpc::PollReply& reply = *polled;
-      const absl::Time now = absl::Now();
-      const bool restarted = reply.gcs_incarnation() != w->incarnation;
-      w->incarnation = reply.gcs_incarnation();
-      w->sequence = reply.last_sequence();
-      if (reply.gap() || restarted) {
-        // Events were lost: the table as it stands, one event per node.
-        auto nodes = GetAllNodes();
-        if (nodes.ok()) {
-          for (const NodeData& n : *nodes) w->on_event(NodeEvent{KindOf(n), n, now});
-        }
-        continue;
-      }
-      for (const auto& m : reply.messages()) {
-        if (!m.has_node_info()) continue;
-        NodeData d = NodeDataFromProto(m.node_info());
-        w->on_event(NodeEvent{KindOf(d), std::move(d), now});
-      }
-    }
-  });
+  watch->thread = std::thread([this, w = watch.get()] { PollNodes(w); });
   return id;
 }
 
-void CoreWorkerImpl::UnwatchNodes(int64_t id) {
+void GcsClusterState::PollNodes(NodeWatch* w) {
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    rpc::PollRequest req;
+    req.add_channels(rpc::PubMessage::NODE_INFO);
+    req.set_after_sequence(w->sequence);
+    req.set_gcs_incarnation(w->incarnation);
+    req.set_max_wait_ms(kNodePollWaitMs);
+    std::shared_ptr<gcs::SyncGcsClient::Pending<rpc::PollReply>> poll;
+    {
+      absl::MutexLock lock(&w->mu);
+      if (w->stopping) return;
+      poll = w->held =
+          gcs_->Begin<rpc::PollReply>([req](gcs::GcsClient& gcs, auto done) { gcs.Poll(req, std::move(done)); });
+    }
+    absl::StatusOr<rpc::PollReply> polled = poll->Wait(absl::Milliseconds(kNodePollWaitMs) + kPollSlack);
+    {
+      absl::MutexLock lock(&w->mu);
+      w->held = nullptr;
+      if (w->stopping) return;
+    }
+    if (!polled.ok()) {  // the GCS is away: try again, a little later each time
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+      continue;
+    }
+    backoff = absl::Milliseconds(100);
+    const rpc::PollReply& reply = *polled;
+    const absl::Time now = absl::Now();
+    const bool restarted = reply.gcs_incarnation() != w->incarnation;
+    w->incarnation = reply.gcs_incarnation();
+    w->sequence = reply.last_sequence();
+    if (reply.gap() || restarted) {
+      // Events were lost: the table as it stands, one event per node.
+      auto nodes = core_->GetAllNodes();
+      if (nodes.ok()) {
+        for (const NodeData& n : *nodes) w->on_event(NodeEvent{KindOf(n), n, now});
+      }
+      continue;
+    }
+    for (const auto& m : reply.messages()) {
+      if (!m.has_node_info()) continue;
+      NodeData d = NodeDataFromProto(m.node_info());
+      w->on_event(NodeEvent{KindOf(d), std::move(d), now});
+    }
+  }
+}
+
+void GcsClusterState::UnwatchNodes(int64_t id) {
   std::shared_ptr<NodeWatch> w;
   {
     absl::MutexLock lock(&watch_mu_);
@@ -130,15 +128,6 @@ void CoreWorkerImpl::UnwatchNodes(int64_t id) {
   }
   if (w->thread.joinable() && w->thread.get_id() != std::this_thread::get_id()) w->thread.join();
   if (w->thread.joinable()) w->thread.detach();  // unwatched from its own callback
-}
-
-void CoreWorkerImpl::StopNodeWatches() {
-  std::vector<int64_t> ids;
-  {
-    absl::MutexLock lock(&watch_mu_);
-    for (const auto& [id, w] : node_watches_) ids.push_back(id);
-  }
-  for (int64_t id : ids) UnwatchNodes(id);
 }
 
 }  // namespace manta::core

@@ -26,7 +26,8 @@ Message& BatchFor(std::deque<Message>& queue, size_t& back_bytes, size_t bytes) 
 
 // ---------------------------------------------------------------- caller side
 
-PushStream::PushStream(CoreWorkerImpl* cw, std::string address) : cw_(cw), address_(std::move(address)) {}
+PushStream::PushStream(PushTransport* transport, std::string address)
+    : transport_(transport), address_(std::move(address)) {}
 
 void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub,
                            const std::string& token) {
@@ -84,8 +85,8 @@ void PushStream::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     out_.Clear();
     if (!ok && !broken_) {
-      // The call is ending; make sure of it (it may be out of streams_
-      // already, where CancelPushes would not find it).
+      // The call is ending; make sure of it (it may be out of the
+      // transport's streams already, where CancelAll would not find it).
       broken_ = true;
       ctx_.TryCancel();
     }
@@ -142,7 +143,7 @@ void PushStream::OnReadDone(bool ok) {
     } else if (!call->reply.ParseFromString(r.reply())) {
       status = grpc::Status(grpc::StatusCode::INTERNAL, "malformed reply from the worker");
     }
-    cw_->OnPushDone(call, status);
+    transport_->OnPushDone(call, status);
   }
   in_.Clear();
   MANTA_GRPC_HANDOFF_BEFORE();
@@ -158,7 +159,7 @@ void PushStream::OnDone(const grpc::Status& status) {
     left.assign(sent_.begin(), sent_.end());
     sent_.clear();
   }
-  cw_->ForgetStream(address_, this);
+  transport_->ForgetStream(address_, this);
   // In the order they were sent. The worker ends a stream only with an
   // error (the caller never closes its side). What ended it is no refusal
   // of the calls on it, unless every call would meet it (token, a process
@@ -177,8 +178,8 @@ void PushStream::OnDone(const grpc::Status& status) {
                          "the call stream to the actor's worker ended: " +
                              (status.ok() ? std::string("by the worker") : status.error_message()));
   }
-  for (auto& [tag, call] : left) cw_->OnPushDone(call, why);
-  cw_->StreamEnded();  // after this, `cw_` may be gone
+  for (auto& [tag, call] : left) transport_->OnPushDone(call, why);
+  transport_->StreamEnded();  // after this, `transport_` may be gone
   auto self = std::move(self_);  // may free this, last
 }
 

@@ -5,10 +5,11 @@
 // together in one message. Nothing waits to be batched: a write starts as
 // soon as the previous one is done.
 //
-//   PushStream (caller): Send(call) queues the call's request and
-//   writes it; each result settles its call through OnPushDone, as a
-//   PushTask reply would. When the stream ends, every call still on it
-//   fails with the stream's status (and is retried as a failed push is).
+//   PushStream (caller; push_transport.h opens and owns them): Send(call)
+//   queues the call's request and writes it; each result settles its call
+//   through PushTransport::OnPushDone, as a PushTask reply would. When the
+//   stream ends, every call still on it fails with the stream's status (and
+//   is retried as a failed push is).
 //
 //   PushTasksReactor (worker): each push read is queued to the TaskReceiver
 //   like a PushTask; Push::Finish writes its result back. An actor's
@@ -25,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/push_transport.h"
 #include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
@@ -35,7 +37,7 @@ constexpr size_t kMaxPushBatchBytes = 1 << 20;
 
 class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
  public:
-  PushStream(CoreWorkerImpl* cw, std::string address);
+  PushStream(PushTransport* transport, std::string address);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
   // called from then on, and never finds it broken before Start. Start
   // starts it.
@@ -44,9 +46,9 @@ class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::Pu
   void Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
   void Start();
   enum class Sent { kSent, kBroken, kTooLarge };
-  // Sends `call`, whose result then reaches cw->OnPushDone. kBroken: the
-  // stream is broken or over, send it on a new one. kTooLarge: no message
-  // could carry it.
+  // Sends `call`, whose result then reaches transport->OnPushDone. kBroken:
+  // the stream is broken or over, send it on a new one. kTooLarge: no
+  // message could carry it.
   Sent Send(PushCall* call);
   bool Usable();
   void Cancel() { ctx_.TryCancel(); }
@@ -56,7 +58,7 @@ class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::Pu
   void OnDone(const grpc::Status& status) override;
 
  private:
-  CoreWorkerImpl* const cw_;
+  PushTransport* const transport_;
   const std::string address_;
   grpc::ClientContext ctx_;
   std::shared_ptr<PushStream> self_;

@@ -1,8 +1,10 @@
-// Training runs from the core worker's side: blocking calls to the GCS's
-// TrainRunGcsService on the caller's thread, never the io loop, and the
-// conversions between TrainRunData and rpc::TrainRunInfo.
+// Training runs (GcsClusterState): blocking calls to the GCS's
+// TrainRunGcsService on the caller's thread, never the GCS client's loop, and
+// the conversions between TrainRunData and rpc::TrainRunInfo.
+#include <algorithm>
+
 #include "common/status.h"
-#include "runtime/core_worker/core_worker_impl.h"
+#include "runtime/core_worker/gcs_cluster_state.h"
 
 namespace manta::core {
 namespace {
@@ -114,32 +116,30 @@ TrainRunData FromProto(const rpc::TrainRunInfo& info) {
 
 }  // namespace
 
-absl::Status CoreWorkerImpl::ReportTrainRun(const TrainRunData& run,
-                                            const std::vector<TrainMetricPointData>& new_metrics) {
+absl::Status GcsClusterState::ReportTrainRun(const TrainRunData& run,
+                                             const std::vector<TrainMetricPointData>& new_metrics) {
   rpc::ReportTrainRunRequest req;
-  *req.mutable_run() = ToProto(run, job_id_);
+  *req.mutable_run() = ToProto(run, core_->job_id());
   for (const TrainMetricPointData& p : new_metrics) ToProto(p, req.add_new_metrics());
-  return GcsCall<rpc::ReportTrainRunReply>(
-             [req](gcs::GcsClient& gcs, auto done) { gcs.ReportTrainRun(req, std::move(done)); })
+  return gcs_
+      ->Call<rpc::ReportTrainRunReply>(
+          [req](gcs::GcsClient& gcs, auto done) { gcs.ReportTrainRun(req, std::move(done)); },
+          {absl::ZeroDuration(), reconnect_})
       .status();
 }
 
-absl::StatusOr<std::vector<TrainRunData>> CoreWorkerImpl::ListTrainRuns(bool with_metrics, int limit) {
+absl::StatusOr<std::vector<TrainRunData>> GcsClusterState::ListTrainRuns(bool with_metrics, int limit) {
   rpc::ListTrainRunsRequest req;
   req.set_with_metrics(with_metrics);
   req.set_limit(std::max(0, limit));
-  auto reply = GcsCall<rpc::ListTrainRunsReply>(
-      [req](gcs::GcsClient& gcs, auto done) { gcs.ListTrainRuns(req, std::move(done)); });
+  auto reply = gcs_->Call<rpc::ListTrainRunsReply>(
+      [req](gcs::GcsClient& gcs, auto done) { gcs.ListTrainRuns(req, std::move(done)); },
+      {absl::ZeroDuration(), reconnect_});
   if (!reply.ok()) return reply.status();
   std::vector<TrainRunData> runs;
   runs.reserve(reply->runs_size());
   for (const rpc::TrainRunInfo& info : reply->runs()) runs.push_back(FromProto(info));
   return runs;
-}
-
-NodeId CoreWorkerImpl::node_id() const {
-  auto id = NodeId::FromBinary(address_proto_.node_id());
-  return id.ok() ? *id : NodeId();
 }
 
 }  // namespace manta::core

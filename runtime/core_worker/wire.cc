@@ -26,4 +26,20 @@ ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t) { return static_cast<ErrorT
 
 std::string AddressKey(const rpc::Address& a) { return a.ip() + ":" + std::to_string(a.port()); }
 
+NodeData NodeDataFromProto(const rpc::NodeInfo& n) {
+  NodeData d;
+  if (auto id = NodeId::FromBinary(n.node_id()); id.ok()) d.node_id = *id;
+  d.ip = n.node_ip();
+  d.alive = n.state() == rpc::NodeInfo::ALIVE;
+  d.is_head = n.is_head();
+  d.resources_total.insert(n.resources_total().begin(), n.resources_total().end());
+  d.labels.insert(n.labels().begin(), n.labels().end());
+  d.draining = n.draining();
+  d.drain_reason = n.drain_reason();
+  d.drain_deadline_ms = n.drain_deadline_ms();
+  d.death_reason = n.death_reason();
+  d.death_expected = n.death_expected();
+  return d;
+}
+
 }  // namespace manta::core

@@ -1,5 +1,5 @@
 // What the core worker's rooms agree on about the wire: return object ids,
-// error types, addresses and the size limits of values.
+// error types, addresses, nodes and the size limits of values.
 #pragma once
 
 #include <cstddef>
@@ -25,5 +25,7 @@ ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
 ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
 std::string AddressKey(const rpc::Address& a);  // "ip:port"
+// The seam's NodeData for the GCS's rpc::NodeInfo.
+NodeData NodeDataFromProto(const rpc::NodeInfo& n);
 
 }  // namespace manta::core

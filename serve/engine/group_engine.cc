@@ -9,8 +9,7 @@
 namespace manta::serve {
 namespace {
 
-using wire::IdHigh;
-using wire::IdLow;
+using wire::Encoder;
 using wire::kDecode;
 using wire::kImport;
 using wire::kNoop;
@@ -42,21 +41,33 @@ class GroupEngine::Leader : public StepRunner {
     if (n + 3 > group_->command_floats_) {
       return absl::InvalidArgumentError(absl::StrCat("a prompt of ", n, " tokens does not fit ", max_len()));
     }
-    std::vector<float> cmd = {kPrefill, static_cast<float>(n), static_cast<float>(slot)};
-    for (int32_t t : prompt) cmd.push_back(static_cast<float>(t));
-    return group_->Call(std::move(cmd), logits);
+    Encoder cmd(kPrefill);
+    cmd.AddInt(n, "a prompt's length").AddInt(slot, "a slot");
+    for (int32_t t : prompt) cmd.AddToken(t);
+    absl::StatusOr<std::vector<float>> floats = std::move(cmd).Finish();
+    if (!floats.ok()) return floats.status();
+    return group_->Call(*std::move(floats), logits);
   }
   absl::Status Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens, float* logits) override {
     const int64_t n = static_cast<int64_t>(slots.size());
     if (tokens.size() != slots.size() || 2 * n + 2 > group_->command_floats_) {
       return absl::InvalidArgumentError("a decode step names more slots than the group has");
     }
-    std::vector<float> cmd = {kDecode, static_cast<float>(n)};
-    for (int s : slots) cmd.push_back(static_cast<float>(s));
-    for (int32_t t : tokens) cmd.push_back(static_cast<float>(t));
-    return group_->Call(std::move(cmd), logits);
+    Encoder cmd(kDecode);
+    cmd.AddInt(n, "a decode step's slot count");
+    for (int s : slots) cmd.AddInt(s, "a slot");
+    for (int32_t t : tokens) cmd.AddToken(t);
+    absl::StatusOr<std::vector<float>> floats = std::move(cmd).Finish();
+    if (!floats.ok()) return floats.status();
+    return group_->Call(*std::move(floats), logits);
   }
-  void Release(int slot) override { group_->Call({kRelease, 1, static_cast<float>(slot)}, nullptr).IgnoreError(); }
+  void Release(int slot) override {
+    Encoder cmd(kRelease);
+    cmd.AddInt(1, "a count").AddInt(slot, "a slot");
+    absl::StatusOr<std::vector<float>> floats = std::move(cmd).Finish();
+    // A slot out of range was never prefilled: there is nothing to release.
+    if (floats.ok()) group_->Call(*std::move(floats), nullptr).IgnoreError();
+  }
   int slots() const override { return group_->engines_[0]->slots(); }
   int64_t max_len() const override { return group_->engines_[0]->max_len(); }
   int64_t vocab() const override { return group_->engines_[0]->vocab(); }
@@ -80,12 +91,15 @@ class GroupEngine::Remote : public RemotePrefill {
     if (arrived.empty()) return std::vector<Arrival>();
     const int64_t k = static_cast<int64_t>(arrived.size());
     std::vector<Arrival> out;
-    std::vector<float> cmd = {kImport, static_cast<float>(k)};
-    for (int64_t i = 0; i < k; ++i) cmd.push_back(static_cast<float>(free_slots[i]));
-    for (int64_t i = 0; i < k; ++i) cmd.push_back(IdHigh(arrived[i]->id));
-    for (int64_t i = 0; i < k; ++i) cmd.push_back(IdLow(arrived[i]->id));
+    Encoder cmd(kImport);
+    cmd.AddInt(k, "an import's count");
+    for (int64_t i = 0; i < k; ++i) cmd.AddInt(free_slots[i], "a slot");
+    for (int64_t i = 0; i < k; ++i) cmd.AddIdHigh(arrived[i]->id);
+    for (int64_t i = 0; i < k; ++i) cmd.AddIdLow(arrived[i]->id);
     for (int64_t i = 0; i < k; ++i) out.push_back({arrived[i]->id, arrived[i]->first_token});
-    absl::Status s = group_->Call(std::move(cmd), nullptr);
+    absl::StatusOr<std::vector<float>> floats = std::move(cmd).Finish();
+    if (!floats.ok()) return floats.status();
+    absl::Status s = group_->Call(*std::move(floats), nullptr);
     if (!s.ok()) return s;
     return out;
   }
@@ -161,8 +175,12 @@ absl::Status GroupEngine::EnqueuePrefill(int64_t id, const std::vector<int32_t>&
                                          const SamplingParams& sampling) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n + 4 > command_floats_) return absl::InvalidArgumentError("the prompt does not fit the prefill engine");
-  std::vector<float> cmd = {kPrefillOut, static_cast<float>(n), IdHigh(id), IdLow(id)};
-  for (int32_t t : prompt) cmd.push_back(static_cast<float>(t));
+  Encoder encoder(kPrefillOut);
+  encoder.AddInt(n, "a prompt's length").AddIdHigh(id).AddIdLow(id);
+  for (int32_t t : prompt) encoder.AddToken(t);
+  absl::StatusOr<std::vector<float>> floats = std::move(encoder).Finish();
+  if (!floats.ok()) return floats.status();
+  std::vector<float> cmd = *std::move(floats);
   cmd.resize(command_floats_, 0.0f);
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;

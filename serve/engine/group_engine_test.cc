@@ -139,6 +139,31 @@ TEST(GroupEngineTest, ALostRankFailsTheCallsAndBreaksTheGroup) {
   });
 }
 
+// A token or id that the wire's floats cannot carry exactly is refused
+// before anything is sent, so the group stays whole and serves on.
+TEST(GroupEngineTest, ATokenOrIdTheWireCannotCarryIsRefusedAndTheGroupServesOn) {
+  RunGroup(2, 2, {.slots = 1, .max_len = 16}, absl::Seconds(30), [&](Process& p) {
+    if (p.group->leader() != nullptr) {
+      StepRunner* leader = p.group->leader();
+      std::vector<float> logits(leader->vocab());
+      const int32_t too_big = int32_t{1} << 24;
+      absl::Status s = leader->Prefill(0, {1, too_big, 3}, logits.data());
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      s = p.group->EnqueuePrefill(int64_t{1} << 44, {1, 2}, SamplingParams());
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      s = leader->Prefill(0, {1, 2, 3}, logits.data());
+      EXPECT_TRUE(s.ok()) << s;
+      s = leader->Decode({0}, {too_big + 1}, logits.data());
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      s = leader->Decode({0}, {4}, logits.data());
+      EXPECT_TRUE(s.ok()) << s;
+      leader->Release(0);
+      p.group->Stop();
+    }
+    EXPECT_TRUE(p.group->Wait().ok()) << p.group->Wait();
+  });
+}
+
 // Runs the prompts through a batcher over `runner` until all are done (every
 // other one sampled with its own seed, the rest greedy); each one's tokens.
 std::vector<std::vector<int32_t>> Serve(StepRunner* runner, const std::vector<std::vector<int32_t>>& prompts,

@@ -11,13 +11,12 @@
 #include "serve/engine/sampler.h"
 
 namespace manta::serve {
-using wire::IdHigh;
-using wire::IdLow;
 using wire::JoinId;
 using wire::kHeaderDone;
 using wire::kHeaderNoop;
 using wire::kPrefillOut;
 using wire::kQuiet;
+using wire::TransferHeader;
 
 bool TransferQueue::Push(KvTransfer t) {
   absl::MutexLock lock(&mu_);
@@ -70,7 +69,9 @@ absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>&
   const int64_t n = static_cast<int64_t>(cmd[1]);
   if (static_cast<int>(cmd[0]) == kPrefillOut) {
     KvTransfer t;
-    t.id = JoinId(cmd[2], cmd[3]);
+    absl::StatusOr<int64_t> id = JoinId(cmd[2], cmd[3]);
+    if (!id.ok()) return id.status();
+    t.id = *id;
     t.len = n;
     std::vector<int32_t> prompt(n);
     for (int64_t i = 0; i < n; ++i) prompt[i] = static_cast<int32_t>(cmd[4 + i]);
@@ -96,13 +97,14 @@ absl::Status GroupEngine::ExecuteTransferOp(int local, const std::vector<float>&
   }
   for (int64_t i = 0; i < n; ++i) {
     const int slot = static_cast<int>(cmd[2 + i]);
-    const int64_t id = JoinId(cmd[2 + n + i], cmd[2 + 2 * n + i]);
+    absl::StatusOr<int64_t> id = JoinId(cmd[2 + n + i], cmd[2 + 2 * n + i]);
+    if (!id.ok()) return id.status();
     KvTransfer t;
     if (!queues_[local]->Pop(&t, absl::InfiniteDuration())) {
       return absl::UnavailableError("the serving group is stopping");
     }
-    if (t.id != id) {
-      return absl::InternalError(absl::StrCat("prefill ", t.id, " arrived where ", id, " was expected"));
+    if (t.id != *id) {
+      return absl::InternalError(absl::StrCat("prefill ", t.id, " arrived where ", *id, " was expected"));
     }
     absl::Status s = engine.ImportKv(slot, t.len, t.kv.data());
     if (!s.ok()) return s;
@@ -129,18 +131,20 @@ void GroupEngine::SendTransfers(int local) {
   while (true) {
     KvTransfer t;
     const bool got = queues_[local]->Pop(&t, kQuiet);
-    float header[4] = {kHeaderNoop, 0, 0, 0};
+    float header[TransferHeader::kFloats] = {kHeaderNoop, 0, 0, 0};
     if (got) {
-      header[0] = IdHigh(t.id);
-      header[1] = IdLow(t.id);
-      header[2] = static_cast<float>(t.len);
-      header[3] = static_cast<float>(t.first_token);
+      absl::Status s = TransferHeader{t.id, t.len, t.first_token}.Encode(header);
+      if (!s.ok()) {
+        // The generate side waits for this transfer, and no header can say so.
+        Break(absl::InternalError(absl::StrCat("a prefilled transfer cannot be sent: ", s.message())));
+        return;
+      }
     } else {
       absl::MutexLock lock(&mu_);
       if (!broken_.ok()) return;
       if (running_ == 0 && queues_[local]->size() == 0) header[0] = kHeaderDone;  // the group stopped
     }
-    comm_->Broadcast(train::kDataAxis, device, header, 4, 0);
+    comm_->Broadcast(train::kDataAxis, device, header, TransferHeader::kFloats, 0);
     if (header[0] == kHeaderDone) return;
     if (!got) continue;
     comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
@@ -152,14 +156,20 @@ void GroupEngine::ReceiveTransfers(int local) {
   const int device = first_device_ + local;
   const int64_t per_token = engines_[local]->KvFloatsPerToken();
   while (queues_[local]->WaitForSpace()) {
-    float header[4] = {0, 0, 0, 0};
-    comm_->Broadcast(train::kDataAxis, device, header, 4, 0);
+    float header[TransferHeader::kFloats] = {0, 0, 0, 0};
+    comm_->Broadcast(train::kDataAxis, device, header, TransferHeader::kFloats, 0);
     if (header[0] == kHeaderDone) return;
     if (header[0] == kHeaderNoop) continue;
+    absl::StatusOr<TransferHeader> h = TransferHeader::Decode(header);
+    if (!h.ok()) {
+      Break(absl::InternalError(
+          absl::StrCat("the prefill group sent a malformed transfer header: ", h.status().message())));
+      return;
+    }
     KvTransfer t;
-    t.id = JoinId(header[0], header[1]);
-    t.len = static_cast<int64_t>(header[2]);
-    t.first_token = static_cast<int32_t>(header[3]);
+    t.id = h->id;
+    t.len = h->len;
+    t.first_token = h->first_token;
     t.kv.resize(per_token * t.len);
     comm_->Broadcast(train::kDataAxis, device, t.kv.data(), static_cast<int64_t>(t.kv.size()), 0);
     kv_bytes_ += static_cast<int64_t>(t.kv.size() * sizeof(float));

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "manta/internal/cluster_state.h"
 #include "manta/internal/core_worker.h"
 
 namespace manta {

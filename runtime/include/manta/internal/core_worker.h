@@ -1,22 +1,50 @@
 // CoreWorker: the runtime inside every driver and worker process, as the
-// public API (runtime/include/manta/) sees it.
+// public API (runtime/include/manta/) sees it, and the one interface a
+// second language's binding (a pybind11 module, say) binds.
 //
-// It submits tasks (leasing workers from raylets and pushing tasks to them
-// directly), creates and calls actors (through the GCS, then directly in
-// per-caller order), owns the objects it creates (small values inline, large
-// ones served to others in chunks; freed when no reference is left), and, in
-// a worker, runs the task loop. The typed API is a thin layer over this
-// interface. The real implementation lives in runtime/core_worker/ (library
+// Byte-in, byte-out. The seam never sees a typed value: arguments, task
+// returns and put values are bytes the front end serialized (the C++ API
+// uses msgpack), and Get hands back the same bytes; functions, actor
+// classes and methods are names a worker resolves through its function
+// registry. So a front end brings its own serialization and registry, and
+// nothing below it is written twice. What it does not carry: node-table
+// watches and training-run records, which the trainer keeps one layer up
+// (cluster_state.h).
+//
+// What each group of calls is for:
+//  * tasks and actors (SubmitTask, CreateActor, SubmitActorTask,
+//    GetNamedActor, KillActor): lease workers from raylets and push tasks
+//    to them directly; register actors with the GCS, which creates them,
+//    then call them directly in per-caller order. SubmitTask and
+//    SubmitActorTask return a reference to the result at once, CreateActor
+//    the actor's id (a named actor's once the GCS took the name);
+//    GetNamedActor and KillActor wait for the GCS.
+//  * objects (Put, PutWithRefs, Get, Wait): values this process owns (small
+//    ones inline, large ones served to others in chunks) and the values of
+//    references it holds, fetched from their owners.
+//  * references (AddLocalReference, RemoveLocalReference,
+//    AddBorrowedReference): the front end's reference objects report their
+//    copies, so a value is freed once no one holds it (ownership-based
+//    counting, borrowers included).
+//  * placement groups and the node table (CreatePlacementGroup ...
+//    GetClusterResources): blocking calls to the GCS.
+//  * identity (job_id, node_id, node_ip, worker_id, address): where this
+//    process is; `address` is the owner address its objects carry.
+// In a worker, the core worker also runs the task loop (CoreWorkerFactory::
+// RunWorker), calling back into the front end through its registry.
+//
+// The real implementation lives in runtime/core_worker/ (library
 // manta_core_worker); FakeCoreWorker is an in-process one for unit tests.
-//
 // Which one a process runs is chosen at manta::Init by a CoreWorkerFactory:
 // InitOptions::core_worker_factory, else the process default, which linking
 // manta_runtime installs before main. The API library depends on neither
 // implementation, and both depend on it.
 //
 // Thread-safety: every method may be called from any thread unless noted.
-// Errors returned by Get carry an ErrorType (see GetErrorType) so the API can
-// raise the matching typed error.
+// The calls that may block (Get, Wait, AddBorrowedReference, the calls that
+// wait for the GCS) are the ones a binding makes with its own lock (Python's
+// GIL) released. Errors returned by Get carry an ErrorType (see
+// GetErrorType) so the API can raise the matching typed error.
 //
 //   core::CoreWorker* cw = core::CoreWorker::Current();   // after manta::Init
 //   ASSIGN_OR_RETURN(ObjectRefInfo ref, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
@@ -173,84 +201,10 @@ struct NodeData {
   bool death_expected = false;    // dead after a clean exit (a drain, a stop)
 };
 
-// A change of the node table, as the GCS publishes it.
-struct NodeEvent {
-  enum Kind { kAlive = 0, kDraining = 1, kDead = 2 };
-  Kind kind = kAlive;  // kAlive: registered or registered again
-  NodeData node;       // the node as it is after the change
-  absl::Time received;  // when this process got it
-};
-
 struct NodeResourcesData {
   NodeId node_id;
   std::map<std::string, double> total;
   std::map<std::string, double> available;
-};
-
-// ---- Training runs (mirrors rpc::TrainRunInfo; see the GCS's TrainRunGcsService) ----
-
-enum class TrainRunState {
-  kInitializing = 0,
-  kScheduling = 1,
-  kRunning = 2,
-  kRestarting = 3,
-  kRescheduling = 4,
-  kResizing = 5,
-  kShuttingDown = 6,
-  kFinished = 7,
-  kErrored = 8,
-  kAborted = 9,
-};
-enum class TrainAttemptState { kPending = 0, kRunning = 1, kFinished = 2, kErrored = 3, kAborted = 4 };
-
-struct TrainWorkerData {
-  int world_rank = 0;
-  int local_rank = 0;
-  int node_rank = 0;
-  NodeId node_id;
-  std::string node_ip;
-  int pid = 0;
-  ActorId actor_id;
-  int slice_id = -1;  // -1: not on TPU slices
-  std::string slice_name;
-  bool alive = true;
-  std::map<std::string, double> resources;
-};
-
-struct TrainAttemptData {
-  std::string attempt_id;
-  TrainAttemptState state = TrainAttemptState::kPending;
-  std::string status_detail;
-  int64_t start_time_ms = 0;
-  int64_t end_time_ms = 0;
-  int num_workers = 0;
-  std::vector<TrainWorkerData> workers;  // by world rank
-};
-
-struct TrainMetricPointData {
-  int64_t time_ms = 0;
-  int64_t step = 0;
-  std::map<std::string, double> metrics;
-};
-
-struct TrainRunData {
-  std::string run_id;  // 32 hex digits
-  std::string name;
-  JobId job_id;        // filled by the core worker on report
-  ActorId controller_actor_id;
-  TrainRunState state = TrainRunState::kInitializing;
-  std::string status_detail;
-  int64_t start_time_ms = 0;
-  int64_t end_time_ms = 0;
-  std::vector<TrainAttemptData> attempts;
-  std::vector<TrainMetricPointData> metrics;  // from ListTrainRuns with metrics
-  int num_failures = 0;
-  int max_failures = 0;
-  std::string latest_checkpoint;
-  int min_workers = 0;
-  int max_workers = 0;
-  std::string storage_path;
-  int64_t version = 0;
 };
 
 struct CoreWorkerOptions {
@@ -276,6 +230,7 @@ class CoreWorker {
   // Whether a raylet started this process as a worker (MANTA_WORKER_ID is set).
   static bool IsWorkerProcess();
 
+  // ---- Tasks and actors ----
   virtual absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                    const TaskOptions& options) = 0;
   // Registers the actor with the GCS, which creates it; calls may be
@@ -287,6 +242,7 @@ class CoreWorker {
   virtual absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
 
+  // ---- Objects: values as bytes ----
   virtual absl::StatusOr<ObjectRefInfo> Put(std::string data) = 0;
   // The same, for a value with refs inside (`contained`): the stored value
   // holds them for as long as it lives.
@@ -301,9 +257,10 @@ class CoreWorker {
   virtual std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
                                  absl::Duration timeout) = 0;
 
-  // Reference counting: the API's ObjectRef copies call these. A value is
-  // freed when its owner holds no reference, no submitted work holds one
-  // (as an argument, or inside an argument's value), and no borrower does.
+  // ---- References: the API's ObjectRef copies call these ----
+  // A value is freed when its owner holds no reference, no submitted work
+  // holds one (as an argument, or inside an argument's value), and no
+  // borrower does.
   virtual void AddLocalReference(const ObjectId& id) = 0;
   virtual void RemoveLocalReference(const ObjectId& id) = 0;
   // A reference that arrived inside a value (deserialized). When another
@@ -327,33 +284,13 @@ class CoreWorker {
   // returns its state then (ready iff state == kCreated).
   virtual absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
                                                                      absl::Duration timeout) = 0;
+  // ---- The node table (blocking GCS calls) ----
   // Every node the GCS knows, alive or dead.
   virtual absl::StatusOr<std::vector<NodeData>> GetAllNodes() = 0;
   // Total and available resources of every alive node.
   virtual absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() = 0;
-  // Calls `on_event` for every change of the node table published after this
-  // call (in the GCS's order), from a thread of its own; when the GCS
-  // dropped events (a restart, a gap) it calls it once for every node as the
-  // table stands. Returns an id for UnwatchNodes. Errors: the GCS cannot be
-  // reached.
-  virtual absl::StatusOr<int64_t> WatchNodes(std::function<void(const NodeEvent&)> on_event) {
-    return absl::UnimplementedError("WatchNodes is not supported by this core worker");
-  }
-  // Stops the calls; returns once none runs. Unknown ids are ignored.
-  virtual void UnwatchNodes(int64_t id) {}
 
-  // ---- Training runs (blocking GCS calls) ----
-  // Upserts `run` (its job is this process's; its metrics are ignored) and
-  // appends `new_metrics` to its series. The GCS ignores a version not newer
-  // than the one it holds. InvalidArgument for a malformed record.
-  virtual absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) {
-    return absl::UnimplementedError("ReportTrainRun is not supported by this core worker");
-  }
-  // Every run (of every job), oldest first; the newest `limit` (0: all).
-  virtual absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) {
-    return absl::UnimplementedError("ListTrainRuns is not supported by this core worker");
-  }
-
+  // ---- Identity ----
   virtual const JobId& job_id() const = 0;
   // The node this process runs on (nil and "" before it is known) and its pid.
   virtual NodeId node_id() const { return NodeId(); }

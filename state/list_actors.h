@@ -14,7 +14,7 @@
 //    0  9f1c...   Counter     ALIVE  00000001  counter  6b1f...  4321                 0
 //
 // Plain types only, so formatting and its tests need neither gRPC nor
-// protobuf; cli/list_actors_client.h fetches them.
+// protobuf; state/gcs_reads.h fetches them.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
-namespace manta::cli {
+namespace manta::state {
 
 struct ActorView {
   std::string actor_id;  // hex, as every id below
@@ -76,4 +76,4 @@ std::string FormatTaskListJson(const std::vector<TaskView>& tasks);
 // The same as a JSON array (the dashboard's State API serves it).
 nlohmann::json TaskListJson(const std::vector<TaskView>& tasks);
 
-}  // namespace manta::cli
+}  // namespace manta::state

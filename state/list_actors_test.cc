@@ -1,10 +1,10 @@
-#include "cli/list_actors.h"
+#include "state/list_actors.h"
 
-#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "state/test_times.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 TEST(ListActorsTest, TableLikeRayListActors) {
@@ -92,4 +92,4 @@ TEST(ListTasksTest, TableShowsResourcesAndDrops) {
 }
 
 }  // namespace
-}  // namespace manta::cli
+}  // namespace manta::state

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/cluster_view.h"
 #include "nlohmann/json.hpp"
+#include "state/cluster_view.h"
 
-namespace manta::cli {
+namespace manta::state {
 
 std::string FormatNodeList(const std::vector<NodeView>& nodes, absl::Time now, absl::TimeZone tz);
 
@@ -57,4 +57,4 @@ std::string FormatJobList(const nlohmann::json& jobs, absl::TimeZone tz);
 std::string FormatTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::vector<std::string>>>& rows);
 
-}  // namespace manta::cli
+}  // namespace manta::state

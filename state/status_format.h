@@ -60,9 +60,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/cluster_view.h"
+#include "state/cluster_view.h"
 
-namespace manta::cli {
+namespace manta::state {
 
 // At most this many lines under "Recent failures".
 inline constexpr int kMaxFailuresShown = 20;
@@ -77,6 +77,11 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
 // Python's str(datetime): "2025-01-14 22:45:21.485617".
 std::string FormatTimestamp(absl::Time t, absl::TimeZone tz);
 
+// A draining node's STATE_MESSAGE (`manta list nodes`) and its line under
+// "Draining:": "draining: <reason> (deadline <time in `tz`, to the
+// second>)", or "draining: <reason>" without a deadline.
+std::string FormatDrainMessage(const NodeView& node, absl::TimeZone tz);
+
 // Ray's memory amounts: "0B", "512B", "1.50KiB", "16.00GiB", "2.00TiB".
 std::string FormatMemory(double bytes);
 
@@ -90,4 +95,4 @@ std::vector<std::pair<std::map<std::string, double>, int>> CountBundleShapes(con
 // Python's repr of a string: single quotes unless the text holds one.
 std::string PythonRepr(const std::string& s);
 
-}  // namespace manta::cli
+}  // namespace manta::state

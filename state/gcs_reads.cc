@@ -1,37 +1,23 @@
-#include "cli/gcs_client.h"
+#include "state/gcs_reads.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "cli/list_actors_client.h"
 #include "common/id.h"
 #include "common/status.h"
 #include "gcs/client/sync_gcs_client.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 using gcs::GcsClient;
 using gcs::SyncGcsClient;
 
-absl::Status CallError(const std::string& address, const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return absl::UnavailableError(absl::StrCat("cannot reach the GCS at ", address, ": ", s.message()));
-    case absl::StatusCode::kUnauthenticated:
-      return absl::UnauthenticatedError(absl::StrCat("the GCS at ", address, " refused the request (", s.message(),
-                                                     "); set MANTA_TOKEN or use the cluster's token file"));
-    default:
-      return absl::Status(s.code(), absl::StrCat("the GCS at ", address, " failed: ", s.message()));
-  }
-}
-
-// One call, waited for; its errors in the CLI's words.
+// One call, waited for; its errors as GcsCallError's.
 template <typename Reply>
 absl::StatusOr<Reply> Call(SyncGcsClient& gcs, SyncGcsClient::Start<Reply> start) {
   auto reply = gcs.Call<Reply>(std::move(start));
-  if (!reply.ok()) return CallError(gcs.address(), reply.status());
+  if (!reply.ok()) return GcsCallError(gcs.address(), reply.status());
   return reply;
 }
 
@@ -114,6 +100,19 @@ TrainRunView ToView(const rpc::TrainRunInfo& r) {
 
 }  // namespace
 
+absl::Status GcsCallError(const std::string& address, const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::UnavailableError(absl::StrCat("cannot reach the GCS at ", address, ": ", s.message()));
+    case absl::StatusCode::kUnauthenticated:
+      return absl::UnauthenticatedError(absl::StrCat("the GCS at ", address, " refused the request (", s.message(),
+                                                     "); set MANTA_TOKEN or use the cluster's token file"));
+    default:
+      return absl::Status(s.code(), absl::StrCat("the GCS at ", address, " failed: ", s.message()));
+  }
+}
+
 absl::StatusOr<ClusterView> FetchClusterView(const std::string& address, const std::string& token,
                                              absl::Duration timeout, bool summary) {
   // No token: answered only by a GCS that checks none.
@@ -153,8 +152,8 @@ absl::StatusOr<ClusterView> FetchClusterView(SyncGcsClient& gcs, const ClusterVi
   auto nodes = nodes_call->Wait(wait);
   auto resources = resources_call->Wait(wait);
   const bool probe_ok = probe_call != nullptr && probe_call->Wait(wait).ok();
-  if (!nodes.ok()) return CallError(address, nodes.status());
-  if (!resources.ok()) return CallError(address, resources.status());
+  if (!nodes.ok()) return GcsCallError(address, nodes.status());
+  if (!resources.ok()) return GcsCallError(address, resources.status());
 
   ClusterView view;
   view.auth_disabled = summary && probe_ok;
@@ -199,26 +198,6 @@ absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std
                                             [](GcsClient& c, auto done) { c.GetClusterId(std::move(done)); });
   if (!reply.ok()) return reply.status();
   return ToHex(reply->cluster_id());
-}
-
-absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token, absl::Duration timeout,
-                                          const std::string& node_id_hex, const std::string& reason,
-                                          int64_t deadline_ms) {
-  auto id = FromHex(node_id_hex);
-  if (!id.ok()) return absl::InvalidArgumentError("node id " + node_id_hex + " is not hexadecimal");
-  rpc::DrainNodeRequest request;
-  request.set_node_id(*id);
-  request.set_reason(reason);
-  request.set_deadline_ms(deadline_ms);
-  auto reply = Connect(address, token, timeout)->Call<rpc::DrainNodeReply>([request, timeout](GcsClient& c, auto done) {
-    c.DrainNode(request, timeout, std::move(done));
-  });
-  if (!reply.ok()) {
-    // The GCS's own words for a request it refused (bad reason, unknown node).
-    if (absl::IsInvalidArgument(reply.status()) || absl::IsNotFound(reply.status())) return reply.status();
-    return CallError(address, reply.status());
-  }
-  return DrainNodeResult{reply->accepted(), reply->rejection_reason()};
 }
 
 absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, const std::string& token,
@@ -329,4 +308,4 @@ absl::StatusOr<TaskList> FetchTasks(SyncGcsClient& gcs, int limit) {
   return out;
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

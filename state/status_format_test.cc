@@ -1,4 +1,4 @@
-#include "cli/status_format.h"
+#include "state/status_format.h"
 
 #include <string>
 #include <tuple>
@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/placement_group_resources.h"
-#include "cli/test_times.h"
 #include "gtest/gtest.h"
+#include "state/test_times.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 std::string Hex(char c) { return std::string(56, c); }
@@ -369,4 +369,4 @@ TEST(StatusFormatTest, PythonReprQuotes) {
 }
 
 }  // namespace
-}  // namespace manta::cli
+}  // namespace manta::state

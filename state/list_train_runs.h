@@ -23,7 +23,7 @@
 // GCS's: oldest first).
 //
 // Plain types only, so formatting and its tests need neither gRPC nor
-// protobuf; FetchTrainRuns in cli/gcs_client.h fetches them.
+// protobuf; FetchTrainRuns in state/gcs_reads.h fetches them.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
-namespace manta::cli {
+namespace manta::state {
 
 struct TrainWorkerView {
   int world_rank = 0;
@@ -102,4 +102,4 @@ std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs);
 // The same as a JSON array (the dashboard's State API serves it).
 nlohmann::json TrainRunListJson(const std::vector<TrainRunView>& runs);
 
-}  // namespace manta::cli
+}  // namespace manta::state

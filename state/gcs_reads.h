@@ -1,24 +1,33 @@
 // The reads of the GCS behind `manta status` and `manta list`, and the
 // dashboard's State API: blocking calls through a SyncGcsClient (or, in the
-// forms taking an address, a client of their own with `timeout` per call).
-// gRPC stays in the .cc so that the rest of the CLI compiles quickly.
+// forms taking an address, a client of their own with `timeout` per call),
+// each answer in the plain views that state/'s formatting takes. gRPC stays
+// in the .cc, so that what includes this header compiles quickly.
 //
 //   ASSIGN_OR_RETURN(ClusterView view, FetchClusterView("127.0.0.1:6379", token, absl::Seconds(5)));
+//   ASSIGN_OR_RETURN(auto actors, FetchActors("127.0.0.1:6379", token, absl::Seconds(5), 100));
+//
+// Every call blocks until the GCS answers or the deadline passes: call from
+// a thread that may wait (the CLI's, the dashboard's HTTP handlers), never
+// from a SyncGcsClient's loop thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/cluster_view.h"
-#include "cli/list_train_runs.h"
+#include "state/cluster_view.h"
+#include "state/list_actors.h"
+#include "state/list_train_runs.h"
 
 namespace manta::gcs {
 class SyncGcsClient;
 }
 
-namespace manta::cli {
+namespace manta::state {
 
 struct ClusterViewOptions {
   bool summary = false;  // as FetchClusterView's below
@@ -43,19 +52,23 @@ absl::StatusOr<ClusterView> FetchClusterView(gcs::SyncGcsClient& gcs, const Clus
 absl::StatusOr<std::string> FetchClusterId(const std::string& address, const std::string& token,
                                            absl::Duration timeout);
 
-struct DrainNodeResult {
-  bool accepted = false;
-  std::string rejection_reason;  // when not accepted
-};
-
-// Asks the GCS to drain node `node_id_hex` (a full hex id) for `reason`
-// until `deadline_ms` (unix epoch; 0: none). A dead node is a result with
-// accepted = false. Errors: the GCS's InvalidArgument (bad reason or
-// deadline) and NotFound (unknown node) with its message; the rest as
+// Up to `limit` actors (<= 0: all), in registration order. Errors as
 // FetchClusterView's.
-absl::StatusOr<DrainNodeResult> DrainNode(const std::string& address, const std::string& token, absl::Duration timeout,
-                                          const std::string& node_id_hex, const std::string& reason,
-                                          int64_t deadline_ms);
+absl::StatusOr<std::vector<ActorView>> FetchActors(const std::string& address, const std::string& token,
+                                                   absl::Duration timeout, int limit);
+// Through `gcs`; `total` (optional): how many there are, past the limit too.
+absl::StatusOr<std::vector<ActorView>> FetchActors(gcs::SyncGcsClient& gcs, int limit, int64_t* total = nullptr);
+
+struct TaskList {
+  std::vector<TaskView> tasks;
+  int64_t num_dropped = 0;
+  int64_t total = 0;  // retained, past the limit too
+};
+// Up to `limit` task attempts (<= 0: all), oldest first. Errors as
+// FetchClusterView's.
+absl::StatusOr<TaskList> FetchTasks(const std::string& address, const std::string& token, absl::Duration timeout,
+                                    int limit);
+absl::StatusOr<TaskList> FetchTasks(gcs::SyncGcsClient& gcs, int limit);
 
 // Up to `limit` placement groups (<= 0: all), of every job, in creation
 // order. Errors as FetchClusterView's.
@@ -73,4 +86,10 @@ absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(const std::string& addr
 // With `with_metrics`, each run's metrics series too.
 absl::StatusOr<std::vector<TrainRunView>> FetchTrainRuns(gcs::SyncGcsClient& gcs, int limit, bool with_metrics = false);
 
-}  // namespace manta::cli
+// A failed call to the GCS at `address` in the words these reads answer
+// with: Unavailable when the GCS cannot be reached (unavailable or past the
+// deadline), Unauthenticated when it refuses the token (with how to give
+// the right one), else the call's code; the message names the address.
+absl::Status GcsCallError(const std::string& address, const absl::Status& s);
+
+}  // namespace manta::state

@@ -1,12 +1,12 @@
-#include "cli/list_actors.h"
+#include "state/list_actors.h"
 
 #include "absl/strings/str_cat.h"
-#include "cli/list_format.h"
-#include "cli/status_format.h"
 #include "common/resources.h"
 #include "nlohmann/json.hpp"
+#include "state/list_format.h"
+#include "state/status_format.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 std::vector<std::string> ResourceLines(const std::map<std::string, double>& resources) {
@@ -117,4 +117,4 @@ std::string FormatTaskListJson(const std::vector<TaskView>& tasks) {
   return TaskListJson(tasks).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

@@ -1,10 +1,10 @@
-#include "cli/list_train_runs.h"
+#include "state/list_train_runs.h"
 
 #include "absl/strings/str_cat.h"
-#include "cli/list_format.h"
 #include "nlohmann/json.hpp"
+#include "state/list_format.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 // A table cell line: the text up to its first line break.
@@ -137,4 +137,4 @@ std::string FormatTrainRunListJson(const std::vector<TrainRunView>& runs) {
   return TrainRunListJson(runs).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

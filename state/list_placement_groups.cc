@@ -1,13 +1,13 @@
-#include "cli/list_placement_groups.h"
+#include "state/list_placement_groups.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "cli/list_format.h"
-#include "cli/status_format.h"
 #include "nlohmann/json.hpp"
+#include "state/list_format.h"
+#include "state/status_format.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 // "{'manta.io/tpu-slice-name': 'tpu-group-0'}".
@@ -101,4 +101,4 @@ std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& 
   return PlacementGroupListJson(groups).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

@@ -1,4 +1,4 @@
-#include "cli/status_format.h"
+#include "state/status_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cli/drain_node.h"
 #include "common/placement_group_resources.h"
 #include "common/resources.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 // Quantities are summed in fixed point so that used = total - available has
@@ -113,6 +112,15 @@ std::string FormatTimestamp(absl::Time t, absl::TimeZone tz) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E6S", t, tz);
 }
 
+std::string FormatDrainMessage(const NodeView& node, absl::TimeZone tz) {
+  std::string out = "draining: " + node.drain_reason;
+  if (node.drain_deadline_ms > 0) {
+    absl::StrAppend(&out, " (deadline ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(node.drain_deadline_ms), tz), ")");
+  }
+  return out;
+}
+
 std::string FormatMemory(double bytes) {
   static constexpr std::pair<const char*, double> kUnits[] = {
       {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}};
@@ -204,4 +212,4 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
   return out;
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace manta::cli {
+namespace manta::state {
 
 // One entry of the GCS node table.
 struct NodeView {
@@ -86,4 +86,4 @@ struct ClusterView {
   bool auth_disabled = false;
 };
 
-}  // namespace manta::cli
+}  // namespace manta::state

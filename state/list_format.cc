@@ -1,4 +1,4 @@
-#include "cli/list_format.h"
+#include "state/list_format.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,13 +7,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/drain_node.h"
-#include "cli/status_format.h"
 #include "common/resources.h"
-#include "nlohmann/json.hpp"
 #include "common/utf8.h"
+#include "nlohmann/json.hpp"
+#include "state/status_format.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 std::vector<const NodeView*> Ordered(const std::vector<NodeView>& nodes) {
@@ -191,4 +190,4 @@ std::string FormatJobList(const nlohmann::json& jobs, absl::TimeZone tz) {
   return out;
 }
 
-}  // namespace manta::cli
+}  // namespace manta::state

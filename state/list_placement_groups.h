@@ -24,8 +24,8 @@
 // (labels only when the bundle has a selector, node only once placed).
 // Groups are listed in the order given (the GCS's: creation order).
 //
-// Plain types only (cli/cluster_view.h), so formatting and its tests need
-// neither gRPC nor protobuf; FetchPlacementGroups in cli/gcs_client.h
+// Plain types only (state/cluster_view.h), so formatting and its tests need
+// neither gRPC nor protobuf; FetchPlacementGroups in state/gcs_reads.h
 // fetches them.
 #pragma once
 
@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/cluster_view.h"
 #include "nlohmann/json.hpp"
+#include "state/cluster_view.h"
 
-namespace manta::cli {
+namespace manta::state {
 
 // `limit` is what was asked for: when the list reached it, a note says it
 // may be truncated.
@@ -51,4 +51,4 @@ std::string FormatPlacementGroupListJson(const std::vector<PlacementGroupView>& 
 // The same as a JSON array (the dashboard's State API serves it).
 nlohmann::json PlacementGroupListJson(const std::vector<PlacementGroupView>& groups);
 
-}  // namespace manta::cli
+}  // namespace manta::state

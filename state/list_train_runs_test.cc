@@ -1,10 +1,10 @@
-#include "cli/list_train_runs.h"
+#include "state/list_train_runs.h"
 
-#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "state/test_times.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 TrainWorkerView Worker(int rank, const std::string& ip, int pid, int slice_id, const std::string& slice_name) {
@@ -137,4 +137,4 @@ TEST(ListTrainRunsTest, JsonHasRayTrainRunShape) {
 }
 
 }  // namespace
-}  // namespace manta::cli
+}  // namespace manta::state

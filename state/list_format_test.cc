@@ -1,13 +1,13 @@
-#include "cli/list_format.h"
+#include "state/list_format.h"
 
 #include <algorithm>
 
-#include "nlohmann/json.hpp"
-#include "cli/test_times.h"
 #include "common/utf8.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "state/test_times.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 std::vector<NodeView> Nodes() {
@@ -105,4 +105,4 @@ TEST(ListFormatTest, NothingAUserNamedReachesTheTerminalRaw) {
 }
 
 }  // namespace
-}  // namespace manta::cli
+}  // namespace manta::state

@@ -1,10 +1,10 @@
-#include "cli/list_placement_groups.h"
+#include "state/list_placement_groups.h"
 
-#include "cli/test_times.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "state/test_times.h"
 
-namespace manta::cli {
+namespace manta::state {
 namespace {
 
 BundleView Bundle(int index, std::map<std::string, double> resources, std::string node_id = "") {
@@ -113,4 +113,4 @@ TEST(ListPlacementGroupsTest, JsonHasEveryField) {
 }
 
 }  // namespace
-}  // namespace manta::cli
+}  // namespace manta::state
