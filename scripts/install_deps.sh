@@ -6,8 +6,9 @@
 #   scripts/install_deps.sh --test   # and what the test suite starts or drives
 set -euo pipefail
 
-# Building and running: compilers, the libraries, and uPlot, which the
-# dashboard's page embeds at build time.
+# Building and running: compilers, the libraries, Python's headers and the
+# packages the Python front end uses, and uPlot, which the dashboard's page
+# embeds at build time.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -15,6 +16,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcpp-httplib-dev libmsgpack-cxx-dev libtcmalloc-minimal4 procps libhiredis-dev libnghttp2-dev
   libssl-dev
+  python3-dev python3-venv pybind11-dev python3-cloudpickle python3-numpy python3-msgpack
 )
 NODE_TOOLS=(uplot@1.6.32)
 
@@ -24,7 +26,7 @@ NODE_TOOLS=(uplot@1.6.32)
 # schemas, playwright-core (which drives Debian's chromium and downloads no
 # browser) and llama.cpp as node-llama-cpp with its prebuilt x64 library only
 # (the peer that loads Manta's GGUF exports).
-TEST_PACKAGES=(redis-server prometheus chromium yamllint clang curl)
+TEST_PACKAGES=(redis-server prometheus chromium yamllint clang curl python3-pytest python3-grpcio)
 TEST_NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 playwright-core@1.65.1 node-llama-cpp@3.22.1
                  @node-llama-cpp/linux-x64@3.22.1)
 
