@@ -22,8 +22,8 @@
 
 `from_error(error_type, message, data)` turns an error of the core worker
 (its ErrorType code, message and payload) into one of these;
-`make_task_error(exc, ...)` builds, in a worker, the payload of an
-application error. Every class pickles and unpickles (the state is restored
+`make_task_error(exc, ...)` builds, in a worker, the RayTaskError whose
+cloudpickle is the payload of an application error. Every class pickles and unpickles (the state is restored
 without calling __init__, so subclasses may have any signature).
 
 Only the standard library is needed to import this module; cloudpickle is
@@ -481,13 +481,16 @@ def _cloudpickle():
 
 def make_task_error(exc, function_name, traceback_text=None, pid=None, ip=None, actor_repr=None,
                     actor_id=None):
-    """The payload of an application error: a cloudpickled RayTaskError.
+    """The RayTaskError a worker sends back when `function_name` raised `exc`;
+    its cloudpickled bytes are the payload of an application error, which
+    from_error(ErrorType.APPLICATION_ERROR, message, payload) turns back into
+    the exception to raise.
 
-    Called in a worker when `function_name` raised `exc`. `traceback_text`
-    defaults to the formatted traceback of `exc`. A RayTaskError raised by a
+    `traceback_text` defaults to the formatted traceback of `exc`; `pid` and
+    `ip` (empty: unknown) to this process's. A RayTaskError raised by a
     nested get keeps its original cause, so the caller still gets the user's
-    class. A cause that cannot be pickled is replaced by a RayError holding
-    its text. Returns bytes for from_error(ErrorType.APPLICATION_ERROR, ...).
+    class. The result always pickles: a cause that cannot be pickled, even
+    field by field, is replaced by a RayError holding its text.
     """
     if traceback_text is None:
         traceback_text = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -497,13 +500,8 @@ def make_task_error(exc, function_name, traceback_text=None, pid=None, ip=None, 
         cp.loads(cp.dumps(_Cause(cause)))
     except Exception as e:  # noqa: BLE001 - any failure means "not transportable"
         cause = RayError(f"{type(cause).__name__}: {cause} (the exception could not be pickled: {e})")
-    error = RayTaskError(function_name, traceback_text, cause, pid=pid, ip=ip, actor_repr=actor_repr,
-                         actor_id=actor_id)
-    try:
-        return cp.dumps(error)
-    except Exception:  # noqa: BLE001
-        error.cause = RayError(f"{type(cause).__name__}: {cause}")
-        return cp.dumps(error)
+    return RayTaskError(function_name, traceback_text, cause, pid=pid or None, ip=ip or None,
+                        actor_repr=actor_repr, actor_id=actor_id)
 
 
 def _task_error_from(message, data):

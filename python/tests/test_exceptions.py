@@ -29,7 +29,8 @@ def _task_payload(exc, function_name="f", pid=4242, ip="10.1.2.3"):
     try:
         _raise(exc)
     except BaseException as e:  # noqa: BLE001
-        return E.make_task_error(e, function_name, None, pid, ip)
+        # What the worker sends: the cloudpickled error make_task_error builds.
+        return cloudpickle.dumps(E.make_task_error(e, function_name, None, pid, ip))
 
 
 @pytest.mark.parametrize("child, parents", [
@@ -56,6 +57,16 @@ def test_hierarchy(child, parents):
     for parent in parents:
         assert issubclass(child, parent)
     assert issubclass(child, Exception)
+
+
+def test_make_task_error_defaults():
+    try:
+        _raise(KeyError("k"))
+    except KeyError as e:
+        err = E.make_task_error(e, "g", None, 0, "")
+    assert type(err) is E.RayTaskError and isinstance(err.cause, KeyError)
+    assert err.pid > 0 and err.ip  # unknown pid and ip are this process's
+    assert "in _raise" in err.traceback_str
 
 
 def test_manta_error_is_ray_error():
