@@ -23,8 +23,9 @@
 `from_error(error_type, message, data)` turns an error of the core worker
 (its ErrorType code, message and payload) into one of these;
 `make_task_error(exc, ...)` builds, in a worker, the RayTaskError whose
-cloudpickle is the payload of an application error. Every class pickles and unpickles (the state is restored
-without calling __init__, so subclasses may have any signature).
+cloudpickle is the payload of an application error. Every class pickles
+and unpickles (the state is restored without calling __init__, so
+subclasses may have any signature).
 
 Only the standard library is needed to import this module; cloudpickle is
 imported when a payload is made or read.
