@@ -51,15 +51,15 @@ void RegisterFunctions() {
   static const bool once = [] {
     auto& r = internal::FunctionRegistry::Instance();
     static const char keys[4] = {};
-    r.RegisterFunction("echo", &keys[0], [](const internal::ArgViews& args) -> absl::StatusOr<std::string> {
+    r.RegisterFunction("echo", &keys[0], [](const internal::ArgViews& args) -> absl::StatusOr<internal::ReturnValues> {
       std::string out;
       for (std::string_view a : args) out.append(a.substr(0, 64));
-      return out;
+      return internal::ReturnValues{out};
     });
-    r.RegisterFunction("big", &keys[1], [](const internal::ArgViews&) -> absl::StatusOr<std::string> {
-      return std::string(kInlineLimit + 1, 'b');
+    r.RegisterFunction("big", &keys[1], [](const internal::ArgViews&) -> absl::StatusOr<internal::ReturnValues> {
+      return internal::ReturnValues{std::string(kInlineLimit + 1, 'b')};
     });
-    r.RegisterFunction("fail", &keys[2], [](const internal::ArgViews&) -> absl::StatusOr<std::string> {
+    r.RegisterFunction("fail", &keys[2], [](const internal::ArgViews&) -> absl::StatusOr<internal::ReturnValues> {
       return absl::InvalidArgumentError("fails on purpose");
     });
     struct Acc {
@@ -69,10 +69,10 @@ void RegisterFunctions() {
       return std::static_pointer_cast<void>(std::make_shared<Acc>());
     });
     r.RegisterActorMethod("Acc.add", "Acc.add",
-                          [](void* self, const internal::ArgViews& args) -> absl::StatusOr<std::string> {
+                          [](void* self, const internal::ArgViews& args) -> absl::StatusOr<internal::ReturnValues> {
                             auto* acc = static_cast<Acc*>(self);
                             if (!args.empty() && acc->log.size() < 4096) acc->log.append(args[0].substr(0, 16));
-                            return acc->log;
+                            return internal::ReturnValues{acc->log};
                           });
     return true;
   }();
@@ -204,6 +204,7 @@ class World final : public TaskHost {
     refs_.HandOverNested(spec, std::move(refs), ret);
   }
   void DropRef(const ObjectId& id) override { refs_.RemoveLocalReference(id); }
+  void AddRef(const ObjectId& id) override { refs_.AddLocalReference(id); }
   void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) override {
     objects_.HoldForOwner(id, std::move(value));
     *location = self_;

@@ -1,5 +1,7 @@
-// The ErrorType payload of statuses returned by the core worker: key
-// "manta.error_type", value the decimal ErrorType.
+// The payloads of statuses returned by the core worker: the ErrorType
+// (key "manta.error_type", value the decimal ErrorType) and the front end's
+// bytes (kErrorDataPayloadUrl).
+#include <optional>
 #include <string>
 
 #include "absl/strings/cord.h"
@@ -10,6 +12,7 @@ namespace manta::core {
 namespace {
 
 constexpr char kErrorTypePayload[] = "manta.error_type";
+constexpr char kRetryablePayload[] = "manta.retryable";
 
 absl::StatusCode CodeFor(ErrorType type) {
   switch (type) {
@@ -52,6 +55,29 @@ absl::Status MakeError(ErrorType type, const std::string& message) {
   absl::Status status(CodeFor(type), message);
   status.SetPayload(kErrorTypePayload, absl::Cord(std::to_string(static_cast<int>(type))));
   return status;
+}
+
+absl::Status MakeApplicationError(const std::string& message, std::string data) {
+  return WithErrorData(MakeError(ErrorType::kApplicationError, message), data);
+}
+
+absl::Status WithErrorData(absl::Status status, const std::string& data) {
+  if (status.ok() || data.empty()) return status;
+  status.SetPayload(kErrorDataPayloadUrl, absl::Cord(data));
+  return status;
+}
+
+absl::Status MarkRetryable(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kRetryablePayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsMarkedRetryable(const absl::Status& status) { return status.GetPayload(kRetryablePayload).has_value(); }
+
+std::optional<std::string> ErrorData(const absl::Status& status) {
+  auto payload = status.GetPayload(kErrorDataPayloadUrl);
+  if (!payload.has_value()) return std::nullopt;
+  return std::string(*payload);
 }
 
 }  // namespace manta::core

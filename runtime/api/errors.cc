@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "manta/api.h"
 #include "manta/internal/invoke.h"
 #include "manta/serialization.h"
@@ -39,9 +40,26 @@ void ThrowError(const absl::Status& status) {
   throw TaskError(status);
 }
 
+namespace {
+
+// Whether the running task retries exceptions of type `type` (its filter
+// lists type names, one per line).
+bool RetriesType(const std::string& type) {
+  const core::TaskContext* context = core::CurrentTaskContext();
+  if (context == nullptr || !context->retry_exceptions) return false;
+  for (absl::string_view name : absl::StrSplit(context->retry_exception_filter, '\n', absl::SkipEmpty())) {
+    if (name == type) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status UserError(const std::string& function, const std::exception& e) {
-  return core::MakeError(ErrorType::kApplicationError,
-                         absl::StrCat(function, " raised ", TypeName(typeid(e)), ": ", e.what()));
+  const std::string type = TypeName(typeid(e));
+  absl::Status error =
+      core::MakeError(ErrorType::kApplicationError, absl::StrCat(function, " raised ", type, ": ", e.what()));
+  return RetriesType(type) ? core::MarkRetryable(std::move(error)) : error;
 }
 
 absl::Status UnknownUserError(const std::string& function) {

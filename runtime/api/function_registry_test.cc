@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "manta/remote.h"
@@ -50,15 +51,15 @@ TEST(FunctionRegistryTest, FunctionInvokerDecodesAndEncodes) {
   const FunctionInvoker* triple = FunctionRegistry::Instance().FindFunction("Triple");
   ASSERT_NE(triple, nullptr);
   std::string arg = Bytes(7);
-  absl::StatusOr<std::string> result = (*triple)({arg});
+  absl::StatusOr<ReturnValues> result = (*triple)({arg});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(*Deserialize<int>(*result), 21);
+  EXPECT_EQ(*Deserialize<int>(result->at(0)), 21);
 }
 
 TEST(FunctionRegistryTest, UserExceptionIsApplicationErrorWithNameAndMessage) {
   const FunctionInvoker* throws = FunctionRegistry::Instance().FindFunction("Throws");
   std::string arg = Bytes(9);
-  absl::StatusOr<std::string> result = (*throws)({arg});
+  absl::StatusOr<ReturnValues> result = (*throws)({arg});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(core::GetErrorType(result.status()), core::ErrorType::kApplicationError);
   EXPECT_EQ(result.status().message(), "Throws raised std::out_of_range: index 9 too large");
@@ -67,8 +68,8 @@ TEST(FunctionRegistryTest, UserExceptionIsApplicationErrorWithNameAndMessage) {
 TEST(FunctionRegistryTest, ReturnedStatusIsApplicationError) {
   const FunctionInvoker* checked = FunctionRegistry::Instance().FindFunction("Checked");
   std::string good = Bytes(4), bad = Bytes(-1);
-  EXPECT_EQ(*Deserialize<int>(*(*checked)({good})), 4);
-  absl::StatusOr<std::string> result = (*checked)({bad});
+  EXPECT_EQ(*Deserialize<int>((*checked)({good})->at(0)), 4);
+  absl::StatusOr<ReturnValues> result = (*checked)({bad});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(core::GetErrorType(result.status()), core::ErrorType::kApplicationError);
   EXPECT_NE(result.status().message().find("Checked returned INVALID_ARGUMENT: negative"), std::string::npos)
@@ -79,7 +80,7 @@ TEST(FunctionRegistryTest, BadArgumentsAreErrorsNotCrashes) {
   const FunctionInvoker* triple = FunctionRegistry::Instance().FindFunction("Triple");
   EXPECT_FALSE((*triple)({}).ok());
   std::string text = *Serialize(std::string("seven"));
-  absl::StatusOr<std::string> result = (*triple)({text});
+  absl::StatusOr<ReturnValues> result = (*triple)({text});
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().message().find("Triple: bad arguments: argument 1"), std::string::npos)
       << result.status();
@@ -92,9 +93,9 @@ TEST(FunctionRegistryTest, FactoryAndMethods) {
   ASSERT_TRUE(widget.ok());
   std::string renamed = *Serialize(std::string("cog"));
   ASSERT_TRUE((*registry.FindActorMethod("Widget::Rename"))(widget->get(), {renamed}).ok());
-  absl::StatusOr<std::string> result = (*registry.FindActorMethod("Widget::Name"))(widget->get(), {});
+  absl::StatusOr<ReturnValues> result = (*registry.FindActorMethod("Widget::Name"))(widget->get(), {});
   ASSERT_TRUE(result.ok());
-  EXPECT_EQ(*Deserialize<std::string>(*result), "cog");
+  EXPECT_EQ(*Deserialize<std::string>(result->at(0)), "cog");
 }
 
 TEST(FunctionRegistryDeathTest, DuplicateNameAborts) {

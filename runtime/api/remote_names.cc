@@ -101,7 +101,12 @@ absl::StatusOr<std::string> CallLocal(const std::string& name, const std::vector
   const FunctionInvoker* f = FunctionRegistry::Instance().FindFunction(name);
   if (f == nullptr) return absl::NotFoundError("no remote function '" + name + "' in this program");
   ArgViews views(args.begin(), args.end());
-  return (*f)(views);
+  absl::StatusOr<ReturnValues> values = (*f)(views);
+  if (!values.ok()) return values.status();
+  if (values->size() != 1) {
+    return absl::InternalError("'" + name + "' returned " + std::to_string(values->size()) + " values, not one");
+  }
+  return std::move(values->front());
 }
 
 }  // namespace manta::internal

@@ -255,7 +255,7 @@ void ActorSubmitter::OnNewIncarnation(Actor& a, const std::string& address) {
 // ---------------------------------------------------------------- calls
 
 void ActorSubmitter::Submit(const ActorId& actor, rpc::TaskSpec spec, const std::vector<ObjectId>& contained) {
-  deps_.store->Expect(ReturnObjectId(spec.task_id(), 1));
+  for (int i = 1; i <= NumReturns(spec); ++i) deps_.store->Expect(ReturnObjectId(spec.task_id(), i));
   // Its owned arguments are waited for; its references kept until it is done.
   const bool resolve = resolver_->HasOwnedRefArgs(spec);
   deps_.refs->HoldArgs(spec.task_id(), spec, contained);

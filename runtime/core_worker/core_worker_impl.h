@@ -112,12 +112,13 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   bool Stop();
 
   // --- CoreWorker ---
-  absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
-                                           const TaskOptions& options) override;
+  absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name, std::vector<Arg> args,
+                                                        const TaskOptions& options) override;
   absl::StatusOr<ActorId> CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                       const ActorOptions& options) override;
-  absl::StatusOr<ObjectRefInfo> SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                                std::vector<Arg> args) override;
+  absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                                                             std::vector<Arg> args,
+                                                             const ActorTaskOptions& options) override;
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;

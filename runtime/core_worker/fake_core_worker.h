@@ -8,8 +8,11 @@
 //   FakeCoreWorker::Uninstall();
 //
 // What it models:
-//   * retries: a task whose run fails with kWorkerDied/kNodeDied (injected)
-//     is run again up to TaskOptions::max_retries times;
+//   * retries: a task whose run fails with kWorkerDied/kNodeDied (injected),
+//     or with an application error under retry_exceptions (as the real
+//     worker decides), is run again up to TaskOptions::max_retries times;
+//   * several returns (num_returns) and the task context invokers read
+//     (CurrentTaskContext: attempt, num_returns, retry filter, resources);
 //   * actors: a failing factory leaves the actor dead; KillActor, and
 //     KillActorProcess (a crash, which restarts up to max_restarts by
 //     rerunning the factory), make later calls fail with kActorDied;
@@ -50,6 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "manta/internal/cluster_state.h"
 #include "manta/internal/core_worker.h"
+#include "manta/internal/function_registry.h"
 
 namespace manta::core {
 
@@ -110,12 +114,13 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   std::vector<PlacementGroupData> CreatedPlacementGroups() const;
 
   // ---- CoreWorker ------------------------------------------------------------
-  absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
-                                           const TaskOptions& options) override;
+  absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name, std::vector<Arg> args,
+                                                        const TaskOptions& options) override;
   absl::StatusOr<ActorId> CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                       const ActorOptions& options) override;
-  absl::StatusOr<ObjectRefInfo> SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                                std::vector<Arg> args) override;
+  absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor, const std::string& method_name,
+                                                             std::vector<Arg> args,
+                                                             const ActorTaskOptions& options) override;
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;
@@ -174,14 +179,23 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   // A new pending object; the API's ObjectRef adds the first reference.
   ObjectId NewObject() ABSL_LOCKS_EXCLUDED(mu_);
   void Complete(const ObjectId& id, absl::StatusOr<std::string> value) ABSL_LOCKS_EXCLUDED(mu_);
+  // Completes each of `ids` with its value of `values`, or all with the
+  // error (also when the count differs, naming `name`).
+  void CompleteAll(const std::vector<ObjectId>& ids, const std::string& name,
+                   absl::StatusOr<internal::ReturnValues> values) ABSL_LOCKS_EXCLUDED(mu_);
+  // `n` new pending objects, as refs owned here.
+  std::vector<ObjectId> NewObjects(int n) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<ObjectRefInfo> RefsTo(const std::vector<ObjectId>& ids) const;
   // Runs `run` now, or queues it when `name` is held.
   void RunOrHold(const std::string& name, std::function<void()> run) ABSL_LOCKS_EXCLUDED(mu_);
   // The values of `args` (refs resolved), or the error of a ref.
   absl::StatusOr<std::vector<std::string>> ResolveArgs(const std::vector<Arg>& args) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a run of `name`; the injected failure for it, if any.
   absl::Status TakeInjected(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
-  void RunTask(const ObjectId& id, const std::string& name, const std::vector<Arg>& args, int max_retries);
-  void RunActorTask(const ObjectId& id, const ActorId& actor, const std::string& name, const std::vector<Arg>& args);
+  void RunTask(const std::vector<ObjectId>& ids, const std::string& name, const std::vector<Arg>& args,
+               const TaskOptions& options);
+  void RunActorTask(const std::vector<ObjectId>& ids, const ActorId& actor, const std::string& name,
+                    const std::vector<Arg>& args);
   // Runs the factory; on failure the actor is dead.
   void StartActor(const ActorId& actor) ABSL_LOCKS_EXCLUDED(mu_);
   // The injected error for GCS method `method`, if any.
@@ -215,6 +229,7 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   uint64_t next_group_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::pair<absl::Status, int>> gcs_errors_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TrainRunData> train_runs_ ABSL_GUARDED_BY(mu_);  // by run id
+  std::map<std::pair<std::string, std::string>, std::string> kv_ ABSL_GUARDED_BY(mu_);  // (ns, key)
   std::map<int64_t, std::function<void(const NodeEvent&)>> node_watches_ ABSL_GUARDED_BY(mu_);
   int64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   // Calls every watch with `node` as `kind` (mu_ not held).

@@ -57,7 +57,7 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
   }
   const rpc::ReturnObject& obj = reply.object();
   if (obj.error().type() != rpc::ErrorInfo::NONE) {
-    return MakeError(FromProtoErrorType(obj.error().type()), obj.error().message());
+    return FromErrorInfo(obj.error());
   }
   if (!obj.stored_remotely()) return std::make_shared<const std::string>(obj.data());
 
@@ -73,7 +73,7 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
   bool sized = false;
   while (reader->Read(&chunk)) {
     if (chunk.error().type() != rpc::ErrorInfo::NONE) {
-      return MakeError(FromProtoErrorType(chunk.error().type()), chunk.error().message());
+      return FromErrorInfo(chunk.error());
     }
     if (!sized) {
       if (chunk.total_size() < 0 || chunk.total_size() > (int64_t{1} << 40)) {
@@ -107,8 +107,7 @@ namespace {
 class ObjectWriter : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
  public:
   explicit ObjectWriter(const absl::Status& error) {
-    chunk_.mutable_error()->set_type(ToProtoErrorType(GetErrorType(error)));
-    chunk_.mutable_error()->set_message(std::string(error.message()));
+    ToErrorInfo(error, chunk_.mutable_error());
     done_ = true;
     MANTA_GRPC_HANDOFF_BEFORE();
     StartWrite(&chunk_);

@@ -81,8 +81,7 @@ void ObjectService::Fill(const ObjectId& id, const absl::StatusOr<Value>& v, con
                          rpc::ReturnObject* out) {
   out->set_object_id(id.Binary());
   if (!v.ok()) {
-    out->mutable_error()->set_type(ToProtoErrorType(GetErrorType(v.status())));
-    out->mutable_error()->set_message(std::string(v.status().message()));
+    ToErrorInfo(v.status(), out->mutable_error());
     return;
   }
   out->set_size(static_cast<int64_t>((*v)->size()));

@@ -61,18 +61,34 @@ void CoreWorkerImpl::AddCallerAndProgram(rpc::TaskSpec* spec) const {
   for (const auto& a : options_.worker_args) spec->add_worker_args(a);
 }
 
-absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitTask(const std::string& function_name, std::vector<Arg> args,
-                                                         const TaskOptions& options) {
+namespace {
+
+// Refs to the returns of `spec`, owned here (an empty owner address means
+// this process).
+std::vector<ObjectRefInfo> ReturnRefs(const rpc::TaskSpec& spec) {
+  std::vector<ObjectRefInfo> refs;
+  for (int i = 1; i <= NumReturns(spec); ++i) refs.push_back(ObjectRefInfo{ReturnObjectId(spec.task_id(), i), ""});
+  return refs;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitTask(const std::string& function_name,
+                                                                      std::vector<Arg> args,
+                                                                      const TaskOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
+  if (options.num_returns < 1) return absl::InvalidArgumentError("num_returns must be at least 1");
   std::vector<ObjectId> contained;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args), &contained);
   spec.set_max_retries(options.max_retries);
   // The worker sets these while the task runs.
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
-  const ObjectId ret = ReturnObjectId(spec.task_id(), 1);
+  spec.set_num_returns(options.num_returns);
+  spec.set_retry_exceptions(options.retry_exceptions);
+  spec.set_retry_exception_filter(options.retry_exception_filter);
+  std::vector<ObjectRefInfo> refs = ReturnRefs(spec);
   tasks_.Submit(std::move(spec), options, contained);
-  // Owned here: an empty owner address means this process.
-  return ObjectRefInfo{ret, std::string()};
+  return refs;
 }
 
 absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
@@ -101,15 +117,18 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   return id;
 }
 
-absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                                              std::vector<Arg> args) {
+absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitActorTask(const ActorId& actor,
+                                                                           const std::string& method_name,
+                                                                           std::vector<Arg> args,
+                                                                           const ActorTaskOptions& options) {
+  if (options.num_returns < 1) return absl::InvalidArgumentError("num_returns must be at least 1");
   std::vector<ObjectId> contained;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_TASK, method_name, std::move(args), &contained);
   spec.set_actor_id(actor.Binary());
-  const ObjectId ret = ReturnObjectId(spec.task_id(), 1);
+  spec.set_num_returns(options.num_returns);
+  std::vector<ObjectRefInfo> refs = ReturnRefs(spec);
   actors_.Submit(actor, std::move(spec), contained);
-  // Owned here: an empty owner address means this process.
-  return ObjectRefInfo{ret, std::string()};
+  return refs;
 }
 
 }  // namespace manta::core

@@ -9,7 +9,7 @@ void SubmitDeps::FailTask(const rpc::TaskSpec& spec, ErrorType type, const std::
   err.set_type(ToProtoErrorType(type));
   err.set_message(message);
   host->RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &err);
-  store->Fail(ReturnObjectId(spec.task_id(), 1), MakeError(type, message));
+  for (int i = 1; i <= NumReturns(spec); ++i) store->Fail(ReturnObjectId(spec.task_id(), i), MakeError(type, message));
   refs->ReleaseHeld(spec.task_id());
 }
 

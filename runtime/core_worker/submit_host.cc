@@ -69,7 +69,9 @@ std::unique_ptr<PushTransport::Host> CoreWorkerImpl::MakePushHost() { return std
 void CoreWorkerImpl::SettlePush(PushCall* call, std::vector<PushCall*>* to_start) {
   // Returns are stored first, so a waiting Get wakes while the bookkeeping
   // is done.
-  if (call->status.ok()) {
+  // A retryable application error with retries left stores nothing: the
+  // task runs again, holding its arguments.
+  if (call->status.ok() && !(call->queue != nullptr && TaskSubmitter::RetriesApplicationError(*call))) {
     HandleReturns(call->reply);
     refs_.ReleaseHeld(call->request.spec().task_id());
   }
@@ -88,7 +90,7 @@ void CoreWorkerImpl::HandleReturns(rpc::PushTaskReply& reply) {
     if (!id.ok()) continue;
     if (r.nested_size() > 0) refs_.HoldNested(*id, r);
     if (r.error().type() != rpc::ErrorInfo::NONE) {
-      store_.Fail(*id, MakeError(FromProtoErrorType(r.error().type()), r.error().message()));
+      store_.Fail(*id, FromErrorInfo(r.error()));
     } else if (!r.stored_remotely()) {
       store_.Put(*id, std::make_shared<const std::string>(std::move(*r.mutable_data())));
     } else {

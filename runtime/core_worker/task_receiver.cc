@@ -63,12 +63,18 @@ void RestoreEnv(const SavedEnv& saved) {
   }
 }
 
-void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, ErrorType type, const std::string& message) {
-  reply->mutable_error()->set_type(ToProtoErrorType(type));
-  reply->mutable_error()->set_message(message);
-  rpc::ReturnObject* r = reply->add_returns();
-  r->set_object_id(ReturnObjectId(spec.task_id(), 1).Binary());
-  *r->mutable_error() = reply->error();
+// The task failed: every return carries `error` (its type, message and the
+// front end's bytes).
+void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, const absl::Status& error,
+              bool retryable = false) {
+  ToErrorInfo(error, reply->mutable_error());
+  reply->mutable_error()->set_retryable(retryable);
+  reply->clear_returns();
+  for (int i = 1; i <= NumReturns(spec); ++i) {
+    rpc::ReturnObject* r = reply->add_returns();
+    r->set_object_id(ReturnObjectId(spec.task_id(), i).Binary());
+    *r->mutable_error() = reply->error();
+  }
 }
 
 }  // namespace
@@ -272,13 +278,15 @@ absl::Status TaskReceiver::ResolveArgs(const rpc::TaskSpec& spec, std::vector<Va
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TaskReceiver::CreateActor(const rpc::TaskSpec& spec, const internal::ArgViews& views) {
+absl::StatusOr<internal::ReturnValues> TaskReceiver::CreateActor(const rpc::TaskSpec& spec,
+                                                                 const internal::ArgViews& views) {
   const auto* f = internal::FunctionRegistry::Instance().FindActorFactory(spec.function_name());
   if (f == nullptr) return absl::NotFoundError("no actor factory '" + spec.function_name() + "' in this program");
   auto instance = (*f)(views);
   if (!instance.ok()) return instance.status();
   actor_ = *instance;
   actor_class_ = spec.actor_creation().class_name();
+  actor_resources_.insert(spec.resources().begin(), spec.resources().end());
   holds_actor_.store(true, std::memory_order_release);
   int concurrency = std::max(1, spec.actor_creation().max_concurrency());
   if (concurrency > 1) {
@@ -286,11 +294,28 @@ absl::StatusOr<std::string> TaskReceiver::CreateActor(const rpc::TaskSpec& spec,
     absl::MutexLock lock(&mu_);
     max_concurrency_ = concurrency;
   }
-  return std::string();
+  return internal::ReturnValues{std::string()};
 }
 
-absl::StatusOr<std::string> TaskReceiver::Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
-                                                 RefCollector* returned_refs) {
+TaskContext TaskReceiver::ContextOf(const rpc::TaskSpec& spec) const {
+  TaskContext c;
+  if (auto id = TaskId::FromBinary(spec.task_id()); id.ok()) c.task_id = *id;
+  if (auto id = ActorId::FromBinary(spec.actor_id()); id.ok()) c.actor_id = *id;
+  c.attempt = spec.attempt();
+  c.num_returns = NumReturns(spec);
+  c.retry_exceptions = spec.retry_exceptions();
+  c.retry_exception_filter = spec.retry_exception_filter();
+  if (spec.type() == rpc::TaskSpec::ACTOR_TASK) {
+    c.resources = actor_resources_;
+  } else {
+    c.resources.insert(spec.resources().begin(), spec.resources().end());
+  }
+  return c;
+}
+
+absl::StatusOr<internal::ReturnValues> TaskReceiver::Invoke(const rpc::TaskSpec& spec,
+                                                            const internal::ArgViews& views,
+                                                            RefCollector* returned_refs) {
   auto& registry = internal::FunctionRegistry::Instance();
   switch (spec.type()) {
     case rpc::TaskSpec::NORMAL_TASK: {
@@ -313,24 +338,53 @@ absl::StatusOr<std::string> TaskReceiver::Invoke(const rpc::TaskSpec& spec, cons
   }
 }
 
-void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::string> result,
+void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal::ReturnValues> result,
                              RefCollector* returned_refs, rpc::PushTaskReply* reply) {
-  if (!result.ok()) {
-    SetError(reply, spec, ErrorType::kApplicationError,
-             spec.function_name() + ": " + std::string(result.status().message()));
-    return;
+  const int n = NumReturns(spec);
+  if (result.ok() && result->size() != static_cast<size_t>(n)) {
+    result = MakeError(ErrorType::kApplicationError, "returned " + std::to_string(result->size()) +
+                                                         " values, but the task declares num_returns=" +
+                                                         std::to_string(n));
   }
-  ObjectId id = ReturnObjectId(spec.task_id(), 1);
+  if (!result.ok()) {
+    // The message names the function; the type, when the invoker gave none,
+    // is an application error's.
+    absl::Status error = result.status();
+    ErrorType type = GetErrorType(error);
+    if (type == ErrorType::kNone) type = ErrorType::kApplicationError;
+    absl::Status named = WithErrorData(MakeError(type, spec.function_name() + ": " + std::string(error.message())),
+                                       ErrorData(error).value_or(""));
+    // retry_exceptions: every application error, or those the invoker
+    // marked after reading the filter.
+    const bool retryable = spec.type() == rpc::TaskSpec::NORMAL_TASK && spec.retry_exceptions() &&
+                           type == ErrorType::kApplicationError &&
+                           (spec.retry_exception_filter().empty() || IsMarkedRetryable(error));
+    return SetError(reply, spec, named, retryable);
+  }
+  // Each return holds every ref the call serialized: one reference each,
+  // the first return taking the collector's.
+  std::vector<ObjectRefInfo> refs = std::move(returned_refs->refs);
+  returned_refs->refs.clear();
+  for (int i = 0; i < n; ++i) {
+    if (i + 1 < n) {
+      for (const auto& ref : refs) host_->AddRef(ref.id);
+    }
+    SetReturn(spec, i + 1, std::move((*result)[i]), i + 1 < n ? refs : std::move(refs), reply);
+  }
+}
+
+void TaskReceiver::SetReturn(const rpc::TaskSpec& spec, int index, std::string value,
+                             std::vector<ObjectRefInfo> refs, rpc::PushTaskReply* reply) {
+  ObjectId id = ReturnObjectId(spec.task_id(), index);
   rpc::ReturnObject* r = reply->add_returns();
   r->set_object_id(id.Binary());
-  if (!returned_refs->refs.empty()) host_->HandOverRefs(spec, std::move(returned_refs->refs), r);
-  returned_refs->refs.clear();
-  r->set_size(static_cast<int64_t>(result->size()));
-  if (result->size() <= kInlineLimit) {
-    r->set_data(std::move(*result));
+  if (!refs.empty()) host_->HandOverRefs(spec, std::move(refs), r);
+  r->set_size(static_cast<int64_t>(value.size()));
+  if (value.size() <= kInlineLimit) {
+    r->set_data(std::move(value));
   } else {
     // Large: kept here until the owner pulls it.
-    host_->HoldForOwner(id, std::make_shared<const std::string>(std::move(*result)), r->mutable_location());
+    host_->HoldForOwner(id, std::make_shared<const std::string>(std::move(value)), r->mutable_location());
     r->set_stored_remotely(true);
   }
 }
@@ -360,7 +414,7 @@ void TaskReceiver::Execute(Work w) {
   std::vector<Value> held;
   internal::ArgViews views;
   if (absl::Status resolved = ResolveArgs(spec, &held, &views); !resolved.ok()) {
-    SetError(reply, spec, GetErrorType(resolved), std::string(resolved.message()));
+    SetError(reply, spec, resolved);
     host_->TaskEnded(running);  // its pusher reports the failure
     Complete(w);
     return;
@@ -368,7 +422,12 @@ void TaskReceiver::Execute(Work w) {
   // The refs serialized into the result, each held until handed over.
   RefCollector returned_refs;
   returned_refs.hold = true;
-  absl::StatusOr<std::string> result = Invoke(spec, views, &returned_refs);
+  const TaskContext context = ContextOf(spec);
+  absl::StatusOr<internal::ReturnValues> result;
+  {
+    ScopedTaskContext scope(&context);
+    result = Invoke(spec, views, &returned_refs);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   SetResult(spec, std::move(result), &returned_refs, reply);

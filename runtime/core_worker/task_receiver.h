@@ -64,6 +64,8 @@ class TaskHost {
   virtual void HandOverRefs(const rpc::TaskSpec& spec, std::vector<ObjectRefInfo> refs, rpc::ReturnObject* ret) = 0;
   // Drops a reference (a failed task's result's refs).
   virtual void DropRef(const ObjectId& id) = 0;
+  // Takes one more reference (each return of several holds the call's refs).
+  virtual void AddRef(const ObjectId& id) = 0;
   // Keeps a large return here until its owner has pulled it; says where.
   virtual void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) = 0;
   // The task started running: a RUNNING event, named by `ticket`; withdrawn
@@ -116,10 +118,16 @@ class TaskReceiver {
   // Execute's steps: the arguments' values (inline, or fetched into `held`);
   // the call of the function, actor factory or method; its reply.
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held, internal::ArgViews* views);
-  absl::StatusOr<std::string> Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
-                                     RefCollector* returned_refs);
-  absl::StatusOr<std::string> CreateActor(const rpc::TaskSpec& spec, const internal::ArgViews& views);
-  void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<std::string> result, RefCollector* returned_refs,
+  absl::StatusOr<internal::ReturnValues> Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
+                                                RefCollector* returned_refs);
+  absl::StatusOr<internal::ReturnValues> CreateActor(const rpc::TaskSpec& spec, const internal::ArgViews& views);
+  // What the running task's code sees of it (CurrentTaskContext).
+  TaskContext ContextOf(const rpc::TaskSpec& spec) const;
+  // The reply's returns: one per declared return, each holding the refs in
+  // `returned_refs`; or the failure (a count that differs is one).
+  void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal::ReturnValues> result,
+                 RefCollector* returned_refs, rpc::PushTaskReply* reply);
+  void SetReturn(const rpc::TaskSpec& spec, int index, std::string value, std::vector<ObjectRefInfo> refs,
                  rpc::PushTaskReply* reply);
   // Finishes `w` OK, and the retries of it that wait.
   void Complete(Work w);
@@ -156,6 +164,7 @@ class TaskReceiver {
   // Set once by the actor creation task (main thread), then read-only.
   std::shared_ptr<void> actor_;
   std::string actor_class_;
+  std::map<std::string, double> actor_resources_;
   std::atomic<bool> holds_actor_{false};  // actor_ is set (read by gRPC threads)
 };
 

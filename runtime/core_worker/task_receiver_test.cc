@@ -18,6 +18,7 @@ namespace {
 
 using internal::ArgViews;
 using internal::FunctionRegistry;
+using internal::ReturnValues;
 
 using testing::kWait;
 
@@ -35,37 +36,37 @@ void RegisterTestFunctions() {
   static const bool once = [] {
     auto& r = FunctionRegistry::Instance();
     static const char keys[5] = {};
-    r.RegisterFunction("echo", &keys[0], [](const ArgViews& args) -> absl::StatusOr<std::string> {
+    r.RegisterFunction("echo", &keys[0], [](const ArgViews& args) -> absl::StatusOr<ReturnValues> {
       absl::MutexLock lock(&g_mu);
       g_ran.push_back("echo:" + std::string(args.empty() ? "" : args[0]));
-      return std::string(args.empty() ? "" : args[0]);
+      return ReturnValues{std::string(args.empty() ? "" : args[0])};
     });
-    r.RegisterFunction("big", &keys[1], [](const ArgViews&) -> absl::StatusOr<std::string> {
-      return std::string(kInlineLimit + 1, 'x');
+    r.RegisterFunction("big", &keys[1], [](const ArgViews&) -> absl::StatusOr<ReturnValues> {
+      return ReturnValues{std::string(kInlineLimit + 1, 'x')};
     });
-    r.RegisterFunction("block", &keys[2], [](const ArgViews&) -> absl::StatusOr<std::string> {
+    r.RegisterFunction("block", &keys[2], [](const ArgViews&) -> absl::StatusOr<ReturnValues> {
       {
         absl::MutexLock lock(&g_mu);
         g_ran.push_back("block");
       }
       g_release->WaitForNotificationWithTimeout(kWait);
-      return std::string("unblocked");
+      return ReturnValues{std::string("unblocked")};
     });
     r.RegisterActorFactory("Acc", &keys[3], [](const ArgViews&) -> absl::StatusOr<std::shared_ptr<void>> {
       return std::static_pointer_cast<void>(std::make_shared<Acc>());
     });
-    r.RegisterActorMethod("Acc.add", "Acc.add", [](void* self, const ArgViews& args) -> absl::StatusOr<std::string> {
+    r.RegisterActorMethod("Acc.add", "Acc.add", [](void* self, const ArgViews& args) -> absl::StatusOr<ReturnValues> {
       auto* acc = static_cast<Acc*>(self);
       acc->log += std::string(args[0]);
-      return acc->log;
+      return ReturnValues{acc->log};
     });
     // Returns "met" once two calls are inside at the same time.
-    r.RegisterActorMethod("Acc.meet", "Acc.meet", [](void*, const ArgViews&) -> absl::StatusOr<std::string> {
+    r.RegisterActorMethod("Acc.meet", "Acc.meet", [](void*, const ArgViews&) -> absl::StatusOr<ReturnValues> {
       absl::MutexLock lock(&g_mu);
       ++g_inside;
       auto two = [] { return g_inside >= 2; };
       const bool met = g_mu.AwaitWithTimeout(absl::Condition(&two), kWait);
-      return std::string(met ? "met" : "alone");
+      return ReturnValues{std::string(met ? "met" : "alone")};
     });
     return true;
   }();
@@ -102,6 +103,7 @@ class FakeTaskHost : public TaskHost {
   }
   void HandOverRefs(const rpc::TaskSpec&, std::vector<ObjectRefInfo>, rpc::ReturnObject*) override {}
   void DropRef(const ObjectId&) override {}
+  void AddRef(const ObjectId&) override {}
   void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) override {
     absl::MutexLock lock(&mu);
     held[id] = std::move(value);

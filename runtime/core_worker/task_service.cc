@@ -38,6 +38,7 @@ class CoreWorkerImpl::ReceiverHost final : public TaskHost {
     cw_->refs_.HandOverNested(spec, std::move(refs), ret);
   }
   void DropRef(const ObjectId& id) override { cw_->refs_.RemoveLocalReference(id); }
+  void AddRef(const ObjectId& id) override { cw_->refs_.AddLocalReference(id); }
   void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) override {
     cw_->objects_.HoldForOwner(id, std::move(value));
     *location = cw_->address_proto_;

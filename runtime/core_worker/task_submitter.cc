@@ -70,7 +70,7 @@ void TaskSubmitter::InitQueue(TaskQueue& q, const TaskOptions& options) const {
 }
 
 void TaskSubmitter::Submit(rpc::TaskSpec spec, const TaskOptions& options, const std::vector<ObjectId>& contained) {
-  deps_.store->Expect(ReturnObjectId(spec.task_id(), 1));
+  for (int i = 1; i <= NumReturns(spec); ++i) deps_.store->Expect(ReturnObjectId(spec.task_id(), i));
   const bool resolve = resolver_->HasOwnedRefArgs(spec);
   deps_.refs->HoldArgs(spec.task_id(), spec, contained);
   TaskQueue* q;
@@ -265,6 +265,8 @@ PushCall* TaskSubmitter::PushTask(TaskQueue& q, const std::shared_ptr<WorkerLeas
   for (int c : lease->chips) req.add_tpu_chip_ids(c);
   req.set_tpu_chips_per_host(lease->chips_per_host);
   *req.mutable_spec() = std::move(spec);
+  // What the task holds, for its context on the worker.
+  *req.mutable_spec()->mutable_resources() = q.shape->resources();
   deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &lease->worker, lease->worker_pid,
                   q.resources);
   return call;
@@ -282,6 +284,9 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
       ReturnLease(*lease, /*disconnect=*/true);
     }
     OnTaskFailed(q, std::move(spec), "the worker died: " + std::string(call.status.message()));
+  } else if (RetriesApplicationError(call)) {
+    deps_.host->RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &call.reply.error());
+    OnTaskFailed(q, std::move(spec), "it raised a retryable error: " + call.reply.error().message());
   } else {
     const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
@@ -297,6 +302,11 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
     q.leases.erase(std::remove(q.leases.begin(), q.leases.end(), lease), q.leases.end());
   }
   Pump(q, to_start);
+}
+
+bool TaskSubmitter::RetriesApplicationError(const PushCall& call) {
+  const rpc::TaskSpec& spec = call.request.spec();
+  return call.reply.error().retryable() && (spec.max_retries() < 0 || spec.attempt() < spec.max_retries());
 }
 
 void TaskSubmitter::OnTaskFailed(TaskQueue& q, rpc::TaskSpec spec, const std::string& why) {

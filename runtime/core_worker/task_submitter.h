@@ -129,6 +129,11 @@ class TaskSubmitter {
   };
   Counts counts() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `call` ended in an application error its worker found retryable
+  // (retry_exceptions) while the task has retries left: it is then
+  // submitted again rather than settled.
+  static bool RetriesApplicationError(const PushCall& call);
+
   // The key tasks of the same shape share (computed from their options).
   static std::string SchedulingKey(const TaskOptions& options);
 

@@ -17,12 +17,24 @@ ObjectId ReturnObjectId(std::string_view task_id, uint32_t index) {
 
 ObjectId ReturnObjectId(const TaskId& task, uint32_t index) { return ReturnObjectId(task.Binary(), index); }
 
+int NumReturns(const rpc::TaskSpec& spec) { return spec.num_returns() > 0 ? spec.num_returns() : 1; }
+
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t) {
   if (t == ErrorType::kTimeout) return rpc::ErrorInfo::OBJECT_LOST;
   return static_cast<rpc::ErrorInfo::Type>(static_cast<int>(t));
 }
 
 ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t) { return static_cast<ErrorType>(static_cast<int>(t)); }
+
+void ToErrorInfo(const absl::Status& status, rpc::ErrorInfo* out) {
+  out->set_type(ToProtoErrorType(GetErrorType(status)));
+  out->set_message(std::string(status.message()));
+  if (auto data = ErrorData(status); data.has_value()) out->set_data(std::move(*data));
+}
+
+absl::Status FromErrorInfo(const rpc::ErrorInfo& info) {
+  return WithErrorData(MakeError(FromProtoErrorType(info.type()), info.message()), info.data());
+}
 
 std::string AddressKey(const rpc::Address& a) { return a.ip() + ":" + std::to_string(a.port()); }
 

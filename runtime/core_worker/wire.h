@@ -22,8 +22,14 @@ constexpr size_t kChunkBytes = 4 << 20;
 ObjectId ReturnObjectId(const TaskId& task, uint32_t index);
 // The same from the task's binary id, which must be TaskId::kSize bytes.
 ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
+// How many values `spec` returns (its num_returns; 0 means 1).
+int NumReturns(const rpc::TaskSpec& spec);
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);
 ErrorType FromProtoErrorType(rpc::ErrorInfo::Type t);
+// An error status (its ErrorType, message and front-end bytes) on the wire
+// and back.
+void ToErrorInfo(const absl::Status& status, rpc::ErrorInfo* out);
+absl::Status FromErrorInfo(const rpc::ErrorInfo& info);
 std::string AddressKey(const rpc::Address& a);  // "ip:port"
 // The seam's NodeData for the GCS's rpc::NodeInfo.
 NodeData NodeDataFromProto(const rpc::NodeInfo& n);

@@ -30,6 +30,7 @@
 #include "manta/internal/arguments.h"
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
+#include "manta/internal/split_refs.h"
 #include "manta/object_ref.h"
 #include "manta/placement_group.h"
 #include "manta/remote.h"
@@ -62,11 +63,34 @@ class ActorTaskCaller {
   // ActorDiedError. Throws manta::Error when the call cannot be submitted.
   template <typename... A>
   ObjectRef<Result> Remote(A&&... args) {
+    internal::RequireOneReturn(options_.num_returns);
     std::vector<core::Arg> packed = internal::PackArgs(internal::ParamList<P...>{}, std::forward<A>(args)...);
-    absl::StatusOr<core::ObjectRefInfo> info =
-        internal::RequireCoreWorker().SubmitActorTask(actor_, method_name_, std::move(packed));
-    internal::ThrowIfError(info.status());
-    return ObjectRef<Result>(std::move(*info));
+    absl::StatusOr<std::vector<core::ObjectRefInfo>> infos =
+        internal::RequireCoreWorker().SubmitActorTask(actor_, method_name_, std::move(packed), options_);
+    internal::ThrowIfError(infos.status());
+    return ObjectRef<Result>(std::move(infos->front()));
+  }
+
+  // For a method returning a std::tuple or std::pair: one return per
+  // element, as TaskCaller::RemoteSplit.
+  template <typename... A>
+  auto RemoteSplit(A&&... args) {
+    using Split = internal::SplitRefs<Result>;
+    static_assert(Split::kSplittable, "RemoteSplit: the method must return a std::tuple or std::pair");
+    core::ActorTaskOptions options = options_;
+    options.num_returns = internal::SplitCount(options_.num_returns, Split::kCount);
+    std::vector<core::Arg> packed = internal::PackArgs(internal::ParamList<P...>{}, std::forward<A>(args)...);
+    absl::StatusOr<std::vector<core::ObjectRefInfo>> infos =
+        internal::RequireCoreWorker().SubmitActorTask(actor_, method_name_, std::move(packed), options);
+    internal::ThrowIfError(infos.status());
+    return internal::MakeSplitRefs<typename Split::Refs>(*infos, std::make_index_sequence<Split::kCount>{});
+  }
+
+  // How many values the call returns (RemoteSplit sets it from the result
+  // type; Remote needs 1).
+  ActorTaskCaller& SetNumReturns(int num_returns) {
+    options_.num_returns = num_returns;
+    return *this;
   }
 
   const std::string& method_name() const { return method_name_; }
@@ -74,6 +98,7 @@ class ActorTaskCaller {
  private:
   ActorId actor_;
   std::string method_name_;
+  core::ActorTaskOptions options_;
 };
 
 // A reference to an actor of class T. Copyable and serializable (pass it to

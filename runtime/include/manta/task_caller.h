@@ -9,16 +9,20 @@
 //   SetName                      display name; default the function's name
 //   SetPlacementGroup            run in bundle `bundle_index` of a placement group
 //   SetEnv                       environment variables while it runs ("" removes one)
+//   SetNumReturns                values returned (RemoteSplit: one ref per tuple element)
+//   SetRetryExceptions[Types]    also re-run when it throws (any, or named exception types)
 #pragma once
 
 #include <map>
 #include <string>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "manta/internal/arguments.h"
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
+#include "manta/internal/split_refs.h"
 #include "manta/object_ref.h"
 #include "manta/placement_group.h"
 #include "manta/remote.h"
@@ -72,6 +76,28 @@ class TaskCaller {
     options_.env_vars = std::move(env_vars);
     return *this;
   }
+  // How many values the task returns (RemoteSplit sets it from the result
+  // type; Remote needs 1).
+  TaskCaller& SetNumReturns(int num_returns) {
+    options_.num_returns = num_returns;
+    return *this;
+  }
+  // Runs the task again when it throws (or returns an error status), within
+  // SetMaxRetries; Get raises the last attempt's error.
+  TaskCaller& SetRetryExceptions(bool retry = true) {
+    options_.retry_exceptions = retry;
+    options_.retry_exception_filter.clear();
+    return *this;
+  }
+  // The same, only for exceptions whose type is one of `type_names` as the
+  // worker names them (e.g. "std::runtime_error", "mylib::Busy"): the
+  // thrown object's own type, not a base class.
+  TaskCaller& SetRetryExceptionTypes(const std::vector<std::string>& type_names) {
+    options_.retry_exceptions = !type_names.empty();
+    options_.retry_exception_filter.clear();
+    for (const std::string& name : type_names) options_.retry_exception_filter += name + "\n";
+    return *this;
+  }
 
   // Submits the task. Returns at once with a ref to its result; failures of
   // the task itself surface at Get. Throws manta::Error when it cannot be
@@ -79,11 +105,29 @@ class TaskCaller {
   // options are invalid).
   template <typename... A>
   ObjectRef<Result> Remote(A&&... args) {
+    internal::RequireOneReturn(options_.num_returns);
     std::vector<core::Arg> packed = internal::PackArgs(internal::ParamList<P...>{}, std::forward<A>(args)...);
-    absl::StatusOr<core::ObjectRefInfo> info =
+    absl::StatusOr<std::vector<core::ObjectRefInfo>> infos =
         internal::RequireCoreWorker().SubmitTask(function_name_, std::move(packed), options_);
-    internal::ThrowIfError(info.status());
-    return ObjectRef<Result>(std::move(*info));
+    internal::ThrowIfError(infos.status());
+    return ObjectRef<Result>(std::move(infos->front()));
+  }
+
+  // For a function returning a std::tuple or std::pair: submits it with one
+  // return per element and returns a std::tuple of their refs, so each
+  // element is fetched (or passed on) alone. Throws manta::Error
+  // (InvalidArgument) when SetNumReturns set another count.
+  template <typename... A>
+  auto RemoteSplit(A&&... args) {
+    using Split = internal::SplitRefs<Result>;
+    static_assert(Split::kSplittable, "RemoteSplit: the function must return a std::tuple or std::pair");
+    core::TaskOptions options = options_;
+    options.num_returns = internal::SplitCount(options_.num_returns, Split::kCount);
+    std::vector<core::Arg> packed = internal::PackArgs(internal::ParamList<P...>{}, std::forward<A>(args)...);
+    absl::StatusOr<std::vector<core::ObjectRefInfo>> infos =
+        internal::RequireCoreWorker().SubmitTask(function_name_, std::move(packed), options);
+    internal::ThrowIfError(infos.status());
+    return internal::MakeSplitRefs<typename Split::Refs>(*infos, std::make_index_sequence<Split::kCount>{});
   }
 
   const std::string& function_name() const { return function_name_; }

@@ -44,11 +44,12 @@
 // The calls that may block (Get, Wait, AddBorrowedReference, the calls that
 // wait for the GCS) are the ones a binding makes with its own lock (Python's
 // GIL) released. Errors returned by Get carry an ErrorType (see
-// GetErrorType) so the API can raise the matching typed error.
+// GetErrorType) so the API can raise the matching typed error, and the
+// front end's bytes when the failing code attached them (ErrorData).
 //
 //   core::CoreWorker* cw = core::CoreWorker::Current();   // after manta::Init
-//   ASSIGN_OR_RETURN(ObjectRefInfo ref, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
-//   auto values = cw->Get({ref}, absl::Seconds(10));
+//   ASSIGN_OR_RETURN(std::vector<ObjectRefInfo> refs, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
+//   auto values = cw->Get(refs, absl::Seconds(10));
 #pragma once
 
 #include <functional>
@@ -82,6 +83,27 @@ enum class ErrorType {
 // The ErrorType attached to a status returned by Get (kNone for OK).
 ErrorType GetErrorType(const absl::Status& status);
 absl::Status MakeError(ErrorType type, const std::string& message);
+
+// The front end's own form of an error (e.g. a pickled Python exception with
+// its traceback) rides on a status as the payload under this URL. An
+// invoker that fails may attach it; it travels to the caller in
+// rpc::ErrorInfo::data, and the caller's Get returns a status carrying it
+// (beside its ErrorType).
+inline constexpr char kErrorDataPayloadUrl[] = "manta.error_data";
+// An application error (ErrorType kApplicationError) carrying `data`.
+absl::Status MakeApplicationError(const std::string& message, std::string data);
+// `status` with `data` attached (nothing changes for an OK status or empty data).
+absl::Status WithErrorData(absl::Status status, const std::string& data);
+// The bytes attached to `status`; nullopt when none are.
+std::optional<std::string> ErrorData(const absl::Status& status);
+
+// An invoker of a task with a retry filter (TaskContext::
+// retry_exception_filter) marks a failure the filter lets through as
+// retryable; the worker then has the caller run the task again while
+// max_retries allows. (With retry_exceptions and no filter, every
+// application error is retryable.)
+absl::Status MarkRetryable(absl::Status status);
+bool IsMarkedRetryable(const absl::Status& status);
 
 // Where a reference's value lives: its id and the address of its owner
 // (serialized rpc::Address), so any process can fetch it.
@@ -126,6 +148,36 @@ class CollectRefs {
   RefCollector* outer_;
 };
 
+// The task running on a thread, as the code it runs sees it: invokers, and a
+// front end's runtime context (Python's get_runtime_context()). The core
+// worker sets it around each invocation on the thread that runs it.
+struct TaskContext {
+  TaskId task_id;
+  ActorId actor_id;  // nil for a normal task
+  int attempt = 0;   // 0 on the first run; one more on each retry
+  // How many values the invoker must return (ReturnValues' size).
+  int num_returns = 1;
+  // TaskOptions::retry_exceptions and its filter (the front end's bytes).
+  bool retry_exceptions = false;
+  std::string retry_exception_filter;
+  // What the task holds while it runs (a normal task's lease; an actor's
+  // creation resources).
+  std::map<std::string, double> resources;
+};
+// The calling thread's task; null on a thread that runs none.
+const TaskContext* CurrentTaskContext();
+// Sets the thread's task for its lifetime (restoring the outer one).
+class ScopedTaskContext {
+ public:
+  explicit ScopedTaskContext(const TaskContext* context);
+  ~ScopedTaskContext();
+  ScopedTaskContext(const ScopedTaskContext&) = delete;
+  ScopedTaskContext& operator=(const ScopedTaskContext&) = delete;
+
+ private:
+  const TaskContext* outer_;
+};
+
 struct TaskOptions {
   // Empty means {CPU: 1}, as in Ray.
   std::map<std::string, double> resources;
@@ -137,6 +189,21 @@ struct TaskOptions {
   int bundle_index = -1;
   // Environment of the process while the task runs; "" removes a variable.
   std::map<std::string, std::string> env_vars;
+  // How many values the task returns: one ref each, ids ReturnObjectId(task,
+  // 1..num_returns). At least 1.
+  int num_returns = 1;
+  // Application errors (user code failing) are retried too, within
+  // max_retries: every one when the filter is empty, else those the
+  // worker's invoker marks retryable (MarkRetryable) after reading the
+  // filter, whose bytes are the front end's (the C++ API: exception type
+  // names, one per line). The caller sees the last attempt's error.
+  bool retry_exceptions = false;
+  std::string retry_exception_filter;
+};
+
+// Options of one actor call.
+struct ActorTaskOptions {
+  int num_returns = 1;  // as TaskOptions::num_returns
 };
 
 struct ActorOptions {
@@ -231,14 +298,20 @@ class CoreWorker {
   static bool IsWorkerProcess();
 
   // ---- Tasks and actors ----
-  virtual absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name, std::vector<Arg> args,
-                                                   const TaskOptions& options) = 0;
+  // One ref per return (options.num_returns of them), in order.
+  // InvalidArgument for invalid options (num_returns < 1, env_vars).
+  virtual absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name,
+                                                                std::vector<Arg> args,
+                                                                const TaskOptions& options) = 0;
   // Registers the actor with the GCS, which creates it; calls may be
   // submitted at once (they wait until the actor is alive).
   virtual absl::StatusOr<ActorId> CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                               const ActorOptions& options) = 0;
-  virtual absl::StatusOr<ObjectRefInfo> SubmitActorTask(const ActorId& actor, const std::string& method_name,
-                                                        std::vector<Arg> args) = 0;
+  // One ref per return (options.num_returns of them), in order.
+  virtual absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor,
+                                                                     const std::string& method_name,
+                                                                     std::vector<Arg> args,
+                                                                     const ActorTaskOptions& options) = 0;
   virtual absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
 

@@ -25,12 +25,18 @@ namespace manta::internal {
 // Serialized arguments of one call, in order.
 using ArgViews = std::vector<std::string_view>;
 
-// A plain remote function: args → serialized result.
-using FunctionInvoker = std::function<absl::StatusOr<std::string>(const ArgViews& args)>;
+// The serialized values of one call: one per return the task declares
+// (core::CurrentTaskContext()->num_returns, usually 1); the worker fails
+// the task when the count differs. Every ref serialized during the call is
+// held by each of them. A failure may carry the front end's form of the
+// error (core::MakeApplicationError).
+using ReturnValues = std::vector<std::string>;
+// A plain remote function: args → serialized results.
+using FunctionInvoker = std::function<absl::StatusOr<ReturnValues>(const ArgViews& args)>;
 // An actor factory (e.g. Counter::Create): args → the new instance.
 using ActorFactoryInvoker = std::function<absl::StatusOr<std::shared_ptr<void>>(const ArgViews& args)>;
-// An actor method (e.g. &Counter::Incr): instance + args → serialized result.
-using ActorMethodInvoker = std::function<absl::StatusOr<std::string>(void* instance, const ArgViews& args)>;
+// An actor method (e.g. &Counter::Incr): instance + args → serialized results.
+using ActorMethodInvoker = std::function<absl::StatusOr<ReturnValues>(void* instance, const ArgViews& args)>;
 
 class FunctionRegistry {
  public:

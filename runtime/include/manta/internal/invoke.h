@@ -71,26 +71,68 @@ absl::Status DecodeArgs(const std::string& function, const ArgViews& args, std::
   return DecodeArgsImpl(function, args, out, std::index_sequence_for<D...>{});
 }
 
+// How many values the running task declares (TaskContext::num_returns; 1
+// outside a task).
+int DeclaredReturns();
+
+template <typename T>
+struct IsTupleLike : std::false_type {};
+template <typename... X>
+struct IsTupleLike<std::tuple<X...>> : std::true_type {};
+template <typename A, typename B>
+struct IsTupleLike<std::pair<A, B>> : std::true_type {};
+
+// One value, or (a std::tuple or std::pair, when the task declares several
+// returns) one per element; the worker checks the count.
+template <typename V>
+absl::StatusOr<ReturnValues> EncodeReturns(const V& value) {
+  if constexpr (IsTupleLike<V>::value) {
+    if (DeclaredReturns() > 1) {
+      ReturnValues out;
+      absl::Status status;
+      std::apply(
+          [&](const auto&... element) {
+            auto one = [&](const auto& e) {
+              if (!status.ok()) return;
+              absl::StatusOr<std::string> bytes = Serialize(e);
+              if (bytes.ok()) {
+                out.push_back(std::move(*bytes));
+              } else {
+                status = bytes.status();
+              }
+            };
+            (one(element), ...);
+          },
+          value);
+      if (!status.ok()) return status;
+      return out;
+    }
+  }
+  absl::StatusOr<std::string> bytes = Serialize<V>(value);
+  if (!bytes.ok()) return bytes.status();
+  return ReturnValues{std::move(*bytes)};
+}
+
 // Runs `call` (user code returning R), encoding its result as bytes.
 template <typename R, typename Call>
-absl::StatusOr<std::string> RunUserCode(const std::string& function, Call&& call) {
+absl::StatusOr<ReturnValues> RunUserCode(const std::string& function, Call&& call) {
   try {
     if constexpr (std::is_void_v<R>) {
       call();
-      return Serialize(Nil{});
+      return EncodeReturns(Nil{});
     } else if constexpr (std::is_same_v<std::decay_t<R>, absl::Status>) {
       absl::Status status = call();
       if (!status.ok()) return ReturnedError(function, status);
-      return Serialize(Nil{});
+      return EncodeReturns(Nil{});
     } else if constexpr (std::is_same_v<ReturnValue<R>, std::decay_t<R>>) {
-      return Serialize<std::decay_t<R>>(call());
+      return EncodeReturns<std::decay_t<R>>(call());
     } else {
       auto result = call();
       if (!result.ok()) return ReturnedError(function, result.status());
       if constexpr (std::is_void_v<ReturnValue<R>>) {
-        return Serialize(Nil{});
+        return EncodeReturns(Nil{});
       } else {
-        return Serialize<ReturnValue<R>>(*result);
+        return EncodeReturns<ReturnValue<R>>(*result);
       }
     }
   } catch (const std::exception& e) {
@@ -112,7 +154,7 @@ decltype(auto) ApplyArgs(const F& f, Tuple& args, std::index_sequence<I...>) {
 
 template <typename R, typename... P>
 FunctionInvoker MakeFunctionInvoker(std::string name, R (*f)(P...)) {
-  return [name = std::move(name), f](const ArgViews& args) -> absl::StatusOr<std::string> {
+  return [name = std::move(name), f](const ArgViews& args) -> absl::StatusOr<ReturnValues> {
     DecodedArgs<P...> decoded;
     absl::Status status = DecodeArgs(name, args, &decoded);
     if (!status.ok()) return status;
@@ -145,7 +187,7 @@ ActorFactoryInvoker MakeFactoryInvoker(std::string name, T* (*factory)(P...)) {
 
 template <typename C, typename M, typename R, typename... P>
 ActorMethodInvoker MakeMethodInvoker(std::string name, M method) {
-  return [name = std::move(name), method](void* instance, const ArgViews& args) -> absl::StatusOr<std::string> {
+  return [name = std::move(name), method](void* instance, const ArgViews& args) -> absl::StatusOr<ReturnValues> {
     DecodedArgs<P...> decoded;
     absl::Status status = DecodeArgs(name, args, &decoded);
     if (!status.ok()) return status;

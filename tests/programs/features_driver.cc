@@ -1,0 +1,113 @@
+// A driver for the integration tests of task features a front end needs:
+// the front end's error bytes, several returns, retried exceptions. Each
+// scenario prints "OK <what>" lines, or "FAIL <why>" and exits 1.
+#include <manta/api.h>
+
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace {
+
+int Fail(const std::string& why) {
+  std::cout << "FAIL " << why << std::endl;
+  manta::Shutdown();
+  return 1;
+}
+
+std::tuple<int, std::string, std::vector<int>> ThreeValues(int v) {
+  return {v, "v=" + std::to_string(v), std::vector<int>(3, v)};
+}
+
+// Counts its runs in `path` and throws std::runtime_error until the count
+// reaches `succeed_at`; returns the count and the attempt the worker gave.
+std::pair<int, int> FlakyCounted(std::string path, int succeed_at) {
+  int runs = 0;
+  std::ifstream(path) >> runs;
+  std::ofstream(path, std::ios::trunc) << ++runs;
+  if (runs < succeed_at) throw std::runtime_error("flaky run " + std::to_string(runs));
+  return {runs, manta::core::CurrentTaskContext()->attempt};
+}
+
+MANTA_REMOTE(ThreeValues, FlakyCounted);
+
+// A front end's function failing with its own form of the error.
+const int kRawRegistered = [] {
+  static const char key = 0;
+  manta::internal::FunctionRegistry::Instance().RegisterFunction(
+      "raw:fail_with_bytes", &key,
+      [](const manta::internal::ArgViews&) -> absl::StatusOr<manta::internal::ReturnValues> {
+        return manta::core::MakeApplicationError("ValueError: no", std::string("pickle\0bytes", 12));
+      });
+  return 0;
+}();
+
+int ErrorBytes() {
+  auto refs = manta::core::CoreWorker::Current()->SubmitTask("raw:fail_with_bytes", {}, {});
+  if (!refs.ok() || refs->size() != 1) return Fail("submit");
+  auto values = manta::core::CoreWorker::Current()->Get(*refs, absl::Seconds(30));
+  if (values[0].ok()) return Fail("the task succeeded");
+  if (manta::core::GetErrorType(values[0].status()) != manta::core::ErrorType::kApplicationError) {
+    return Fail("type " + values[0].status().ToString());
+  }
+  if (manta::core::ErrorData(values[0].status()) != std::string("pickle\0bytes", 12)) return Fail("bytes differ");
+  std::cout << "OK error bytes" << std::endl;
+  return 0;
+}
+
+int ThreeReturns() {
+  auto [a, b, c] = manta::Task(ThreeValues).RemoteSplit(5);
+  if (*manta::Get(a) != 5 || *manta::Get(b) != "v=5" || *manta::Get(c) != std::vector<int>(3, 5)) {
+    return Fail("three values");
+  }
+  std::cout << "OK three returns" << std::endl;
+  return 0;
+}
+
+int RetriedExceptions(const std::string& dir) {
+  const std::string path = dir + "/flaky-runs";
+  auto [runs, attempt] = manta::Task(FlakyCounted).SetRetryExceptions().SetMaxRetries(3).RemoteSplit(path, 3);
+  if (*manta::Get(runs) != 3 || *manta::Get(attempt) != 2) return Fail("retried runs");
+  // Another type than the one named: not retried.
+  const std::string other = dir + "/flaky-other";
+  auto [r2, a2] =
+      manta::Task(FlakyCounted).SetRetryExceptionTypes({"std::logic_error"}).SetMaxRetries(3).RemoteSplit(other, 3);
+  try {
+    manta::Get(r2);
+    return Fail("a filtered-out exception was retried");
+  } catch (const manta::ApplicationError& e) {
+    if (std::string(e.what()).find("flaky run 1") == std::string::npos) return Fail(e.what());
+  }
+  std::cout << "OK retried exceptions runs=3" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  manta::Init(argc, argv);
+  std::string scenario = argc > 1 ? argv[1] : "";
+  const std::string dir = argc > 2 ? argv[2] : "/tmp";
+  const std::map<std::string, std::function<int()>> scenarios = {
+      {"returns_and_errors",
+       [&] {
+         for (const auto& step : std::vector<std::function<int()>>{ErrorBytes, ThreeReturns,
+                                                                   [&] { return RetriedExceptions(dir); }}) {
+           if (int rc = step(); rc != 0) return rc;
+         }
+         return 0;
+       }},
+  };
+  auto it = scenarios.find(scenario);
+  if (it == scenarios.end()) {
+    std::cerr << "unknown scenario '" << scenario << "'" << std::endl;
+    return 2;
+  }
+  const int rc = it->second();
+  if (rc == 0) manta::Shutdown();
+  return rc;
+}

@@ -1,0 +1,43 @@
+// Task features a front end needs, on one real cluster shared by the tests:
+// the front end's error bytes, several returns, retried exceptions.
+#include "tests/cluster_fixture.h"
+
+namespace manta::testing {
+namespace {
+
+class TaskFeaturesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.head.num_cpus = 2;
+    cluster_ = new Cluster(options);
+    start_ = cluster_->StartHead();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { MANTA_ASSERT_OK(start_); }
+
+  // Runs a features_driver scenario; it must exit 0.
+  CommandResult Run(const std::vector<std::string>& args) {
+    CommandResult r = cluster_->RunProgram("features_driver", args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return r;
+  }
+
+  static Cluster* cluster_;
+  static absl::Status start_;
+};
+Cluster* TaskFeaturesTest::cluster_ = nullptr;
+absl::Status TaskFeaturesTest::start_;
+
+TEST_F(TaskFeaturesTest, ErrorBytesThreeReturnsAndRetriedExceptions) {
+  CommandResult r = Run({"returns_and_errors", cluster_->temp_dir()});
+  EXPECT_NE(r.out.find("OK error bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OK three returns"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OK retried exceptions runs=3"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace manta::testing
