@@ -9,6 +9,7 @@
 #include "common/rpc/client_call.h"
 #include "common/rpc/connection_gate.h"
 #include "common/status.h"
+#include "common/version.h"
 #include "gcs/actor_manager.h"
 #include "gcs/actor_scheduler.h"
 #include "gcs/core_worker_client.h"
@@ -203,6 +204,8 @@ class GcsServer::Impl {
     RETURN_IF_ERROR(pgs_->Initialize());
     RETURN_IF_ERROR(nodes_->Initialize());
     RETURN_IF_ERROR(kv_->Initialize());
+    // Drivers of another version read this and refuse to join.
+    kv_->Put(kClusterKvNamespace, kVersionKey, kVersion, [](const absl::Status&) {});
     RETURN_IF_ERROR(jobs_->Initialize());
     RETURN_IF_ERROR(train_runs_->Initialize());
     // A run whose job ended while the GCS was down missed OnJobFinished.

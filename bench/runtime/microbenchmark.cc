@@ -108,6 +108,13 @@ void MeasureAll(const AddMetric& add, const std::function<bool(const std::string
   add("single_client_put_calls", "puts/s", kSequential, 1, [] { manta::Put(42); });
   auto small = manta::Put(42);
   add("single_client_get_calls", "gets/s", kSequential, 1, [&] { manta::Get(small); });
+  // Ray's: 1,000 tasks, then wait for them one ready ref at a time.
+  add("single_client_wait_1k_refs", "rounds/s", kInFlight, 1, [&] {
+    std::vector<manta::ObjectRef<int>> not_ready;
+    not_ready.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) not_ready.push_back(manta::Task(Noop).Remote());
+    while (!not_ready.empty()) not_ready = manta::Wait(not_ready, 1).not_ready;
+  });
 
   const size_t kBig = 100 << 20;
   std::vector<uint8_t> big(kBig, 7);

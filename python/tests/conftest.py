@@ -43,8 +43,15 @@ import pytest
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PYTHON_DIR)
 
-if PYTHON_DIR not in sys.path:
-    sys.path.insert(0, PYTHON_DIR)
+# The build tree's package (build/python: the package's files beside the
+# compiled module) when it is built, else the sources (the pure-Python parts).
+BUILD_PYTHON_DIR = os.environ.get("MANTA_PYTHON_DIR") or os.path.join(REPO_DIR, "build", "python")
+if os.path.isdir(os.path.join(BUILD_PYTHON_DIR, "manta")):
+    PACKAGE_DIR = BUILD_PYTHON_DIR
+else:
+    PACKAGE_DIR = PYTHON_DIR
+if PACKAGE_DIR not in sys.path:
+    sys.path.insert(0, PACKAGE_DIR)
 
 
 def _import_manta():

@@ -3,6 +3,9 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "common/check.h"
 
 namespace manta::internal {
@@ -17,6 +20,34 @@ struct FunctionRegistry::Impl {
 
   bool Taken(const std::string& name) const {
     return functions.contains(name) || factories.contains(name) || methods.contains(name);
+  }
+
+  // Run-time names: the resolvers by prefix and what they answered (node
+  // maps: a pointer handed out stays valid while others are added).
+  mutable absl::Mutex mu;
+  std::map<std::string, Resolver> resolvers ABSL_GUARDED_BY(mu);
+  mutable absl::node_hash_map<std::string, FunctionInvoker> resolved_functions ABSL_GUARDED_BY(mu);
+  mutable absl::node_hash_map<std::string, ActorFactoryInvoker> resolved_factories ABSL_GUARDED_BY(mu);
+  mutable absl::node_hash_map<std::string, ActorMethodInvoker> resolved_methods ABSL_GUARDED_BY(mu);
+
+  // What `name` resolves to through `which` of its prefix's resolver, kept
+  // in `cache`; null when no resolver answers.
+  template <typename Invoker, typename Field>
+  const Invoker* Resolve(const std::string& name, Field which, absl::node_hash_map<std::string, Invoker>& cache) const
+      ABSL_LOCKS_EXCLUDED(mu) {
+    std::function<std::optional<Invoker>(const std::string&)> resolve;
+    {
+      absl::MutexLock lock(&mu);
+      if (auto it = cache.find(name); it != cache.end()) return &it->second;
+      for (const auto& [prefix, resolver] : resolvers) {
+        if (absl::StartsWith(name, prefix)) resolve = resolver.*which;
+      }
+    }
+    if (!resolve) return nullptr;
+    std::optional<Invoker> invoker = resolve(name);
+    if (!invoker.has_value()) return nullptr;
+    absl::MutexLock lock(&mu);
+    return &cache.try_emplace(name, std::move(*invoker)).first->second;
   }
 };
 
@@ -50,19 +81,32 @@ void FunctionRegistry::RegisterActorMethod(const std::string& name, std::string 
   impl_->member_names.emplace(std::move(key), name);
 }
 
+void FunctionRegistry::SetResolver(const std::string& prefix, Resolver resolver) {
+  CHECK(!prefix.empty()) << "FunctionRegistry::SetResolver: empty prefix";
+  absl::MutexLock lock(&impl_->mu);
+  if (!resolver.function && !resolver.factory && !resolver.method) {
+    impl_->resolvers.erase(prefix);
+  } else {
+    impl_->resolvers[prefix] = std::move(resolver);
+  }
+}
+
 const FunctionInvoker* FunctionRegistry::FindFunction(const std::string& name) const {
   auto it = impl_->functions.find(name);
-  return it == impl_->functions.end() ? nullptr : &it->second;
+  if (it != impl_->functions.end()) return &it->second;
+  return impl_->Resolve(name, &Resolver::function, impl_->resolved_functions);
 }
 
 const ActorFactoryInvoker* FunctionRegistry::FindActorFactory(const std::string& name) const {
   auto it = impl_->factories.find(name);
-  return it == impl_->factories.end() ? nullptr : &it->second;
+  if (it != impl_->factories.end()) return &it->second;
+  return impl_->Resolve(name, &Resolver::factory, impl_->resolved_factories);
 }
 
 const ActorMethodInvoker* FunctionRegistry::FindActorMethod(const std::string& name) const {
   auto it = impl_->methods.find(name);
-  return it == impl_->methods.end() ? nullptr : &it->second;
+  if (it != impl_->methods.end()) return &it->second;
+  return impl_->Resolve(name, &Resolver::method, impl_->resolved_methods);
 }
 
 std::string FunctionRegistry::NameOf(const void* key) const {

@@ -98,6 +98,30 @@ TEST(FunctionRegistryTest, FactoryAndMethods) {
   EXPECT_EQ(*Deserialize<std::string>(result->at(0)), "cog");
 }
 
+TEST(FunctionRegistryTest, AResolverAnswersNamesOfItsPrefixOnceEach) {
+  auto& registry = FunctionRegistry::Instance();
+  std::vector<std::string> asked;
+  FunctionRegistry::Resolver resolver;
+  resolver.function = [&](const std::string& name) -> std::optional<FunctionInvoker> {
+    asked.push_back(name);
+    if (name != "rt:triple") return std::nullopt;
+    return *registry.FindFunction("Triple");
+  };
+  registry.SetResolver("rt:", resolver);
+  const FunctionInvoker* first = registry.FindFunction("rt:triple");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(registry.FindFunction("rt:triple"), first);  // kept, not asked again
+  EXPECT_EQ(registry.FindFunction("rt:missing"), nullptr);
+  EXPECT_EQ(registry.FindFunction("other:triple"), nullptr);  // not its prefix
+  EXPECT_EQ(registry.FindActorFactory("rt:triple"), nullptr);  // no factory resolver
+  EXPECT_EQ(asked, (std::vector<std::string>{"rt:triple", "rt:missing"}));
+  EXPECT_TRUE((*first)({Bytes(5)}).ok());
+  registry.SetResolver("rt:", {});
+  EXPECT_EQ(registry.FindFunction("rt:triple"), first);  // what was resolved stays
+  EXPECT_EQ(registry.FindFunction("rt:other"), nullptr);
+  EXPECT_EQ(asked.size(), 2u);
+}
+
 TEST(FunctionRegistryDeathTest, DuplicateNameAborts) {
   EXPECT_DEATH(FunctionRegistry::Instance().RegisterFunction("Triple", nullptr, nullptr), "registered twice");
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/check.h"
@@ -394,13 +395,27 @@ void CoreWorkerImpl::FlushTaskEvents() {
 }
 
 void CoreWorkerImpl::PrintLogs(const rpc::PollReply& reply) {
+  // A worker that runs tasks announces each task's name on both its streams
+  // with a marker line (kTaskNameMarker, as Ray's workers do); its later
+  // lines are prefixed with that name. Called on the loop thread only.
+  static auto* task_names = new absl::flat_hash_map<std::string, std::string>();  // "ip pid" -> name
   absl::Time now = absl::Now();
   for (const auto& m : reply.messages()) {
     if (!m.has_log_batch()) continue;
     const rpc::LogBatch& b = m.log_batch();
-    std::string who = b.actor_name().empty() ? "worker" : b.actor_name();
-    std::string prefix = "(" + who + " pid=" + std::to_string(b.pid()) + ", ip=" + b.ip() + ")";
-    for (const auto& line : b.lines()) Printer().Add(prefix, line, b.is_error(), now);
+    const std::string source = b.ip() + " " + std::to_string(b.pid());
+    for (const auto& line : b.lines()) {
+      if (absl::StartsWith(line, kTaskNameMarker)) {
+        (*task_names)[source] = line.substr(sizeof(kTaskNameMarker) - 1);
+        continue;
+      }
+      std::string who = b.actor_name();
+      if (who.empty()) {
+        auto it = task_names->find(source);
+        who = it == task_names->end() ? "worker" : it->second;
+      }
+      Printer().Add("(" + who + " pid=" + std::to_string(b.pid()) + ", ip=" + b.ip() + ")", line, b.is_error(), now);
+    }
   }
   Printer().Tick(now);
 }

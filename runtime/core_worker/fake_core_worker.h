@@ -151,6 +151,9 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   // Training runs kept in memory: the GCS's version and terminal rules.
   absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
   absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
+  absl::StatusOr<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                             bool overwrite) override;
+  absl::StatusOr<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key) override;
 
  private:
   struct Object {

@@ -12,6 +12,8 @@
 //   train_runs.cc: blocking calls to the GCS's TrainRunGcsService on the
 //     caller's thread, made again while the GCS is unreachable for up to
 //     `reconnect`.
+//   kv.cc: the key-value calls, the same way (a put carries a request id, so
+//     a retry is answered as the first attempt was).
 //
 // Thread-safety: any thread but the GCS client's loop. Destroying it stops
 // every watch (waiting for a running callback unless destroyed from one).
@@ -45,6 +47,9 @@ class GcsClusterState final : public ClusterState {
   void UnwatchNodes(int64_t id) override ABSL_LOCKS_EXCLUDED(watch_mu_);
   absl::Status ReportTrainRun(const TrainRunData& run, const std::vector<TrainMetricPointData>& new_metrics) override;
   absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) override;
+  absl::StatusOr<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                             bool overwrite) override;
+  absl::StatusOr<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key) override;
 
  private:
   struct NodeWatch;

@@ -27,6 +27,11 @@
 
 namespace manta::core {
 
+// A worker that runs tasks of several names writes this, then the task's
+// name, as a line of its own on stdout and stderr when the name changes; the
+// driver prefixes the worker's later lines with it and prints no marker.
+inline constexpr char kTaskNameMarker[] = ":task_name:";
+
 // `line` without its words that hold a digit run or a 0x hex number, the
 // remaining words joined by single spaces.
 std::string CanonicalLogLine(const std::string& line);

@@ -1,5 +1,5 @@
-// ClusterState: node-table watches and training-run records, one layer above
-// the core worker (core_worker.h). The core worker holds what every program
+// ClusterState: node-table watches, training-run records and the GCS's
+// key-value store, one layer above the core worker (core_worker.h). The core worker holds what every program
 // needs; what a trainer, and the tools that show its runs, need of the GCS
 // beyond that is here: the node table's changes as the GCS publishes them,
 // and the training-run records the GCS keeps for `manta list train-runs` and
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,15 @@ class ClusterState {
                                       const std::vector<TrainMetricPointData>& new_metrics) = 0;
   // Every run (of every job), oldest first; the newest `limit` (0: all).
   virtual absl::StatusOr<std::vector<TrainRunData>> ListTrainRuns(bool with_metrics, int limit) = 0;
+
+  // ---- The GCS's key-value store (blocking calls): what a front end exports
+  // for its workers, e.g. Python's functions by content hash ----
+  // Stores `value` under (ns, key) unless the key exists and !overwrite;
+  // returns whether it was added.
+  virtual absl::StatusOr<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                                     bool overwrite) = 0;
+  // The value, or nullopt when the key is absent.
+  virtual absl::StatusOr<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key) = 0;
 };
 
 // Makes `state` the process's ClusterState (null clears it) and returns the

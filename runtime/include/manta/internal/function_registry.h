@@ -8,12 +8,20 @@
 // encode their result. Invokers report user failures as a non-OK status
 // whose message is the remote error text; they never throw.
 //
-// Thread-safety: registration happens before main(); lookups are read-only
-// afterwards and safe from any thread.
+// A front end that names its functions at run time (Python's "py:..."
+// names: functions exported by content hash) installs a resolver for a
+// prefix: a name not registered statically that starts with the prefix is
+// asked of it, and what it returns is kept for the life of the process.
+//
+// Thread-safety: static registration happens before main(); lookups are safe
+// from any thread, and so is SetResolver. A resolver runs on the looking-up
+// thread without the registry's lock held, and may run more than once for
+// one name when two threads ask at once (the first answer is kept).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +57,16 @@ class FunctionRegistry {
   // `key` identifies a member function pointer: its bytes (see MemberKey).
   void RegisterActorMethod(const std::string& name, std::string key, ActorMethodInvoker invoker);
 
+  struct Resolver {
+    std::function<std::optional<FunctionInvoker>(const std::string& name)> function;
+    std::function<std::optional<ActorFactoryInvoker>(const std::string& name)> factory;
+    std::function<std::optional<ActorMethodInvoker>(const std::string& name)> method;
+  };
+  // Installs (or, with an empty Resolver, removes) the resolver of names
+  // starting with `prefix` (non-empty; at most one per prefix).
+  void SetResolver(const std::string& prefix, Resolver resolver);
+
+  // Null when the name is neither registered nor resolved.
   const FunctionInvoker* FindFunction(const std::string& name) const;
   const ActorFactoryInvoker* FindActorFactory(const std::string& name) const;
   const ActorMethodInvoker* FindActorMethod(const std::string& name) const;

@@ -1,0 +1,239 @@
+// Tasks, actors and objects: the module's calls over the core worker's
+// byte-level seam. Values arrive as lists of buffers (a frame's header,
+// its pickle and its out-of-band buffers) joined here in one copy; refs
+// arrive as ObjectRefs.
+#include <algorithm>
+#include <chrono>
+
+#include "python/src/binding.h"
+
+namespace manta::python {
+
+std::string Join(const py::list& parts) {
+  std::vector<py::buffer_info> infos;
+  size_t total = 0;
+  for (const py::handle& part : parts) {
+    infos.push_back(py::reinterpret_borrow<py::buffer>(part).request());
+    total += static_cast<size_t>(infos.back().size * infos.back().itemsize);
+  }
+  std::string out;
+  out.reserve(total);
+  for (const py::buffer_info& b : infos) out.append(static_cast<const char*>(b.ptr), b.size * b.itemsize);
+  return out;
+}
+
+namespace {
+
+std::vector<core::ObjectRefInfo> Infos(const std::vector<const ObjectRef*>& refs) {
+  std::vector<core::ObjectRefInfo> out;
+  out.reserve(refs.size());
+  for (const ObjectRef* r : refs) out.push_back(r->info());
+  return out;
+}
+
+std::vector<core::ObjectRefInfo> Contained(const RefCollection* c) {
+  return c == nullptr ? std::vector<core::ObjectRefInfo>() : c->refs();
+}
+
+// A call's arguments: the pickled value (with the refs inside it), then
+// each top-level ref, resolved to its value before the callee runs.
+std::vector<core::Arg> Args(const py::list& value, const RefCollection* contained,
+                            const std::vector<const ObjectRef*>& ref_args) {
+  std::vector<core::Arg> args;
+  args.reserve(1 + ref_args.size());
+  args.push_back(core::Arg::Value(Join(value), Contained(contained)));
+  for (const ObjectRef* r : ref_args) args.push_back(core::Arg::Ref(r->info()));
+  return args;
+}
+
+template <typename T>
+T Option(const py::dict& d, const char* key, T fallback) {
+  return d.contains(key) ? d[key].cast<T>() : fallback;
+}
+
+// Every key of `options` must be one of `known`: an option is never
+// accepted and ignored.
+void CheckKeys(const py::dict& options, std::initializer_list<const char*> known) {
+  for (const auto& [k, v] : options) {
+    std::string key = py::str(k);
+    if (std::none_of(known.begin(), known.end(), [&](const char* n) { return key == n; })) {
+      throw py::value_error("unknown option '" + key + "'");
+    }
+  }
+}
+
+core::TaskOptions TaskOptionsFrom(const py::dict& d) {
+  CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index",
+                "env_vars", "num_returns"});
+  core::TaskOptions o;
+  o.resources = Option(d, "resources", o.resources);
+  o.label_selector = Option(d, "label_selector", o.label_selector);
+  o.max_retries = Option(d, "max_retries", o.max_retries);
+  o.name = Option(d, "name", o.name);
+  o.placement_group_id = Option(d, "placement_group_id", o.placement_group_id);
+  o.bundle_index = Option(d, "bundle_index", o.bundle_index);
+  o.env_vars = Option(d, "env_vars", o.env_vars);
+  o.num_returns = Option(d, "num_returns", o.num_returns);
+  return o;
+}
+
+core::ActorOptions ActorOptionsFrom(const py::dict& d) {
+  CheckKeys(d, {"resources", "label_selector", "max_restarts", "max_task_retries", "name", "namespace", "detached",
+                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars"});
+  core::ActorOptions o;
+  o.resources = Option(d, "resources", o.resources);
+  o.label_selector = Option(d, "label_selector", o.label_selector);
+  o.max_restarts = Option(d, "max_restarts", o.max_restarts);
+  o.max_task_retries = Option(d, "max_task_retries", o.max_task_retries);
+  o.name = Option(d, "name", o.name);
+  o.ray_namespace = Option(d, "namespace", o.ray_namespace);
+  o.detached = Option(d, "detached", o.detached);
+  o.max_concurrency = Option(d, "max_concurrency", o.max_concurrency);
+  o.class_name = Option(d, "class_name", o.class_name);
+  o.placement_group_id = Option(d, "placement_group_id", o.placement_group_id);
+  o.bundle_index = Option(d, "bundle_index", o.bundle_index);
+  o.env_vars = Option(d, "env_vars", o.env_vars);
+  return o;
+}
+
+// The refs a submit returned, as Python ObjectRefs (the core worker
+// counted each for the caller).
+py::list Refs(std::vector<core::ObjectRefInfo> infos) {
+  py::list out;
+  for (auto& info : infos) out.append(py::cast(std::make_unique<ObjectRef>(std::move(info), /*counted=*/true)));
+  return out;
+}
+
+// Runs `step(slice)` with the GIL released in slices of at most a second
+// until it reports done or `timeout_s` (negative: none) passes, letting
+// Ctrl-C through between slices. `step` returns whether it is done.
+template <typename Step>
+void Sliced(double timeout_s, Step step) {
+  const bool forever = timeout_s < 0;
+  const absl::Time deadline = forever ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(timeout_s);
+  while (true) {
+    absl::Duration slice = std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    bool last = !forever && absl::Now() + slice >= deadline;
+    bool done;
+    {
+      py::gil_scoped_release release;
+      done = step(slice, last);
+    }
+    if (done || last) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+// Per ref: its value (HeldBytes), or (error type, message, data) when it
+// failed or was not ready by the deadline (type 100); `data` is the front
+// end's form of the error (b"" when none was attached).
+py::list Get(const std::vector<const ObjectRef*>& refs, double timeout_s) {
+  core::CoreWorker& core = Core();
+  std::vector<core::ObjectRefInfo> infos = Infos(refs);
+  std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> results(infos.size(),
+      core::MakeError(core::ErrorType::kTimeout, "not fetched"));
+  std::vector<size_t> pending(infos.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  Sliced(timeout_s, [&](absl::Duration slice, bool last) {
+    std::vector<core::ObjectRefInfo> ask;
+    for (size_t i : pending) ask.push_back(infos[i]);
+    auto got = core.Get(ask, slice);
+    std::vector<size_t> still;
+    for (size_t j = 0; j < pending.size(); ++j) {
+      if (!got[j].ok() && core::GetErrorType(got[j].status()) == core::ErrorType::kTimeout) {
+        still.push_back(pending[j]);
+      } else {
+        results[pending[j]] = std::move(got[j]);
+      }
+    }
+    pending = std::move(still);
+    return pending.empty();
+  });
+  py::list out;
+  for (auto& r : results) {
+    if (r.ok()) {
+      out.append(py::cast(HeldBytes{*r}));
+    } else {
+      std::optional<std::string> data = core::ErrorData(r.status());
+      out.append(py::make_tuple(static_cast<int>(core::GetErrorType(r.status())), std::string(r.status().message()),
+                                Bytes(data.value_or(std::string()))));
+    }
+  }
+  return out;
+}
+
+// Which refs are ready once `num_returns` are or the timeout passes.
+std::vector<bool> Wait(const std::vector<const ObjectRef*>& refs, int num_returns, double timeout_s) {
+  core::CoreWorker& core = Core();
+  std::vector<core::ObjectRefInfo> infos = Infos(refs);
+  std::vector<bool> ready(infos.size(), false);
+  Sliced(timeout_s, [&](absl::Duration slice, bool) {
+    ready = core.Wait(infos, num_returns, slice);
+    return std::count(ready.begin(), ready.end(), true) >= num_returns;
+  });
+  return ready;
+}
+
+}  // namespace
+
+void DefineCalls(py::module_& m) {
+  m.def("submit_task",
+        [](const std::string& name, const py::list& value, const RefCollection* contained,
+           const std::vector<const ObjectRef*>& ref_args, const py::dict& options) {
+          core::TaskOptions o = TaskOptionsFrom(options);
+          std::vector<core::Arg> args = Args(value, contained, ref_args);
+          return Refs(Take(Core().SubmitTask(name, std::move(args), o)));
+        });
+  m.def("create_actor",
+        [](const std::string& factory, const py::list& value, const RefCollection* contained,
+           const std::vector<const ObjectRef*>& ref_args, const py::dict& options) {
+          core::ActorOptions o = ActorOptionsFrom(options);
+          std::vector<core::Arg> args = Args(value, contained, ref_args);
+          core::CoreWorker& core = Core();
+          absl::StatusOr<ActorId> id;
+          {
+            py::gil_scoped_release release;  // a named actor waits for the GCS
+            id = core.CreateActor(factory, std::move(args), o);
+          }
+          return Bytes(Take(std::move(id)).Binary());
+        });
+  m.def("submit_actor_task",
+        [](const py::bytes& actor, const std::string& method, const py::list& value,
+           const RefCollection* contained, const std::vector<const ObjectRef*>& ref_args,
+           const py::dict& options) {
+          CheckKeys(options, {"num_returns"});
+          core::ActorTaskOptions o;
+          o.num_returns = Option(options, "num_returns", o.num_returns);
+          ActorId id = Take(ActorId::FromBinary(std::string(actor)));
+          std::vector<core::Arg> args = Args(value, contained, ref_args);
+          return Refs(Take(Core().SubmitActorTask(id, method, std::move(args), o)));
+        });
+  m.def("get_named_actor", [](const std::string& name, const std::string& ns) {
+    core::CoreWorker& core = Core();
+    absl::StatusOr<ActorId> id;
+    {
+      py::gil_scoped_release release;
+      id = core.GetNamedActor(name, ns);
+    }
+    return Bytes(Take(std::move(id)).Binary());
+  });
+  m.def("kill_actor", [](const py::bytes& actor, bool no_restart) {
+    ActorId id = Take(ActorId::FromBinary(std::string(actor)));
+    core::CoreWorker& core = Core();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = core.KillActor(id, no_restart);
+    }
+    Check(status);
+  });
+  m.def("put", [](const py::list& value, const RefCollection* contained) {
+    std::string data = Join(value);
+    auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
+    return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
+  });
+  m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
+  m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0);
+}
+
+}  // namespace manta::python

@@ -1,0 +1,190 @@
+"""The core API against a real cluster: a head started for the session
+(real GCS, raylet and Python workers), one driver per session."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import manta
+from manta import exceptions
+
+
+@pytest.fixture(scope="module")
+def driver(cluster):
+    manta.init(address=cluster.address, _temp_dir=cluster.temp_dir)
+    yield cluster
+    manta.shutdown()
+
+
+@manta.remote
+def square(x):
+    return x * x
+
+
+@manta.remote
+def add(a, b=0):
+    return a + b
+
+
+@manta.remote(num_returns=3)
+def three(x):
+    return x, x + 1, x + 2
+
+
+@manta.remote
+def fail(message):
+    raise KeyError(message)
+
+
+@manta.remote
+class Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def incr(self, by=1):
+        self.n += by
+        return self.n
+
+    def pid(self):
+        return os.getpid()
+
+    @manta.method(num_returns=2)
+    def pair(self):
+        return self.n, -self.n
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("not me")
+
+
+def test_tasks_run_in_workers_and_return(driver):
+    assert manta.get([square.remote(i) for i in range(20)]) == [i * i for i in range(20)]
+    assert manta.get(add.remote(1, b=2)) == 3
+
+
+def test_a_ref_argument_arrives_as_its_value(driver):
+    ref = square.remote(4)
+    assert manta.get(add.remote(ref, b=manta.put(1))) == 17
+
+
+def test_num_returns_three_gives_three_refs(driver):
+    refs = three.remote(10)
+    assert isinstance(refs, list) and len(refs) == 3
+    assert manta.get(refs) == [10, 11, 12]
+
+
+def test_a_task_that_raises_gives_the_caller_its_exception(driver):
+    with pytest.raises(KeyError) as info:
+        manta.get(fail.remote("gone"))
+    assert isinstance(info.value, exceptions.RayTaskError)
+    assert "fail" in str(info.value) and "gone" in str(info.value)
+
+
+def test_actors_keep_state_and_run_calls_in_order(driver):
+    c = Counter.remote(10)
+    refs = [c.incr.remote() for _ in range(10)]
+    assert manta.get(refs) == list(range(11, 21))
+    assert manta.get(c.pair.remote()) == [20, -20]
+    assert manta.get(c.pid.remote()) != os.getpid()
+
+
+def test_named_actor_found_by_name_and_killed(driver):
+    c = Counter.options(name="named-counter").remote(0)
+    manta.get(c.incr.remote())
+    found = manta.get_actor("named-counter")
+    assert manta.get(found.incr.remote(5)) == 6
+    manta.kill(c)
+    with pytest.raises(exceptions.RayActorError):
+        manta.get(c.incr.remote(), timeout=30)
+    with pytest.raises(ValueError):
+        manta.get_actor("no-such-actor")
+
+
+def test_handles_pass_to_tasks(driver):
+    c = Counter.remote(100)
+
+    @manta.remote
+    def bump(handle):
+        return manta.get(handle.incr.remote(1))
+
+    assert manta.get(bump.remote(c)) == 101
+
+
+def test_put_get_round_trips_values_and_numpy_without_copy(driver):
+    value = {"a": [1, 2, 3], "b": "text"}
+    assert manta.get(manta.put(value)) == value
+    array = np.arange(1 << 20, dtype=np.float64)
+    got = manta.get(manta.put(array))
+    np.testing.assert_array_equal(got, array)
+    assert not got.flags.writeable  # a view of the stored bytes, as Ray's
+    with pytest.raises(TypeError):
+        manta.put(manta.put(1))
+
+
+def test_nested_refs_are_borrowed_and_keep_the_object_alive(driver):
+    inner = manta.put("inner value")
+    outer = manta.put([inner])
+    del inner
+
+    @manta.remote
+    def read(box):
+        return manta.get(box[0])
+
+    assert manta.get(read.remote(outer)) == "inner value"
+    assert manta.get(manta.get(outer)[0]) == "inner value"
+
+
+def test_wait_returns_ready_first_and_respects_timeout(driver):
+    @manta.remote
+    def slow(s):
+        time.sleep(s)
+        return s
+
+    fast, slower = slow.remote(0), slow.remote(30)
+    ready, not_ready = manta.wait([slower, fast], num_returns=1, timeout=20)
+    assert ready == [fast] and not_ready == [slower]
+    ready, not_ready = manta.wait([slower], timeout=0.2)
+    assert ready == [] and not_ready == [slower]
+    with pytest.raises(exceptions.GetTimeoutError):
+        manta.get(slower, timeout=0.2)
+    with pytest.raises(ValueError):
+        manta.wait([fast, fast])
+    with pytest.raises(ValueError):
+        manta.wait([fast], num_returns=2)
+
+
+def test_env_vars_reach_os_environ(driver):
+    @manta.remote
+    def read(name):
+        return os.environ.get(name)
+
+    ref = read.options(runtime_env={"env_vars": {"MANTA_TEST_VAR": "on"}}).remote("MANTA_TEST_VAR")
+    assert manta.get(ref) == "on"
+
+
+def test_bad_use_is_refused_clearly(driver):
+    with pytest.raises(TypeError, match="cannot be called directly"):
+        square(1)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        square.remote(Unpicklable())
+    with pytest.raises(ValueError, match="Invalid option keyword"):
+        square.options(bogus=1)
+    with pytest.raises(ValueError, match="not supported"):
+        square.options(num_returns="dynamic")
+    with pytest.raises(ValueError, match="pip"):
+        square.options(runtime_env={"pip": ["x"]})
+    with pytest.raises(RuntimeError, match="twice"):
+        manta.init(address=driver.address)
+    manta.init(address=driver.address, ignore_reinit_error=True)
+    with pytest.raises(ValueError, match="ray://"):
+        manta.shutdown.__module__ and manta._private.api._resolve_address("ray://host:10001")
+
+
+def test_cluster_tables(driver):
+    nodes = manta.nodes()
+    assert len(nodes) == 1 and nodes[0]["Alive"]
+    assert manta.cluster_resources()["CPU"] == 4
+    assert manta.available_resources()["CPU"] <= 4
