@@ -15,7 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/id.h"
-#include "common/sha256.h"
+#include "common/package_name.h"
 #include "common/status.h"
 #include "dashboard/ignore_rules.h"
 #include "dashboard/tar_reader.h"
@@ -250,10 +250,6 @@ absl::StatusOr<std::string> Gzip(std::string_view data) {
   return out;
 }
 
-std::string PackageName(std::string_view archive) {
-  const bool gzipped = archive.size() >= 2 && static_cast<unsigned char>(archive[0]) == 0x1f &&
-                       static_cast<unsigned char>(archive[1]) == 0x8b;
-  return absl::StrCat("_manta_pkg_", Sha256Hex(archive), gzipped ? ".tar.gz" : ".tar");
-}
+std::string PackageName(std::string_view archive) { return PackageNameOf(archive); }
 
 }  // namespace manta::dashboard

@@ -5,12 +5,33 @@
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/package_name.h"
 
 namespace manta::gcs {
 namespace {
 
 constexpr char kCounterKey[] = "next_job_id";
+constexpr size_t kMaxRuntimeEnvBytes = 64 << 10;
 
+// A job's runtime env reaches every worker's environment and a path on
+// every node: names that could not be a variable or a package are refused.
+absl::Status ValidateRuntimeEnv(const rpc::RuntimeEnv& env) {
+  if (!env.working_dir_package().empty()) {
+    if (auto s = ValidatePackageRef(env.working_dir_package()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("runtime_env.working_dir_package: ", s.message()));
+    }
+  }
+  if (env.ByteSizeLong() > kMaxRuntimeEnvBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("runtime_env exceeds ", kMaxRuntimeEnvBytes, " bytes"));
+  }
+  for (const auto& [name, value] : env.env_vars()) {
+    if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos ||
+        value.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError("runtime_env.env_vars: a name is empty or holds '=' or NUL, or a value NUL");
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -89,6 +110,7 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
   if (in.entrypoint().size() > kMaxEntrypointBytes) {
     return done(absl::InvalidArgumentError(absl::StrCat("entrypoint exceeds ", kMaxEntrypointBytes, " bytes")));
   }
+  if (auto s = ValidateRuntimeEnv(in.runtime_env()); !s.ok()) return done(s);
   JobId id;
   if (!in.job_id().empty()) {
     auto given = JobId::FromBinary(in.job_id());
@@ -143,9 +165,15 @@ void JobManager::HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& reques
   done(absl::OkStatus());
 }
 
-void JobManager::HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest&, rpc::GetAllJobInfoReply* reply,
+void JobManager::HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest& request, rpc::GetAllJobInfoReply* reply,
                                      rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
+  if (!request.job_id().empty()) {
+    auto id = JobId::FromBinary(request.job_id());
+    if (!id.ok()) return done(absl::InvalidArgumentError(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
+    if (auto it = jobs_.find(*id); it != jobs_.end()) *reply->add_jobs() = it->second;
+    return done(absl::OkStatus());
+  }
   for (const auto& [id, info] : jobs_) *reply->add_jobs() = info;
   done(absl::OkStatus());
 }

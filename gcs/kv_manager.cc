@@ -3,6 +3,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/package_name.h"
+
 namespace manta::gcs {
 namespace {
 
@@ -28,6 +31,14 @@ void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* rep
   MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateNamespaceAndKey(request.ns(), request.key(), false); !s.ok()) return done(s);
   if (auto s = rpc::ValidateRequestId(request.request_id()); !s.ok()) return done(s);
+  if (request.ns() == kPackageKvNamespace) {
+    // Stored by content: what a raylet fetches under a name has that name.
+    if (request.value().size() > kMaxKvPackageBytes) {
+      return done(absl::ResourceExhaustedError(absl::StrCat("a package is at most ", kMaxKvPackageBytes,
+                                                            " bytes; this one is ", request.value().size())));
+    }
+    if (auto s = CheckPackageContent(request.key(), request.value()); !s.ok()) return done(s);
+  }
   if (puts_.Replay(request.request_id(), reply, done)) return;
   done = puts_.Record(request.request_id(), reply, std::move(done));
   std::string k = StoreKey(request.ns(), request.key());

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "common/package_name.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -77,6 +78,33 @@ TEST(KvManagerTest, RejectsBadKeys) {
   kv.HandlePut(put, &reply, [&](const absl::Status& s) { result = s; });
   EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(store.ReadAll("kv")->empty());
+}
+
+// Packages are stored by content: a name that is not the value's own is
+// refused, so a raylet never fetches other bytes under a package's name.
+TEST(KvManagerTest, PackagesMustBeNamedByTheirContent) {
+  EventLoop loop;
+  InMemoryStore store(&loop);
+  KvManager kv(&store);
+  rpc::KvPutRequest put;
+  put.set_ns(kPackageKvNamespace);
+  put.set_value("archive bytes");
+  put.set_key(PackageNameOf("other bytes"));
+  rpc::KvPutReply reply;
+  absl::Status result;
+  kv.HandlePut(put, &reply, [&](const absl::Status& s) { result = s; });
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.message().find("does not match its content"), std::string::npos) << result;
+  put.set_key(PackageNameOf(put.value()));
+  bool stored = false;
+  kv.HandlePut(put, &reply, [&](const absl::Status& s) {
+    stored = true;
+    result = s;
+  });
+  Pump(loop);
+  EXPECT_TRUE(stored);
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_TRUE(reply.added());
 }
 
 // The managers live on the GCS's loop thread, bound by their first call:

@@ -539,4 +539,13 @@ void FakeGcsClient::MarkJobFinished(const rpc::MarkJobFinishedRequest& request,
   Answer(std::move(cb), absl::OkStatus(), rpc::MarkJobFinishedReply());
 }
 
+void FakeGcsClient::GetAllJobInfo(const rpc::GetAllJobInfoRequest& request, Callback<rpc::GetAllJobInfoReply> cb) {
+  if (!Admit("GetAllJobInfo", cb)) return;
+  rpc::GetAllJobInfoReply reply;
+  for (const auto& [id, job] : jobs_) {
+    if (request.job_id().empty() || request.job_id() == id) *reply.add_jobs() = job;
+  }
+  Answer(std::move(cb), absl::OkStatus(), std::move(reply));
+}
+
 }  // namespace manta::gcs

@@ -72,6 +72,7 @@ class FakeGcsClient : public GcsClient {
   void ListTrainRuns(const rpc::ListTrainRunsRequest& request, Callback<rpc::ListTrainRunsReply> cb) override;
   void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) override;
   void MarkJobFinished(const rpc::MarkJobFinishedRequest& request, Callback<rpc::MarkJobFinishedReply> cb) override;
+  void GetAllJobInfo(const rpc::GetAllJobInfoRequest& request, Callback<rpc::GetAllJobInfoReply> cb) override;
 
   // ---- control (loop thread) ----
   // Down: every call fails UNAVAILABLE and held polls end so.

@@ -212,6 +212,10 @@ class GrpcGcsClient final : public GcsClient {
     stubs_.Call<rpc::MarkJobFinishedReply>(MANTA_ASYNC(jobs, MarkJobFinished), request, stubs_.timeout, std::move(cb));
   }
 
+  void GetAllJobInfo(const rpc::GetAllJobInfoRequest& request, Callback<rpc::GetAllJobInfoReply> cb) override {
+    stubs_.Call<rpc::GetAllJobInfoReply>(MANTA_ASYNC(jobs, GetAllJobInfo), request, stubs_.timeout, std::move(cb));
+  }
+
  private:
   Stubs stubs_;
 };

@@ -94,6 +94,8 @@ class GcsClient {
   // ---- jobs ----
   virtual void AddJob(const rpc::AddJobRequest& request, Callback<rpc::AddJobReply> cb) = 0;
   virtual void MarkJobFinished(const rpc::MarkJobFinishedRequest& request, Callback<rpc::MarkJobFinishedReply> cb) = 0;
+  // With request.job_id set: that job only (no entry when unknown).
+  virtual void GetAllJobInfo(const rpc::GetAllJobInfoRequest& request, Callback<rpc::GetAllJobInfoReply> cb) = 0;
 };
 
 // The gRPC implementation, on `loop`, to the GCS at `address` ("ip:port").

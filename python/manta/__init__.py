@@ -19,6 +19,7 @@ from manta._private.api import (init, shutdown, is_initialized, get, put, wait, 
                                 cluster_resources, available_resources)
 from manta._private.actor import ActorClass, ActorHandle, get_actor, kill, method
 from manta._private.remote_function import RemoteFunction
+from manta.runtime_context import get_runtime_context
 
 __version__ = _core.VERSION
 
@@ -46,4 +47,4 @@ def _make(target, options):
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "get_actor",
            "kill", "method", "nodes", "cluster_resources", "available_resources", "ObjectRef",
-           "exceptions", "ActorClass", "ActorHandle", "RemoteFunction"]
+           "exceptions", "get_runtime_context", "ActorClass", "ActorHandle", "RemoteFunction"]

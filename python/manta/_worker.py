@@ -96,6 +96,19 @@ def execute(kind, name, instance, views):
         return _failure(e, what)
 
 
+def _retryable(e):
+    """Whether the task's retry_exceptions list names e's class (with
+    retry_exceptions=True and no list, the core worker retries any error)."""
+    context = _core.task_context() or {}
+    blob = context.get("retry_exception_filter", b"")
+    if not context.get("retry_exceptions") or not blob:
+        return False
+    try:
+        return isinstance(e, tuple(cloudpickle.loads(blob)))
+    except Exception:
+        return False
+
+
 def _failure(e, what):
     text = traceback.format_exc()
     try:
@@ -103,7 +116,7 @@ def _failure(e, what):
         data = cloudpickle.dumps(error)
     except Exception:
         data = b""
-    return (False, "%s: %s" % (type(e).__name__, e), data)
+    return (False, "%s: %s" % (type(e).__name__, e), data, _retryable(e))
 
 
 def main():

@@ -64,7 +64,7 @@ void CheckKeys(const py::dict& options, std::initializer_list<const char*> known
 
 core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index",
-                "env_vars", "num_returns"});
+                "env_vars", "num_returns", "retry_exceptions", "retry_exception_filter"});
   core::TaskOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -74,6 +74,8 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   o.bundle_index = Option(d, "bundle_index", o.bundle_index);
   o.env_vars = Option(d, "env_vars", o.env_vars);
   o.num_returns = Option(d, "num_returns", o.num_returns);
+  o.retry_exceptions = Option(d, "retry_exceptions", o.retry_exceptions);
+  if (d.contains("retry_exception_filter")) o.retry_exception_filter = std::string(d["retry_exception_filter"].cast<py::bytes>());
   return o;
 }
 

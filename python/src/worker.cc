@@ -46,7 +46,10 @@ absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::stri
     }
     std::string message = answer[1].cast<std::string>();
     std::string data = answer[2].cast<std::string>();
-    return core::MakeApplicationError(message, data);
+    absl::Status error = core::MakeApplicationError(message, data);
+    // The executor matched the error against the task's retry filter.
+    if (answer.size() > 3 && answer[3].cast<bool>()) error = core::MarkRetryable(std::move(error));
+    return error;
   } catch (py::error_already_set& e) {
     // The executor catches what user code raises; this is its own failure.
     return absl::InternalError(absl::StrCat("the Python executor failed: ", e.what()));

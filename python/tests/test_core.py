@@ -188,3 +188,58 @@ def test_cluster_tables(driver):
     assert len(nodes) == 1 and nodes[0]["Alive"]
     assert manta.cluster_resources()["CPU"] == 4
     assert manta.available_resources()["CPU"] <= 4
+
+
+class Flaky(Exception):
+    pass
+
+
+def test_retry_exceptions_retries_listed_errors_only(driver, tmp_path):
+    @manta.remote(max_retries=2, retry_exceptions=[Flaky])
+    def flaky(path, error):
+        with open(path, "a") as f:
+            f.write("x")
+        raise error("again")
+
+    listed, other = tmp_path / "listed", tmp_path / "other"
+    with pytest.raises(Flaky):
+        manta.get(flaky.remote(str(listed), Flaky))
+    with pytest.raises(ValueError):
+        manta.get(flaky.remote(str(other), ValueError))
+    assert listed.read_text() == "xxx" and other.read_text() == "x"
+
+    @manta.remote(max_retries=1, retry_exceptions=True)
+    def any_error(path):
+        with open(path, "a") as f:
+            f.write("x")
+        raise KeyError("k")
+
+    anything = tmp_path / "any"
+    with pytest.raises(KeyError):
+        manta.get(any_error.remote(str(anything)))
+    assert anything.read_text() == "xx"
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        any_error.options(retry_exceptions=["not a class"])
+
+
+def test_runtime_context_names_the_task_actor_and_resources(driver):
+    ctx = manta.get_runtime_context()
+    assert ctx.get_task_id() is None and ctx.get_actor_id() is None
+    assert len(ctx.get_job_id()) == 8 and len(ctx.get_node_id()) == 56
+
+    @manta.remote(num_cpus=2)
+    def inside():
+        c = manta.get_runtime_context()
+        return c.get_task_id(), c.get_actor_id(), c.get_assigned_resources(), c.get_job_id()
+
+    task_id, actor_id, resources, job = manta.get(inside.remote())
+    assert task_id and actor_id is None and resources.get("CPU") == 2.0 and job == ctx.get_job_id()
+
+    @manta.remote
+    class Who:
+        def ids(self):
+            c = manta.get_runtime_context()
+            return c.get_actor_id(), c.get_task_id()
+
+    actor_id, task_id = manta.get(Who.remote().ids.remote())
+    assert actor_id and task_id

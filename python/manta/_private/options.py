@@ -30,6 +30,11 @@ def check(options, known, what):
                              "by Manta" % (n,))
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError("num_returns must be a non-negative int, got %r" % (n,))
+    retry = options.get("retry_exceptions")
+    if retry is not None and not isinstance(retry, bool):
+        if not isinstance(retry, (list, tuple)) or not retry or not all(
+                isinstance(c, type) and issubclass(c, BaseException) for c in retry):
+            raise TypeError("retry_exceptions must be either a boolean or a list of exceptions")
     resources = options.get("resources")
     if resources is not None:
         if not isinstance(resources, dict):

@@ -158,7 +158,10 @@ class RemoteFunction:
             core["max_retries"] = int(options["max_retries"])
         if options.get("label_selector"):
             core["label_selector"] = dict(options["label_selector"])
-        if options.get("retry_exceptions"):
-            raise ValueError("retry_exceptions is not supported yet")
+        retry = options.get("retry_exceptions")
+        if retry:
+            core["retry_exceptions"] = True
+            if retry is not True:
+                core["retry_exception_filter"] = cloudpickle.dumps(tuple(retry))
         opts.strategy(options, core)
         return core
