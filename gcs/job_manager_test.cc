@@ -4,6 +4,7 @@
 #include "gcs/fake_timers.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
+#include "common/package_name.h"
 #include "gtest/gtest.h"
 
 namespace manta::gcs {
@@ -97,6 +98,38 @@ TEST_F(JobManagerTest, RejectsBadInput) {
   EXPECT_EQ(Finish(*m, "short").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Finish(*m, JobIdFromInt(9).Binary()).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(pub_.last_sequence(), 0);
+}
+
+// A job's runtime env is what its workers start with on every node: it is
+// kept with the job, and one job's record can be read alone.
+TEST_F(JobManagerTest, RuntimeEnvIsKeptAndCheckedAndAJobIsReadAlone) {
+  auto m = Make();
+  rpc::JobInfo job;
+  job.mutable_runtime_env()->set_working_dir_package(PackageNameOf("archive"));
+  (*job.mutable_runtime_env()->mutable_env_vars())["A"] = "1";
+  auto id = Add(*m, job);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Add(*m).ok());
+  rpc::GetAllJobInfoRequest req;
+  req.set_job_id(*id);
+  rpc::GetAllJobInfoReply reply;
+  m->HandleGetAllJobInfo(req, &reply, [](const absl::Status& s) { EXPECT_TRUE(s.ok()) << s; });
+  ASSERT_EQ(reply.jobs_size(), 1);
+  EXPECT_EQ(reply.jobs(0).runtime_env().working_dir_package(), PackageNameOf("archive"));
+  EXPECT_EQ(reply.jobs(0).runtime_env().env_vars().at("A"), "1");
+  reply.Clear();
+  req.set_job_id(JobIdFromInt(77).Binary());
+  m->HandleGetAllJobInfo(req, &reply, [](const absl::Status& s) { EXPECT_TRUE(s.ok()) << s; });
+  EXPECT_EQ(reply.jobs_size(), 0);
+
+  for (const char* package : {"../../etc", "_manta_pkg_x.tar", "pkg.zip"}) {
+    rpc::JobInfo bad;
+    bad.mutable_runtime_env()->set_working_dir_package(package);
+    EXPECT_EQ(Add(*m, bad).status().code(), absl::StatusCode::kInvalidArgument) << package;
+  }
+  rpc::JobInfo bad;
+  (*bad.mutable_runtime_env()->mutable_env_vars())["A=B"] = "1";
+  EXPECT_EQ(Add(*m, bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobManagerTest, FinishMarksDeadTellsListenersAndEveryRaylet) {
