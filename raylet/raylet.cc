@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/id.h"
+#include "common/package_name.h"
 #include "raylet/raylet_log.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/server_call.h"
@@ -24,6 +25,7 @@
 #include "raylet/log_forwarder.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/report_throttle.h"
+#include "raylet/runtime_env_manager.h"
 #include "raylet/worker_pool.h"
 
 namespace manta::raylet {
@@ -142,7 +144,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   grpc::ServerUnaryReactor* KillJobWorkers(grpc::CallbackServerContext* ctx, const rpc::KillJobWorkersRequest* req,
                                            rpc::KillJobWorkersReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
+      auto job = JobId::FromBinary(req->job_id());
       leases_->HandleKillJobWorkers(*req, reply, std::move(done));
+      if (job.ok()) envs_->OnJobFinished(*job);
     });
   }
 
@@ -232,6 +236,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     popts.max_workers = options_.max_workers;
     popts.idle_timeout = options_.idle_worker_timeout;
     popts.start_timeout = options_.worker_start_timeout;
+    StartRuntimeEnvs();
+    popts.job_envs = envs_.get();
     pool_ = std::make_unique<WorkerPool>(popts, loop_);
     leases_ = std::make_unique<LeaseManager>(
         LeaseManagerOptions{node_id_, options_.node_ip, options_.resources.labels}, &local_, &view_, pool_.get());
@@ -265,8 +271,39 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     pool_->SetExitListener([this](const WorkerExit& exit) { OnWorkerExit(exit); });
   }
 
+  // The jobs' runtime envs, read from the GCS: the job's record and its
+  // package in the KV.
+  void StartRuntimeEnvs() {
+    RuntimeEnvManagerOptions options;
+    const std::string session = options_.session_dir.empty() ? "/tmp/manta" : options_.session_dir;
+    options.root = session + "/runtime_resources/nodes/" + node_id_.Hex();
+    auto get_job_env = [this](const JobId& job, std::function<void(absl::StatusOr<rpc::RuntimeEnv>)> cb) {
+      rpc::GetAllJobInfoRequest req;
+      req.set_job_id(job.Binary());
+      gcs_->GetAllJobInfo(req, [cb = std::move(cb)](const absl::Status& s, rpc::GetAllJobInfoReply&& reply) {
+        if (!s.ok()) return cb(s);
+        if (reply.jobs_size() == 0) return cb(absl::NotFoundError("no such job"));
+        cb(reply.jobs(0).runtime_env());
+      });
+    };
+    auto get_package = [this](const std::string& name, std::function<void(absl::StatusOr<std::string>)> cb) {
+      rpc::KvGetRequest req;
+      req.set_ns(kPackageKvNamespace);
+      req.set_key(name);
+      gcs_->KvGet(req, [cb = std::move(cb)](const absl::Status& s, rpc::KvGetReply&& reply) {
+        if (!s.ok()) return cb(s);
+        if (!reply.found()) return cb(absl::NotFoundError("it was never uploaded"));
+        cb(std::move(*reply.mutable_value()));
+      });
+    };
+    envs_ = std::make_unique<RuntimeEnvManager>(std::move(options), loop_, std::move(get_job_env),
+                                                std::move(get_package),
+                                                [this](const JobId& job) { return pool_ && pool_->HasWorkersOf(job); });
+  }
+
   void OnWorkerExit(const WorkerExit& exit) {
     logs_->RemoveWorker(exit.worker_id);
+    envs_->OnWorkerGone(exit.job_id);
     bool held_lease = leases_->OnWorkerExit(exit.worker_id);
     if (!held_lease || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
@@ -524,6 +561,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   // Leasing. Created in Start(); the pool before the leases that use it.
   LocalResourceManager local_;
   ClusterView view_;
+  // Destroyed after the pool (whose workers run in its directories).
+  std::unique_ptr<RuntimeEnvManager> envs_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LeaseManager> leases_;
   std::unique_ptr<BundleManager> bundles_;

@@ -25,9 +25,10 @@ std::string ExitDetail(int64_t exit_status, int term_signal) {
   return absl::StrCat("exited with code ", exit_status);
 }
 
-// The worker's environment: the raylet's own, with what tells the worker
-// who and where it is set anew.
-std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const WorkerId& id, const JobId& job) {
+// The worker's environment: the raylet's own, then the job's variables ("":
+// removed), with what tells the worker who and where it is set anew.
+std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const WorkerId& id, const JobId& job,
+                                           const std::map<std::string, std::string>& job_vars) {
   std::vector<std::pair<std::string, std::string>> vars = {
       {"MANTA_WORKER_ID", id.Hex()},
       {"MANTA_JOB_ID", job.Hex()},
@@ -43,14 +44,21 @@ std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const Wor
   } else if (!o.token.empty()) {
     vars.emplace_back("MANTA_TOKEN", o.token);
   }
+  auto pool_only = [&vars](std::string_view kv) {
+    bool overridden = false;
+    for (const auto& [k, v] : vars) overridden |= kv.substr(0, k.size() + 1) == k + "=";
+    // Variables only the pool sets must not leak in from elsewhere.
+    return overridden || kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=";
+  };
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
-    bool overridden = false;
-    for (const auto& [k, v] : vars) overridden |= kv.substr(0, k.size() + 1) == k + "=";
-    // Variables only the pool sets must not leak in from the raylet's own.
-    overridden |= kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=";
-    if (!overridden) env.emplace_back(kv);
+    std::string_view name = kv.substr(0, kv.find('='));
+    if (!pool_only(kv) && job_vars.count(std::string(name)) == 0) env.emplace_back(kv);
+  }
+  for (const auto& [k, v] : job_vars) {
+    std::string kv = k + "=" + v;
+    if (!v.empty() && !pool_only(kv)) env.push_back(std::move(kv));
   }
   for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
   return env;
@@ -133,7 +141,15 @@ int WorkerPool::PidOf(const WorkerId& worker) const {
   return it == workers_.end() ? 0 : it->second->pid;
 }
 
-absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec) {
+bool WorkerPool::HasWorkersOf(const JobId& job) const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  for (const auto& [id, w] : workers_) {
+    if (w->job == job) return true;
+  }
+  return false;
+}
+
+absl::Status WorkerPool::Start(const rpc::TaskSpec& spec, PopCallback pop) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   auto job = JobId::FromBinary(spec.job_id());
   if (!job.ok()) return job.status();
@@ -143,30 +159,49 @@ absl::StatusOr<WorkerPool::Worker*> WorkerPool::Start(const rpc::TaskSpec& spec)
   w->key = WorkerKey(spec);
   w->state = State::kSpawning;
   w->deadline = options_.now() + options_.start_timeout;
-  const std::string dir = LogsDir();
-  const std::string base = dir + "/worker-" + w->id.Hex();
+  w->pop = std::move(pop);
+  const WorkerId id = w->id;
+  const std::string base = LogsDir() + "/worker-" + id.Hex();
   w->err_path = base + ".err";
   std::vector<std::string> args = {spec.worker_executable()};
   args.insert(args.end(), spec.worker_args().begin(), spec.worker_args().end());
-  std::vector<std::string> env = WorkerEnvironment(options_, w->id, *job);
+  workers_.emplace(id, std::move(w));
+  ArmTimer();
+  // The source may answer at once, failing (and forgetting) the worker.
+  if (options_.job_envs == nullptr) {
+    OnJobEnv(id, std::move(args), base, JobEnv());
+  } else {
+    options_.job_envs->Prepare(*job, [this, alive = alive_, id, args = std::move(args), base](absl::StatusOr<JobEnv> e) {
+      if (*alive) OnJobEnv(id, args, base, std::move(e));
+    });
+  }
+  return absl::OkStatus();
+}
+
+void WorkerPool::OnJobEnv(const WorkerId& id, std::vector<std::string> args, const std::string& base,
+                          absl::StatusOr<JobEnv> job_env) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  Worker& w = *it->second;
+  if (w.state == State::kKilling) return FailSpawn(w, absl::CancelledError("stopped before it started"), base);
+  if (!job_env.ok()) return FailSpawn(w, job_env.status(), base);
+  std::vector<std::string> env = WorkerEnvironment(options_, id, w.job, job_env->env_vars);
   // The directory and files are made off the loop; the loop spawns once
   // they exist.
-  files_.Submit([this, alive = alive_, mailbox = loop_->mailbox(), id = w->id, dir, base, args = std::move(args),
-                 env = std::move(env)] {
+  files_.Submit([this, alive = alive_, mailbox = loop_->mailbox(), id, dir = LogsDir(), base, args = std::move(args),
+                 env = std::move(env), cwd = std::move(job_env->cwd)] {
     auto fds = std::make_shared<LogFds>();
     absl::Status opened = fds->Open(dir, base);
-    mailbox->Post([this, alive, id, args, env, base, fds, opened] {
-      if (*alive) Spawn(id, args, env, base, fds, opened);
+    mailbox->Post([this, alive, id, args, env, cwd, base, fds, opened] {
+      if (*alive) Spawn(id, args, env, cwd, base, fds, opened);
     });
   });
-  Worker* raw = w.get();
-  workers_.emplace(raw->id, std::move(w));
-  ArmTimer();
-  return raw;
 }
 
 void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
-                       const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened) {
+                       const std::string& cwd, const std::string& base, const std::shared_ptr<LogFds>& fds,
+                       const absl::Status& opened) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
@@ -190,6 +225,7 @@ void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args,
   opts.file = args[0].c_str();
   opts.args = argv.data();
   opts.env = envp.data();
+  if (!cwd.empty()) opts.cwd = cwd.c_str();
   opts.stdio = stdio;
   opts.stdio_count = 3;
   opts.flags = UV_PROCESS_DETACHED;  // own process group: killed as a group
@@ -310,12 +346,12 @@ void WorkerPool::PopWorker(const rpc::TaskSpec& spec, PopCallback cb) {
     starting->pop = std::move(cb);
     return;
   }
-  auto w = Start(spec);
-  if (!w.ok()) {
-    Log()->warn("{}", std::string(w.status().message()));
-    return cb(w.status());
+  // Start owns `cb` once it succeeds; it fails only before taking it.
+  auto pending = std::make_shared<PopCallback>(std::move(cb));
+  if (auto s = Start(spec, [pending](absl::StatusOr<LeasedWorker> w) { (*pending)(std::move(w)); }); !s.ok()) {
+    Log()->warn("{}", std::string(s.message()));
+    (*pending)(s);
   }
-  (*w)->pop = std::move(cb);
 }
 
 void WorkerPool::PushWorker(const WorkerId& worker) {
@@ -346,8 +382,8 @@ void WorkerPool::Prestart(const rpc::TaskSpec& spec, int backlog) {
   }
   int n = std::min(backlog - have, options_.max_workers - alive);
   for (int i = 0; i < n; ++i) {
-    if (auto w = Start(spec); !w.ok()) {
-      Log()->warn("prestart: {}", std::string(w.status().message()));
+    if (auto s = Start(spec, nullptr); !s.ok()) {
+      Log()->warn("prestart: {}", std::string(s.message()));
       return;
     }
   }
@@ -428,10 +464,11 @@ void WorkerPool::OnTimer() {
             spawned ? absl::StrCat("worker ", x.id.Hex(), " (pid ", x.pid, ") did not register within ",
                                    absl::FormatDuration(options_.start_timeout), " (see ", x.err_path, ")")
                     : absl::StrCat("worker ", x.id.Hex(), " was not started within ",
-                                   absl::FormatDuration(options_.start_timeout), ": its log files in ", LogsDir(),
-                                   " were not made in time (a slow or stuck disk?)")));
+                                   absl::FormatDuration(options_.start_timeout),
+                                   ": its job's environment or its log files in ", LogsDir(),
+                                   " were not ready in time (a slow GCS or a slow or stuck disk?)")));
       }
-      Kill(x, spawned ? "it did not register in time" : "its log files were not made in time");
+      Kill(x, spawned ? "it did not register in time" : "it was not ready to spawn in time");
     } else if (x.state == State::kKilling && x.pid > 0 && !x.sigkilled && x.deadline <= now) {
       Log()->warn("worker ignored SIGTERM; sending SIGKILL worker_id={} pid={}", x.id.Hex(), x.pid);
       ::kill(-x.pid, SIGKILL);

@@ -26,6 +26,13 @@
 // TPU_* variables are inherited unchanged; the core worker applies
 // tpu::VisibleChipsEnv per lease from the lease reply.
 //
+// The job's runtime env: with a JobEnvSource, a worker starts in its job's
+// directory (JobEnv::cwd) with the job's env_vars on top of the raylet's
+// environment (a name mapped to "" is removed; the MANTA_* variables above
+// always win). Workers serve one job only, so nothing of one job's
+// environment reaches another's. A job whose environment cannot be made
+// fails the start (the pop gets FailedPrecondition saying why).
+//
 // Nothing blocks the loop on the disk: a start creates the log directory and
 // files on the pool's file thread, the loop then spawns with uv_spawn, and
 // the file thread renames the files to carry the pid. The log listener hears
@@ -51,6 +58,7 @@
 #include "common/event_loop.h"
 #include "common/thread_pool.h"
 #include "proto/node_manager.pb.h"
+#include "raylet/runtime_env_manager.h"
 #include "raylet/worker_pool_interface.h"
 
 namespace manta::raylet {
@@ -70,6 +78,9 @@ struct WorkerPoolOptions {
   absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration start_timeout = absl::Seconds(30);
   absl::Duration kill_grace = absl::Seconds(2);
+  // Where a job's directory and variables come from; null: every worker
+  // starts in the raylet's directory with its environment. Not owned.
+  JobEnvSource* job_envs = nullptr;
   std::function<absl::Time()> now = [] { return absl::Now(); };
 };
 
@@ -127,6 +138,8 @@ class WorkerPool : public WorkerPoolInterface {
   size_t num_starting() const;
   // The pid of a live worker; 0 when unknown.
   int PidOf(const WorkerId& worker) const;
+  // Whether any worker of `job` (in any state) is still known to the pool.
+  bool HasWorkersOf(const JobId& job) const;
 
  private:
   struct Process;
@@ -149,12 +162,19 @@ class WorkerPool : public WorkerPoolInterface {
     Process* process = nullptr;
   };
 
-  // Adds a kSpawning worker and has its log files made; Spawn follows.
-  absl::StatusOr<Worker*> Start(const rpc::TaskSpec& spec);
+  // Adds a kSpawning worker that will serve `pop` (empty: prestarted), gets
+  // its job's environment, then has its log files made; Spawn follows.
+  // InvalidArgument (pop not called) for a malformed job id.
+  absl::Status Start(const rpc::TaskSpec& spec, PopCallback pop);
+  // On the loop, once the job's environment is known: fails the worker or
+  // has its log files made.
+  void OnJobEnv(const WorkerId& id, std::vector<std::string> args, const std::string& base,
+                absl::StatusOr<JobEnv> job_env);
   // On the loop, once the files are made (or could not be): starts the
-  // process, or fails the worker's pop.
+  // process in `cwd` (empty: the raylet's), or fails the worker's pop.
   void Spawn(const WorkerId& id, const std::vector<std::string>& args, const std::vector<std::string>& env,
-             const std::string& base, const std::shared_ptr<LogFds>& fds, const absl::Status& opened);
+             const std::string& cwd, const std::string& base, const std::shared_ptr<LogFds>& fds,
+             const absl::Status& opened);
   void FailSpawn(Worker& w, const absl::Status& why, const std::string& base);
   void OnLogsNamed(const WorkerLogFiles& logs);
   // Whether `w` is on its way to registering (kSpawning or kStarting).

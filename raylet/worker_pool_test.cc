@@ -242,6 +242,54 @@ TEST_F(WorkerPoolTest, KillJobWorkersKeepsListedAndKillAllWaits) {
   EXPECT_EQ(exits_.size(), 3u);
 }
 
+// A job's environment: given by the source, answered later.
+class FakeJobEnvs : public JobEnvSource {
+ public:
+  explicit FakeJobEnvs(EventLoop* loop) : loop_(loop) {}
+  void Prepare(const JobId& job, Callback cb) override {
+    ++calls;
+    loop_->Post([this, cb = std::move(cb)] { cb(answer); });
+  }
+  absl::StatusOr<JobEnv> answer;
+  int calls = 0;
+
+ private:
+  EventLoop* loop_;
+};
+
+TEST_F(WorkerPoolTest, WorkersStartInTheirJobsDirectoryWithItsVariables) {
+  FakeJobEnvs envs(&loop_);
+  std::string cwd = session_ + "/job_dir";
+  std::filesystem::create_directories(cwd);
+  envs.answer = JobEnv{cwd, {{"JOB_VAR", "from-job"}, {"HOME", ""}, {"MANTA_JOB_ID", "forged"}}};
+  WorkerPoolOptions o;
+  o.node_id = NodeId::FromRandom();
+  o.session_dir = session_;
+  o.job_envs = &envs;
+  pool_ = std::make_unique<WorkerPool>(o, &loop_);
+  pool_->SetExitListener([this](const WorkerExit& e) { exits_.push_back(e); });
+  pool_->SetLogListener([this](const WorkerLogFiles& l) { logs_.push_back(l); });
+  setenv("HOME", "/raylet-home", 1);
+  pool_->PopWorker(Spec("echo \"$(pwd) $JOB_VAR home=${HOME-unset} $MANTA_JOB_ID\""), [](absl::StatusOr<LeasedWorker>) {});
+  ASSERT_TRUE(RunUntil([&] { return exits_.size() == 1; }));
+  EXPECT_EQ(ReadAll(logs_[0].out_path), cwd + " from-job home=unset 00000002\n");
+
+  // A job whose environment cannot be made: the pop fails saying why, and
+  // no process starts.
+  envs.answer = absl::FailedPreconditionError("refused the working_dir package P of job 00000002: bad");
+  absl::Status status;
+  bool called = false;
+  pool_->PopWorker(Spec("exit 0"), [&](absl::StatusOr<LeasedWorker> w) {
+    called = true;
+    status = w.status();
+  });
+  ASSERT_TRUE(RunUntil([&] { return called; }));
+  EXPECT_TRUE(absl::StrContains(status.message(), "refused the working_dir package")) << status;
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_FALSE(pool_->HasWorkersOf(*JobId::FromHex("00000002")));
+  EXPECT_EQ(envs.calls, 2);
+}
+
 // The pool is loop-only: a call from another thread aborts at once, naming
 // the caller, instead of racing with the loop.
 TEST_F(WorkerPoolTest, ACallOffTheLoopThreadAborts) {
