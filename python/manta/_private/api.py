@@ -18,8 +18,12 @@ _BOOT = "import sys,json;sys.path[:0]=json.loads(sys.argv[1]);import manta._work
 
 
 def _worker_command():
+    """The worker program's arguments: the bootstrap, then the driver's
+    sys.path with the package's own directory first. An empty entry (the
+    current directory) stays empty: a worker runs in the job's working
+    directory, which is the same tree on every node, wherever unpacked."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = [here] + [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    path = [here] + list(sys.path)
     return ["-c", _BOOT, json.dumps(path)]
 
 
