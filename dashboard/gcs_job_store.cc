@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/id.h"
 #include "common/logging.h"
+#include "common/package_name.h"
+#include "common/rpc/reply_cache.h"
 #include "common/status.h"
 #include "gcs/client/sync_gcs_client.h"
 
@@ -63,6 +65,18 @@ class GcsJobStore::Impl {
       out.push_back(std::move(*job));
     }
     return out;
+  }
+
+  absl::Status PublishPackage(const std::string& name, const std::string& data) {
+    rpc::KvPutRequest req;
+    req.set_ns(kPackageKvNamespace);
+    req.set_key(name);
+    req.set_value(data);
+    req.set_overwrite(false);
+    req.set_request_id(rpc::NewRequestId());
+    return Call<rpc::KvPutReply>("publishing a working_dir package",
+                                 [req](GcsClient& c, auto done) { c.KvPut(req, std::move(done)); })
+        .status();
   }
 
   absl::Status Delete(const std::string& id) {
@@ -176,5 +190,8 @@ absl::StatusOr<bool> GcsJobStore::ReserveOnHead(const std::string& id, const std
   return impl_->ReserveOnHead(id, demand);
 }
 absl::Status GcsJobStore::ReleaseOnHead(const std::string& id) { return impl_->ReleaseOnHead(id); }
+absl::Status GcsJobStore::PublishPackage(const std::string& name, const std::string& data) {
+  return impl_->PublishPackage(name, data);
+}
 
 }  // namespace manta::dashboard

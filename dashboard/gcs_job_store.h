@@ -31,6 +31,7 @@ class GcsJobStore : public JobStore {
   absl::StatusOr<bool> ReserveOnHead(const std::string& submission_id,
                                      const std::map<std::string, double>& demand) override;
   absl::Status ReleaseOnHead(const std::string& submission_id) override;
+  absl::Status PublishPackage(const std::string& name, const std::string& data) override;
 
  private:
   class Impl;

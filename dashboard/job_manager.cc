@@ -8,6 +8,8 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/package_name.h"
+#include "common/runtime_env_json.h"
 #include "common/process.h"
 #include "common/status.h"
 #include "dashboard/validation.h"
@@ -337,6 +339,7 @@ void JobManager::StartOne(const std::string& id) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   RunnerSpec spec;
   std::string package;
+  RuntimeEnvSpec runtime_env;
   {
     absl::MutexLock lock(&mu_);
     Entry& e = jobs_[id];
@@ -344,7 +347,12 @@ void JobManager::StartOne(const std::string& id) {
     spec.entrypoint = e.record.entrypoint;
     package = e.record.working_dir_package;
     for (const auto& [k, v] : e.record.env_vars) spec.env.emplace_back(k, v);
+    runtime_env.env_vars = e.record.env_vars;
   }
+  // The driver registers the job with its runtime env, so that every worker
+  // of the job, on any node, gets the same directory and variables.
+  if (!package.empty()) runtime_env.working_dir = "gcs://" + package;
+  spec.env.emplace_back(kRuntimeEnvVar, RuntimeEnvJson(runtime_env));
   spec.runner_path = options_.runner_path;
   spec.log_file = LogFile(id);
   spec.exit_file = ExitFile(id);
@@ -354,7 +362,10 @@ void JobManager::StartOne(const std::string& id) {
   unlink(spec.exit_file.c_str());
 
   auto head = store_->GetHeadNode();
-  auto cwd = packages_->PrepareWorkingDir(id, package);
+  absl::StatusOr<std::string> cwd = packages_->PrepareWorkingDir(id, package);
+  if (cwd.ok()) {
+    if (absl::Status published = PublishPackage(package); !published.ok()) cwd = published;
+  }
   absl::StatusOr<Runner> runner = absl::UnknownError("not started");
   if (cwd.ok()) {
     spec.cwd = *cwd;
@@ -385,6 +396,19 @@ void JobManager::StartOne(const std::string& id) {
   e.dirty = true;
   Log()->info("job started submission_id={} runner_pid={}", id, runner->pid);
   if (job.stop_requested) loop_->Post([this, id, r = *runner] { BeginStop(id, r); });
+}
+
+absl::Status JobManager::PublishPackage(const std::string& package) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  if (package.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string data, packages_->Read(package));
+  if (data.size() > kMaxKvPackageBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("the package is ", data.size(),
+                                                     " bytes; a package reaches the cluster's nodes through the GCS, "
+                                                     "which takes packages of at most ",
+                                                     kMaxKvPackageBytes, " bytes"));
+  }
+  return Annotate(store_->PublishPackage(package, data), "publishing the package to the cluster");
 }
 
 void JobManager::BeginStop(const std::string& id, const Runner& runner) {

@@ -121,6 +121,9 @@ class JobManager {
   void Release(const std::string& id);
   void ReleasePending();
   void StartOne(const std::string& id);
+  // Puts the job's working-directory package (if any) where every node can
+  // fetch it.
+  absl::Status PublishPackage(const std::string& package);
   void BeginStop(const std::string& id, const Runner& runner);
   void Poll();
   void Finish(const std::string& id, const Runner& runner);

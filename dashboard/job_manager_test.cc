@@ -278,10 +278,15 @@ TEST_F(JobManagerTest, WorkingDirIsUnpackedForTheJob) {
   ASSERT_TRUE(archive.ok());
   std::string name = PackageName(*archive);
   ASSERT_TRUE(packages_->Put(name, *archive).ok());
-  std::string id = Submit(absl::StrCat(R"({"entrypoint": "cat hello.txt", "runtime_env": {"working_dir": "gcs://)",
-                                       name, R"("}})"));
+  // The driver learns the job's runtime env, to register the job with it;
+  // the package is where every node can fetch it.
+  std::string id = Submit(absl::StrCat(R"({"entrypoint": "cat hello.txt; echo; echo $MANTA_RUNTIME_ENV", )",
+                                       R"("runtime_env": {"env_vars": {"V": "1"}, "working_dir": "gcs://)", name,
+                                       R"("}})"));
   WaitFor(id, JobStatus::kSucceeded);
-  EXPECT_EQ(Log(id), "hello from the package\n");
+  EXPECT_EQ(Log(id), absl::StrCat("hello from the package\n\n{\"env_vars\":{\"V\":\"1\"},\"working_dir\":\"gcs://", name,
+                                  "\"}\n"));
+  EXPECT_EQ(store_.Published(name), *archive);
 
   std::string missing = Submit(R"({"entrypoint": "true", "runtime_env": {"working_dir": "gcs://_manta_pkg_no.tar.gz"}})");
   JobRecord job = WaitFor(missing, JobStatus::kFailed);

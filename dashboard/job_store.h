@@ -51,6 +51,10 @@ class JobStore {
                                              const std::map<std::string, double>& demand) = 0;
   // Gives the job's reservation back; OK when it holds none.
   virtual absl::Status ReleaseOnHead(const std::string& submission_id) = 0;
+  // Makes a working-directory package fetchable by every node (the GCS KV,
+  // namespace kPackageKvNamespace, common/package_name.h). OK when it is
+  // there already; InvalidArgument when `name` is not the package's.
+  virtual absl::Status PublishPackage(const std::string& name, const std::string& data) = 0;
 };
 
 // In-memory JobStore for tests: `available` = false makes every call fail
@@ -106,6 +110,18 @@ class FakeJobStore : public JobStore {
     reservations_.erase(id);
     TryHoldLocked();
     return absl::OkStatus();
+  }
+  absl::Status PublishPackage(const std::string& name, const std::string& data) override {
+    absl::MutexLock lock(&mu_);
+    if (!available_) return absl::UnavailableError("fake GCS is down");
+    packages_[name] = data;
+    return absl::OkStatus();
+  }
+  std::optional<std::string> Published(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    auto it = packages_.find(name);
+    if (it == packages_.end()) return std::nullopt;
+    return it->second;
   }
   // Jobs whose reservation is held.
   std::vector<std::string> Held() {
@@ -164,6 +180,7 @@ class FakeJobStore : public JobStore {
   std::map<std::string, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
   bool available_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::string, std::string> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> packages_ ABSL_GUARDED_BY(mu_);
   HeadNode head_ ABSL_GUARDED_BY(mu_){"127.0.0.1", {{"CPU", 4}}};
 };
 

@@ -47,6 +47,17 @@ absl::Status PackageStore::Put(std::string_view name, std::string_view data) {
   return WriteFileAtomic(PackagePath(name), std::string(data), 0600);
 }
 
+absl::StatusOr<std::string> PackageStore::Read(std::string_view name) const {
+  RETURN_IF_ERROR(ValidatePackageName(name));
+  auto data = ReadFile(PackagePath(name));
+  if (!data.ok()) {
+    std::string n(name);
+    return absl::NotFoundError(
+        absl::StrCat("working_dir package gcs://", n, " was not uploaded (PUT /api/packages/gcs/", n, ")"));
+  }
+  return data;
+}
+
 absl::StatusOr<std::string> PackageStore::PrepareWorkingDir(std::string_view submission_id,
                                                             std::string_view package) {
   RETURN_IF_ERROR(ValidateSubmissionId(submission_id));

@@ -42,6 +42,9 @@ class PackageStore {
   // InvalidArgument / ResourceExhausted leave nothing behind.
   absl::Status Put(std::string_view name, std::string_view data);
 
+  // The bytes of an uploaded package. NotFound when it was never uploaded.
+  absl::StatusOr<std::string> Read(std::string_view name) const;
+
   // Creates working_dir/<submission_id>/: unpacked from `package` when given,
   // else empty. Replaces what an earlier attempt left. Returns its path.
   // NotFound when the package was never uploaded.

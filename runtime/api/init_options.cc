@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
+#include "common/runtime_env_json.h"
 #include "common/session.h"
 #include "common/status.h"
 #include "common/token.h"
@@ -104,6 +105,13 @@ absl::StatusOr<core::CoreWorkerOptions> ResolveDriverOptions(const InitOptions& 
   if (std::string ip = Env(kNodeIpEnv); !ip.empty()) out.node_ip = ip;
   out.worker_executable = options.worker_executable.empty() ? "/proc/self/exe" : options.worker_executable;
   out.worker_args = options.worker_args;
+  if (std::string submitted = Env(kRuntimeEnvVar); !submitted.empty()) {
+    ASSIGN_OR_RETURN(RuntimeEnvSpec env, ParseRuntimeEnvJson(submitted));
+    out.runtime_env_working_dir = std::move(env.working_dir);
+    out.runtime_env_env_vars = std::move(env.env_vars);
+  }
+  if (!options.runtime_env_working_dir.empty()) out.runtime_env_working_dir = options.runtime_env_working_dir;
+  for (const auto& [k, v] : options.runtime_env_env_vars) out.runtime_env_env_vars[k] = v;
   return out;
 }
 

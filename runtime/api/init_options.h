@@ -36,8 +36,12 @@ absl::StatusOr<std::string> ResolveGcsAddress(const std::string& flag, const std
 // it belongs to that address; worker_executable defaults to /proc/self/exe;
 // the address the driver serves on and finds its local raylet by is
 // $MANTA_NODE_IP when set (a host whose raylet is not on 127.0.0.1).
-// Errors: no cluster found (NotFound), a malformed token (InvalidArgument), a
-// token file readable by others (FailedPrecondition).
+// The runtime env is the options', over the one in $MANTA_RUNTIME_ENV (set
+// by the Jobs API, common/runtime_env_json.h) field by field and variable by
+// variable.
+// Errors: no cluster found (NotFound), a malformed token or
+// $MANTA_RUNTIME_ENV (InvalidArgument), a token file readable by others
+// (FailedPrecondition).
 absl::StatusOr<core::CoreWorkerOptions> ResolveDriverOptions(const InitOptions& options);
 
 }  // namespace manta::internal

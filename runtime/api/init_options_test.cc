@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/session.h"
 #include "common/token.h"
+#include "common/runtime_env_json.h"
 #include "gtest/gtest.h"
 
 namespace manta::internal {
@@ -155,6 +156,34 @@ TEST_F(InitOptionsTest, NodeAddressFromEnvironment) {
   auto resolved = ResolveDriverOptions(options);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   EXPECT_EQ(resolved->node_ip, "10.1.2.1");
+}
+
+// The Jobs API hands its driver the submitted runtime env; what the
+// program sets itself wins, variable by variable.
+TEST_F(InitOptionsTest, RuntimeEnvFromTheJobsApiUnderTheProgramsOwn) {
+  InitOptions options;
+  options.address = "10.1.2.1:7000";
+  options.temp_dir = temp_dir_;
+  {
+    ScopedEnv unset(kRuntimeEnvVar, nullptr);
+    auto resolved = ResolveDriverOptions(options);
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
+    EXPECT_TRUE(resolved->runtime_env_working_dir.empty());
+    EXPECT_TRUE(resolved->runtime_env_env_vars.empty());
+  }
+  ScopedEnv submitted(kRuntimeEnvVar, R"({"working_dir": "gcs://pkg", "env_vars": {"A": "job", "B": "job"}})");
+  auto resolved = ResolveDriverOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->runtime_env_working_dir, "gcs://pkg");
+  EXPECT_EQ(resolved->runtime_env_env_vars, (std::map<std::string, std::string>{{"A", "job"}, {"B", "job"}}));
+  options.runtime_env_working_dir = "./src";
+  options.runtime_env_env_vars = {{"B", "mine"}};
+  resolved = ResolveDriverOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->runtime_env_working_dir, "./src");
+  EXPECT_EQ(resolved->runtime_env_env_vars, (std::map<std::string, std::string>{{"A", "job"}, {"B", "mine"}}));
+  ScopedEnv bad(kRuntimeEnvVar, "{");
+  EXPECT_EQ(ResolveDriverOptions(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

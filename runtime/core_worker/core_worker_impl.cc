@@ -13,6 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/package_name.h"
+#include "common/rpc/reply_cache.h"
 #include "common/rpc/client_call.h"
 #include "common/rpc/grpc_util.h"
 #include "common/status.h"
@@ -21,6 +23,7 @@
 #include "runtime/core_worker/log_printer.h"
 #include "runtime/core_worker/peers.h"
 #include "runtime/core_worker/real_core_worker.h"
+#include "runtime/core_worker/runtime_env.h"
 #include "runtime/core_worker/task_receiver.h"
 
 namespace manta::core {
@@ -244,6 +247,31 @@ void CoreWorkerImpl::ConfigureSubmitters() {
 absl::Status CoreWorkerImpl::RegisterJob() {
   rpc::AddJobRequest req;
   rpc::JobInfo* job = req.mutable_job();
+  PackageKv kv;
+  kv.exists = [this](const std::string& name) -> absl::StatusOr<bool> {
+    rpc::KvKeysRequest keys;
+    keys.set_ns(kPackageKvNamespace);
+    keys.set_prefix(name);
+    ASSIGN_OR_RETURN(rpc::KvKeysReply reply, GcsCall<rpc::KvKeysReply>([keys](gcs::GcsClient& gcs, auto done) {
+                       gcs.KvKeys(keys, std::move(done));
+                     }));
+    for (const std::string& k : reply.keys()) {
+      if (k == name) return true;
+    }
+    return false;
+  };
+  kv.put = [this](const std::string& name, const std::string& data) {
+    rpc::KvPutRequest put;
+    put.set_ns(kPackageKvNamespace);
+    put.set_key(name);
+    put.set_value(data);
+    put.set_request_id(rpc::NewRequestId());
+    return GcsCall<rpc::KvPutReply>([put](gcs::GcsClient& gcs, auto done) { gcs.KvPut(put, std::move(done)); })
+        .status();
+  };
+  auto runtime_env = MakeRuntimeEnv(options_.runtime_env_working_dir, options_.runtime_env_env_vars, kv);
+  if (!runtime_env.ok()) return runtime_env.status();
+  *job->mutable_runtime_env() = std::move(*runtime_env);
   *job->mutable_driver_address() = address_proto_;
   job->set_driver_pid(getpid());
   job->set_driver_ip(options_.node_ip);

@@ -40,6 +40,7 @@
 // Thread-safety: every call may be made from any thread after Init.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -70,6 +71,14 @@ struct InitOptions {
   // (/proc/self/exe) with no arguments.
   std::string worker_executable;
   std::vector<std::string> worker_args;
+  // The job's runtime env: every worker of the job, on every node, starts
+  // in this directory (a local one, packed and uploaded when Init runs, or
+  // "gcs://<package name>" already uploaded) with these variables; see
+  // core::CoreWorkerOptions. A driver the Jobs API started gets the
+  // submitted runtime env from $MANTA_RUNTIME_ENV; what is set here wins
+  // (per variable).
+  std::string runtime_env_working_dir;
+  std::map<std::string, std::string> runtime_env_env_vars;
   // What makes this process's core worker; null: the process default, the
   // real runtime in a program linked with manta_runtime. Unit tests pass a
   // fake's (FakeCoreWorker::Factory()). Not owned; it must outlive Shutdown.

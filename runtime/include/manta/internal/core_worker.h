@@ -286,6 +286,17 @@ struct CoreWorkerOptions {
   // The program and arguments workers run (a driver's own executable).
   std::string worker_executable;
   std::vector<std::string> worker_args;
+  // The job's runtime env (a driver's; workers ignore it): every worker of
+  // the job, on every node, starts in the working directory with these
+  // variables (a task's own env_vars still win). The working directory is
+  // a local directory, which the driver packs (honouring .gitignore and
+  // .mantaignore, as `manta job submit` does) and uploads to the GCS KV by
+  // content hash, or "gcs://<package name>" of a package already there;
+  // empty: workers start in their raylet's directory. Init fails with
+  // InvalidArgument / NotFound / ResourceExhausted when it cannot be packed
+  // or uploaded.
+  std::string runtime_env_working_dir;
+  std::map<std::string, std::string> runtime_env_env_vars;
 };
 
 class CoreWorker {
