@@ -254,3 +254,10 @@ def test_manager_runs_once_per_host_of_each_slice(free):
         assert tpu.get_num_ready_tpu_slices(TOPOLOGY, VERSION) == 1
     finally:
         actors.release()
+
+
+def test_the_slice_example_runs_against_the_cluster(free):
+    from test_examples import run_example
+    proc = run_example("tpu_slices.py", "--temp-dir", free.temp_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tpu-group-0" in proc.stdout and "tpu-group-1" in proc.stdout
