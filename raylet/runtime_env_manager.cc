@@ -31,10 +31,27 @@ void RuntimeEnvManager::Prepare(const JobId& job, Callback cb) {
   auto [it, inserted] = jobs_.try_emplace(job);
   if (it->second.ready) return cb(it->second.env);
   it->second.waiting.push_back(std::move(cb));
-  if (!inserted) return;  // being made
+  if (inserted) FetchJobEnv(job);  // else being made
+}
+
+void RuntimeEnvManager::FetchJobEnv(const JobId& job) {
   get_job_env_(job, [this, alive = alive_, job](absl::StatusOr<rpc::RuntimeEnv> env) {
     if (*alive) OnJobEnv(job, std::move(env));
   });
+}
+
+void RuntimeEnvManager::FetchPackage(const JobId& job, const std::string& name) {
+  get_package_(name, [this, alive = alive_, job, name](absl::StatusOr<std::string> data) {
+    if (*alive) OnPackage(job, name, std::move(data));
+  });
+}
+
+bool RuntimeEnvManager::RetryLater(const JobId& job, const absl::Status& status, std::function<void()> again) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return false;
+  if (++it->second.attempts >= options_.max_attempts) return false;
+  it->second.retry = loop_->RunAfter(options_.retry_period, std::move(again));
+  return true;
 }
 
 void RuntimeEnvManager::OnJobEnv(const JobId& job, absl::StatusOr<rpc::RuntimeEnv> env) {
@@ -42,6 +59,7 @@ void RuntimeEnvManager::OnJobEnv(const JobId& job, absl::StatusOr<rpc::RuntimeEn
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   if (!env.ok() && absl::IsNotFound(env.status())) env = rpc::RuntimeEnv();  // a job the GCS does not know
+  if (!env.ok() && RetryLater(job, env.status(), [this, job] { FetchJobEnv(job); })) return;
   if (!env.ok()) {
     return Complete(job, absl::FailedPreconditionError(
                              absl::StrCat("cannot read the runtime env of job ", job.Hex(), ": ", env.status().message())));
@@ -52,15 +70,14 @@ void RuntimeEnvManager::OnJobEnv(const JobId& job, absl::StatusOr<rpc::RuntimeEn
   if (auto s = ValidatePackageRef(name); !s.ok()) {
     return Complete(job, absl::FailedPreconditionError(absl::StrCat("job ", job.Hex(), ": ", s.message())));
   }
-  get_package_(name, [this, alive = alive_, job, name](absl::StatusOr<std::string> data) {
-    if (*alive) OnPackage(job, name, std::move(data));
-  });
+  FetchPackage(job, name);
 }
 
 void RuntimeEnvManager::OnPackage(const JobId& job, const std::string& name, absl::StatusOr<std::string> data) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   if (jobs_.find(job) == jobs_.end()) return;
   const std::string what = absl::StrCat("the working_dir package ", name, " of job ", job.Hex());
+  if (!data.ok() && RetryLater(job, data.status(), [this, job, name] { FetchPackage(job, name); })) return;
   if (!data.ok()) {
     return Complete(job, absl::FailedPreconditionError(absl::StrCat("cannot fetch ", what, " from the GCS: ",
                                                                     data.status().message())));

@@ -16,7 +16,9 @@
 // left on the node (OnJobFinished, OnWorkerGone), and the whole root when
 // the manager is destroyed (the raylet exits after its workers).
 //
-// A failure (GCS unreachable, package missing, tampered or hostile) is
+// A GCS that does not answer (Unavailable, DeadlineExceeded) is asked
+// again every `retry_period`, up to `max_attempts` times in all. A failure
+// (GCS still unreachable, package missing, tampered or hostile) is
 // reported to the waiting starts and not kept: the next start asks again.
 // A job the GCS does not know has an empty runtime env.
 //
@@ -63,6 +65,8 @@ class JobEnvSource {
 struct RuntimeEnvManagerOptions {
   std::string root;  // created on first use; removed by the destructor
   dashboard::TarLimits limits;
+  absl::Duration retry_period = absl::Milliseconds(500);
+  int max_attempts = 20;
 };
 
 class RuntimeEnvManager : public JobEnvSource {
@@ -98,8 +102,16 @@ class RuntimeEnvManager : public JobEnvSource {
     bool finished = false;
     JobEnv env;
     std::vector<Callback> waiting;  // while being made
+    int attempts = 0;               // GCS calls that did not get an answer
+    std::unique_ptr<EventLoop::Timer> retry;
   };
 
+  // Reads the job's runtime env (again, after a GCS that did not answer).
+  void FetchJobEnv(const JobId& job);
+  void FetchPackage(const JobId& job, const std::string& name);
+  // Whether `status` is a GCS that did not answer and `job` may ask again;
+  // if so, `again` runs after the retry period.
+  bool RetryLater(const JobId& job, const absl::Status& status, std::function<void()> again);
   void OnJobEnv(const JobId& job, absl::StatusOr<rpc::RuntimeEnv> env);
   void OnPackage(const JobId& job, const std::string& name, absl::StatusOr<std::string> data);
   // Answers the job's waiters; a failure forgets the job.

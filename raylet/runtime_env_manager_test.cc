@@ -176,10 +176,13 @@ TEST_F(RuntimeEnvManagerTest, MissingPackageAndUnreachableGcsFailTheStart) {
   auto env = Prepare(job);
   EXPECT_EQ(env.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(env.status().message(), "never uploaded")) << env.status();
-  jobs_.clear();
+  // A GCS that does not answer is asked again, a few times.
+  int asked = 0;
   envs_ = std::make_unique<RuntimeEnvManager>(
-      RuntimeEnvManagerOptions{.root = root_, .limits = {}}, &loop_,
-      [](const JobId&, std::function<void(absl::StatusOr<rpc::RuntimeEnv>)> cb) {
+      RuntimeEnvManagerOptions{.root = root_, .limits = {}, .retry_period = absl::Milliseconds(1), .max_attempts = 3},
+      &loop_,
+      [&](const JobId&, std::function<void(absl::StatusOr<rpc::RuntimeEnv>)> cb) {
+        ++asked;
         cb(absl::UnavailableError("GCS down"));
       },
       [](const std::string&, std::function<void(absl::StatusOr<std::string>)>) { FAIL(); },
@@ -187,6 +190,30 @@ TEST_F(RuntimeEnvManagerTest, MissingPackageAndUnreachableGcsFailTheStart) {
   env = Prepare(job);
   EXPECT_EQ(env.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(env.status().message(), "GCS down")) << env.status();
+  EXPECT_EQ(asked, 3);
+}
+
+TEST_F(RuntimeEnvManagerTest, AGcsThatComesBackIsAskedAgain) {
+  JobId job = JobWithPackage(OneFileArchive("data/input.txt", "back"));
+  int job_calls = 0;
+  int package_calls = 0;
+  envs_ = std::make_unique<RuntimeEnvManager>(
+      RuntimeEnvManagerOptions{.root = root_, .limits = {}, .retry_period = absl::Milliseconds(1), .max_attempts = 5},
+      &loop_,
+      [&](const JobId& j, std::function<void(absl::StatusOr<rpc::RuntimeEnv>)> cb) {
+        if (++job_calls < 3) return cb(absl::DeadlineExceededError("slow GCS"));
+        cb(jobs_.at(j));
+      },
+      [&](const std::string& name, std::function<void(absl::StatusOr<std::string>)> cb) {
+        if (++package_calls < 2) return cb(absl::UnavailableError("GCS restarting"));
+        cb(kv_.at(name));
+      },
+      [](const JobId&) { return false; });
+  auto env = Prepare(job);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(ReadEnvFile(env->cwd + "/data/input.txt"), "back");
+  EXPECT_EQ(job_calls, 3);
+  EXPECT_EQ(package_calls, 2);
 }
 
 TEST_F(RuntimeEnvManagerTest, DestructionRemovesEveryJobsDirectory) {
