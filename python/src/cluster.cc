@@ -135,16 +135,24 @@ py::dict ToDict(const std::map<std::string, double>& m) {
 }
 
 void DefineCluster(py::module_& m) {
+  // The job's runtime env: a working directory every worker of the job runs
+  // in (a local directory, packed and uploaded by content hash) and
+  // variables every worker gets.
   m.def("init",
         [](const std::string& address, const std::string& temp_dir, const std::string& executable,
-           const std::vector<std::string>& args) {
+           const std::vector<std::string>& args, const std::string& working_dir,
+           const std::map<std::string, std::string>& env_vars) {
           InitOptions o;
           o.address = address;
           o.temp_dir = temp_dir;
           o.worker_executable = executable;
           o.worker_args = args;
+          o.runtime_env_working_dir = working_dir;
+          o.runtime_env_env_vars = env_vars;
           Check(Released([&] { return TryInit(o); }));
-        });
+        },
+        py::arg("address"), py::arg("temp_dir"), py::arg("executable"), py::arg("args"),
+        py::arg("working_dir") = "", py::arg("env_vars") = std::map<std::string, std::string>());
   // In-process, for the package's unit tests: the fake core worker runs each
   // task on the submitting thread through the same resolver a worker uses.
   m.def("_init_fake", [] {

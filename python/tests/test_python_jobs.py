@@ -34,3 +34,25 @@ def test_a_python_job_runs_its_tasks_in_its_working_dir(cluster, tmp_path):
     assert client.get_job_status(job) == JobStatus.SUCCEEDED, logs
     assert "['hello 0', 'hello 1', 'hello 2']" in logs
     assert "(work pid=" in logs and "working on 2" in logs
+
+
+def test_init_runtime_env_reaches_every_worker(cluster, tmp_path):
+    (tmp_path / "data.txt").write_text("from the working dir")
+    proc = __import__("subprocess").run([sys.executable, "-c", textwrap.dedent("""
+        import os, sys
+        import manta
+        manta.init(runtime_env={"working_dir": sys.argv[1], "env_vars": {"JOB_VAR": "job"}})
+
+        @manta.remote
+        def read():
+            with open("data.txt") as f:
+                return f.read(), os.environ.get("JOB_VAR"), os.environ.get("TASK_VAR")
+
+        print(manta.get(read.remote()))
+        print(manta.get(read.options(runtime_env={"env_vars": {"TASK_VAR": "task"}}).remote()))
+    """), str(tmp_path)], capture_output=True, text=True, timeout=60, cwd="/",
+        env=dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token, PYTHONPATH=PACKAGE_DIR))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "('from the working dir', 'job', None)"
+    assert lines[1] == "('from the working dir', 'job', 'task')"

@@ -130,7 +130,7 @@ class ActorClass:
         core = {
             "resources": opts.resources(options, 0),
             "class_name": self.__qualname__,
-            "env_vars": opts.env_vars(options, state.runtime_env),
+            "env_vars": opts.env_vars(options),
             "namespace": options.get("namespace") or state.namespace,
             "detached": lifetime == "detached",
         }

@@ -115,7 +115,17 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             address = ""
         worker_args = _worker_command()
         try:
-            _core.init(address, temp_dir, sys.executable, worker_args)
+            working_dir = runtime_env.get("working_dir") or ""
+            if working_dir and "://" not in working_dir:
+                if not os.path.isdir(working_dir):
+                    raise ValueError("runtime_env working_dir %r is not a directory" % working_dir)
+                working_dir = os.path.abspath(working_dir)
+            _core.init(address, temp_dir, sys.executable, worker_args, working_dir,
+                       dict(runtime_env.get("env_vars", {})))
+        except ValueError:
+            if local is not None:
+                local.stop()
+            raise
         except Exception as e:
             if local is not None:
                 local.stop()

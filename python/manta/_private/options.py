@@ -70,10 +70,10 @@ def resources(options, default_cpus):
     return out
 
 
-def env_vars(options, job_env):
-    env = dict((job_env or {}).get("env_vars", {}))
-    env.update(((options.get("runtime_env") or {}).get("env_vars", {})))
-    return env
+def env_vars(options):
+    """The task's or actor's own variables (the job's reach every worker of
+    the job through the core worker)."""
+    return dict((options.get("runtime_env") or {}).get("env_vars", {}))
 
 
 def strategy(options, core):

@@ -152,7 +152,7 @@ class RemoteFunction:
             "resources": opts.resources(options, 1),
             "num_returns": max(1, num_returns),
             "name": options.get("name") or self.__qualname__,
-            "env_vars": opts.env_vars(options, state.runtime_env),
+            "env_vars": opts.env_vars(options),
         }
         if options.get("max_retries") is not None:
             core["max_retries"] = int(options["max_retries"])
