@@ -169,6 +169,12 @@ void ActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& request,
   }
   if (!o.name().empty()) {
     auto it = names_.find(NameKey{o.ray_namespace(), o.name()});
+    if (it != names_.end() && o.get_if_exists()) {
+      // The name's actor instead of a new one: decided here, on the loop,
+      // so creators racing for a name all get the same actor.
+      *reply->mutable_actor() = actors_.at(it->second).info;
+      return done(absl::OkStatus());
+    }
     if (it != names_.end()) {
       return done(absl::AlreadyExistsError(absl::StrCat("the actor name '", o.name(), "' is taken in namespace '",
                                                         o.ray_namespace(), "' by actor ", it->second.Hex())));

@@ -62,7 +62,9 @@ class ActorManager {
   absl::Status Initialize();
 
   // InvalidArgument for a malformed creation task; AlreadyExists when another
-  // live actor holds the name in the namespace; FailedPrecondition when the
+  // live actor holds the name in the namespace (unless the creation asks
+  // get_if_exists: the reply then holds that actor, whose id differs from
+  // the request's, and nothing is registered); FailedPrecondition when the
   // job finished. Idempotent by actor id: a known id replies with the
   // actor as it is. Replies once the actor is durable.
   void HandleRegisterActor(const rpc::RegisterActorRequest& request, rpc::RegisterActorReply* reply,

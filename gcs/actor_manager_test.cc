@@ -405,6 +405,28 @@ TEST_F(ActorManagerTest, KillDuringLeaseReturnsTheLateGrant) {
   EXPECT_FALSE(raylets_.returned[0].request.disconnect_worker());
 }
 
+TEST_F(ActorManagerTest, GetIfExistsGivesTheActorHoldingTheName) {
+  AddNode({{"CPU", 4}});
+  rpc::TaskSpec first = Spec({{"CPU", 1}}, 0, "shared");
+  ASSERT_TRUE(Register(first).ok());
+  rpc::TaskSpec second = Spec({{"CPU", 1}}, 0, "shared");
+  second.mutable_actor_creation()->set_get_if_exists(true);
+  rpc::RegisterActorRequest req;
+  *req.mutable_creation_task() = second;
+  rpc::RegisterActorReply reply;
+  absl::Status result = absl::UnknownError("no reply");
+  actors_->HandleRegisterActor(req, &reply, [&](const absl::Status& s) { result = s; });
+  Pump(loop_);
+  ASSERT_TRUE(result.ok()) << result;
+  EXPECT_EQ(reply.actor().actor_id(), first.actor_id());
+  EXPECT_EQ(actors_->Get(Id(second)), nullptr);  // nothing new registered
+  // A free name with get_if_exists registers as usual.
+  rpc::TaskSpec fresh = Spec({{"CPU", 1}}, 0, "fresh");
+  fresh.mutable_actor_creation()->set_get_if_exists(true);
+  EXPECT_TRUE(Register(fresh).ok());
+  EXPECT_NE(actors_->Get(Id(fresh)), nullptr);
+}
+
 TEST_F(ActorManagerTest, NamesAreUniquePerNamespaceAndFreedOnDeath) {
   AddNode({{"CPU", 4}});
   rpc::TaskSpec first = MakeAlive(Spec({{"CPU", 1}}, 0, "counter"));

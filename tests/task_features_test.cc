@@ -32,11 +32,12 @@ class TaskFeaturesTest : public ::testing::Test {
 Cluster* TaskFeaturesTest::cluster_ = nullptr;
 absl::Status TaskFeaturesTest::start_;
 
-TEST_F(TaskFeaturesTest, ErrorBytesThreeReturnsAndRetriedExceptions) {
+TEST_F(TaskFeaturesTest, ErrorBytesReturnsRetriesAndGetIfExists) {
   CommandResult r = Run({"returns_and_errors", cluster_->temp_dir()});
   EXPECT_NE(r.out.find("OK error bytes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("OK three returns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("OK retried exceptions runs=3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OK get_if_exists one actor"), std::string::npos) << r.out;
 }
 
 }  // namespace

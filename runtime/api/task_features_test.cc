@@ -162,4 +162,13 @@ TEST_F(TaskFeaturesTest, ANamedTypeIsRetriedAndOthersAreNot) {
   EXPECT_EQ(core_->RunCount("AlwaysThrows"), 3);
 }
 
+TEST_F(TaskFeaturesTest, GetIfExistsGivesTheNamedActor) {
+  auto first = manta::Actor(Splitter::Create).SetName("one").Remote();
+  EXPECT_THROW(manta::Actor(Splitter::Create).SetName("one").Remote(), manta::Error);
+  auto again = manta::Actor(Splitter::Create).SetName("one").SetGetIfExists().Remote();
+  EXPECT_EQ(again.ID(), first.ID());
+  auto fresh = manta::Actor(Splitter::Create).SetName("two").SetGetIfExists().Remote();
+  EXPECT_NE(fresh.ID(), first.ID());
+}
+
 }  // namespace manta_task_features_test

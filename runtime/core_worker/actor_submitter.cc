@@ -67,7 +67,7 @@ std::optional<ActorSubmitter::View> ActorSubmitter::Find(const ActorId& actor) {
 
 // ---------------------------------------------------------------- creation
 
-absl::Status ActorSubmitter::Create(rpc::TaskSpec creation, const std::vector<ObjectId>& contained) {
+absl::StatusOr<ActorId> ActorSubmitter::Create(rpc::TaskSpec creation, const std::vector<ObjectId>& contained) {
   // Creation arguments this process owns live as long as the actor may
   // (re)start: until it is dead.
   deps_.refs->HoldArgs(creation.actor_id(), creation, contained);
@@ -80,33 +80,37 @@ absl::Status ActorSubmitter::Create(rpc::TaskSpec creation, const std::vector<Ob
     actors_[id] = NewActor(id, creation.actor_creation().max_task_retries());
   }
   deps_.loop->Post([this, creation = std::move(creation)]() mutable { RegisterOnLoop(std::move(creation)); });
-  return absl::OkStatus();
+  return id;
 }
 
-absl::Status ActorSubmitter::RegisterNamed(const rpc::TaskSpec& creation) {
-  // Named actors: the name must be free; the GCS decides, synchronously.
-  auto registered = std::make_shared<std::promise<absl::Status>>();
+absl::StatusOr<ActorId> ActorSubmitter::RegisterNamed(const rpc::TaskSpec& creation) {
+  // Named actors: the name must be free (or, get_if_exists, its actor is
+  // the answer); the GCS decides, synchronously.
+  auto registered = std::make_shared<std::promise<absl::StatusOr<ActorId>>>();
   deps_.loop->Post([this, creation, registered] {
     rpc::RegisterActorRequest req;
     *req.mutable_creation_task() = creation;
     gcs_->RegisterActor(req, [this, creation, registered](const absl::Status& s,
                                                                       rpc::RegisterActorReply&& reply) {
-      if (s.ok()) {
-        ActorId aid = *ActorId::FromBinary(creation.actor_id());
-        {
-          absl::MutexLock lock(&mu_);
-          // Another thread may follow it already (by name, with calls
-          // waiting): keep those.
-          auto [it, inserted] = actors_.try_emplace(aid);
-          if (inserted) it->second = NewActor(aid, 0);
-          it->second->max_task_retries = creation.actor_creation().max_task_retries();
-          if (!IsStale(it->second->info, reply.actor())) it->second->info = reply.actor();
-        }
-        SubscribeActor(aid);
-      } else {
+      auto aid = ActorId::FromBinary(reply.actor().actor_id());
+      if (!s.ok() || !aid.ok()) {
         deps_.refs->ReleaseHeld(creation.actor_id());
+        return registered->set_value(s.ok() ? absl::InternalError("the GCS replied without an actor") : s);
       }
-      registered->set_value(s);
+      const bool existing = reply.actor().actor_id() != creation.actor_id();
+      // The name's existing actor: this creation's arguments are not needed.
+      if (existing) deps_.refs->ReleaseHeld(creation.actor_id());
+      {
+        absl::MutexLock lock(&mu_);
+        // Another thread may follow it already (by name, with calls
+        // waiting): keep those.
+        auto [it, inserted] = actors_.try_emplace(*aid);
+        if (inserted) it->second = NewActor(*aid, 0);
+        if (!existing) it->second->max_task_retries = creation.actor_creation().max_task_retries();
+        if (!IsStale(it->second->info, reply.actor())) it->second->info = reply.actor();
+      }
+      SubscribeActor(*aid);
+      registered->set_value(*aid);
     });
   });
   return registered->get_future().get();

@@ -63,7 +63,10 @@ class ActorSubmitter {
   // (the GCS decides whether the name is free); an anonymous one after its
   // owned arguments are ready, while calls to it queue. Any thread but the
   // io loop.
-  absl::Status Create(rpc::TaskSpec creation, const std::vector<ObjectId>& contained) ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the actor's id: the creation's, or (get_if_exists, the name
+  // taken) the id of the actor holding the name, followed from now on.
+  absl::StatusOr<ActorId> Create(rpc::TaskSpec creation, const std::vector<ObjectId>& contained)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `actor` with `spec` (an ACTOR_TASK): its return is expected, its
   // arguments held until it ends. An actor not known here (a handle from
   // elsewhere) is followed from now on.
@@ -122,7 +125,7 @@ class ActorSubmitter {
   };
   static std::unique_ptr<Actor> NewActor(const ActorId& id, int max_task_retries);
 
-  absl::Status RegisterNamed(const rpc::TaskSpec& creation) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ActorId> RegisterNamed(const rpc::TaskSpec& creation) ABSL_LOCKS_EXCLUDED(mu_);
   void RegisterOnLoop(rpc::TaskSpec creation);  // io loop
   // The actor failed before it could start: so does every call to it.
   void FailActor(const ActorId& id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -236,7 +236,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredBeforeCreateReturns) {
   rpc::TaskSpec spec = Creation(taken, 0, "taken");
   spec.add_args()->set_object_id(arg.Binary());
   loop_.RunOnLoop([&] { gcs_.FailNext("RegisterActor", absl::AlreadyExistsError("the name 'taken' is in use")); });
-  EXPECT_TRUE(absl::IsAlreadyExists(actors_.Create(spec, {})));
+  EXPECT_TRUE(absl::IsAlreadyExists(actors_.Create(spec, {}).status()));
   EXPECT_EQ(refs_.num_holds(), 0u);  // its argument is let go
 
   ActorId free = ActorId::FromRandom();

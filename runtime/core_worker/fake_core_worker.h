@@ -21,7 +21,8 @@
 //     drops to zero; refs to freed objects give kObjectLost;
 //   * pending values: tasks of a held name wait until ReleaseHeldTasks(),
 //     so Get timeouts and Wait can be tested;
-//   * named actors per namespace (AlreadyExists on a taken name);
+//   * named actors per namespace (AlreadyExists on a taken name, or the
+//     actor holding it with get_if_exists);
 //   * placement groups and the node table: nodes added with AddNode; a group
 //     is validated as the GCS does (InvalidArgument, AlreadyExists) and
 //     placed at once when alive nodes have room (strategies and label

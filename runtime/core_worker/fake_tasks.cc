@@ -251,6 +251,9 @@ absl::StatusOr<ActorId> FakeCoreWorker::CreateActor(const std::string& factory_n
     absl::MutexLock lock(&mu_);
     if (!options.name.empty()) {
       auto key = std::make_pair(options.ray_namespace, options.name);
+      if (auto taken = named_actors_.find(key); taken != named_actors_.end() && options.get_if_exists) {
+        return taken->second;
+      }
       if (named_actors_.count(key) > 0) {
         return absl::AlreadyExistsError(absl::StrCat("an actor named ", options.name, " already exists"));
       }

@@ -110,11 +110,11 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   o->set_detached(options.detached);
   o->set_max_concurrency(std::max(1, options.max_concurrency));
   o->set_class_name(options.class_name);
+  o->set_get_if_exists(options.get_if_exists);
   spec.set_placement_group_id(options.placement_group_id);
   spec.set_bundle_index(options.bundle_index);
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;
-  if (auto s = actors_.Create(std::move(spec), contained); !s.ok()) return s;
-  return id;
+  return actors_.Create(std::move(spec), contained);
 }
 
 absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitActorTask(const ActorId& actor,

@@ -1,7 +1,9 @@
 // A driver for the integration tests of task features a front end needs:
-// the front end's error bytes, several returns, retried exceptions. Each
+// the front end's error bytes, several returns, retried exceptions,
+// get_if_exists. Each
 // scenario prints "OK <what>" lines, or "FAIL <why>" and exits 1.
 #include <manta/api.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <functional>
@@ -9,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 
 namespace {
@@ -86,6 +89,31 @@ int RetriedExceptions(const std::string& dir) {
   return 0;
 }
 
+class Keeper {
+ public:
+  static Keeper* Create() { return new Keeper(); }
+  int Pid() { return getpid(); }
+};
+MANTA_REMOTE(Keeper::Create, &Keeper::Pid);
+
+// Two threads race to create the same named actor with get_if_exists: both
+// get one actor.
+int GetIfExists() {
+  manta::ActorId ids[2];
+  std::thread racers[2];
+  for (int i = 0; i < 2; ++i) {
+    racers[i] = std::thread([&ids, i] {
+      ids[i] = manta::Actor(Keeper::Create).SetName("keeper").SetGetIfExists().Remote().ID();
+    });
+  }
+  for (auto& t : racers) t.join();
+  if (ids[0] != ids[1]) return Fail("racing creators got two actors");
+  auto again = manta::Actor(Keeper::Create).SetName("keeper").SetGetIfExists().Remote();
+  if (again.ID() != ids[0] || *manta::Get(again.Task(&Keeper::Pid).Remote()) <= 0) return Fail("the named actor");
+  std::cout << "OK get_if_exists one actor" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,8 +123,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::function<int()>> scenarios = {
       {"returns_and_errors",
        [&] {
-         for (const auto& step : std::vector<std::function<int()>>{ErrorBytes, ThreeReturns,
-                                                                   [&] { return RetriedExceptions(dir); }}) {
+         for (const auto& step : std::vector<std::function<int()>>{
+                  ErrorBytes, ThreeReturns, [&] { return RetriedExceptions(dir); }, GetIfExists}) {
            if (int rc = step(); rc != 0) return rc;
          }
          return 0;

@@ -172,6 +172,13 @@ class ActorCreator {
     options_.name = std::move(name);
     return *this;
   }
+  // With SetName: when the name is taken in the namespace, Remote returns
+  // a handle to the actor holding it (these options and arguments unused)
+  // instead of throwing AlreadyExists; racing creators get the same actor.
+  ActorCreator& SetGetIfExists(bool get_if_exists = true) {
+    options_.get_if_exists = get_if_exists;
+    return *this;
+  }
   ActorCreator& SetNamespace(std::string ray_namespace) {
     options_.ray_namespace = std::move(ray_namespace);
     return *this;

@@ -214,6 +214,11 @@ struct ActorOptions {
   int max_task_retries = 0;   // -1: unlimited
   std::string name;           // empty: anonymous
   std::string ray_namespace;  // empty: the job's
+  // A name already taken in the namespace gives the actor holding it
+  // (CreateActor returns its id; these options and arguments are unused)
+  // rather than AlreadyExists. Decided by the GCS, so creators racing for
+  // a name all get the same actor.
+  bool get_if_exists = false;
   bool detached = false;
   int max_concurrency = 1;
   std::string class_name;     // for listings and log prefixes
@@ -315,7 +320,9 @@ class CoreWorker {
                                                                 std::vector<Arg> args,
                                                                 const TaskOptions& options) = 0;
   // Registers the actor with the GCS, which creates it; calls may be
-  // submitted at once (they wait until the actor is alive).
+  // submitted at once (they wait until the actor is alive). Returns its id
+  // (with get_if_exists, perhaps an existing actor's); AlreadyExists for a
+  // taken name otherwise.
   virtual absl::StatusOr<ActorId> CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                               const ActorOptions& options) = 0;
   // One ref per return (options.num_returns of them), in order.
