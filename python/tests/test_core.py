@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import manta
+from conftest import PACKAGE_DIR
 from manta import exceptions
 
 
@@ -243,3 +244,47 @@ def test_runtime_context_names_the_task_actor_and_resources(driver):
 
     actor_id, task_id = manta.get(Who.remote().ids.remote())
     assert actor_id and task_id
+
+
+def test_max_concurrency_runs_calls_at_once(driver):
+    @manta.remote(max_concurrency=2)
+    class Meeting:
+        def __init__(self):
+            import threading
+            self.arrived = 0
+            self.lock = threading.Condition()
+
+        def meet(self):
+            # Returns True only when another call is inside at the same time.
+            with self.lock:
+                self.arrived += 1
+                self.lock.notify_all()
+                return self.lock.wait_for(lambda: self.arrived >= 2, timeout=20)
+
+    m = Meeting.remote()
+    assert manta.get([m.meet.remote(), m.meet.remote()], timeout=60) == [True, True]
+
+
+def test_labels_and_resources_decide_where_tasks_may_run(start_cluster):
+    import subprocess
+    import sys
+    import textwrap
+    cluster = start_cluster(num_cpus=2, extra_args=["--labels", "zone=a", "--resources", '{"disk": 1}'])
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import manta
+        manta.init()
+
+        @manta.remote
+        def where():
+            return "ran"
+
+        print(manta.get(where.options(label_selector={"zone": "a"}).remote(), timeout=30))
+        print(manta.get(where.options(resources={"disk": 1}).remote(), timeout=30))
+        for ref in (where.options(label_selector={"zone": "b"}).remote(),
+                    where.options(resources={"disk": 2}).remote()):
+            ready, _ = manta.wait([ref], timeout=1)
+            print("waiting" if not ready else "ran")
+    """)], capture_output=True, text=True, timeout=60, cwd=cluster.temp_dir,
+        env=dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token, PYTHONPATH=PACKAGE_DIR))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ran", "ran", "waiting", "waiting"]
