@@ -68,6 +68,17 @@ class GcsJobStore::Impl {
   }
 
   absl::Status PublishPackage(const std::string& name, const std::string& data) {
+    // Asked first: the GCS hashes what it stores, once per package is enough.
+    rpc::KvKeysRequest keys;
+    keys.set_ns(kPackageKvNamespace);
+    keys.set_prefix(name);
+    ASSIGN_OR_RETURN(rpc::KvKeysReply there, Call<rpc::KvKeysReply>("looking up a working_dir package",
+                                                                    [keys](GcsClient& c, auto done) {
+                                                                      c.KvKeys(keys, std::move(done));
+                                                                    }));
+    for (const std::string& k : there.keys()) {
+      if (k == name) return absl::OkStatus();
+    }
     rpc::KvPutRequest req;
     req.set_ns(kPackageKvNamespace);
     req.set_key(name);
