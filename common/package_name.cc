@@ -36,4 +36,11 @@ absl::Status CheckPackageContent(std::string_view name, std::string_view data) {
                                                  actual));
 }
 
+absl::Status CheckFunctionContent(std::string_view name, std::string_view data) {
+  std::string actual = Sha256Hex(data);
+  if (name == actual) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("function '", PrintableAscii(name, 100),
+                                                 "' does not match its content: these bytes are named ", actual));
+}
+
 }  // namespace manta

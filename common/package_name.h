@@ -36,4 +36,12 @@ absl::Status ValidatePackageRef(std::string_view name);
 // otherwise.
 absl::Status CheckPackageContent(std::string_view name, std::string_view data);
 
+// A front end's exported functions and classes (Python's pickles) are
+// stored by content too: in kFunctionKvNamespace under the SHA-256 of their
+// bytes in lowercase hex, which the GCS checks on every put.
+inline constexpr char kFunctionKvNamespace[] = "manta_fn";
+// OK when `name` is the SHA-256 of `data` in lowercase hex; InvalidArgument
+// saying so otherwise.
+absl::Status CheckFunctionContent(std::string_view name, std::string_view data);
+
 }  // namespace manta

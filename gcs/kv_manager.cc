@@ -39,6 +39,9 @@ void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* rep
     }
     if (auto s = CheckPackageContent(request.key(), request.value()); !s.ok()) return done(s);
   }
+  if (request.ns() == kFunctionKvNamespace) {
+    if (auto s = CheckFunctionContent(request.key(), request.value()); !s.ok()) return done(s);
+  }
   if (puts_.Replay(request.request_id(), reply, done)) return;
   done = puts_.Record(request.request_id(), reply, std::move(done));
   std::string k = StoreKey(request.ns(), request.key());

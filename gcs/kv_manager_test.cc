@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/package_name.h"
+#include "common/sha256.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -105,6 +106,31 @@ TEST(KvManagerTest, PackagesMustBeNamedByTheirContent) {
   EXPECT_TRUE(stored);
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_TRUE(reply.added());
+}
+
+// A front end's exported functions are stored under the SHA-256 of their
+// bytes: a worker never unpickles other bytes under a function's name.
+TEST(KvManagerTest, FunctionsMustBeNamedByTheirContent) {
+  EventLoop loop;
+  InMemoryStore store(&loop);
+  KvManager kv(&store);
+  rpc::KvPutRequest put;
+  put.set_ns(kFunctionKvNamespace);
+  put.set_value("pickled function");
+  put.set_key(Sha256Hex("another function"));
+  rpc::KvPutReply reply;
+  absl::Status result;
+  kv.HandlePut(put, &reply, [&](const absl::Status& s) { result = s; });
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.message().find("does not match its content"), std::string::npos) << result;
+  put.set_key(Sha256Hex(put.value()));
+  bool stored = false;
+  kv.HandlePut(put, &reply, [&](const absl::Status& s) {
+    stored = true;
+    result = s;
+  });
+  Pump(loop);
+  EXPECT_TRUE(stored && result.ok()) << result;
 }
 
 // The managers live on the GCS's loop thread, bound by their first call:

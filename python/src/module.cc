@@ -2,6 +2,7 @@
 // (manta/internal/core_worker.h) and the ClusterState above it. The Python
 // package (python/manta/) adds pickling, decorators and Ray's names; nothing
 // of ownership, leases or scheduling is written in Python.
+#include "common/package_name.h"
 #include "common/version.h"
 #include "python/src/binding.h"
 
@@ -10,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("VERSION") = manta::kVersion;
   m.attr("CLUSTER_KV_NAMESPACE") = manta::kClusterKvNamespace;
   m.attr("VERSION_KEY") = manta::kVersionKey;
+  m.attr("FUNCTION_KV_NAMESPACE") = manta::kFunctionKvNamespace;
   manta::python::DefineRefs(m);
   manta::python::DefineCalls(m);
   manta::python::DefineCluster(m);

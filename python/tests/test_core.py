@@ -288,3 +288,12 @@ def test_labels_and_resources_decide_where_tasks_may_run(start_cluster):
         env=dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token, PYTHONPATH=PACKAGE_DIR))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ran", "ran", "waiting", "waiting"]
+
+
+def test_the_gcs_refuses_a_function_under_another_name(driver):
+    import hashlib
+    from manta import _core
+    blob = b"not what the name says"
+    with pytest.raises(ValueError, match="does not match its content"):
+        _core.kv_put(_core.FUNCTION_KV_NAMESPACE, hashlib.sha256(b"other").hexdigest().encode(), blob, True)
+    assert _core.kv_put(_core.FUNCTION_KV_NAMESPACE, hashlib.sha256(blob).hexdigest().encode(), blob, False)

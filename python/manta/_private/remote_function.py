@@ -8,7 +8,7 @@ from manta import _core
 from manta._private import api, options as opts, serialization
 from manta._private.state import state
 
-FUNCTION_NS = "manta_fn"
+FUNCTION_NS = _core.FUNCTION_KV_NAMESPACE  # the GCS checks names against content
 
 
 def export(obj, kind):
@@ -135,13 +135,11 @@ class RemoteFunction:
         if self._name is None:
             self._name = export(self._function, "f")
         num_returns = options.get("num_returns", 1)
-        key = id(options)
         cached = self._core_options
-        if cached is None or cached[0] != key or cached[1] is not options or cached[3] is not state.runtime_env:
-            cached = self._core_options = (key, options, self._core_options_of(options, num_returns),
-                                           state.runtime_env)
+        if cached is None or cached[0] is not options:
+            cached = self._core_options = (options, self._core_options_of(options, num_returns))
         parts, collection, ref_args = pack_args(args, kwargs, self.__qualname__)
-        refs = _core.submit_task(self._name, parts, collection, ref_args, cached[2])
+        refs = _core.submit_task(self._name, parts, collection, ref_args, cached[1])
         if num_returns == 0:
             return None
         return _refs(refs, num_returns)
@@ -164,4 +162,4 @@ class RemoteFunction:
             if retry is not True:
                 core["retry_exception_filter"] = cloudpickle.dumps(tuple(retry))
         opts.strategy(options, core)
-        return core
+        return _core.TaskOptions(core)
