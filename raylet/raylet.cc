@@ -303,7 +303,6 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
 
   void OnWorkerExit(const WorkerExit& exit) {
     logs_->RemoveWorker(exit.worker_id);
-    envs_->OnWorkerGone(exit.job_id);
     bool held_lease = leases_->OnWorkerExit(exit.worker_id);
     if (!held_lease || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;

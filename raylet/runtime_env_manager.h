@@ -60,6 +60,8 @@ class JobEnvSource {
   // Errors: FailedPrecondition saying why the job's environment cannot be
   // made (the message names the job and the package).
   virtual void Prepare(const JobId& job, Callback cb) = 0;
+  // The pool forgot a worker of `job`: it exited, or never started.
+  virtual void OnWorkerGone(const JobId& job) {}
 };
 
 struct RuntimeEnvManagerOptions {
@@ -89,8 +91,7 @@ class RuntimeEnvManager : public JobEnvSource {
 
   // The job finished: its directory goes once no worker of it is left.
   void OnJobFinished(const JobId& job);
-  // A worker of `job` exited.
-  void OnWorkerGone(const JobId& job);
+  void OnWorkerGone(const JobId& job) override;
 
   // Jobs with an environment ready or being made.
   size_t num_jobs() const { return jobs_.size(); }

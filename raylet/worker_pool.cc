@@ -268,7 +268,9 @@ void WorkerPool::Spawn(const WorkerId& id, const std::vector<std::string>& args,
 void WorkerPool::FailSpawn(Worker& w, const absl::Status& why, const std::string& base) {
   if (!absl::IsCancelled(why)) Log()->warn("{}", std::string(why.message()));
   PopCallback pop = std::move(w.pop);
+  const JobId job = w.job;
   workers_.erase(w.id);  // `w` is gone from here
+  if (options_.job_envs != nullptr) options_.job_envs->OnWorkerGone(job);
   files_.Submit([base] {
     ::unlink((base + ".out").c_str());
     ::unlink((base + ".err").c_str());
@@ -425,6 +427,7 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
   if (it == workers_.end()) return;
   std::unique_ptr<Worker> w = std::move(it->second);
   workers_.erase(it);
+  if (options_.job_envs != nullptr) options_.job_envs->OnWorkerGone(w->job);
   uv_close(reinterpret_cast<uv_handle_t*>(&w->process->handle),
            [](uv_handle_t* h) { delete reinterpret_cast<Process*>(h); });
   WorkerExit exit{w->id, w->job, static_cast<int>(w->pid), ExitDetail(exit_status, term_signal),

@@ -78,8 +78,10 @@ struct WorkerPoolOptions {
   absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration start_timeout = absl::Seconds(30);
   absl::Duration kill_grace = absl::Seconds(2);
-  // Where a job's directory and variables come from; null: every worker
-  // starts in the raylet's directory with its environment. Not owned.
+  // Where a job's directory and variables come from, told when the pool
+  // forgets a worker (so a job's directory goes only after its last
+  // worker); null: every worker starts in the raylet's directory with its
+  // environment. Not owned.
   JobEnvSource* job_envs = nullptr;
   std::function<absl::Time()> now = [] { return absl::Now(); };
 };

@@ -250,8 +250,10 @@ class FakeJobEnvs : public JobEnvSource {
     ++calls;
     loop_->Post([this, cb = std::move(cb)] { cb(answer); });
   }
+  void OnWorkerGone(const JobId&) override { ++gone; }
   absl::StatusOr<JobEnv> answer;
   int calls = 0;
+  int gone = 0;
 
  private:
   EventLoop* loop_;
@@ -288,6 +290,7 @@ TEST_F(WorkerPoolTest, WorkersStartInTheirJobsDirectoryWithItsVariables) {
   EXPECT_EQ(pool_->num_workers(), 0u);
   EXPECT_FALSE(pool_->HasWorkersOf(*JobId::FromHex("00000002")));
   EXPECT_EQ(envs.calls, 2);
+  EXPECT_EQ(envs.gone, 2) << "the one that exited and the one never started";
 }
 
 // The pool is loop-only: a call from another thread aborts at once, naming
