@@ -179,12 +179,14 @@ std::vector<bool> Wait(const std::vector<const ObjectRef*>& refs, int num_return
 }  // namespace
 
 void DefineCalls(py::module_& m) {
+  // A task's options, checked and converted once (a remote function keeps
+  // its own for its life).
+  py::class_<core::TaskOptions>(m, "TaskOptions").def(py::init(&TaskOptionsFrom));
   m.def("submit_task",
         [](const std::string& name, const py::list& value, const RefCollection* contained,
-           const std::vector<const ObjectRef*>& ref_args, const py::dict& options) {
-          core::TaskOptions o = TaskOptionsFrom(options);
+           const std::vector<const ObjectRef*>& ref_args, const core::TaskOptions& options) {
           std::vector<core::Arg> args = Args(value, contained, ref_args);
-          return Refs(Take(Core().SubmitTask(name, std::move(args), o)));
+          return Refs(Take(Core().SubmitTask(name, std::move(args), options)));
         });
   m.def("create_actor",
         [](const std::string& factory, const py::list& value, const RefCollection* contained,
@@ -201,11 +203,9 @@ void DefineCalls(py::module_& m) {
         });
   m.def("submit_actor_task",
         [](const py::bytes& actor, const std::string& method, const py::list& value,
-           const RefCollection* contained, const std::vector<const ObjectRef*>& ref_args,
-           const py::dict& options) {
-          CheckKeys(options, {"num_returns"});
+           const RefCollection* contained, const std::vector<const ObjectRef*>& ref_args, int num_returns) {
           core::ActorTaskOptions o;
-          o.num_returns = Option(options, "num_returns", o.num_returns);
+          o.num_returns = num_returns;
           ActorId id = Take(ActorId::FromBinary(std::string(actor)));
           std::vector<core::Arg> args = Args(value, contained, ref_args);
           return Refs(Take(Core().SubmitActorTask(id, method, std::move(args), o)));

@@ -12,6 +12,7 @@ class ActorMethod:
     def __init__(self, handle, name, options=None):
         self._handle = handle
         self._name = name
+        self._method_name = "py:m:" + name
         self._options = options or {}
 
     def __call__(self, *args, **kwargs):
@@ -27,8 +28,8 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         num_returns = self._options.get("num_returns", self._handle._num_returns.get(self._name, 1))
         parts, collection, ref_args = pack_args(args, kwargs, self._name)
-        refs = _core.submit_actor_task(self._handle._actor_id, "py:m:" + self._name, parts,
-                                       collection, ref_args, {"num_returns": max(1, num_returns)})
+        refs = _core.submit_actor_task(self._handle._actor_id, self._method_name, parts,
+                                       collection, ref_args, max(1, num_returns))
         if num_returns == 0:
             return None
         return _refs(refs, num_returns)
@@ -46,7 +47,9 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("__") or (self._methods is not None and name not in self._methods):
             raise AttributeError("'%s' object has no attribute '%s'" % (self._class_name, name))
-        return ActorMethod(self, name)
+        method = ActorMethod(self, name)
+        self.__dict__[name] = method  # found directly next time
+        return method
 
     def __reduce__(self):
         return (ActorHandle, (self._actor_id, self._class_name, self._methods, self._num_returns))
