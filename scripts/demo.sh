@@ -3,7 +3,8 @@
 # (a head and 8 TPU hosts, all on this machine), shows `manta status` and
 # `manta list nodes`, submits a job that runs one task per host of a slice,
 # reserves both slices whole and runs one actor per host across them
-# (multislice), and runs a counter actor; trains a small model over both
+# (multislice), and runs a counter actor; runs the Python examples as a
+# job (tasks and actors, then one task per host of a slice); trains a small model over both
 # slices with the trainer (maxtext_trainer, 8 workers); runs an elastic
 # training job (maxtext_elastic_trainer), kills a host of slice 1 during it
 # and starts it again, so the run shrinks to 4 workers and grows back to 8;
@@ -37,6 +38,10 @@ EXAMPLES=$(cd build/bin && pwd)
 echo "+ manta job submit -- example_tpu_hosts && example_tpu_multislice && example_counter"
 "$MANTA" job submit --temp-dir="$TEMP_DIR" -- \
   sh -c "$EXAMPLES/example_tpu_hosts && $EXAMPLES/example_tpu_multislice && $EXAMPLES/example_counter"
+echo "+ manta job submit --working-dir examples/python -- python3 tasks_and_actors.py (and the slice example)"
+"$MANTA" job submit --temp-dir="$TEMP_DIR" --working-dir examples/python \
+  --runtime-env-json "{\"env_vars\": {\"PYTHONPATH\": \"$(pwd)/build/python\"}}" -- \
+  sh -c "/usr/bin/python3 tasks_and_actors.py && /usr/bin/python3 tpu_slices.py --temp-dir=$TEMP_DIR"
 echo "+ manta job submit --working-dir . -- build/bin/maxtext_trainer ... (both slices, 8 workers)"
 "$MANTA" job submit --temp-dir="$TEMP_DIR" --working-dir . -- build/bin/maxtext_trainer \
   train/kernels/configs/base.yml base_output_directory="$TEMP_DIR/train" dataset_type=synthetic \
