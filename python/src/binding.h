@@ -65,7 +65,7 @@ struct HeldBytes {
 core::CoreWorker& Core();
 core::ClusterState& Cluster();
 // Raises the Python exception for a non-OK status (ValueError for
-// InvalidArgument, KeyError-like LookupError for NotFound, RuntimeError
+// InvalidArgument and AlreadyExists, KeyError for NotFound, RuntimeError
 // otherwise, each with the status's message).
 [[noreturn]] void Raise(const absl::Status& status);
 void Check(const absl::Status& status);
@@ -86,5 +86,6 @@ void DefineCalls(py::module_& m);    // calls.cc: tasks, actors, objects
 void DefineCluster(py::module_& m);  // cluster.cc: init, identity, nodes, groups, kv
 void DefineWorker(py::module_& m);   // worker.cc: the resolver and the task loop
 void DefineTpu(py::module_& m);      // tpu.cc: TPU slice shapes, listing and reservations
+void DefineTrain(py::module_& m);    // train.cc: JaxTrainer.fit and the in-loop calls
 
 }  // namespace manta::python

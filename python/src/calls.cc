@@ -81,7 +81,7 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
 
 core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_restarts", "max_task_retries", "name", "namespace", "detached",
-                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars"});
+                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists"});
   core::ActorOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -95,6 +95,7 @@ core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   o.placement_group_id = Option(d, "placement_group_id", o.placement_group_id);
   o.bundle_index = Option(d, "bundle_index", o.bundle_index);
   o.env_vars = Option(d, "env_vars", o.env_vars);
+  o.get_if_exists = Option(d, "get_if_exists", o.get_if_exists);
   return o;
 }
 

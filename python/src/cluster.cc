@@ -114,6 +114,7 @@ core::ClusterState& Cluster() {
   std::string message(status.message());
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:  // a taken name, as Ray's ValueError
       throw py::value_error(message);
     case absl::StatusCode::kNotFound:
       throw py::key_error(message);

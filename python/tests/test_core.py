@@ -297,3 +297,12 @@ def test_the_gcs_refuses_a_function_under_another_name(driver):
     with pytest.raises(ValueError, match="does not match its content"):
         _core.kv_put(_core.FUNCTION_KV_NAMESPACE, hashlib.sha256(b"other").hexdigest().encode(), blob, True)
     assert _core.kv_put(_core.FUNCTION_KV_NAMESPACE, hashlib.sha256(blob).hexdigest().encode(), blob, False)
+
+
+def test_get_if_exists_returns_the_named_actor(driver):
+    first = Counter.options(name="shared-counter", get_if_exists=True).remote(0)
+    manta.get(first.incr.remote(3))
+    again = Counter.options(name="shared-counter", get_if_exists=True).remote(100)
+    assert manta.get(again.incr.remote(1)) == 4  # the same actor, not a new one at 100
+    with pytest.raises(ValueError, match="is taken"):
+        Counter.options(name="shared-counter").remote(0)
