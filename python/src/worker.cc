@@ -33,9 +33,21 @@ py::list Views(const internal::ArgViews& args) {
   return views;
 }
 
+// Makes this core worker thread's Python thread state once and keeps it:
+// without it every acquisition of the GIL from the thread would create a
+// thread state and destroy it again on release.
+void KeepThreadState() {
+  thread_local bool kept = false;
+  if (kept) return;
+  kept = true;
+  PyGILState_Ensure();  // this thread's state, with the GIL
+  PyEval_SaveThread();  // the GIL released, the state kept
+}
+
 // Calls the executor and turns its answer into the invoker's result.
 absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::string& name,
                                                const py::object& instance, const internal::ArgViews& args) {
+  KeepThreadState();
   py::gil_scoped_acquire gil;
   try {
     py::tuple answer = (*g_executor)(kind, name, instance, Views(args));
@@ -74,6 +86,7 @@ internal::FunctionRegistry::Resolver PythonResolver() {
   };
   r.factory = [](const std::string& name) -> std::optional<internal::ActorFactoryInvoker> {
     return internal::ActorFactoryInvoker([name](const internal::ArgViews& args) -> absl::StatusOr<std::shared_ptr<void>> {
+      KeepThreadState();
       py::gil_scoped_acquire gil;
       try {
         py::tuple answer = (*g_executor)("actor", name, py::none(), Views(args));
@@ -86,6 +99,7 @@ internal::FunctionRegistry::Resolver PythonResolver() {
   };
   r.method = [](const std::string& name) -> std::optional<internal::ActorMethodInvoker> {
     return internal::ActorMethodInvoker([name](void* instance, const internal::ArgViews& args) {
+      KeepThreadState();
       py::gil_scoped_acquire gil;
       py::object self = *static_cast<py::object*>(instance);
       return Execute("method", name, self, args);
