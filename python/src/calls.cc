@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "python/src/binding.h"
 
 namespace manta::python {
@@ -237,6 +238,30 @@ void DefineCalls(py::module_& m) {
   });
   m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0);
+  // Ray's wait: (ready, not_ready), the first num_returns ready refs in the
+  // order given, the rest after; ValueError for a ref given twice.
+  m.def("wait_split", [](const py::list& refs, int num_returns, double timeout_s) {
+    std::vector<const ObjectRef*> ptrs;
+    ptrs.reserve(refs.size());
+    absl::flat_hash_set<ObjectId> seen;
+    for (const py::handle& h : refs) {
+      const ObjectRef* r = h.cast<const ObjectRef*>();
+      if (!seen.insert(r->info().id).second) throw py::value_error("Wait requires a list of unique object refs.");
+      ptrs.push_back(r);
+    }
+    std::vector<bool> flags = Wait(ptrs, num_returns, timeout_s);
+    py::list ready, not_ready;
+    int taken = 0;
+    for (size_t i = 0; i < flags.size(); ++i) {
+      if (flags[i] && taken < num_returns) {
+        ready.append(refs[i]);
+        ++taken;
+      } else {
+        not_ready.append(refs[i]);
+      }
+    }
+    return py::make_tuple(ready, not_ready);
+  });
 }
 
 }  // namespace manta::python

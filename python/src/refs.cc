@@ -1,6 +1,7 @@
 // ObjectRef and the zero-copy view of a value the core worker holds.
 #include <cstring>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "python/src/binding.h"
 
@@ -86,7 +87,7 @@ void DefineRefs(py::module_& m) {
            [](const ObjectRef& a, const py::object& b) {
              return py::isinstance<ObjectRef>(b) && a.info().id == b.cast<const ObjectRef&>().info().id;
            })
-      .def("__hash__", [](const ObjectRef& r) { return py::hash(Bytes(r.info().id.Binary())); })
+      .def("__hash__", [](const ObjectRef& r) { return static_cast<py::ssize_t>(absl::HashOf(r.info().id)); })
       .def("__repr__", [](const ObjectRef& r) { return "ObjectRef(" + r.info().id.Hex() + ")"; })
       .def("__reduce__", [](const ObjectRef& r) {
         return Reduce(r, py::module_::import("manta._private.refs").attr("unpickle_ref"));

@@ -239,9 +239,9 @@ def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
     auto_init()
     if isinstance(object_refs, _core.ObjectRef):
         raise TypeError("wait() expected a list of ObjectRef, got a single ObjectRef")
-    refs, _ = _as_list(object_refs, "manta.wait()")
-    if len(set(refs)) != len(refs):
-        raise ValueError("Wait requires a list of unique object refs.")
+    if not isinstance(object_refs, list):
+        object_refs, _ = _as_list(object_refs, "manta.wait()")
+    refs = object_refs
     if num_returns <= 0:
         raise ValueError("Invalid number of objects to return %d." % num_returns)
     if num_returns > len(refs):
@@ -250,10 +250,12 @@ def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
         raise TypeError("fetch_local must be a bool")
     if not refs:
         return [], []
-    flags = _core.wait(refs, num_returns, _timeout(timeout))
-    ready = [r for r, f in zip(refs, flags) if f][:num_returns]
-    chosen = set(ready)
-    return ready, [r for r in refs if r not in chosen]
+    try:
+        return _core.wait_split(refs, num_returns, _timeout(timeout))
+    except (TypeError, RuntimeError) as e:
+        if any(not isinstance(r, _core.ObjectRef) for r in refs):
+            raise TypeError("manta.wait() expects a list of ObjectRefs") from None
+        raise e
 
 
 def nodes():
