@@ -151,6 +151,12 @@ void ActorScheduler::Cancel(const ActorId& actor) {
 
 bool ActorScheduler::Fits(const NodeId& id, const Node& node, const Attempt& a) const {
   if (node.info.draining()) return false;
+  // A hard node affinity: that node only.
+  const rpc::SchedulingStrategy& strategy = a.spec.scheduling_strategy();
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY && !strategy.soft() &&
+      strategy.node_id() != id.Binary()) {
+    return false;
+  }
   for (const auto& [key, value] : a.spec.label_selector()) {
     auto it = node.info.labels().find(key);
     if (it == node.info.labels().end() || it->second != value) return false;
@@ -191,6 +197,13 @@ void ActorScheduler::TrySchedule(const ActorId& actor) {
   // A report may be stale: a node that looks full is still worth asking
   // before backing off.
   const std::vector<NodeId>& candidates = free_now.empty() ? untried : free_now;
+  // A soft node affinity: that node when it has room now.
+  const rpc::SchedulingStrategy& strategy = a.spec.scheduling_strategy();
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY) {
+    for (const NodeId& id : free_now) {
+      if (id.Binary() == strategy.node_id()) return Lease(actor, a, id);
+    }
+  }
   if (candidates.empty()) {
     a.backoff = a.backoff == absl::ZeroDuration() ? options_.min_backoff
                                                   : std::min(a.backoff * 2, options_.max_backoff);

@@ -281,6 +281,7 @@ void LeaseManager::SchedulePass() {
 
 LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
   if (draining_) return DecideWhileDraining(lease);
+  if (auto d = DecideByStrategy(lease, shape_blocked)) return *d;
   bool local_ok = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
   if (local_ok) {
     if (!shape_blocked) {

@@ -36,6 +36,8 @@
 //   leases.OnClusterChanged();                                 // view updated
 #pragma once
 
+#include <optional>
+
 #include <deque>
 #include <functional>
 #include <list>
@@ -172,6 +174,14 @@ class LeaseManager {
   void SchedulePass();
   Decision Decide(Lease& lease, bool shape_blocked);
   Decision DecideWhileDraining(Lease& lease);
+  // The lease's scheduling strategy (lease_strategy.cc): its decision, or
+  // nullopt when the default policy decides (DEFAULT, or a soft affinity
+  // or SPREAD with nowhere better now).
+  std::optional<Decision> DecideByStrategy(Lease& lease, bool shape_blocked);
+  std::optional<Decision> DecideAffinity(Lease& lease, bool shape_blocked);
+  std::optional<Decision> DecideSpread(Lease& lease, bool shape_blocked);
+  // Grants `lease` here when its demand fits now.
+  bool TryGrantHere(Lease& lease, bool shape_blocked);
   // Answers the lease SPILLBACK to `node`, counting it in the view.
   Decision Spill(Lease& lease, const ClusterView::Node& node);
   // Keeps a lease that no node can ever hold (or answers INFEASIBLE).
@@ -198,6 +208,9 @@ class LeaseManager {
   const LeaseManagerOptions options_;
   LocalResourceManager* const local_;
   ClusterView* const view_;
+  // SPREAD's round robin: where the next SPREAD lease starts looking (an
+  // index into this node followed by the view's nodes).
+  size_t spread_cursor_ = 0;
   WorkerPoolInterface* const pool_;
 
   absl::flat_hash_map<std::string, std::unique_ptr<Lease>> leases_;

@@ -1,5 +1,6 @@
 #include "raylet/lease_manager.h"
 
+#include <set>
 #include <thread>
 
 #include "common/placement_group_resources.h"
@@ -25,6 +26,7 @@ struct LeaseOptions {
   bool detached = false;
   std::string placement_group{};  // binary; empty: none
   int bundle_index = 0;
+  rpc::SchedulingStrategy strategy{};
 };
 
 class LeaseManagerTest : public ::testing::Test {
@@ -46,6 +48,7 @@ class LeaseManagerTest : public ::testing::Test {
     for (const auto& [k, v] : o.selector) (*spec->mutable_label_selector())[k] = v;
     spec->set_placement_group_id(o.placement_group);
     spec->set_bundle_index(o.bundle_index);
+    *spec->mutable_scheduling_strategy() = o.strategy;
     req.set_grant_or_reject(o.grant_or_reject);
     req.set_fail_if_infeasible(o.fail_if_infeasible);
     calls_.push_back(std::make_unique<Call>());
@@ -442,6 +445,54 @@ TEST_F(LeaseManagerTest, LeasesForARemovedGroupFailInsteadOfWaiting) {
   asked.back().second(false);
   EXPECT_TRUE(waits->done);
   EXPECT_EQ(leases_.num_leases(), 0u);
+}
+
+LeaseOptions Strategy(rpc::SchedulingStrategy s) {
+  LeaseOptions o;
+  o.strategy = std::move(s);
+  return o;
+}
+
+rpc::SchedulingStrategy Affinity(const NodeId& node, bool soft) {
+  rpc::SchedulingStrategy s;
+  s.set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
+  s.set_node_id(node.Binary());
+  s.set_soft(soft);
+  return s;
+}
+
+TEST_F(LeaseManagerTest, HardAffinityRunsOnlyOnItsNode) {
+  NodeId other = AddNode({{"CPU", 4}}, {{"CPU", 4}});
+  // Named here: granted here, and queued (not spilled) once full.
+  Call* here = Request("here", {{"CPU", 4}}, Strategy(Affinity(self_, false)));
+  EXPECT_EQ(here->reply.outcome(), Reply::GRANTED);
+  Call* waits = Request("waits", {{"CPU", 1}}, Strategy(Affinity(self_, false)));
+  EXPECT_FALSE(waits->done);
+  // Named elsewhere: sent there even though this node has room later.
+  Call* there = Request("there", {{"CPU", 1}}, Strategy(Affinity(other, false)));
+  ASSERT_EQ(there->reply.outcome(), Reply::SPILLBACK);
+  EXPECT_EQ(there->reply.retry_at().ip(), view_.nodes().at(other).address.ip());
+  // Dead or unknown: a clear failure at once.
+  Call* gone = Request("gone", {{"CPU", 1}}, Strategy(Affinity(NodeId::FromRandom(), false)));
+  ASSERT_EQ(gone->reply.outcome(), Reply::INFEASIBLE);
+  EXPECT_NE(gone->reply.message().find("dead, draining or unknown"), std::string::npos) << gone->reply.message();
+  // Soft: anywhere when the node is unknown.
+  Call* soft = Request("soft", {{"CPU", 1}}, Strategy(Affinity(NodeId::FromRandom(), true)));
+  EXPECT_EQ(soft->reply.outcome(), Reply::SPILLBACK);  // this node is full: the default spills
+}
+
+TEST_F(LeaseManagerTest, SpreadTakesNodesInTurn) {
+  AddNode({{"CPU", 4}}, {{"CPU", 4}});
+  AddNode({{"CPU", 4}}, {{"CPU", 4}});
+  rpc::SchedulingStrategy spread;
+  spread.set_kind(rpc::SchedulingStrategy::SPREAD);
+  std::set<std::string> where;
+  for (int i = 0; i < 3; ++i) {
+    Call* c = Request("s" + std::to_string(i), {{"CPU", 1}}, Strategy(spread));
+    ASSERT_TRUE(c->done);
+    where.insert(c->reply.outcome() == Reply::GRANTED ? "self" : c->reply.retry_at().ip());
+  }
+  EXPECT_EQ(where.size(), 3u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Task features a front end needs, on one real cluster shared by the tests:
-// the front end's error bytes, several returns, retried exceptions.
+// the front end's error bytes, several returns, retried exceptions,
+// get_if_exists, scheduling strategies (three nodes).
 #include "tests/cluster_fixture.h"
 
 namespace manta::testing {
@@ -10,8 +11,17 @@ class TaskFeaturesTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ClusterOptions options;
     options.head.num_cpus = 2;
+    options.head.env = {{"MANTA_TEST_NODE", "head"}};
     cluster_ = new Cluster(options);
     start_ = cluster_->StartHead();
+    // Two more nodes, for the scheduling strategies.
+    for (const char* name : {"n1", "n2"}) {
+      if (!start_.ok()) return;
+      RayletOptions raylet;
+      raylet.num_cpus = 2;
+      raylet.env = {{"MANTA_TEST_NODE", name}};
+      start_ = cluster_->AddRaylet(raylet).status();
+    }
   }
   static void TearDownTestSuite() {
     delete cluster_;
@@ -38,6 +48,11 @@ TEST_F(TaskFeaturesTest, ErrorBytesReturnsRetriesAndGetIfExists) {
   EXPECT_NE(r.out.find("OK three returns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("OK retried exceptions runs=3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("OK get_if_exists one actor"), std::string::npos) << r.out;
+}
+
+TEST_F(TaskFeaturesTest, SpreadAndNodeAffinityPlaceTasks) {
+  CommandResult r = Run({"placement"});
+  EXPECT_NE(r.out.find("OK spread over 3 nodes, affinity to n"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -171,4 +171,15 @@ TEST_F(TaskFeaturesTest, GetIfExistsGivesTheNamedActor) {
   EXPECT_NE(fresh.ID(), first.ID());
 }
 
+TEST_F(TaskFeaturesTest, HardAffinityToAnUnknownNodeIsInfeasible) {
+  manta::NodeId known = core_->AddNode(manta::core::NodeData{});
+  auto ok = manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(known)).Remote(1);
+  EXPECT_EQ(std::get<0>(*manta::Get(ok)), 1);
+  EXPECT_EQ(core_->last_task_options().scheduling_strategy.node_id, known);
+  auto bad = manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom())).Remote(1);
+  EXPECT_THROW(manta::Get(bad), manta::InfeasibleError);
+  auto soft = manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom(), true)).Remote(2);
+  EXPECT_EQ(std::get<0>(*manta::Get(soft)), 2);
+}
+
 }  // namespace manta_task_features_test

@@ -32,7 +32,8 @@
 // (cluster_state.h): node watches over its node table, and training-run
 // records kept in memory with the GCS's version and terminal rules. While it
 // is Current, it is the process's ClusterState too.
-// Not modelled: scheduling of tasks, resources of tasks and actors,
+// Not modelled: scheduling of tasks (beyond failing a hard node affinity to
+// a node not alive in its table), resources of tasks and actors,
 // concurrency of actor calls; env_vars are recorded, not applied.
 //
 // A test either installs one directly (Install/Uninstall) or passes
@@ -187,6 +188,8 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   // error (also when the count differs, naming `name`).
   void CompleteAll(const std::vector<ObjectId>& ids, const std::string& name,
                    absl::StatusOr<internal::ReturnValues> values) ABSL_LOCKS_EXCLUDED(mu_);
+  // kInfeasible for a hard node affinity to a node not alive in the table.
+  absl::Status CheckAffinity(const SchedulingStrategy& strategy) const ABSL_LOCKS_EXCLUDED(mu_);
   // `n` new pending objects, as refs owned here.
   std::vector<ObjectId> NewObjects(int n) ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<ObjectRefInfo> RefsTo(const std::vector<ObjectId>& ids) const;

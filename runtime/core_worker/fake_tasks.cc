@@ -43,6 +43,16 @@ void FakeCoreWorker::Complete(const ObjectId& id, absl::StatusOr<std::string> va
   }
 }
 
+absl::Status FakeCoreWorker::CheckAffinity(const SchedulingStrategy& strategy) const {
+  if (strategy.kind != SchedulingStrategy::Kind::kNodeAffinity || strategy.soft) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  for (const NodeData& n : nodes_) {
+    if (n.node_id == strategy.node_id && n.alive) return absl::OkStatus();
+  }
+  return MakeError(ErrorType::kInfeasible,
+                   absl::StrCat("NODE_AFFINITY: node ", strategy.node_id.Hex(), " is dead, draining or unknown"));
+}
+
 std::vector<ObjectId> FakeCoreWorker::NewObjects(int n) {
   std::vector<ObjectId> ids;
   for (int i = 0; i < n; ++i) ids.push_back(NewObject());
@@ -237,6 +247,10 @@ absl::StatusOr<std::vector<ObjectRefInfo>> FakeCoreWorker::SubmitTask(const std:
     last_task_options_ = options;
   }
   std::vector<ObjectId> ids = NewObjects(options.num_returns);
+  if (absl::Status placed = CheckAffinity(options.scheduling_strategy); !placed.ok()) {
+    CompleteAll(ids, function_name, placed);
+    return RefsTo(ids);
+  }
   RunOrHold(function_name, [this, ids, function_name, args = std::move(args), options] {
     RunTask(ids, function_name, args, options);
   });

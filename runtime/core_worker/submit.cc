@@ -65,6 +65,13 @@ namespace {
 
 // Refs to the returns of `spec`, owned here (an empty owner address means
 // this process).
+absl::Status ValidateStrategy(const SchedulingStrategy& s) {
+  if (s.kind == SchedulingStrategy::Kind::kNodeAffinity && s.node_id.IsNil()) {
+    return absl::InvalidArgumentError("NODE_AFFINITY needs a node id");
+  }
+  return absl::OkStatus();
+}
+
 std::vector<ObjectRefInfo> ReturnRefs(const rpc::TaskSpec& spec) {
   std::vector<ObjectRefInfo> refs;
   for (int i = 1; i <= NumReturns(spec); ++i) refs.push_back(ObjectRefInfo{ReturnObjectId(spec.task_id(), i), ""});
@@ -78,6 +85,7 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitTask(const std:
                                                                       const TaskOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
   if (options.num_returns < 1) return absl::InvalidArgumentError("num_returns must be at least 1");
+  if (auto s = ValidateStrategy(options.scheduling_strategy); !s.ok()) return s;
   std::vector<ObjectId> contained;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::NORMAL_TASK, function_name, std::move(args), &contained);
   spec.set_max_retries(options.max_retries);
@@ -94,6 +102,7 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitTask(const std:
 absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_name, std::vector<Arg> args,
                                                     const ActorOptions& options) {
   if (auto s = ValidateEnvVars(options.env_vars); !s.ok()) return s;
+  if (auto s = ValidateStrategy(options.scheduling_strategy); !s.ok()) return s;
   std::vector<ObjectId> contained;
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args), &contained);
   // The GCS has a worker started for the actor and owns it for this caller.
@@ -111,6 +120,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   o->set_max_concurrency(std::max(1, options.max_concurrency));
   o->set_class_name(options.class_name);
   o->set_get_if_exists(options.get_if_exists);
+  ToProtoStrategy(options.scheduling_strategy, spec.mutable_scheduling_strategy());
   spec.set_placement_group_id(options.placement_group_id);
   spec.set_bundle_index(options.bundle_index);
   for (const auto& [k, v] : options.env_vars) (*spec.mutable_env_vars())[k] = v;

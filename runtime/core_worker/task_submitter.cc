@@ -40,6 +40,10 @@ std::string TaskSubmitter::SchedulingKey(const TaskOptions& options) {
   // Tasks with different environments queue (and lease) separately.
   key += '|';
   for (const auto& [k, v] : options.env_vars) key += k + "=" + v + ";";
+  // And so do those of different strategies.
+  const SchedulingStrategy& s = options.scheduling_strategy;
+  key += '|' + std::to_string(static_cast<int>(s.kind));
+  if (s.kind == SchedulingStrategy::Kind::kNodeAffinity) key += s.node_id.Binary() + (s.soft ? "s" : "h");
   return key;
 }
 
@@ -63,7 +67,9 @@ void TaskSubmitter::InitQueue(TaskQueue& q, const TaskOptions& options) const {
   shape->set_placement_group_id(options.placement_group_id);
   shape->set_bundle_index(options.bundle_index);
   for (const auto& [k, v] : options.env_vars) (*shape->mutable_env_vars())[k] = v;
-  q.fungible = true;
+  ToProtoStrategy(options.scheduling_strategy, shape->mutable_scheduling_strategy());
+  // SPREAD tasks each want a lease (a node) of their own: none pipeline.
+  q.fungible = options.scheduling_strategy.kind != SchedulingStrategy::Kind::kSpread;
   for (const auto& [name, qty] : shape->resources()) q.fungible &= name == "CPU" || name == "memory";
   q.resources = TaskEventBuffer::ResourcesOf(*shape);
   q.shape = std::move(shape);

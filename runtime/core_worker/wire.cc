@@ -17,6 +17,14 @@ ObjectId ReturnObjectId(std::string_view task_id, uint32_t index) {
 
 ObjectId ReturnObjectId(const TaskId& task, uint32_t index) { return ReturnObjectId(task.Binary(), index); }
 
+void ToProtoStrategy(const SchedulingStrategy& s, rpc::SchedulingStrategy* out) {
+  out->set_kind(static_cast<rpc::SchedulingStrategy::Kind>(static_cast<int>(s.kind)));
+  if (s.kind == SchedulingStrategy::Kind::kNodeAffinity) {
+    out->set_node_id(s.node_id.Binary());
+    out->set_soft(s.soft);
+  }
+}
+
 int NumReturns(const rpc::TaskSpec& spec) { return spec.num_returns() > 0 ? spec.num_returns() : 1; }
 
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t) {

@@ -22,6 +22,7 @@ constexpr size_t kChunkBytes = 4 << 20;
 ObjectId ReturnObjectId(const TaskId& task, uint32_t index);
 // The same from the task's binary id, which must be TaskId::kSize bytes.
 ObjectId ReturnObjectId(std::string_view task_id, uint32_t index);
+void ToProtoStrategy(const SchedulingStrategy& s, rpc::SchedulingStrategy* out);
 // How many values `spec` returns (its num_returns; 0 means 1).
 int NumReturns(const rpc::TaskSpec& spec);
 rpc::ErrorInfo::Type ToProtoErrorType(ErrorType t);

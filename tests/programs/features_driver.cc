@@ -1,6 +1,6 @@
 // A driver for the integration tests of task features a front end needs:
 // the front end's error bytes, several returns, retried exceptions,
-// get_if_exists. Each
+// get_if_exists, scheduling strategies. Each
 // scenario prints "OK <what>" lines, or "FAIL <why>" and exits 1.
 #include <manta/api.h>
 #include <unistd.h>
@@ -11,6 +11,9 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <chrono>
+#include <cstdlib>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -114,6 +117,53 @@ int GetIfExists() {
   return 0;
 }
 
+// Where it ran: "<MANTA_TEST_NODE> <node id hex>", after a pause so that
+// tasks submitted together overlap.
+std::string WhereAmI(int pause_ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  const char* name = std::getenv("MANTA_TEST_NODE");
+  return std::string(name ? name : "?") + " " + manta::core::CoreWorker::Current()->node_id().Hex();
+}
+MANTA_REMOTE(WhereAmI);
+
+// SPREAD puts three tasks on the three nodes; a hard affinity puts every
+// task on the named node; one to an unknown node fails clearly.
+int Placement() {
+  std::set<std::string> spread;
+  std::string other;  // a node that is not the driver's
+  // Until this node's raylet has heard of the other two (they just joined).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (spread.size() < 3) {
+    if (std::chrono::steady_clock::now() > deadline) return Fail("SPREAD used " + std::to_string(spread.size()));
+    std::vector<manta::ObjectRef<std::string>> refs;
+    for (int i = 0; i < 3; ++i) {
+      refs.push_back(manta::Task(WhereAmI).SetSchedulingStrategy(manta::SpreadStrategy()).Remote(300));
+    }
+    spread.clear();
+    for (const auto& where : manta::Get(refs)) {
+      spread.insert(*where);
+      if (where->rfind("head ", 0) != 0) other = *where;
+    }
+  }
+  auto node = manta::NodeId::FromHex(other.substr(other.find(' ') + 1));
+  if (!node.ok()) return Fail("node id " + other);
+  std::vector<manta::ObjectRef<std::string>> pinned;
+  for (int i = 0; i < 4; ++i) {
+    pinned.push_back(manta::Task(WhereAmI).SetSchedulingStrategy(manta::NodeAffinity(*node)).Remote(0));
+  }
+  for (const auto& where : manta::Get(pinned)) {
+    if (*where != other) return Fail("affinity ran on " + *where + ", not " + other);
+  }
+  try {
+    manta::Get(manta::Task(WhereAmI).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom())).Remote(0));
+    return Fail("an affinity to an unknown node ran");
+  } catch (const manta::InfeasibleError& e) {
+    if (std::string(e.what()).find("unknown") == std::string::npos) return Fail(e.what());
+  }
+  std::cout << "OK spread over 3 nodes, affinity to " << other.substr(0, other.find(' ')) << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +171,7 @@ int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   const std::string dir = argc > 2 ? argv[2] : "/tmp";
   const std::map<std::string, std::function<int()>> scenarios = {
+      {"placement", Placement},
       {"returns_and_errors",
        [&] {
          for (const auto& step : std::vector<std::function<int()>>{

@@ -31,6 +31,7 @@
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
 #include "manta/internal/split_refs.h"
+#include "manta/scheduling_strategy.h"
 #include "manta/object_ref.h"
 #include "manta/placement_group.h"
 #include "manta/remote.h"
@@ -177,6 +178,11 @@ class ActorCreator {
   // instead of throwing AlreadyExists; racing creators get the same actor.
   ActorCreator& SetGetIfExists(bool get_if_exists = true) {
     options_.get_if_exists = get_if_exists;
+    return *this;
+  }
+  // Where it runs: NodeAffinity(node) (scheduling_strategy.h).
+  ActorCreator& SetSchedulingStrategy(core::SchedulingStrategy strategy) {
+    options_.scheduling_strategy = strategy;
     return *this;
   }
   ActorCreator& SetNamespace(std::string ray_namespace) {

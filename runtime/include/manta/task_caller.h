@@ -11,6 +11,7 @@
 //   SetEnv                       environment variables while it runs ("" removes one)
 //   SetNumReturns                values returned (RemoteSplit: one ref per tuple element)
 //   SetRetryExceptions[Types]    also re-run when it throws (any, or named exception types)
+//   SetSchedulingStrategy        SpreadStrategy() or NodeAffinity(node, soft)
 #pragma once
 
 #include <map>
@@ -23,6 +24,7 @@
 #include "manta/internal/core.h"
 #include "manta/internal/invoke.h"
 #include "manta/internal/split_refs.h"
+#include "manta/scheduling_strategy.h"
 #include "manta/object_ref.h"
 #include "manta/placement_group.h"
 #include "manta/remote.h"
@@ -84,6 +86,11 @@ class TaskCaller {
   }
   // Runs the task again when it throws (or returns an error status), within
   // SetMaxRetries; Get raises the last attempt's error.
+  // Where it runs: SpreadStrategy() or NodeAffinity(node) (scheduling_strategy.h).
+  TaskCaller& SetSchedulingStrategy(core::SchedulingStrategy strategy) {
+    options_.scheduling_strategy = strategy;
+    return *this;
+  }
   TaskCaller& SetRetryExceptions(bool retry = true) {
     options_.retry_exceptions = retry;
     options_.retry_exception_filter.clear();

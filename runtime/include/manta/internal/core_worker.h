@@ -178,6 +178,23 @@ class ScopedTaskContext {
   const TaskContext* outer_;
 };
 
+// Where a task or actor may run.
+struct SchedulingStrategy {
+  enum class Kind {
+    kDefault = 0,  // the raylets' choice (local first, spilled when full)
+    // Over distinct alive nodes: each lease goes to the next node, round
+    // robin, where the demand fits now (tasks do not queue on one worker).
+    kSpread = 1,
+    // On `node_id`: only there (hard: queued until it has room; fails with
+    // kInfeasible, naming the node, when it is dead, unknown or too small),
+    // or there when it has room and else anywhere (soft).
+    kNodeAffinity = 2,
+  };
+  Kind kind = Kind::kDefault;
+  NodeId node_id;
+  bool soft = false;
+};
+
 struct TaskOptions {
   // Empty means {CPU: 1}, as in Ray.
   std::map<std::string, double> resources;
@@ -199,6 +216,7 @@ struct TaskOptions {
   // names, one per line). The caller sees the last attempt's error.
   bool retry_exceptions = false;
   std::string retry_exception_filter;
+  SchedulingStrategy scheduling_strategy;
 };
 
 // Options of one actor call.
@@ -226,6 +244,9 @@ struct ActorOptions {
   int bundle_index = -1;
   // Environment of the actor's process for its life; "" removes a variable.
   std::map<std::string, std::string> env_vars;
+  // SPREAD: the GCS places actors round robin already; node affinity as
+  // for tasks (a hard one waits while the node cannot hold it).
+  SchedulingStrategy scheduling_strategy;
 };
 
 // InvalidArgument unless every name is a valid environment variable name
