@@ -108,8 +108,11 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
       return Finish(absl::OkStatus());
     }
     std::vector<std::string> lines;
+    last_failures_.clear();
     for (const auto& [rank, error] : out.failures) {
       lines.push_back(absl::StrCat("[", (*group)->Describe(rank), "] ", error.message()));
+      last_failures_.push_back(WorkerFailure{rank, (*group)->Describe(rank), std::string(error.message()),
+                                             core::ErrorData(error).value_or("")});
     }
     const std::string errors = absl::StrJoin(lines, "\n");
     const bool restart = DecideOnFailure(errors, static_cast<int>(out.failures.size()));
@@ -273,6 +276,7 @@ RunOutcome TrainController::Finish(const absl::Status& error) {
   out.run_id = spec_.run_id;
   out.num_failures = failures_;
   out.num_attempts = attempts_;
+  if (!error.ok()) out.worker_failures = last_failures_;
   return out;
 }
 

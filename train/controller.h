@@ -111,6 +111,7 @@ class TrainController : private RunControl {
   int failures_ = 0;
   int attempts_ = 0;
   std::unique_ptr<ElasticDriver> elastic_;  // set before Run's first group, for elastic runs
+  std::vector<WorkerFailure> last_failures_;  // the failed workers of the last attempt, for Finish
 
   RunRecorder recorder_;  // thread-safe
   absl::Mutex mu_;

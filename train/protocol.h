@@ -156,7 +156,8 @@ struct RunOutcome {
   std::string run_id;
   int num_failures = 0;
   int num_attempts = 0;
-  MSGPACK_DEFINE(metrics, checkpoint, code, message, run_id, num_failures, num_attempts);
+  std::vector<WorkerFailure> worker_failures;
+  MSGPACK_DEFINE(metrics, checkpoint, code, message, run_id, num_failures, num_attempts, worker_failures);
 };
 
 }  // namespace manta::train

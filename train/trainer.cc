@@ -74,6 +74,7 @@ Result ToResult(const RunOutcome& o, const std::string& run_dir) {
   r.run_id = o.run_id;
   r.num_failures = o.num_failures;
   r.num_attempts = o.num_attempts;
+  r.worker_failures = o.worker_failures;
   return r;
 }
 

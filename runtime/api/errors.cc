@@ -68,7 +68,13 @@ absl::Status UnknownUserError(const std::string& function) {
 }
 
 absl::Status ReturnedError(const std::string& function, const absl::Status& status) {
-  return core::MakeError(ErrorType::kApplicationError, absl::StrCat(function, " returned ", status.ToString()));
+  // A status a front end's invoker made (a Python loop's error, returned by
+  // the C++ code that called it) keeps the front end's bytes.
+  absl::Status error = core::MakeError(
+      ErrorType::kApplicationError,
+      absl::StrCat(function, " returned ", absl::StatusCodeToString(status.code()), ": ", status.message()));
+  std::optional<std::string> data = core::ErrorData(status);
+  return data ? core::WithErrorData(std::move(error), *data) : error;
 }
 
 absl::Status ArgumentError(const std::string& function, const std::string& detail) {

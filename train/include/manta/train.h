@@ -122,6 +122,17 @@ struct Checkpoint {
   MSGPACK_DEFINE(path);
 };
 
+// A worker whose loop failed in the run's last attempt.
+struct WorkerFailure {
+  int rank = 0;
+  std::string where;    // "rank 3 on 10.0.0.4 (pid 123)", as the error message names it
+  std::string message;  // the loop's error
+  // The front end's own form of the error, when the loop is not C++'s (a
+  // Python loop's pickled exception with its traceback); empty otherwise.
+  std::string data;
+  MSGPACK_DEFINE(rank, where, message, data);
+};
+
 struct Result {
   // Rank 0's latest reported metrics.
   std::map<std::string, double> metrics;
@@ -137,6 +148,9 @@ struct Result {
   std::string run_id;  // as `manta list train-runs` shows it
   int num_failures = 0;
   int num_attempts = 0;
+  // When the run failed because loops failed: each failed worker of the
+  // last attempt of a run of fixed size (empty otherwise).
+  std::vector<WorkerFailure> worker_failures;
 
   bool ok() const { return error.ok(); }
 };
