@@ -17,4 +17,5 @@ PYBIND11_MODULE(_core, m) {
   manta::python::DefineCluster(m);
   manta::python::DefineWorker(m);
   manta::python::DefineTpu(m);
+  manta::python::DefineTrain(m);
 }

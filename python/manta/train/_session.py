@@ -1,0 +1,174 @@
+"""The calls a training loop makes in its worker (Ray Train's report,
+get_context, get_checkpoint), over the C++ trainer's: the report is the
+same barrier on every rank, the context the C++ worker's.
+
+A checkpoint reported from a directory outside the run's directory is first
+copied into <storage_path>/<name>/checkpoint_<n> (every rank copies its own
+files into the same n, as Ray persists each rank's shard), and that copy is
+what is committed and what get_checkpoint() hands back. n counts this
+group's reports on from the checkpoint the group started with, so every
+rank names the same directory.
+"""
+
+import inspect
+import os
+import re
+import shutil
+import threading
+
+from manta import _core
+from manta.train._checkpoint import Checkpoint
+
+_lock = threading.Lock()
+_state = {"active": False, "reports": 0, "base": 0}
+_CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+
+class TrainContext:
+    """Where this worker stands in the current group (Ray's TrainContext)."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def get_world_rank(self):
+        return self._d["world_rank"]
+
+    def get_world_size(self):
+        return self._d["world_size"]
+
+    def get_local_rank(self):
+        return self._d["local_rank"]
+
+    def get_local_world_size(self):
+        return self._d["local_world_size"]
+
+    def get_node_rank(self):
+        return self._d["node_rank"]
+
+    def get_experiment_name(self):
+        return self._d["run_name"]
+
+    def get_storage_path(self):
+        """The run's directory, <storage_path>/<name>."""
+        return self._d["storage_path"]
+
+    def get_run_id(self):
+        return self._d["run_id"]
+
+    def get_attempt_number(self):
+        return self._d["attempt_number"]
+
+    def get_slice_id(self):
+        return self._d["slice_id"]
+
+    def get_num_slices(self):
+        return self._d["num_slices"]
+
+    def get_coordinator_address(self):
+        return self._d["coordinator_address"]
+
+    def __repr__(self):
+        return "TrainContext(%s)" % ", ".join("%s=%r" % kv for kv in sorted(self._d.items()))
+
+
+def get_context():
+    """The current group's context; RuntimeError outside a training loop."""
+    return TrainContext(_core.train_get_context())
+
+
+def get_checkpoint():
+    """The latest committed checkpoint (None before the first)."""
+    path = _core.train_get_checkpoint()
+    return None if path is None else Checkpoint(path)
+
+
+def _numbers(metrics):
+    if not isinstance(metrics, dict):
+        raise TypeError("report(metrics): metrics must be a dict, got %s" % type(metrics).__name__)
+    out = {}
+    for k, v in metrics.items():
+        try:
+            out[str(k)] = float(v)
+        except (TypeError, ValueError):
+            raise TypeError("report(metrics): the value of %r is %s; Manta's trainer reports numbers"
+                            % (k, type(v).__name__)) from None
+    return out
+
+
+def _persist(checkpoint, dir_name):
+    """The directory `checkpoint` is committed as: itself when it lies in
+    the run's directory, else a copy there."""
+    run_dir = os.path.abspath(_core.train_get_context()["storage_path"])
+    src = os.path.abspath(checkpoint.path)
+    if os.path.dirname(src) == run_dir:
+        return src
+    if not os.path.isdir(src):
+        raise ValueError("report(checkpoint=...): %s is not a directory" % src)
+    with _lock:
+        n = _state["base"] + _state["reports"]
+    dst = os.path.join(run_dir, dir_name or "checkpoint_%06d" % n)
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    return dst
+
+
+def report(metrics, checkpoint=None, checkpoint_dir_name=None):
+    """Reports this rank's metrics and, optionally, its part of a checkpoint.
+    A barrier: returns once every rank made its report of the same round."""
+    numbers = _numbers(metrics)
+    path = None
+    if checkpoint is not None:
+        if not isinstance(checkpoint, Checkpoint):
+            raise TypeError("report(checkpoint=...) takes a manta.train.Checkpoint")
+        path = _persist(checkpoint, checkpoint_dir_name)
+    with _lock:
+        _state["reports"] += 1
+    _core.train_report(numbers, path)
+
+
+def _begin():
+    base = 0
+    latest = _core.train_get_checkpoint()
+    if latest:
+        m = _CHECKPOINT_DIR.match(os.path.basename(latest.rstrip("/")))
+        if m:
+            base = int(m.group(1)) + 1
+    with _lock:
+        _state.update(active=True, reports=0, base=base)
+
+
+def _end():
+    with _lock:
+        _state["active"] = False
+
+
+def takes_config(fn):
+    """Whether the loop takes the config (one parameter) or nothing."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return True
+    if len(params) > 1:
+        raise ValueError("train_loop_per_worker must take at most one argument (the config), "
+                         "it takes %d" % len(params))
+    return len(params) == 1
+
+
+class Loop:
+    """What a worker runs: the user's loop, called with its config (or
+    nothing), with this process's session set around it."""
+
+    def __init__(self, fn, with_config):
+        self.fn = fn
+        self.with_config = with_config
+        self.__qualname__ = getattr(fn, "__qualname__", "train_loop_per_worker")
+
+    def __call__(self, config):
+        _begin()
+        try:
+            if self.with_config:
+                self.fn(config)
+            else:
+                self.fn()
+        finally:
+            _end()

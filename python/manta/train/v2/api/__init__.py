@@ -1,0 +1,1 @@
+"""ray.train.v2.api: the configs and errors."""

@@ -1,0 +1,163 @@
+// The trainer for manta.train, over the C++ one (manta/train.h): Fit, which
+// runs the C++ controller with a Python loop, and the in-loop calls a
+// Python loop makes (report, context, checkpoint), plus the kernels' MaxText
+// loop. A Python loop is a function exported by content hash ("py:f:<hash>")
+// whose config travels as its pickled arguments; the controller and worker
+// actors are the C++ ones, hosted by Python worker processes (this module
+// links the trainer, whose MANTA_REMOTE registrations come with Fit).
+//
+// The GIL: Fit, report and the MaxText loop block, and run without it; the
+// in-loop calls may be made from any thread of a worker while its loop runs.
+// Errors: the C++ calls' manta::Error becomes the Python exception for its
+// status (RuntimeError naming the code, ValueError for InvalidArgument).
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "manta/errors.h"
+#include "manta/maxtext.h"
+#include "manta/train.h"
+#include "python/src/binding.h"
+
+namespace manta::python {
+namespace {
+
+// Runs `f` without the GIL, turning the manta::Error the C++ API throws into
+// the Python exception for its status (once the GIL is held again).
+template <typename F>
+auto TrainCall(F f) {
+  std::optional<absl::Status> error;
+  std::optional<std::decay_t<decltype(f())>> value;
+  {
+    py::gil_scoped_release release;
+    try {
+      value.emplace(f());
+    } catch (const Error& e) {
+      error = e.status();
+    }
+  }
+  if (error) Raise(*error);
+  return std::move(*value);
+}
+
+template <typename T>
+T TrainGet(const py::dict& d, const char* key, T fallback) {
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  return d[key].cast<T>();
+}
+
+train::ScalingConfig ScalingOf(const py::dict& d) {
+  train::ScalingConfig s;
+  s.use_tpu = TrainGet<bool>(d, "use_tpu", false);
+  s.num_workers = train::WorkerCount(TrainGet<int>(d, "min_workers", 1), TrainGet<int>(d, "max_workers", 1));
+  s.topology = TrainGet<std::string>(d, "topology", "");
+  s.accelerator_type = TrainGet<std::string>(d, "accelerator_type", "");
+  s.resources_per_worker = TrainGet<std::map<std::string, double>>(d, "resources_per_worker", {});
+  s.placement_strategy = TrainGet<std::string>(d, "placement_strategy", "PACK");
+  return s;
+}
+
+train::RunConfig RunOf(const py::dict& d) {
+  train::RunConfig r;
+  r.name = TrainGet<std::string>(d, "name", "");
+  r.storage_path = TrainGet<std::string>(d, "storage_path", "");
+  r.failure_config.max_failures = TrainGet<int>(d, "max_failures", 0);
+  r.checkpoint_config.num_to_keep = TrainGet<int>(d, "num_to_keep", 0);
+  r.worker_env = TrainGet<std::map<std::string, std::string>>(d, "worker_env", {});
+  if (d.contains("scheduling_timeout_s")) r.scheduling_timeout = absl::Seconds(d["scheduling_timeout_s"].cast<double>());
+  if (d.contains("worker_start_timeout_s")) {
+    r.worker_start_timeout = absl::Seconds(d["worker_start_timeout_s"].cast<double>());
+  }
+  return r;
+}
+
+py::dict ResultDict(const train::Result& r) {
+  py::dict d;
+  d["metrics"] = ToDict(r.metrics);
+  d["checkpoint"] = r.checkpoint ? py::object(py::str(r.checkpoint->path)) : py::object(py::none());
+  d["code"] = static_cast<int>(r.error.code());
+  d["code_name"] = absl::StatusCodeToString(r.error.code());
+  d["message"] = std::string(r.error.message());
+  d["path"] = r.path;
+  d["run_id"] = r.run_id;
+  d["num_failures"] = r.num_failures;
+  d["num_attempts"] = r.num_attempts;
+  py::list failures;
+  for (const train::WorkerFailure& f : r.worker_failures) {
+    py::dict fd;
+    fd["rank"] = f.rank;
+    fd["where"] = f.where;
+    fd["message"] = f.message;
+    fd["data"] = Bytes(f.data);
+    failures.append(fd);
+  }
+  d["worker_failures"] = failures;
+  return d;
+}
+
+py::dict ContextDict(const train::TrainContext& c) {
+  py::dict d;
+  d["world_rank"] = c.world_rank;
+  d["world_size"] = c.world_size;
+  d["local_rank"] = c.local_rank;
+  d["local_world_size"] = c.local_world_size;
+  d["node_rank"] = c.node_rank;
+  d["slice_id"] = c.slice_id;
+  d["num_slices"] = c.num_slices;
+  d["worker_id"] = c.worker_id;
+  d["chips"] = c.chips;
+  d["coordinator_address"] = c.coordinator_address;
+  d["run_name"] = c.run_name;
+  d["run_id"] = c.run_id;
+  d["attempt_id"] = c.attempt_id;
+  d["attempt_number"] = c.attempt_number;
+  d["storage_path"] = c.storage_path;
+  d["epoch"] = c.epoch;
+  d["max_world_size"] = c.max_world_size;
+  return d;
+}
+
+}  // namespace
+
+void DefineTrain(py::module_& m) {
+  // Runs a training run of the exported loop `loop_name` with `loop_args`
+  // (its pickled arguments) to its end; a dict of the Result. A bad config
+  // is the result's InvalidArgument, not an exception.
+  m.def("train_fit", [](const std::string& loop_name, const py::bytes& loop_args, const py::dict& scaling,
+                        const py::dict& run) {
+    train::internal::FitRequest request;
+    request.loop_name = loop_name;
+    request.loop_args = std::string(loop_args);
+    request.loop_takes_config = true;
+    request.scaling = ScalingOf(scaling);
+    request.run = RunOf(run);
+    train::Result result = TrainCall([&] { return train::internal::Fit(request); });
+    return ResultDict(result);
+  });
+  // The in-loop calls: see manta/train.h.
+  m.def("train_report", [](const std::map<std::string, double>& metrics, const std::optional<std::string>& path) {
+    std::optional<train::Checkpoint> checkpoint;
+    if (path) checkpoint = train::Checkpoint{*path};
+    return TrainCall([&] {
+      train::Report(metrics, checkpoint);
+      return true;
+    });
+  });
+  m.def("train_get_context", [] { return ContextDict(TrainCall([] { return train::GetContext(); })); });
+  m.def("train_get_checkpoint", []() -> std::optional<std::string> {
+    std::optional<train::Checkpoint> c = train::GetCheckpoint();
+    if (!c) return std::nullopt;
+    return c->path;
+  });
+  // The kernels' MaxText loop with MaxText's argv, in a worker while its
+  // loop runs; raises for the status it returns.
+  m.def("train_run_maxtext", [](const std::vector<std::string>& argv) {
+    absl::Status s = TrainCall([&] { return train::RunMaxText(argv); });
+    Check(s);
+  });
+  m.def("train_check_maxtext_config", [](const std::vector<std::string>& argv) {
+    Check(train::CheckMaxTextConfig(argv));
+  });
+}
+
+}  // namespace manta::python

@@ -1,0 +1,190 @@
+"""manta.train against a simulated TPU cluster: `manta up --tpu v6e-16
+--slices 2` (a head and 8 hosts: two 4x4 slices of 4 hosts with 4 chips
+each). A Python loop runs in Python workers under the C++ controller; the
+tests read back what each rank saw from files it writes under the run's
+storage path."""
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+from conftest import Cluster, bin_dir, free_port, stop_head, wait_for
+
+train = pytest.importorskip("manta.train")
+import manta  # noqa: E402
+from manta.train import Checkpoint, JaxTrainer  # noqa: E402
+from manta.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig  # noqa: E402
+from manta.util import tpu  # noqa: E402
+
+TOPOLOGY, ACCELERATOR, POD_TYPE = "4x4", "TPU-V6E", "v6e-16"
+
+
+def _manta_up():
+    bins = bin_dir()
+    if bins is None:
+        pytest.skip("the Manta binaries are not built (set MANTA_BIN_DIR or build build/bin)")
+    last = ""
+    for _ in range(3):
+        temp_dir = tempfile.mkdtemp(prefix="manta-pytest-train-")
+        port = free_port()
+        cmd = [os.path.join(bins, "manta"), "up", "--tpu", POD_TYPE, "--slices", "2", "--host-cpus", "1",
+               f"--port={port}", f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}",
+               f"--temp-dir={temp_dir}"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=temp_dir)
+        cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url="", token="",
+                          session_dir=os.path.realpath(os.path.join(temp_dir, "session_latest")),
+                          temp_dir=temp_dir, bin_dir=bins)
+        if proc.returncode == 0:
+            return cluster
+        last = (proc.stderr or proc.stdout).strip()
+        stop_head(cluster)
+    raise RuntimeError(f"manta up failed: {last}")
+
+
+@pytest.fixture(scope="module")
+def driver():
+    cluster = _manta_up()
+    try:
+        manta.init(address=cluster.address, _temp_dir=cluster.temp_dir)
+        yield cluster
+    finally:
+        manta.shutdown()
+        stop_head(cluster)
+
+
+def _all_free():
+    return tpu.get_num_ready_tpu_slices(TOPOLOGY, "v6e") == 2
+
+
+@pytest.fixture
+def free(driver):
+    """Every test starts and ends with both slices free."""
+    wait_for(_all_free, 30, "both slices to be free")
+    yield driver
+    wait_for(_all_free, 30, "both slices to be free again")
+
+
+def _scaling(num_workers):
+    return ScalingConfig(use_tpu=True, num_workers=num_workers, topology=TOPOLOGY, accelerator_type=ACCELERATOR,
+                         resources_per_worker={"TPU": 4}, placement_strategy="SPREAD")
+
+
+def _seen(storage, name):
+    """What each rank wrote: [(attempt, rank, record), ...]."""
+    out = []
+    d = os.path.join(storage, "seen")
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, f)) as fh:
+            out.append(json.load(fh))
+    return out
+
+
+ENV_KEYS = ("JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_PLATFORMS", "TPU_WORKER_ID",
+            "TPU_WORKER_HOSTNAMES", "TPU_ACCELERATOR_TYPE", "MEGASCALE_COORDINATOR_ADDRESS",
+            "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MY_SETTING")
+
+
+def checkpointing_loop(config):
+    """Three steps with a checkpoint each; rank 5 dies after the second
+    step of the first attempt."""
+    ctx = train.get_context()
+    rank = ctx.get_world_rank()
+    start = 0
+    restored = train.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as d, open(os.path.join(d, "rank_%d" % rank)) as f:
+            start = int(f.read()) + 1
+    record = {"attempt": ctx.get_attempt_number(), "rank": rank, "size": ctx.get_world_size(),
+              "local_rank": ctx.get_local_rank(), "node_rank": ctx.get_node_rank(),
+              "name": ctx.get_experiment_name(), "storage": ctx.get_storage_path(), "cwd": os.getcwd(),
+              "restored": restored.path if restored else None, "start": start, "pid": os.getpid(),
+              "env": {k: os.environ.get(k) for k in ENV_KEYS}}
+    os.makedirs(os.path.join(config["out"], "seen"), exist_ok=True)
+    with open(os.path.join(config["out"], "seen", "a%d_r%d.json" % (record["attempt"], rank)), "w") as f:
+        json.dump(record, f)
+    for step in range(start, config["steps"]):
+        local = tempfile.mkdtemp(prefix="ckpt_")
+        with open(os.path.join(local, "rank_%d" % rank), "w") as f:
+            f.write(str(step))
+        train.report({"step": step, "loss": 1.0 / (step + 1)}, checkpoint=Checkpoint.from_directory(local))
+        if ctx.get_attempt_number() == 1 and rank == 5 and step == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_python_loop_on_two_slices_checkpoints_and_restarts(free, tmp_path):
+    storage = str(tmp_path)
+    trainer = JaxTrainer(checkpointing_loop, train_loop_config={"steps": 3, "out": storage},
+                         scaling_config=_scaling(8),
+                         run_config=RunConfig(name="pyloop", storage_path=storage,
+                                              failure_config=FailureConfig(max_failures=1),
+                                              worker_runtime_env={"env_vars": {"MY_SETTING": "on"}}))
+    result = trainer.fit()
+    run_dir = os.path.join(storage, "pyloop")
+    assert result.path == run_dir
+    assert result.metrics["step"] == 2 and result.num_failures == 1
+    assert result.checkpoint is not None and os.path.dirname(result.checkpoint.path) == run_dir
+    assert sorted(os.listdir(result.checkpoint.path)) == ["rank_%d" % r for r in range(8)]
+    seen = _seen(storage, "pyloop")
+    first = [s for s in seen if s["attempt"] == 1]
+    second = [s for s in seen if s["attempt"] == 2]
+    assert sorted(s["rank"] for s in first) == list(range(8)) == sorted(s["rank"] for s in second)
+    for s in first + second:
+        env = s["env"]
+        assert s["size"] == 8 and s["name"] == "pyloop" and s["storage"] == run_dir
+        assert env["JAX_PROCESS_ID"] == str(s["rank"]) and env["JAX_NUM_PROCESSES"] == "8"
+        assert env["JAX_COORDINATOR_ADDRESS"] and env["JAX_PLATFORMS"]
+        assert env["TPU_WORKER_ID"] == str(s["rank"] % 4) and env["TPU_ACCELERATOR_TYPE"] == POD_TYPE
+        assert env["MEGASCALE_NUM_SLICES"] == "2" and env["MEGASCALE_SLICE_ID"] == str(s["rank"] // 4)
+        assert env["MY_SETTING"] == "on"
+    assert all(s["restored"] is None and s["start"] == 0 for s in first)
+    # The second attempt started from the copy in the run's directory of the
+    # step every rank reported before rank 5 died.
+    assert {s["restored"] for s in second} == {os.path.join(run_dir, "checkpoint_000001")}
+    assert {s["start"] for s in second} == {2}
+
+
+def failing_loop():
+    if train.get_context().get_world_rank() == 2:
+        raise KeyError("no such shard")
+    train.report({"ok": 1})
+
+
+def test_a_failing_loop_raises_with_the_workers_traceback(free, tmp_path):
+    trainer = JaxTrainer(failing_loop, scaling_config=_scaling(4),
+                         run_config=RunConfig(name="fails", storage_path=str(tmp_path)))
+    with pytest.raises(train.TrainingFailedError) as info:
+        trainer.fit()
+    e = info.value
+    assert isinstance(e, train.WorkerGroupError)
+    assert list(e.worker_failures) == [2]
+    assert isinstance(e.worker_failures[2], KeyError)
+    text = str(e)
+    assert "no such shard" in text and "failing_loop" in text and "test_train.py" in text
+
+
+def test_bad_input_is_refused_before_anything_is_reserved(free, tmp_path):
+    run = RunConfig(name="bad", storage_path=str(tmp_path))
+
+    def fit(loop=failing_loop, config=None, scaling=None, run_config=run):
+        return JaxTrainer(loop, train_loop_config=config, scaling_config=scaling or _scaling(4),
+                          run_config=run_config).fit()
+
+    with pytest.raises(TypeError, match="callable"):
+        fit(loop=42)
+    with pytest.raises(TypeError, match="train_loop_config cannot be pickled"):
+        fit(loop=checkpointing_loop, config={"lock": threading.Lock()})
+    with pytest.raises(ValueError, match="not a whole number of v6e-16 slices"):
+        fit(scaling=_scaling(6))
+    with pytest.raises(ValueError, match="4x4x4"):
+        fit(scaling=ScalingConfig(use_tpu=True, num_workers=4, topology="4x4x4", accelerator_type=ACCELERATOR))
+    with pytest.raises(ValueError, match="finite"):
+        fit(scaling=ScalingConfig(num_workers=1, resources_per_worker={"CPU": float("nan")}))
+    with pytest.raises(ValueError, match="gs://bucket/runs"):
+        fit(run_config=RunConfig(name="bad", storage_path="gs://bucket/runs"))
+    assert _all_free()
