@@ -63,9 +63,27 @@ void CheckKeys(const py::dict& options, std::initializer_list<const char*> known
   }
 }
 
+// "strategy": 0 default, 1 SPREAD, 2 node affinity on "strategy_node_id"
+// (hex), soft when "strategy_soft".
+core::SchedulingStrategy StrategyFrom(const py::dict& d) {
+  core::SchedulingStrategy s;
+  int kind = Option(d, "strategy", 0);
+  if (kind < 0 || kind > 2) throw py::value_error("unknown scheduling strategy");
+  s.kind = static_cast<core::SchedulingStrategy::Kind>(kind);
+  if (s.kind == core::SchedulingStrategy::Kind::kNodeAffinity) {
+    std::string hex = Option(d, "strategy_node_id", std::string());
+    absl::StatusOr<NodeId> id = NodeId::FromHex(hex);
+    if (!id.ok()) throw py::value_error("NodeAffinitySchedulingStrategy: '" + hex + "' is not a node id");
+    s.node_id = *id;
+    s.soft = Option(d, "strategy_soft", false);
+  }
+  return s;
+}
+
 core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index",
-                "env_vars", "num_returns", "retry_exceptions", "retry_exception_filter"});
+                "env_vars", "num_returns", "retry_exceptions", "retry_exception_filter", "strategy",
+                "strategy_node_id", "strategy_soft"});
   core::TaskOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -76,13 +94,15 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   o.env_vars = Option(d, "env_vars", o.env_vars);
   o.num_returns = Option(d, "num_returns", o.num_returns);
   o.retry_exceptions = Option(d, "retry_exceptions", o.retry_exceptions);
+  o.scheduling_strategy = StrategyFrom(d);
   if (d.contains("retry_exception_filter")) o.retry_exception_filter = std::string(d["retry_exception_filter"].cast<py::bytes>());
   return o;
 }
 
 core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_restarts", "max_task_retries", "name", "namespace", "detached",
-                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists"});
+                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists", "strategy",
+                "strategy_node_id", "strategy_soft"});
   core::ActorOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -97,6 +117,7 @@ core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   o.bundle_index = Option(d, "bundle_index", o.bundle_index);
   o.env_vars = Option(d, "env_vars", o.env_vars);
   o.get_if_exists = Option(d, "get_if_exists", o.get_if_exists);
+  o.scheduling_strategy = StrategyFrom(d);
   return o;
 }
 

@@ -83,8 +83,19 @@ def strategy(options, core):
     if s is None or s == "DEFAULT":
         return
     from manta.util import scheduling_strategies as ss
+    if s == "SPREAD":
+        core["strategy"] = 1
+        return
     if isinstance(s, ss.PlacementGroupSchedulingStrategy):
         core["placement_group_id"] = s.placement_group.id.binary()
         core["bundle_index"] = s.placement_group_bundle_index
         return
-    raise ValueError("scheduling_strategy %r is not supported yet" % (s,))
+    if isinstance(s, ss.NodeAffinitySchedulingStrategy):
+        core["strategy"] = 2
+        core["strategy_node_id"] = s.node_id
+        core["strategy_soft"] = bool(s.soft)
+        return
+    if isinstance(s, ss.NodeLabelSchedulingStrategy):
+        s.check_supported()  # raises, naming what to use instead
+    raise ValueError("scheduling_strategy must be \"DEFAULT\", \"SPREAD\", a "
+                     "PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy, got %r" % (s,))

