@@ -18,6 +18,7 @@
 #include "manta/maxtext.h"
 #include "manta/train.h"
 #include "python/src/binding.h"
+#include "train/worker_session.h"
 
 namespace manta::python {
 namespace {
@@ -117,6 +118,44 @@ py::dict ContextDict(const train::TrainContext& c) {
   return d;
 }
 
+py::dict JoinDict(const train::JoinInstruction& j) {
+  py::dict d;
+  d["source"] = j.source;
+  d["restore_from"] = j.restore_from;
+  d["step"] = j.step;
+  return d;
+}
+
+std::optional<train::Checkpoint> CheckpointAt(const std::optional<std::string>& path) {
+  if (!path) return std::nullopt;
+  return train::Checkpoint{*path};
+}
+
+// The calls of a loop whose workers outlive their group (an elastic run):
+// see train/worker_session.h.
+void DefineElasticSession(py::module_& m) {
+  m.attr("TRAIN_JOIN_RESTORE") = static_cast<int>(train::JoinInstruction::kRestore);
+  m.attr("TRAIN_JOIN_INIT") = static_cast<int>(train::JoinInstruction::kInit);
+  // (commit, pause, latest committed checkpoint or None).
+  m.def("train_commit_step", [](const std::map<std::string, double>& metrics, const std::optional<std::string>& path,
+                                bool replicated) {
+    std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
+    train::internal::CommitReply c =
+        TrainCall([&] { return train::internal::CommitStep(metrics, checkpoint, replicated); });
+    py::object committed = c.committed ? py::object(py::str(c.committed->path)) : py::object(py::none());
+    return py::make_tuple(c.commit, c.pause, committed);
+  });
+  // None: this worker is not in the next group. Else the new group's join.
+  m.def("train_await_next_group", [](int64_t next_step, const std::string& why,
+                                     const std::optional<std::string>& path) -> py::object {
+    std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
+    auto join = TrainCall([&] { return train::internal::AwaitNextGroup(next_step, why, checkpoint); });
+    if (!join) return py::none();
+    return JoinDict(*join);
+  });
+  m.def("train_current_join", [] { return JoinDict(TrainCall([] { return train::internal::CurrentJoin(); })); });
+}
+
 }  // namespace
 
 void DefineTrain(py::module_& m) {
@@ -158,6 +197,7 @@ void DefineTrain(py::module_& m) {
   m.def("train_check_maxtext_config", [](const std::vector<std::string>& argv) {
     Check(train::CheckMaxTextConfig(argv));
   });
+  DefineElasticSession(m);
 }
 
 }  // namespace manta::python

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -188,3 +189,131 @@ def test_bad_input_is_refused_before_anything_is_reserved(free, tmp_path):
     with pytest.raises(ValueError, match="gs://bucket/runs"):
         fit(run_config=RunConfig(name="bad", storage_path="gs://bucket/runs"))
     assert _all_free()
+
+
+# ---- elastic: 8 -> 4 -> 8 workers as a host dies and returns ----------------------
+
+_STARTS = [0]  # module state of the worker process: survives a resize only if the process does
+
+
+def elastic_loop(config):
+    _STARTS[0] += 1
+    ctx = train.get_context()
+    restored = train.get_checkpoint()
+    start = 0
+    if restored is not None:
+        with open(os.path.join(restored.path, "rank_0")) as f:
+            start = int(f.read()) + 1
+    out = config["out"]
+    os.makedirs(os.path.join(out, "seen"), exist_ok=True)
+    record = {"pid": os.getpid(), "starts": _STARTS[0], "rank": ctx.get_world_rank(),
+              "size": ctx.get_world_size(), "slice": ctx.get_slice_id(), "start": start,
+              "host": os.environ.get("TPU_NAME", "") + "/" + os.environ.get("TPU_WORKER_ID", ""),
+              "restored": restored.path if restored else None, "process_id": os.environ.get("JAX_PROCESS_ID")}
+    with open(os.path.join(out, "seen", "%d_%d.json" % (os.getpid(), _STARTS[0])), "w") as f:
+        json.dump(record, f)
+    step = start
+    while not (step >= 4 and os.path.exists(os.path.join(out, "stop"))):
+        local = tempfile.mkdtemp(prefix="ckpt_")
+        with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
+            f.write(str(step))
+        train.report({"step": step, "world_size": ctx.get_world_size()}, checkpoint=Checkpoint.from_directory(local))
+        if ctx.get_world_rank() == 0:
+            with open(os.path.join(out, "progress.tmp"), "w") as f:
+                json.dump({"step": step, "size": ctx.get_world_size()}, f)
+            os.replace(os.path.join(out, "progress.tmp"), os.path.join(out, "progress"))
+        step += 1
+        time.sleep(0.2)
+
+
+def _raylet_of(temp_dir, slice_name, worker_id):
+    """(pid, environment) of the raylet of a simulated host."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if not cmd or not cmd[0].endswith(b"raylet") or temp_dir.encode() not in b" ".join(cmd):
+            continue
+        if env.get(b"TPU_NAME") == slice_name.encode() and env.get(b"TPU_WORKER_ID") == str(worker_id).encode():
+            return int(entry), {k.decode(): v.decode() for k, v in env.items()}
+    raise LookupError(f"no raylet for {slice_name}/{worker_id}")
+
+
+def _children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _progress(out):
+    try:
+        with open(os.path.join(out, "progress")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def test_elastic_python_loop_shrinks_and_grows_keeping_survivor_processes(free, tmp_path):
+    out = str(tmp_path)
+    trainer = JaxTrainer(elastic_loop, train_loop_config={"out": out}, scaling_config=_scaling((4, 8)),
+                         run_config=RunConfig(name="elastic", storage_path=out,
+                                              failure_config=FailureConfig(max_failures=0)))
+    box = {}
+    fit = threading.Thread(target=lambda: box.update(result=_try(trainer.fit)))
+    fit.start()
+    try:
+        wait_for(lambda: (_progress(out) or {}).get("step", -1) >= 3, 120, "three steps on 8 workers")
+        pid, env = _raylet_of(free.temp_dir, "tpu-group-1", 2)
+        victims = [pid] + _children(pid)
+        for p in victims:
+            os.kill(p, signal.SIGKILL)
+        wait_for(lambda: (_progress(out) or {}).get("size") == 4, 120, "the group to shrink to 4")
+        at_four = _progress(out)["step"]
+        wait_for(lambda: _progress(out)["step"] >= at_four + 2, 60, "two steps on 4 workers")
+        host_env = {k: v for k, v in env.items() if k.startswith(("TPU_", "MEGASCALE_", "PATH", "HOME"))}
+        subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
+                        f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
+                       check=True, capture_output=True, timeout=60)
+        wait_for(lambda: (_progress(out) or {}).get("size") == 8, 120, "the group to grow back to 8")
+        at_eight = _progress(out)["step"]
+        wait_for(lambda: _progress(out)["step"] >= at_eight + 2, 60, "two steps on 8 workers again")
+    finally:
+        open(os.path.join(out, "stop"), "w").close()
+        fit.join(120)
+    result = box["result"]
+    assert not isinstance(result, BaseException), result
+    assert result.num_failures == 0 and result.metrics["world_size"] == 8
+    seen = _seen(out, "elastic")
+    sizes = [s["size"] for s in sorted(seen, key=lambda s: (s["starts"], s["pid"]))]
+    assert {8, 4} <= set(sizes)
+    # The survivors (slice tpu-group-0) ran every group in the same process,
+    # its module state intact: one pid per host, its loop started 3 times.
+    survivors = [s for s in seen if s["host"].startswith("tpu-group-0/")]
+    by_host = {}
+    for s in survivors:
+        by_host.setdefault(s["host"], set()).add(s["pid"])
+    assert len(by_host) == 4 and all(len(p) == 1 for p in by_host.values()), by_host
+    assert sorted(s["starts"] for s in survivors if s["host"] == "tpu-group-0/0") == [1, 2, 3]
+    # Each re-formed group started from the latest committed checkpoint.
+    for s in seen:
+        if s["restored"]:
+            assert s["start"] >= 1 and os.path.dirname(s["restored"]) == os.path.join(out, "elastic")
+
+
+def _try(f):
+    try:
+        return f()
+    except BaseException as e:  # noqa: BLE001 - reported by the test
+        return e

@@ -20,7 +20,17 @@ from manta import _core
 from manta.train._checkpoint import Checkpoint
 
 _lock = threading.Lock()
-_state = {"active": False, "reports": 0, "base": 0}
+# This process's loop: whether its run is elastic, its reports in this
+# group, the index of its next checkpoint directory, and the checkpoint its
+# group started from when the controller named one (an elastic re-form).
+_state = {"active": False, "elastic": False, "reports": 0, "base": 0, "restore": None}
+
+
+class GroupEnded(BaseException):
+    """Raised out of report() in an elastic run when the group re-forms (a
+    host died, drained or came back): the loop stops at its step boundary
+    and runs again on the new group. Not an Exception, so a loop's
+    `except Exception` lets it through."""
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
@@ -78,8 +88,11 @@ def get_context():
 
 def get_checkpoint():
     """The latest committed checkpoint (None before the first)."""
-    path = _core.train_get_checkpoint()
-    return None if path is None else Checkpoint(path)
+    with _lock:
+        path = _state["restore"]
+    if path is None:
+        path = _core.train_get_checkpoint()
+    return Checkpoint(path) if path else None
 
 
 def _numbers(metrics):
@@ -122,14 +135,27 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None):
         path = _persist(checkpoint, checkpoint_dir_name)
     with _lock:
         _state["reports"] += 1
-    _core.train_report(numbers, path)
+        elastic = _state["elastic"]
+    if not elastic:
+        _core.train_report(numbers, path)
+        return
+    commit, pause, committed = _core.train_commit_step(numbers, path, False)
+    if committed is not None:
+        with _lock:
+            _state["restore"] = None  # the session's own is newer
+    if not commit:
+        raise GroupEnded("the group ended before every rank reported")
+    if pause:
+        raise GroupEnded("the group re-forms")
 
 
-def _begin():
+def _begin(elastic, restore):
+    with _lock:
+        _state.update(elastic=elastic, restore=restore)
     base = 0
-    latest = _core.train_get_checkpoint()
+    latest = get_checkpoint()
     if latest:
-        m = _CHECKPOINT_DIR.match(os.path.basename(latest.rstrip("/")))
+        m = _CHECKPOINT_DIR.match(os.path.basename(latest.path.rstrip("/")))
         if m:
             base = int(m.group(1)) + 1
     with _lock:
@@ -158,17 +184,44 @@ class Loop:
     """What a worker runs: the user's loop, called with its config (or
     nothing), with this process's session set around it."""
 
-    def __init__(self, fn, with_config):
+    def __init__(self, fn, with_config, elastic):
         self.fn = fn
         self.with_config = with_config
+        self.elastic = elastic
         self.__qualname__ = getattr(fn, "__qualname__", "train_loop_per_worker")
 
     def __call__(self, config):
-        _begin()
-        try:
-            if self.with_config:
-                self.fn(config)
-            else:
-                self.fn()
-        finally:
-            _end()
+        restore = None
+        if self.elastic:
+            restore = _restore_of(_core.train_current_join())
+        while True:
+            _begin(self.elastic, restore)
+            try:
+                if self.with_config:
+                    self.fn(config)
+                else:
+                    self.fn()
+                return
+            except GroupEnded as e:
+                why = str(e)
+            finally:
+                _end()
+            # The group re-forms: this process waits for its place in the
+            # next one (None: it is not in it) and runs the loop again
+            # there, from the latest committed checkpoint.
+            with _lock:
+                reports = _state["reports"]
+            join = _core.train_await_next_group(reports, why, None)
+            if join is None:
+                return
+            restore = _restore_of(join)
+
+
+def _restore_of(join):
+    """The checkpoint a group's join names ("" for none: from scratch), or
+    None when the session's own latest applies."""
+    if join["source"] == _core.TRAIN_JOIN_RESTORE:
+        return join["restore_from"]
+    if join["source"] == _core.TRAIN_JOIN_INIT:
+        return ""
+    return None

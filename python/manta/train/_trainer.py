@@ -152,7 +152,7 @@ class JaxTrainer:
         except Exception as e:
             raise TypeError("train_loop_config cannot be pickled: %s" % e) from e
         try:
-            name = export(_session.Loop(loop, with_config), "f")
+            name = export(_session.Loop(loop, with_config, scaling["min_workers"] != scaling["max_workers"]), "f")
         except Exception as e:
             raise TypeError("train_loop_per_worker cannot be pickled: %s" % e) from e
         return name, args, scaling, run
