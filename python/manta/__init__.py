@@ -20,6 +20,7 @@ from manta._private.api import (init, shutdown, is_initialized, get, put, wait, 
 from manta._private.actor import ActorClass, ActorHandle, get_actor, kill, method
 from manta._private.remote_function import RemoteFunction
 from manta.runtime_context import get_runtime_context
+from manta.cross_language import cpp_function, cpp_actor_class
 
 __version__ = _core.VERSION
 
@@ -47,4 +48,4 @@ def _make(target, options):
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "get_actor",
            "kill", "method", "nodes", "cluster_resources", "available_resources", "ObjectRef",
-           "exceptions", "get_runtime_context", "ActorClass", "ActorHandle", "RemoteFunction"]
+           "exceptions", "get_runtime_context", "cpp_function", "cpp_actor_class", "ActorClass", "ActorHandle", "RemoteFunction"]

@@ -36,6 +36,21 @@ std::vector<core::ObjectRefInfo> Contained(const RefCollection* c) {
   return c == nullptr ? std::vector<core::ObjectRefInfo>() : c->refs();
 }
 
+// The arguments of a call to another language's function: each a value
+// serialized by the caller (bytes) or a ref whose value the callee gets.
+std::vector<core::Arg> RawArgs(const py::list& values) {
+  std::vector<core::Arg> args;
+  args.reserve(values.size());
+  for (const py::handle& v : values) {
+    if (py::isinstance<ObjectRef>(v)) {
+      args.push_back(core::Arg::Ref(v.cast<const ObjectRef&>().info()));
+    } else {
+      args.push_back(core::Arg::Value(std::string(v.cast<py::bytes>())));
+    }
+  }
+  return args;
+}
+
 // A call's arguments: the pickled value (with the refs inside it), then
 // each top-level ref, resolved to its value before the callee runs.
 std::vector<core::Arg> Args(const py::list& value, const RefCollection* contained,
@@ -83,7 +98,7 @@ core::SchedulingStrategy StrategyFrom(const py::dict& d) {
 core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index",
                 "env_vars", "num_returns", "retry_exceptions", "retry_exception_filter", "strategy",
-                "strategy_node_id", "strategy_soft"});
+                "strategy_node_id", "strategy_soft", "worker_executable", "worker_args"});
   core::TaskOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -95,6 +110,8 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   o.num_returns = Option(d, "num_returns", o.num_returns);
   o.retry_exceptions = Option(d, "retry_exceptions", o.retry_exceptions);
   o.scheduling_strategy = StrategyFrom(d);
+  o.worker_executable = Option(d, "worker_executable", o.worker_executable);
+  o.worker_args = Option(d, "worker_args", o.worker_args);
   if (d.contains("retry_exception_filter")) o.retry_exception_filter = std::string(d["retry_exception_filter"].cast<py::bytes>());
   return o;
 }
@@ -102,7 +119,7 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
 core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_restarts", "max_task_retries", "name", "namespace", "detached",
                 "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists", "strategy",
-                "strategy_node_id", "strategy_soft"});
+                "strategy_node_id", "strategy_soft", "worker_executable", "worker_args"});
   core::ActorOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -118,6 +135,8 @@ core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   o.env_vars = Option(d, "env_vars", o.env_vars);
   o.get_if_exists = Option(d, "get_if_exists", o.get_if_exists);
   o.scheduling_strategy = StrategyFrom(d);
+  o.worker_executable = Option(d, "worker_executable", o.worker_executable);
+  o.worker_args = Option(d, "worker_args", o.worker_args);
   return o;
 }
 
@@ -233,6 +252,26 @@ void DefineCalls(py::module_& m) {
           std::vector<core::Arg> args = Args(value, contained, ref_args);
           return Refs(Take(Core().SubmitActorTask(id, method, std::move(args), o)));
         });
+  // Calls into another language (a C++ program's MANTA_REMOTE functions):
+  // each argument is its own serialized value (msgpack) or a ref.
+  m.def("submit_task_raw", [](const std::string& name, const py::list& values, const core::TaskOptions& options) {
+    return Refs(Take(Core().SubmitTask(name, RawArgs(values), options)));
+  });
+  m.def("create_actor_raw", [](const std::string& factory, const py::list& values, const py::dict& options) {
+    core::ActorOptions o = ActorOptionsFrom(options);
+    std::vector<core::Arg> args = RawArgs(values);
+    core::CoreWorker& core = Core();
+    absl::StatusOr<ActorId> id;
+    {
+      py::gil_scoped_release release;
+      id = core.CreateActor(factory, std::move(args), o);
+    }
+    return Bytes(Take(std::move(id)).Binary());
+  });
+  m.def("submit_actor_task_raw", [](const py::bytes& actor, const std::string& method, const py::list& values) {
+    ActorId id = Take(ActorId::FromBinary(std::string(actor)));
+    return Refs(Take(Core().SubmitActorTask(id, method, RawArgs(values), core::ActorTaskOptions())));
+  });
   m.def("get_named_actor", [](const std::string& name, const std::string& ns) {
     core::CoreWorker& core = Core();
     absl::StatusOr<ActorId> id;

@@ -107,6 +107,7 @@ absl::StatusOr<ActorId> CoreWorkerImpl::CreateActor(const std::string& factory_n
   rpc::TaskSpec spec = BaseSpec(rpc::TaskSpec::ACTOR_CREATION_TASK, factory_name, std::move(args), &contained);
   // The GCS has a worker started for the actor and owns it for this caller.
   AddCallerAndProgram(&spec);
+  SetProgram(options.worker_executable, options.worker_args, &spec);
   ActorId id = ActorId::FromRandom();
   spec.set_actor_id(id.Binary());
   for (const auto& [k, v] : options.resources) (*spec.mutable_resources())[k] = v;

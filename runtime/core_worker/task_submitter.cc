@@ -44,6 +44,13 @@ std::string TaskSubmitter::SchedulingKey(const TaskOptions& options) {
   const SchedulingStrategy& s = options.scheduling_strategy;
   key += '|' + std::to_string(static_cast<int>(s.kind));
   if (s.kind == SchedulingStrategy::Kind::kNodeAffinity) key += s.node_id.Binary() + (s.soft ? "s" : "h");
+  // And those another program runs (its workers are not this one's).
+  key += '|';
+  key += options.worker_executable;
+  for (const auto& a : options.worker_args) {
+    key += '\0';
+    key += a;
+  }
   return key;
 }
 
@@ -58,6 +65,7 @@ void TaskSubmitter::InitQueue(TaskQueue& q, const TaskOptions& options) const {
   shape->set_type(rpc::TaskSpec::NORMAL_TASK);
   shape->set_job_id(caller_.job_id);
   AddCallerAndProgram(shape.get());
+  SetProgram(options.worker_executable, options.worker_args, shape.get());
   if (options.resources.empty()) {
     (*shape->mutable_resources())["CPU"] = 1;
   } else {

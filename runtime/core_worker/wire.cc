@@ -62,4 +62,11 @@ NodeData NodeDataFromProto(const rpc::NodeInfo& n) {
   return d;
 }
 
+void SetProgram(const std::string& executable, const std::vector<std::string>& args, rpc::TaskSpec* spec) {
+  if (executable.empty()) return;
+  spec->set_worker_executable(executable);
+  spec->clear_worker_args();
+  for (const auto& a : args) spec->add_worker_args(a);
+}
+
 }  // namespace manta::core

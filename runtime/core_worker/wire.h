@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/id.h"
 #include "manta/internal/core_worker.h"
@@ -34,5 +35,8 @@ absl::Status FromErrorInfo(const rpc::ErrorInfo& info);
 std::string AddressKey(const rpc::Address& a);  // "ip:port"
 // The seam's NodeData for the GCS's rpc::NodeInfo.
 NodeData NodeDataFromProto(const rpc::NodeInfo& n);
+// Names `executable` and `args` as the program of `spec`'s worker when
+// `executable` is set (TaskOptions::worker_executable); else leaves it.
+void SetProgram(const std::string& executable, const std::vector<std::string>& args, rpc::TaskSpec* spec);
 
 }  // namespace manta::core

@@ -216,7 +216,7 @@ def get(object_refs, *, timeout=None):
                 raise exceptions.GetTimeoutError(
                     "Get timed out: some object(s) not ready after %ss (%s)" % (timeout, ref))
             raise exceptions.from_error(error_type, message, data)
-        values.append(serialization.deserialize(r))
+        values.append(serialization.deserialize_any(r))
     return values[0] if single else values
 
 

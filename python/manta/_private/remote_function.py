@@ -84,7 +84,7 @@ def unpack_args(views):
     args, kwargs = serialization.deserialize(views[0], copy_buffers=True)
     if len(views) == 1:
         return args, kwargs
-    values = [serialization.deserialize(v, copy_buffers=True) for v in views[1:]]
+    values = [serialization.deserialize_any(v, copy_buffers=True) for v in views[1:]]
 
     def fill(v):
         return values[v.index] if isinstance(v, _RefArg) else v

@@ -89,6 +89,24 @@ def deserialize(data, copy_buffers=False):
     magic, count, length = _HEAD.unpack_from(view, 0)
     if magic != _MAGIC:
         raise ValueError("not a manta value (a value from another language?)")
+    return _frame(view, count, length, copy_buffers)
+
+
+def deserialize_any(data, copy_buffers=False):
+    """A value from Python (a frame) or from another language (msgpack, as
+    C++ functions return). Unambiguous: a msgpack value that starts with the
+    frame's first byte is one byte long, shorter than any frame."""
+    view = memoryview(data)
+    if view.nbytes >= _HEAD.size and view[:4] == _MAGIC:
+        return deserialize(view, copy_buffers)
+    import msgpack
+    try:
+        return msgpack.unpackb(view, raw=False)
+    except Exception as e:
+        raise ValueError("a value neither Python nor msgpack: %s" % e) from None
+
+
+def _frame(view, count, length, copy_buffers):
     offset = _HEAD.size
     sizes = []
     for _ in range(count):

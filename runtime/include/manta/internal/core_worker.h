@@ -217,6 +217,11 @@ struct TaskOptions {
   bool retry_exceptions = false;
   std::string retry_exception_filter;
   SchedulingStrategy scheduling_strategy;
+  // The program whose worker runs the task, and its arguments, when it is
+  // not the one this process's workers run: a C++ program whose
+  // MANTA_REMOTE functions a Python driver calls. Empty: this process's.
+  std::string worker_executable;
+  std::vector<std::string> worker_args;
 };
 
 // Options of one actor call.
@@ -247,6 +252,9 @@ struct ActorOptions {
   // SPREAD: the GCS places actors round robin already; node affinity as
   // for tasks (a hard one waits while the node cannot hold it).
   SchedulingStrategy scheduling_strategy;
+  // The program the actor's worker runs, as TaskOptions::worker_executable.
+  std::string worker_executable;
+  std::vector<std::string> worker_args;
 };
 
 // InvalidArgument unless every name is a valid environment variable name
