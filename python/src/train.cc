@@ -10,7 +10,8 @@
 // in-loop calls may be made from any thread of a worker while its loop runs.
 // Errors: the C++ calls' manta::Error becomes the Python exception for its
 // status (RuntimeError naming the code, ValueError for InvalidArgument).
-#include <cmath>
+#include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,8 @@
 #include "manta/maxtext.h"
 #include "manta/train.h"
 #include "python/src/binding.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 #include "train/worker_session.h"
 
 namespace manta::python {
@@ -156,6 +159,29 @@ void DefineElasticSession(py::module_& m) {
   m.def("train_current_join", [] { return JoinDict(TrainCall([] { return train::internal::CurrentJoin(); })); });
 }
 
+// A C++ loop that reports `reports` times, for bench/python/train_report.py
+// to compare report() of a Python loop against: rank 0 writes the seconds
+// per call to `out`.
+struct ReportBenchConfig {
+  int reports = 0;
+  std::string out;
+  MSGPACK_DEFINE(reports, out);
+};
+
+void ReportBenchLoop(ReportBenchConfig c) {
+  train::Report({{"step", -1}});  // every rank is up
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < c.reports; ++i) train::Report({{"step", static_cast<double>(i)}});
+  const double per_call = absl::ToDoubleSeconds(absl::Now() - start) / std::max(c.reports, 1);
+  if (train::GetContext().world_rank == 0) {
+    if (FILE* f = std::fopen(c.out.c_str(), "w")) {
+      std::fprintf(f, "%.9f\n", per_call);
+      std::fclose(f);
+    }
+  }
+}
+MANTA_REMOTE(ReportBenchLoop);
+
 }  // namespace
 
 void DefineTrain(py::module_& m) {
@@ -191,6 +217,8 @@ void DefineTrain(py::module_& m) {
   // The kernels' MaxText loop with MaxText's argv, in a worker while its
   // loop runs; raises for the status it returns.
   m.def("train_run_maxtext", [](const std::vector<std::string>& argv) {
+    // The step lines, bare, on stdout (as maxtext_trainer's workers print them).
+    if (!spdlog::get("train")) spdlog::stdout_logger_mt("train")->set_pattern("%v");
     absl::Status s = TrainCall([&] { return train::RunMaxText(argv); });
     Check(s);
   });
@@ -198,6 +226,18 @@ void DefineTrain(py::module_& m) {
     Check(train::CheckMaxTextConfig(argv));
   });
   DefineElasticSession(m);
+  // For the benchmark: Fit of the C++ ReportBenchLoop.
+  m.def("_train_fit_report_bench", [](int reports, const std::string& out, const py::dict& scaling,
+                                      const py::dict& run) {
+    train::internal::FitRequest request;
+    request.loop_name =
+        train::internal::LoopName(manta::internal::FunctionKey(&ReportBenchLoop), typeid(&ReportBenchLoop));
+    request.loop_args = Take(Serialize(ReportBenchConfig{reports, out}));
+    request.loop_takes_config = true;
+    request.scaling = ScalingOf(scaling);
+    request.run = RunOf(run);
+    return ResultDict(TrainCall([&] { return train::internal::Fit(request); }));
+  });
 }
 
 }  // namespace manta::python

@@ -6,15 +6,18 @@ storage path."""
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import Cluster, bin_dir, free_port, stop_head, wait_for
+from conftest import PACKAGE_DIR, REPO_DIR, Cluster, bin_dir, free_port, stop_head, wait_for
 
 train = pytest.importorskip("manta.train")
 import manta  # noqa: E402
@@ -317,3 +320,121 @@ def _try(f):
         return f()
     except BaseException as e:  # noqa: BLE001 - reported by the test
         return e
+
+
+# ---- the kernels' MaxText loop from Python: the tutorial scripts as jobs ----------
+
+BASE_CONFIG = os.path.join(REPO_DIR, "train", "kernels", "configs", "base.yml")
+
+
+def _tiny_args(data, run, steps, *extra):
+    return ["base.yml", "model_name=tiny", "steps=%d" % steps, "per_device_batch_size=1",
+            "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "base_output_directory=" + data,
+            "run_name=" + run, "metrics_file=%s/%s.jsonl" % (data, run), *extra]
+
+
+def _submit(cluster, script, args, tmp_path):
+    """`manta job submit --working-dir` of an example script; the CompletedProcess."""
+    work = tmp_path / "job"
+    work.mkdir()
+    shutil.copy(os.path.join(REPO_DIR, "examples", "python", script), work / script)
+    shutil.copy(BASE_CONFIG, work / "base.yml")
+    runtime_env = json.dumps({"env_vars": {"PYTHONPATH": PACKAGE_DIR, "HOME": str(tmp_path)}})
+    with open(os.path.join(cluster.session_dir, "dashboard_address")) as f:
+        dashboard = f.read().strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
+    return subprocess.run([os.path.join(cluster.bin_dir, "manta"), "job", "submit", f"--address={dashboard}",
+                           f"--temp-dir={cluster.temp_dir}", f"--working-dir={work}",
+                           f"--runtime-env-json={runtime_env}", "--", sys.executable, script, *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _losses(path):
+    with open(path) as f:
+        return [json.loads(line)["loss"] for line in f if line.strip()]
+
+
+def test_the_tutorial_script_trains_the_kernels_as_a_job(free, tmp_path):
+    data = str(tmp_path / "data")
+    r = _submit(free, "maxtext_ray_trainer.py", _tiny_args(data, "py4x4", 6), tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "[State Transition] SCHEDULING -> RUNNING." in out
+    assert "Using SlicePlacementGroup utility to reserve 1 slice(s) with topology '4x4'..." in out
+    assert re.search(r"\(TrainWorker pid=\d+, ip=[0-9.]+\) completed step: \d+, seconds: [0-9.]+, TFLOP/s/device: "
+                     r"[0-9.]+, Tokens/s/device: [0-9.]+, total_weights: \d+, loss: [0-9.]+ \[repeated \d+x "
+                     r"across cluster\]", out), out
+    assert re.search(r"Job '[^']+' succeeded", out), out
+    assert "Training finished: final loss" in out
+    assert len(_losses(os.path.join(data, "py4x4.jsonl"))) == 6
+
+
+def _lines(path):
+    """(step, loss) of every line of a metrics file (a redone step twice)."""
+    try:
+        with open(path) as f:
+            return [(j["step"], j["loss"]) for j in map(json.loads, filter(str.strip, f))]
+    except (OSError, ValueError):
+        return []
+
+
+def _token(cluster):
+    with open(os.path.join(cluster.session_dir, "token")) as f:
+        return f.read().strip()
+
+
+def _group_size(cluster):
+    r = subprocess.run([os.path.join(cluster.bin_dir, "manta"), "list", "train-runs", "--format", "json",
+                        f"--temp-dir={cluster.temp_dir}"], capture_output=True, text=True, timeout=30)
+    try:
+        runs = json.loads(r.stdout)
+    except ValueError:
+        return -1
+    if not runs or runs[-1]["status"] != "RUNNING" or not runs[-1]["attempts"]:
+        return -1
+    return len(runs[-1]["attempts"][-1]["workers"])
+
+
+def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free, tmp_path):
+    data = str(tmp_path / "data")
+    args = _tiny_args(data, "elastic", 45, "enable_checkpointing=true", "checkpoint_period=5")
+    args[0] = BASE_CONFIG
+    # The same config unresized: 8 processes of 4 devices over 2 slices.
+    reference_args = [a.replace("run_name=elastic", "run_name=unresized")
+                       .replace("elastic.jsonl", "unresized.jsonl") for a in args]
+    local = subprocess.run([os.path.join(free.bin_dir, "manta_train_local"), "--num_processes=8",
+                            "--chips_per_host=4", "--num_slices=2", "--", *reference_args,
+                            "exact_gradient_sums=true"], capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stdout + local.stderr
+    reference = dict(_lines(os.path.join(data, "unresized.jsonl")))
+    metrics = os.path.join(data, "elastic.jsonl")
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")},
+               MANTA_ADDRESS=free.address, PYTHONPATH=PACKAGE_DIR, HOME=str(tmp_path), MANTA_TOKEN=_token(free))
+    driver = subprocess.Popen([sys.executable, os.path.join(REPO_DIR, "examples", "python",
+                                                            "maxtext_elastic_trainer.py"), *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        wait_for(lambda: len(_lines(metrics)) >= 12 or driver.poll() is not None, 120, "12 steps on 8 workers")
+        assert driver.poll() is None, driver.stdout.read()
+        pid, host_env = _raylet_of(free.temp_dir, "tpu-group-1", 2)
+        for p in [pid] + _children(pid):
+            os.kill(p, signal.SIGKILL)
+        wait_for(lambda: _group_size(free) == 4, 60, "the group to shrink to 4", interval_s=0.2)
+        at_four = len(_lines(metrics))
+        wait_for(lambda: len(_lines(metrics)) >= at_four + 3, 60, "three steps on 4 workers")
+        host_env = {k: v for k, v in host_env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
+        subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
+                        f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
+                       check=True, capture_output=True, timeout=60)
+        out, _ = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, out
+    assert "Deciding to resize the worker group from 8 -> 4 workers." in out, out
+    assert "Deciding to resize the worker group from 4 -> 8 workers." in out, out
+    assert "new workers taking the state from peers" in out, out
+    trained = dict(_lines(metrics))
+    assert sorted(trained) == sorted(reference)
+    for step, loss in reference.items():
+        assert abs(trained[step] - loss) <= 1e-4 * abs(loss), (step, trained[step], loss)
