@@ -40,6 +40,9 @@ void KeepThreadState() {
   thread_local bool kept = false;
   if (kept) return;
   kept = true;
+  // A Python thread (the fake core worker runs tasks on the submitter's)
+  // has its state already.
+  if (PyGILState_GetThisThreadState() != nullptr) return;
   PyGILState_Ensure();  // this thread's state, with the GIL
   PyEval_SaveThread();  // the GIL released, the state kept
 }
