@@ -55,5 +55,10 @@ TEST_F(TaskFeaturesTest, SpreadAndNodeAffinityPlaceTasks) {
   EXPECT_NE(r.out.find("OK spread over 3 nodes, affinity to n"), std::string::npos) << r.out;
 }
 
+TEST_F(TaskFeaturesTest, CancelEndsRunningTasksWithinASecond) {
+  CommandResult r = Run({"cancel", cluster_->temp_dir()});
+  EXPECT_NE(r.out.find("OK cancel polite and forced within a second, CPUs free"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace manta::testing

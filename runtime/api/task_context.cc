@@ -1,4 +1,9 @@
-// The thread's running task (core::CurrentTaskContext).
+// The thread's running task (core::CurrentTaskContext) and the process's
+// interrupt hook.
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "manta/internal/core_worker.h"
 
 namespace manta::core {
@@ -6,7 +11,30 @@ namespace {
 
 thread_local const TaskContext* current_task = nullptr;
 
+absl::Mutex hook_mu;
+std::function<void(const TaskId&)>* hook ABSL_GUARDED_BY(hook_mu) = nullptr;
+
 }  // namespace
+
+bool TaskCancelRequested() {
+  return current_task != nullptr && current_task->cancelled != nullptr &&
+         current_task->cancelled->load(std::memory_order_acquire);
+}
+
+void SetTaskInterruptHook(std::function<void(const TaskId&)> fn) {
+  absl::MutexLock lock(&hook_mu);
+  delete hook;
+  hook = fn ? new std::function<void(const TaskId&)>(std::move(fn)) : nullptr;
+}
+
+void InterruptTask(const TaskId& task) {
+  std::function<void(const TaskId&)> fn;
+  {
+    absl::MutexLock lock(&hook_mu);
+    if (hook != nullptr) fn = *hook;
+  }
+  if (fn) fn(task);  // without the lock: the hook may take the GIL
+}
 
 const TaskContext* CurrentTaskContext() { return current_task; }
 

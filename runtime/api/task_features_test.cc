@@ -182,4 +182,17 @@ TEST_F(TaskFeaturesTest, HardAffinityToAnUnknownNodeIsInfeasible) {
   EXPECT_EQ(std::get<0>(*manta::Get(soft)), 2);
 }
 
+TEST_F(TaskFeaturesTest, CancelledHeldTaskRaisesTaskCancelled) {
+  core_->HoldTasks("DivMod");
+  auto held = manta::Task(DivMod).SetNumReturns(1).Remote(7, 2);
+  manta::Cancel(held);
+  EXPECT_THROW(manta::Get(held), manta::TaskCancelledError);
+  core_->ReleaseHeldTasks();
+  EXPECT_THROW(manta::Get(held), manta::TaskCancelledError);  // not overwritten by the run
+  auto done = manta::Task(DivMod).Remote(7, 2);
+  manta::Cancel(done);  // finished: left as it is
+  EXPECT_EQ(manta::Get(done)->first, 3);
+  EXPECT_FALSE(manta::TaskCancelled());
+}
+
 }  // namespace manta_task_features_test

@@ -493,4 +493,26 @@ void ActorSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start
   Settle(call, to_start);
 }
 
+absl::Status ActorSubmitter::Cancel(const std::string& task_id, bool force) {
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    bool found = false;
+    for (auto& [id, actor] : actors_) {
+      for (auto& [order, call] : actor->pending) {
+        if (call.Spec().task_id() != task_id) continue;
+        found = true;
+        address = actor->address;
+        break;
+      }
+      if (found) break;
+    }
+    if (!found) return absl::NotFoundError("no pending actor call of that id");
+  }
+  if (force) return absl::InvalidArgumentError("force cancel is not supported for actor tasks");
+  if (address.empty()) return absl::FailedPreconditionError("the actor has no worker yet: cancel once it is alive");
+  deps_.host->CancelOnWorker(address, task_id);
+  return absl::OkStatus();
+}
+
 }  // namespace manta::core

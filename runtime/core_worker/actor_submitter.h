@@ -75,6 +75,12 @@ class ActorSubmitter {
   // A push made here ended (its returns stored): settles it; the caller
   // starts `to_start` once it holds no lock.
   void OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels call `task_id` (binary) of an actor followed here: the actor's
+  // worker drops it if queued there (or when it arrives) and interrupts it
+  // if running. NotFound when no pending call has that id; InvalidArgument
+  // with `force` (as in Ray); FailedPrecondition while the actor has no
+  // worker yet.
+  absl::Status Cancel(const std::string& task_id, bool force) ABSL_LOCKS_EXCLUDED(mu_);
   // Stopping: no more polls and resends.
   void Stop() { stopping_.store(true); }
 

@@ -119,6 +119,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                                              std::vector<Arg> args,
                                                              const ActorTaskOptions& options) override;
+  absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) override;
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;
@@ -159,6 +160,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                       rpc::KillActorOnWorkerReply* reply) override;
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* ctx, const rpc::ExitRequest* req,
                                  rpc::ExitReply* reply) override;
+  grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const rpc::CancelTaskRequest* req,
+                                       rpc::CancelTaskReply* reply) override;
   grpc::ServerUnaryReactor* AddBorrower(grpc::CallbackServerContext* ctx, const rpc::AddBorrowerRequest* req,
                                         rpc::AddBorrowerReply* reply) override;
   grpc::ServerUnaryReactor* RemoveBorrower(grpc::CallbackServerContext* ctx, const rpc::RemoveBorrowerRequest* req,

@@ -123,6 +123,9 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                                              std::vector<Arg> args,
                                                              const ActorTaskOptions& options) override;
+  // A held task's ref fails with kTaskCancelled (its other returns, if
+  // any, still run when released); a finished one is left as it is.
+  absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) override;
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;

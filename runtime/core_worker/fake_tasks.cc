@@ -35,6 +35,7 @@ void FakeCoreWorker::Complete(const ObjectId& id, absl::StatusOr<std::string> va
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;  // every reference was dropped already
+  if (it->second.ready) return;       // cancelled while held
   it->second.ready = true;
   if (value.ok()) {
     it->second.value = std::make_shared<const std::string>(std::move(*value));
@@ -292,6 +293,15 @@ absl::StatusOr<std::vector<ObjectRefInfo>> FakeCoreWorker::SubmitActorTask(const
   RunOrHold(method_name,
             [this, ids, actor, method_name, args = std::move(args)] { RunActorTask(ids, actor, method_name, args); });
   return RefsTo(ids);
+}
+
+absl::Status FakeCoreWorker::CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(ref.id);
+  if (it == objects_.end() || it->second.ready) return absl::OkStatus();  // gone or finished
+  it->second.ready = true;
+  it->second.value = MakeError(ErrorType::kTaskCancelled, "the task was cancelled before it ran");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ActorId> FakeCoreWorker::GetNamedActor(const std::string& name, const std::string& ray_namespace) {

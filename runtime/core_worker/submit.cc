@@ -142,4 +142,19 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitActorTask(const
   return refs;
 }
 
+absl::Status CoreWorkerImpl::CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) {
+  rpc::Address owner;
+  if (!ref.owner_address.empty() && owner.ParseFromString(ref.owner_address) &&
+      owner.worker_id() != address_proto_.worker_id()) {
+    return absl::InvalidArgumentError("only the owner of a ref (the task's caller) can cancel its task");
+  }
+  auto task = TaskId::FromBinary(ref.id.Binary().substr(0, TaskId::kSize));
+  if (!task.ok()) return absl::InvalidArgumentError("not a task's return");
+  absl::Status actor_call = actors_.Cancel(task->Binary(), force);
+  if (!absl::IsNotFound(actor_call)) return actor_call;
+  absl::Status normal = tasks_.Cancel(task->Binary(), force);
+  // Not pending: it ended already (or is not a task's return), as Ray.
+  return absl::IsNotFound(normal) ? absl::OkStatus() : normal;
+}
+
 }  // namespace manta::core

@@ -40,6 +40,9 @@ class SubmitHost {
   // answered or the retries gave up.
   virtual void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req,
                             std::function<void()> done = nullptr) = 0;
+  // Asks the worker at `worker` ("ip:port") to cancel task `task_id`
+  // (binary), which it holds: best effort, no reply awaited.
+  virtual void CancelOnWorker(const std::string& worker, const std::string& task_id) = 0;
 };
 
 struct SubmitDeps {

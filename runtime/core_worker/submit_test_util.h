@@ -51,6 +51,10 @@ class FakeSubmitHost : public SubmitHost {
     leases.push_back({raylet, std::move(req), std::move(done)});
   }
   // Taken back at once.
+  void CancelOnWorker(const std::string& worker, const std::string& task_id) override {
+    cancels.emplace_back(worker, task_id);
+  }
+  std::vector<std::pair<std::string, std::string>> cancels;
   void ReturnWorker(const std::string&, rpc::ReturnWorkerRequest req, std::function<void()> done) override {
     {
       absl::MutexLock lock(&mu);

@@ -389,9 +389,70 @@ void TaskReceiver::SetReturn(const rpc::TaskSpec& spec, int index, std::string v
   }
 }
 
+bool TaskReceiver::Cancel(const std::string& task_id) {
+  std::vector<Work> dropped;
+  std::shared_ptr<std::atomic<bool>> flag;
+  {
+    absl::MutexLock lock(&mu_);
+    for (std::deque<Work>* queue : {&main_queue_, &pool_queue_}) {
+      for (auto it = queue->begin(); it != queue->end();) {
+        if ((*it)->request().spec().task_id() == task_id) {
+          dropped.push_back(*it);
+          it = queue->erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (auto it = running_flags_.find(task_id); it != running_flags_.end()) flag = it->second;
+    if (dropped.empty() && flag == nullptr) {
+      cancelled_early_.push_back(task_id);
+      if (cancelled_early_.size() > kRememberedReplies) cancelled_early_.pop_front();
+    }
+  }
+  for (Work w : dropped) FinishCancelled(w, "the task was cancelled before it ran");
+  if (flag != nullptr) {
+    flag->store(true, std::memory_order_release);
+    if (auto id = TaskId::FromBinary(task_id); id.ok()) InterruptTask(*id);
+  }
+  return !dropped.empty() || flag != nullptr;
+}
+
+void TaskReceiver::FinishCancelled(Work w, const std::string& why) {
+  SetError(w->reply(), w->request().spec(), MakeError(ErrorType::kTaskCancelled, why));
+  Complete(w);
+}
+
+bool TaskReceiver::StartRunning(Work w, std::shared_ptr<std::atomic<bool>>* flag) {
+  const std::string& task_id = w->request().spec().task_id();
+  {
+    absl::MutexLock lock(&mu_);
+    auto early = std::find(cancelled_early_.begin(), cancelled_early_.end(), task_id);
+    if (early == cancelled_early_.end()) {
+      *flag = std::make_shared<std::atomic<bool>>(false);
+      running_flags_[task_id] = *flag;
+      return true;
+    }
+    cancelled_early_.erase(early);
+  }
+  FinishCancelled(w, "the task was cancelled before it ran");
+  return false;
+}
+
 void TaskReceiver::Execute(Work w) {
   const rpc::TaskSpec& spec = w->request().spec();
   rpc::PushTaskReply* reply = w->reply();
+  std::shared_ptr<std::atomic<bool>> cancelled;
+  if (!StartRunning(w, &cancelled)) return;
+  // Unregistered at the end (the push, and its spec, may be gone by then).
+  struct Unregister {
+    TaskReceiver* self;
+    std::string id;
+    ~Unregister() {
+      absl::MutexLock lock(&self->mu_);
+      self->running_flags_.erase(id);
+    }
+  } unregister{this, spec.task_id()};
   // Whoever pushed the task (its caller, or the GCS for an actor's
   // creation) reports how it ended: a task done before the next flush needs
   // no report from here.
@@ -422,11 +483,16 @@ void TaskReceiver::Execute(Work w) {
   // The refs serialized into the result, each held until handed over.
   RefCollector returned_refs;
   returned_refs.hold = true;
-  const TaskContext context = ContextOf(spec);
+  TaskContext context = ContextOf(spec);
+  context.cancelled = cancelled.get();
   absl::StatusOr<internal::ReturnValues> result;
   {
     ScopedTaskContext scope(&context);
     result = Invoke(spec, views, &returned_refs);
+  }
+  // Cancelled while it ran: it ends cancelled, whatever it returned.
+  if (cancelled->load(std::memory_order_acquire)) {
+    result = MakeError(ErrorType::kTaskCancelled, "the task was cancelled while it ran");
   }
   std::fflush(stdout);
   std::fflush(stderr);

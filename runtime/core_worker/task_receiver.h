@@ -91,6 +91,11 @@ class TaskReceiver {
   // Takes a pushed task, which is finished when it has run (or at once when
   // it is a retry of one that ran).
   void Enqueue(PushedTask* push);
+  // Cancels task `task_id` here: dropped (its push answered with a
+  // TASK_CANCELLED error) while queued, interrupted while running (its flag
+  // set, InterruptTask called), or remembered for a moment in case its
+  // push is on its way to running. Whether it was queued or running.
+  bool Cancel(const std::string& task_id);
   // Whether this worker's actor was created: it then runs only its calls.
   bool holds_actor() const { return holds_actor_.load(std::memory_order_acquire); }
   // Runs tasks on the calling (main) thread until Stop.
@@ -115,6 +120,10 @@ class TaskReceiver {
   };
   void Dispatch(Work w, Wake* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute(Work w);
+  // Execute's start: false when the task was cancelled before it ran (its
+  // push is answered); else its cancel flag is registered in `flag`.
+  bool StartRunning(Work w, std::shared_ptr<std::atomic<bool>>* flag);
+  void FinishCancelled(Work w, const std::string& why);
   // Execute's steps: the arguments' values (inline, or fetched into `held`);
   // the call of the function, actor factory or method; its reply.
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held, internal::ArgViews* views);
@@ -158,6 +167,11 @@ class TaskReceiver {
   std::map<std::string, std::vector<Work>> running_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, rpc::PushTaskReply> finished_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
+  // Cancel flags of the running tasks, by task id; ids cancelled while
+  // not found here (a push about to run), oldest first, at most
+  // kRememberedReplies.
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> running_flags_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> cancelled_early_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> pool_;  // the actor's threads (main thread only)
   int max_concurrency_ ABSL_GUARDED_BY(mu_) = 1;  // set at actor creation
 

@@ -215,6 +215,36 @@ TEST_F(TaskReceiverTest, AdmitRefusesAnotherWorkersPushAMalformedIdAndPlainTasks
   EXPECT_TRUE(receiver_.Admit(call, self).ok());
 }
 
+TEST_F(TaskReceiverTest, CancelDropsQueuedTasksAndInterruptsTheRunningOne) {
+  std::vector<TaskId> interrupted;
+  SetTaskInterruptHook([&](const TaskId& id) { interrupted.push_back(id); });
+  absl::Notification release;
+  g_release = &release;
+  FakePush* running = Push(Task("block", ""));
+  StartMainThread();
+  ASSERT_TRUE(PollUntil([&] { return Ran().size() == 1; }, absl::Now() + kWait));
+  FakePush* queued = Push(Task("echo", "never"));
+  EXPECT_TRUE(receiver_.Cancel(queued->request().spec().task_id()));
+  ASSERT_TRUE(queued->Done());
+  EXPECT_EQ(queued->result().error().type(), rpc::ErrorInfo::TASK_CANCELLED);
+  ASSERT_EQ(queued->result().returns_size(), 1);
+  // Cancelled before its push arrives: answered when it does.
+  std::string early = TaskId::FromRandom().Binary();
+  EXPECT_FALSE(receiver_.Cancel(early));
+  EXPECT_TRUE(receiver_.Cancel(running->request().spec().task_id()));
+  ASSERT_EQ(interrupted.size(), 1u);
+  EXPECT_EQ(interrupted[0].Binary(), running->request().spec().task_id());
+  release.Notify();
+  ASSERT_TRUE(running->Done());
+  EXPECT_EQ(running->result().error().type(), rpc::ErrorInfo::TASK_CANCELLED);
+  FakePush* late = Push(Task("echo", "late", early));
+  ASSERT_TRUE(late->Done());
+  EXPECT_EQ(late->result().error().type(), rpc::ErrorInfo::TASK_CANCELLED);
+  EXPECT_EQ(Ran(), std::vector<std::string>{"block"});
+  g_release = nullptr;
+  SetTaskInterruptHook(nullptr);
+}
+
 TEST_F(TaskReceiverTest, StopWithTasksInFlightEndsOnceTheRunningOneReturnsAndRunsNoMore) {
   absl::Notification release;
   g_release = &release;

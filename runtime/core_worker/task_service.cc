@@ -104,6 +104,15 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::Exit(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerUnaryReactor* CoreWorkerImpl::CancelTask(grpc::CallbackServerContext* ctx,
+                                                     const rpc::CancelTaskRequest* req, rpc::CancelTaskReply* reply) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
+  if (auth.ok() && receiver_) reply->set_found(receiver_->Cancel(req->task_id()));
+  reactor->Finish(auth);
+  return reactor;
+}
+
 void CoreWorkerImpl::RunTaskLoop() {
   receiver_->RunMainLoop();  // until stopped, which a worker never is
   std::_Exit(0);

@@ -93,6 +93,14 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec, const TaskOptions& options, const
     absl::MutexLock lock(&mu_);
     q = &queues_[SchedulingKey(options)];
     if (!q->shape) InitQueue(*q, options);
+    pending_[spec.task_id()] = nullptr;
+    if (resolve) {
+      rpc::TaskSpec& brief = resolving_[spec.task_id()];
+      brief.set_task_id(spec.task_id());
+      brief.set_job_id(spec.job_id());
+      brief.set_function_name(spec.function_name());
+      brief.set_num_returns(spec.num_returns());
+    }
     if (!resolve) {
       q->tasks.push_back(std::move(spec));
       Pump(*q, &to_start);
@@ -103,12 +111,23 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec, const TaskOptions& options, const
   deps_.loop->Post([this, q, spec = std::move(spec)]() mutable {
     resolver_->Resolve(std::move(spec), [this, q](rpc::TaskSpec resolved, const absl::Status& failed) {
       if (!failed.ok()) {
+        {
+          absl::MutexLock lock(&mu_);
+          pending_.erase(resolved.task_id());
+          resolving_.erase(resolved.task_id());
+          if (cancelled_.erase(resolved.task_id()) > 0) return;  // failed when it was cancelled
+        }
         // A failed dependency fails the task with the same error.
         return deps_.FailTask(resolved, GetErrorType(failed), std::string(failed.message()));
       }
       std::vector<PushCall*> calls;
       {
         absl::MutexLock lock(&mu_);
+        resolving_.erase(resolved.task_id());
+        if (cancelled_.erase(resolved.task_id()) > 0) {
+          pending_.erase(resolved.task_id());
+          return;  // failed when it was cancelled
+        }
         q->tasks.push_back(std::move(resolved));
         Pump(*q, &calls);
       }
@@ -278,6 +297,7 @@ PushCall* TaskSubmitter::PushTask(TaskQueue& q, const std::shared_ptr<WorkerLeas
   req.set_intended_worker_id(lease->worker.worker_id());
   for (int c : lease->chips) req.add_tpu_chip_ids(c);
   req.set_tpu_chips_per_host(lease->chips_per_host);
+  pending_[spec.task_id()] = call;
   *req.mutable_spec() = std::move(spec);
   // What the task holds, for its context on the worker.
   *req.mutable_spec()->mutable_resources() = q.shape->resources();
@@ -292,7 +312,17 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
   const std::shared_ptr<WorkerLease>& lease = call.lease;
   rpc::TaskSpec& spec = *call.request.mutable_spec();
   --lease->in_flight;
-  if (!call.status.ok()) {
+  pending_[spec.task_id()] = nullptr;  // requeued, or erased below
+  const bool cancelled = cancelled_.erase(spec.task_id()) > 0;
+  if (!call.status.ok() && cancelled) {
+    // Its worker was killed (force) or died meanwhile: not retried.
+    if (!lease->dead) {
+      lease->dead = true;
+      ReturnLease(*lease, /*disconnect=*/true);
+    }
+    pending_.erase(spec.task_id());
+    deps_.FailTask(spec, ErrorType::kTaskCancelled, "the task was cancelled while it ran");
+  } else if (!call.status.ok()) {
     if (!lease->dead) {
       lease->dead = true;
       ReturnLease(*lease, /*disconnect=*/true);
@@ -302,6 +332,7 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
     deps_.host->RecordTaskEvent(spec, rpc::TaskEvent::FAILED, &call.reply.error());
     OnTaskFailed(q, std::move(spec), "it raised a retryable error: " + call.reply.error().message());
   } else {
+    pending_.erase(spec.task_id());
     const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
     deps_.host->RecordTaskEvent(spec, failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
@@ -318,6 +349,47 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
   Pump(q, to_start);
 }
 
+absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force) {
+  std::string worker;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(task_id);
+    if (it == pending_.end()) return absl::NotFoundError("no pending task of that id");
+    PushCall* call = it->second;
+    if (call == nullptr) {
+      for (auto& [key, q] : queues_) {
+        for (auto t = q.tasks.begin(); t != q.tasks.end(); ++t) {
+          if (t->task_id() != task_id) continue;
+          deps_.FailTask(*t, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
+          q.tasks.erase(t);
+          pending_.erase(it);
+          return absl::OkStatus();
+        }
+      }
+      // Resolving its arguments: failed now; dropped once they are ready.
+      if (auto r = resolving_.find(task_id); r != resolving_.end()) {
+        cancelled_.insert(task_id);
+        deps_.FailTask(r->second, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
+        resolving_.erase(r);
+      }
+      return absl::OkStatus();
+    }
+    cancelled_.insert(task_id);
+    if (force) {
+      // The raylet kills the worker and takes the lease back; the push
+      // fails, and the task with it (cancelled, not retried).
+      if (!call->lease->dead) {
+        call->lease->dead = true;
+        ReturnLease(*call->lease, /*disconnect=*/true);
+      }
+    } else {
+      worker = call->address;
+    }
+  }
+  if (!worker.empty()) deps_.host->CancelOnWorker(worker, task_id);
+  return absl::OkStatus();
+}
+
 bool TaskSubmitter::RetriesApplicationError(const PushCall& call) {
   const rpc::TaskSpec& spec = call.request.spec();
   return call.reply.error().retryable() && (spec.max_retries() < 0 || spec.attempt() < spec.max_retries());
@@ -330,11 +402,13 @@ void TaskSubmitter::OnTaskFailed(TaskQueue& q, rpc::TaskSpec spec, const std::st
     q.tasks.push_front(std::move(spec));
     return;
   }
+  pending_.erase(spec.task_id());
   deps_.FailTask(spec, ErrorType::kWorkerDied, why);
 }
 
 void TaskSubmitter::FailQueue(TaskQueue& q, ErrorType type, const std::string& message) {
   while (!q.tasks.empty()) {
+    pending_.erase(q.tasks.front().task_id());
     deps_.FailTask(q.tasks.front(), type, message);
     q.tasks.pop_front();
   }

@@ -25,6 +25,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,13 @@ class TaskSubmitter {
   // starts `to_start` once it holds no lock.
   void OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Cancels task `task_id` (binary), as CoreWorker::CancelTask: queued, it
+  // fails now; pushed, its worker is asked to cancel it (or, `force`, its
+  // lease is returned with the worker killed); resolving its arguments, it
+  // fails once they are. A cancelled task is never retried. NotFound when
+  // no task of that id is pending here.
+  absl::Status Cancel(const std::string& task_id, bool force) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Stopping: lease replies and retries are ignored from now on, but a
   // worker granted after this is returned to its raylet.
   void Stop() { stopping_.store(true); }
@@ -171,6 +179,14 @@ class TaskSubmitter {
   std::atomic<bool> stopping_{false};
 
   absl::Mutex mu_;
+  // Tasks submitted and not yet ended, by task id: where each is (null
+  // while resolving or queued; its push once pushed).
+  std::map<std::string, PushCall*> pending_ ABSL_GUARDED_BY(mu_);
+  // Cancelled tasks still pending (failed as cancelled when they end).
+  std::set<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
+  // Tasks resolving their arguments: what failing one needs (ids, name,
+  // returns), to fail it at once when cancelled.
+  std::map<std::string, rpc::TaskSpec> resolving_ ABSL_GUARDED_BY(mu_);
   // The queues, by SchedulingKey.
   std::map<std::string, TaskQueue> queues_ ABSL_GUARDED_BY(mu_);
   bool idle_lease_timer_armed_ ABSL_GUARDED_BY(mu_) = false;

@@ -164,6 +164,80 @@ int Placement() {
   return 0;
 }
 
+// Marks `marker` and spins until cancelled (unless it ignores that), for at
+// most a minute.
+int Spin(std::string marker, bool ignore_cancel) {
+  std::ofstream(marker) << "started";
+  auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (std::chrono::steady_clock::now() < end) {
+    if (!ignore_cancel && manta::TaskCancelled()) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+int PlusOne(int v) { return v + 1; }
+MANTA_REMOTE(Spin, PlusOne);
+
+bool WaitForFile(const std::string& path) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::ifstream(path).fail()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Cancels `ref` of a running task; its Get must raise TaskCancelledError.
+// Returns the milliseconds that took, or -1.
+int64_t CancelRunning(const manta::ObjectRef<int>& ref, bool force) {
+  auto start = std::chrono::steady_clock::now();
+  manta::Cancel(ref, force);
+  try {
+    manta::Get(ref, absl::Seconds(10));
+    return -1;
+  } catch (const manta::TaskCancelledError&) {
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool AllCpusFree() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto nodes = manta::core::CoreWorker::Current()->GetClusterResources();
+    bool free = nodes.ok();
+    for (const auto& n : nodes.ok() ? *nodes : std::vector<manta::core::NodeResourcesData>{}) {
+      free = free && n.available.count("CPU") > 0 && n.available.at("CPU") == n.total.at("CPU");
+    }
+    if (free) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// A running task polling TaskCancelled ends within a second of Cancel; one
+// ignoring it is killed (force) as fast, its CPU given back; a task
+// waiting for an argument is dropped.
+int CancelTasks(const std::string& dir) {
+  auto polite = manta::Task(Spin).SetMaxRetries(3).Remote(dir + "/spin-polite", false);
+  if (!WaitForFile(dir + "/spin-polite")) return Fail("the polite task never started");
+  auto waiting = manta::Task(PlusOne).Remote(polite);  // waits for its argument
+  manta::Cancel(waiting);
+  try {
+    manta::Get(waiting, absl::Seconds(5));
+    return Fail("the waiting task ran");
+  } catch (const manta::TaskCancelledError&) {
+  }
+  int64_t polite_ms = CancelRunning(polite, false);
+  if (polite_ms < 0 || polite_ms > 1000) return Fail("polite cancel took " + std::to_string(polite_ms) + " ms");
+  auto stubborn = manta::Task(Spin).SetMaxRetries(3).Remote(dir + "/spin-stubborn", true);
+  if (!WaitForFile(dir + "/spin-stubborn")) return Fail("the stubborn task never started");
+  int64_t force_ms = CancelRunning(stubborn, true);
+  if (force_ms < 0 || force_ms > 1000) return Fail("force cancel took " + std::to_string(force_ms) + " ms");
+  if (!AllCpusFree()) return Fail("a CPU was not given back");
+  std::cout << "OK cancel polite and forced within a second, CPUs free" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,6 +246,7 @@ int main(int argc, char** argv) {
   const std::string dir = argc > 2 ? argv[2] : "/tmp";
   const std::map<std::string, std::function<int()>> scenarios = {
       {"placement", Placement},
+      {"cancel", [&] { return CancelTasks(dir); }},
       {"returns_and_errors",
        [&] {
          for (const auto& step : std::vector<std::function<int()>>{

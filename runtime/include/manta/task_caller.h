@@ -150,6 +150,20 @@ namespace internal {
 std::string RemoteFunctionName(const void* key, const std::type_info& type);
 }  // namespace internal
 
+// Cancels the task (or actor call) whose result `ref` is, which this
+// process submitted: Get then throws TaskCancelledError. A running task is
+// interrupted (TaskCancelled() turns true inside it) or, with `force`, its
+// worker is killed (not for actor calls: manta::Error InvalidArgument). A
+// finished task is left as it is.
+template <typename T>
+void Cancel(const ObjectRef<T>& ref, bool force = false) {
+  internal::ThrowIfError(internal::RequireCoreWorker().CancelTask(ref.Info(), force, /*recursive=*/false));
+}
+
+// Inside a task: whether it was cancelled while it runs. A long task polls
+// it and returns early (its result is then TaskCancelledError anyway).
+inline bool TaskCancelled() { return core::TaskCancelRequested(); }
+
 // A caller for remote function `f`, which MANTA_REMOTE must have registered.
 // Throws manta::Error (NotFound) when it was not, or when `f` is an actor
 // factory (use manta::Actor).

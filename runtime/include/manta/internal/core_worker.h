@@ -52,6 +52,7 @@
 //   auto values = cw->Get(refs, absl::Seconds(10));
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -163,9 +164,21 @@ struct TaskContext {
   // What the task holds while it runs (a normal task's lease; an actor's
   // creation resources).
   std::map<std::string, double> resources;
+  // Set once the task is cancelled (CancelTask without force) while it
+  // runs; null outside a worker. Its code may poll it (TaskCancelRequested).
+  const std::atomic<bool>* cancelled = nullptr;
 };
 // The calling thread's task; null on a thread that runs none.
 const TaskContext* CurrentTaskContext();
+// Whether the calling thread's task was cancelled while it runs.
+bool TaskCancelRequested();
+// The front end's way to interrupt a running task of this worker process
+// (Python raises KeyboardInterrupt in the thread running it): called with
+// the task's id, on a gRPC thread, when a non-force CancelTask reaches a
+// task running here. Replaces the previous hook; an empty one removes it.
+void SetTaskInterruptHook(std::function<void(const TaskId&)> hook);
+// Calls the hook, if any (the core worker does, on a cancel).
+void InterruptTask(const TaskId& task);
 // Sets the thread's task for its lifetime (restoring the outer one).
 class ScopedTaskContext {
  public:
@@ -359,6 +372,18 @@ class CoreWorker {
                                                                      const std::string& method_name,
                                                                      std::vector<Arg> args,
                                                                      const ActorTaskOptions& options) = 0;
+  // Cancels the task whose return `ref` is (a ref this process owns). A
+  // task not yet running (queued, waiting for a worker or its arguments)
+  // is dropped and its returns fail with kTaskCancelled; a running one is
+  // interrupted (SetTaskInterruptHook, TaskCancelRequested) or, with
+  // `force`, its worker is killed and its lease's resources given back;
+  // either way its returns fail with kTaskCancelled and it is not retried.
+  // Actor calls: queued ones at the actor are dropped, running ones
+  // interrupted; `force` is InvalidArgument for them, as in Ray. A task
+  // already finished is left as it is (OK). `recursive` (the tasks it
+  // submitted) is not supported yet: those run on. InvalidArgument for a
+  // ref another process owns.
+  virtual absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) = 0;
   virtual absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
 
