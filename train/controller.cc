@@ -1,5 +1,6 @@
 #include "train/controller.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,16 @@ void TrainController::Transition(state::TrainRunState to, const std::string& det
 
 RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
   recorder_.Update([&](state::TrainRun& r) { r.controller_actor_id = self.ID(); });
+  // Drain notices of the group's nodes become its preemption info; without
+  // the watch a run still trains, without that info.
+  auto watch = TryWatchNodes([this](const NodeEvent& e) {
+    if (e.kind == NodeEvent::kDraining) NotePreemption(e.node);
+  });
+  if (watch.ok()) {
+    drain_watch_ = *std::move(watch);
+  } else {
+    log_->warn("Preemption notices will not reach the loops: {}", std::string(watch.status().message()));
+  }
   if (spec_.scaling.min_workers != spec_.scaling.max_workers) {
     // RunControl is a private base: the cast is made here, where it is accessible.
     elastic_ = std::make_unique<ElasticDriver>(static_cast<RunControl*>(this), self);
@@ -263,6 +274,31 @@ void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainA
     a.num_workers = static_cast<int>(workers->size());
     a.workers = *workers;
   });
+  if (s != state::TrainAttemptState::kRunning || workers == nullptr) return;
+  // A new group: no node of it drains (a draining node takes no new work).
+  absl::MutexLock lock(&mu_);
+  group_nodes_.clear();
+  for (const state::TrainWorker& w : *workers) group_nodes_[w.node_id.Hex()].push_back(w.world_rank);
+  preemption_.reset();
+}
+
+void TrainController::NotePreemption(const NodeInfo& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = group_nodes_.find(node.node_id);
+  if (it == group_nodes_.end()) return;
+  PreemptionInfo& p = preemption_ ? *preemption_ : preemption_.emplace();
+  if (std::find(p.node_ids.begin(), p.node_ids.end(), node.node_id) != p.node_ids.end()) return;
+  p.node_ids.push_back(node.node_id);
+  p.ranks.insert(p.ranks.end(), it->second.begin(), it->second.end());
+  std::sort(p.ranks.begin(), p.ranks.end());
+  if (node.drain_deadline_ms > 0 && (p.deadline_ms == 0 || node.drain_deadline_ms < p.deadline_ms)) {
+    p.deadline_ms = node.drain_deadline_ms;
+  }
+  if (p.reason.empty()) p.reason = node.drain_reason;
+  log_->info("Received a preemption notice: node {} ({}) is draining, ranks [{}] preempted, deadline {}.",
+             node.node_id.substr(0, 8), node.drain_reason, absl::StrJoin(it->second, ", "),
+             node.drain_deadline_ms > 0 ? absl::FormatTime(absl::FromUnixMillis(node.drain_deadline_ms))
+                                        : std::string("none"));
 }
 
 RunOutcome TrainController::Finish(const absl::Status& error) {
@@ -350,6 +386,7 @@ ReportReply TrainController::WorkerReport(ReportRequest request) {
     reply.ok = true;
     reply.pause = seq == paused_seq_;
     reply.committed = checkpoints_.Latest();
+    reply.preemption = preemption_;
   }
   if (paused_now && elastic_) elastic_->OnPaused();
   return reply;

@@ -25,7 +25,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,8 @@ class TrainController : private RunControl {
   state::TrainWorker WorkerRecord(const TrainContext& c, const WorkerInfo& info, const ActorId& actor,
                                   const std::string& slice_name) const override;
   RunOutcome Finish(const absl::Status& error) override;
+  // A node of the current group began to drain: adds it to preemption_.
+  void NotePreemption(const NodeInfo& node) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reports of group `epoch` of `attempt_id` are accepted from now until
   // CloseReports or the next OpenReports. A round that completes with a
@@ -130,6 +134,11 @@ class TrainController : private RunControl {
   bool resizable_ ABSL_GUARDED_BY(mu_) = false;
   bool replicated_ ABSL_GUARDED_BY(mu_) = false;
   bool reported_ ABSL_GUARDED_BY(mu_) = false;  // a round of the current attempt completed
+  // The current group's ranks by node (hex id), and the preemption notice
+  // its draining nodes gave, handed to every report of the group.
+  std::map<std::string, std::vector<int>> group_nodes_ ABSL_GUARDED_BY(mu_);
+  std::optional<PreemptionInfo> preemption_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<NodeWatch> drain_watch_;  // set by Run: drain notices for preemption_
 };
 
 }  // namespace manta::train

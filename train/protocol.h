@@ -32,8 +32,9 @@ struct ScalingSpec {
   int chips_per_host = 0;
   std::map<std::string, double> resources_per_worker;
   std::string placement_strategy = "PACK";
+  std::map<std::string, std::string> label_selector;
   MSGPACK_DEFINE(use_tpu, min_workers, max_workers, topology, accelerator_version, pod_type, accelerator_type,
-                 hosts_per_slice, chips_per_host, resources_per_worker, placement_strategy);
+                 hosts_per_slice, chips_per_host, resources_per_worker, placement_strategy, label_selector);
 };
 
 // Everything the controller needs, from the driver.
@@ -123,7 +124,8 @@ struct ReportReply {
   std::string error;                     // when not ok: the group ended (the step is not committed)
   std::optional<Checkpoint> committed;   // the latest committed checkpoint after this report
   bool pause = false;                    // apply this step, then wait for the next group
-  MSGPACK_DEFINE(ok, error, committed, pause);
+  std::optional<PreemptionInfo> preemption;  // nodes of the group are draining
+  MSGPACK_DEFINE(ok, error, committed, pause, preemption);
 };
 
 // A resizable worker whose group ended asks how to go on.

@@ -78,6 +78,16 @@ absl::StatusOr<ScalingSpec> ResolveScaling(const ScalingConfig& scaling) {
   } catch (const Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("placement_strategy: ", e.what()));
   }
+  for (const auto& [key, value] : scaling.label_selector) {
+    if (key.empty() || !IsValidUtf8(key) || !IsValidUtf8(value)) {
+      return absl::InvalidArgumentError("label_selector: keys must be non-empty UTF-8 text, and values UTF-8 text");
+    }
+  }
+  spec.label_selector = scaling.label_selector;
+  if (spec.use_tpu && !spec.label_selector.empty()) {
+    return absl::InvalidArgumentError(
+        "label_selector is for workers not on slices: with use_tpu the workers are the slices' hosts");
+  }
   if (spec.use_tpu) {
     if (auto s = ResolveTpu(scaling, &spec); !s.ok()) return s;
   } else if (spec.resources_per_worker.empty()) {

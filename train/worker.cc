@@ -27,6 +27,7 @@ struct Session {
   int64_t reports ABSL_GUARDED_BY(mu) = 0;  // this group's
   WorkerKey worker_key ABSL_GUARDED_BY(mu);
   std::function<void(const std::string&)> interrupt ABSL_GUARDED_BY(mu);
+  std::optional<PreemptionInfo> preemption ABSL_GUARDED_BY(mu);  // as of the latest report
 };
 
 Session& TheSession() {
@@ -74,9 +75,10 @@ ReportReply SendReport(const std::map<std::string, double>& metrics, const std::
   req.resizable = resizable;
   req.replicated = replicated;
   std::shared_ptr<ReportReply> reply = Get(controller.Task(&TrainController::WorkerReport).Remote(req));
-  if (reply->ok && reply->committed) {
+  if (reply->ok) {
     absl::MutexLock lock(&s.mu);
-    s.checkpoint = reply->committed;
+    if (reply->committed) s.checkpoint = reply->committed;
+    s.preemption = reply->preemption;
   }
   return *reply;
 }
@@ -112,6 +114,7 @@ absl::Status TrainWorker::Run(WorkerRunRequest request) {
     s.join = request.join;
     s.reports = 0;
     s.worker_key = request.worker_key;
+    s.preemption.reset();
     s.active = true;
   }
   std::vector<std::string> args;
@@ -144,6 +147,12 @@ const TrainContext& GetContext() {
   Session& s = ActiveSession("GetContext");
   absl::MutexLock lock(&s.mu);
   return s.context;
+}
+
+std::optional<PreemptionInfo> GetPreemptionInfo() {
+  Session& s = TheSession();
+  absl::MutexLock lock(&s.mu);
+  return s.preemption;
 }
 
 std::optional<Checkpoint> GetCheckpoint() {
@@ -201,6 +210,7 @@ std::optional<JoinInstruction> AwaitNextGroup(int64_t next_step, const std::stri
   s.context = reply->context;
   s.join = reply->join;
   s.reports = 0;
+  s.preemption.reset();
   return reply->join;
 }
 

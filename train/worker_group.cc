@@ -14,7 +14,9 @@ namespace {
 absl::StatusOr<PlacementGroup> ReservePlainGroup(const ScalingSpec& scaling, int n, absl::Duration timeout) {
   PlacementGroupOptions options;
   options.strategy = ParsePlacementStrategy(scaling.placement_strategy);
-  for (int i = 0; i < n; ++i) options.bundles.push_back({.resources = scaling.resources_per_worker});
+  for (int i = 0; i < n; ++i) {
+    options.bundles.push_back({.resources = scaling.resources_per_worker, .label_selector = scaling.label_selector});
+  }
   auto group = TryCreatePlacementGroup(options);
   if (!group.ok()) return group.status();
   bool ready = false;

@@ -58,6 +58,7 @@ train::ScalingConfig ScalingOf(const py::dict& d) {
   s.accelerator_type = TrainGet<std::string>(d, "accelerator_type", "");
   s.resources_per_worker = TrainGet<std::map<std::string, double>>(d, "resources_per_worker", {});
   s.placement_strategy = TrainGet<std::string>(d, "placement_strategy", "PACK");
+  s.label_selector = TrainGet<std::map<std::string, std::string>>(d, "label_selector", {});
   return s;
 }
 
@@ -209,6 +210,17 @@ void DefineTrain(py::module_& m) {
     });
   });
   m.def("train_get_context", [] { return ContextDict(TrainCall([] { return train::GetContext(); })); });
+  // None, or {deadline_ms, ranks, node_ids, reason}.
+  m.def("train_get_preemption_info", []() -> py::object {
+    std::optional<train::PreemptionInfo> p = train::GetPreemptionInfo();
+    if (!p) return py::none();
+    py::dict d;
+    d["deadline_ms"] = p->deadline_ms;
+    d["ranks"] = p->ranks;
+    d["node_ids"] = p->node_ids;
+    d["reason"] = p->reason;
+    return d;
+  });
   m.def("train_get_checkpoint", []() -> std::optional<std::string> {
     std::optional<train::Checkpoint> c = train::GetCheckpoint();
     if (!c) return std::nullopt;

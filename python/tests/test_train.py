@@ -189,9 +189,28 @@ def test_bad_input_is_refused_before_anything_is_reserved(free, tmp_path):
         fit(scaling=ScalingConfig(use_tpu=True, num_workers=4, topology="4x4x4", accelerator_type=ACCELERATOR))
     with pytest.raises(ValueError, match="finite"):
         fit(scaling=ScalingConfig(num_workers=1, resources_per_worker={"CPU": float("nan")}))
+    with pytest.raises(ValueError, match="label_selector is for workers not on slices"):
+        fit(scaling=ScalingConfig(use_tpu=True, num_workers=4, topology=TOPOLOGY, accelerator_type=ACCELERATOR,
+                                  label_selector={"zone": "a"}))
     with pytest.raises(ValueError, match="gs://bucket/runs"):
         fit(run_config=RunConfig(name="bad", storage_path="gs://bucket/runs"))
     assert _all_free()
+
+
+def where_loop(config):
+    with open(os.path.join(config["out"], "rank%d" % train.get_context().get_world_rank()), "w") as f:
+        f.write(os.environ.get("TPU_NAME", ""))
+
+
+def test_label_selector_places_the_workers(free, tmp_path):
+    out = str(tmp_path)
+    JaxTrainer(where_loop, train_loop_config={"out": out},
+               scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1},
+                                            label_selector={"manta.io/tpu-slice-name": "tpu-group-1"}),
+               run_config=RunConfig(name="selected", storage_path=out)).fit()
+    for rank in range(2):
+        with open(os.path.join(out, "rank%d" % rank)) as f:
+            assert f.read() == "tpu-group-1"
 
 
 # ---- elastic: 8 -> 4 -> 8 workers as a host dies and returns ----------------------
@@ -438,3 +457,65 @@ def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free
     assert sorted(trained) == sorted(reference)
     for step, loss in reference.items():
         assert abs(trained[step] - loss) <= 1e-4 * abs(loss), (step, trained[step], loss)
+
+
+# ---- preemption notices (last: it replaces a host) --------------------------------
+
+def preemption_loop(config):
+    ctx = train.get_context()
+    rank = ctx.get_world_rank()
+    out = config["out"]
+    if rank == 1:
+        with open(os.path.join(out, "rank1.tmp"), "w") as f:
+            json.dump({"node": manta.get_runtime_context().get_node_id(), "slice": os.environ["TPU_NAME"],
+                       "worker": os.environ["TPU_WORKER_ID"]}, f)
+        os.replace(os.path.join(out, "rank1.tmp"), os.path.join(out, "rank1"))
+    info = None
+    for i in range(1200):
+        train.report({"i": i})
+        info = train.get_preemption_info()
+        if info is not None:
+            break
+        time.sleep(0.05)
+    with open(os.path.join(out, "rank%d.seen" % rank), "w") as f:
+        json.dump(None if info is None else {"deadline": info.deadline, "ranks": info.preempted_ranks,
+                                             "reason": info.reason, "at": i}, f)
+
+
+def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path):
+    out = str(tmp_path)
+    trainer = JaxTrainer(preemption_loop, train_loop_config={"out": out}, scaling_config=_scaling(4),
+                         run_config=RunConfig(name="preempted", storage_path=out))
+    box = {}
+    fit = threading.Thread(target=lambda: box.update(result=_try(trainer.fit)))
+    fit.start()
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(out, "rank1")), 60, "the loop to start")
+        with open(os.path.join(out, "rank1")) as f:
+            host = json.load(f)
+        _, env = _raylet_of(free.temp_dir, host["slice"], host["worker"])
+        before = time.time()
+        r = subprocess.run([os.path.join(free.bin_dir, "manta"), "drain-node", host["node"], "--reason=preemption",
+                            "--deadline=60s", f"--temp-dir={free.temp_dir}"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        fit.join(120)
+    result = box["result"]
+    assert not isinstance(result, BaseException), result
+    seen = []
+    for rank in range(4):
+        with open(os.path.join(out, "rank%d.seen" % rank)) as f:
+            seen.append(json.load(f))
+    assert all(s is not None for s in seen), seen
+    assert {s["at"] for s in seen} == {seen[0]["at"]}  # after the same report
+    for s in seen:
+        assert s["ranks"] == [1] and s["reason"] == "preemption"
+        assert before + 50 <= s["deadline"] <= time.time() + 61
+    # The drained host leaves once idle; a replacement takes its place.
+    wait_for(lambda: not any(n["NodeID"] == host["node"] and n["Alive"] for n in manta.nodes()), 60,
+             "the drained host to leave")
+    host_env = {k: v for k, v in env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
+    subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
+                    f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
+                   check=True, capture_output=True, timeout=60)

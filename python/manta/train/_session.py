@@ -86,6 +86,30 @@ def get_context():
     return TrainContext(_core.train_get_context())
 
 
+class PreemptionInfo:
+    """A preemption notice for the current group: nodes of it are draining
+    and leave by `deadline` (unix seconds; None when no deadline was given).
+    `preempted_ranks`: the world ranks on those nodes."""
+
+    def __init__(self, d):
+        self.deadline = d["deadline_ms"] / 1000.0 if d["deadline_ms"] else None
+        self.preempted_ranks = list(d["ranks"])
+        self.node_ids = list(d["node_ids"])
+        self.reason = d["reason"]
+
+    def __repr__(self):
+        return "PreemptionInfo(deadline=%r, preempted_ranks=%r, reason=%r)" % (
+            self.deadline, self.preempted_ranks, self.reason)
+
+
+def get_preemption_info():
+    """The preemption notice for this worker's group as of its latest
+    report() (every rank sees the same one after the same report), or None
+    when none of the group's nodes is draining."""
+    d = _core.train_get_preemption_info()
+    return None if d is None else PreemptionInfo(d)
+
+
 def get_checkpoint():
     """The latest committed checkpoint (None before the first)."""
     with _lock:

@@ -91,8 +91,9 @@ def _scaling_dict(s):
         raise ValueError("ScalingConfig(num_workers=%r): an int or (min, max)" % (n,))
     if s.use_gpu:
         raise ValueError("ScalingConfig(use_gpu=True): Manta's JaxTrainer runs on TPUs or CPUs")
-    if s.label_selector:
-        raise NotImplementedError("ScalingConfig(label_selector=...) is not supported yet")
+    selector = dict(s.label_selector or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+        raise TypeError("ScalingConfig(label_selector=...) must map str to str")
     resources = {}
     for k, v in (s.resources_per_worker or {}).items():
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -103,6 +104,7 @@ def _scaling_dict(s):
         "use_tpu": bool(s.use_tpu), "min_workers": s.min_workers, "max_workers": s.max_workers,
         "topology": s.topology or "", "accelerator_type": s.accelerator_type or "",
         "resources_per_worker": resources, "placement_strategy": s.placement_strategy or "PACK",
+        "label_selector": selector,
     }
 
 

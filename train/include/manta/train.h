@@ -85,6 +85,10 @@ struct ScalingConfig {
   // PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, for workers not on slices
   // (slices are always one worker per host).
   std::string placement_strategy = "PACK";
+  // Node labels every worker's node must match (Ray's label_selector:
+  // {"zone": "us-1"}, {"zone": "!us-2"}, {"zone": "in(a,b)"}), for workers
+  // not on slices.
+  std::map<std::string, std::string> label_selector = {};
 };
 
 struct FailureConfig {
@@ -192,6 +196,22 @@ const TrainContext& GetContext();
 // Rank 0's metrics are the run's. Throws manta::Error when the attempt was
 // ended meanwhile (Aborted) or the controller is gone.
 void Report(const std::map<std::string, double>& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
+
+// A preemption notice for the current group (Ray Train's
+// get_preemption_info): nodes of the group are draining (`manta
+// drain-node`, a spot VM's notice) and will leave by `deadline_ms`.
+struct PreemptionInfo {
+  int64_t deadline_ms = 0;       // unix epoch ms: the earliest deadline; 0 when none was given
+  std::vector<int> ranks;        // world ranks on the draining nodes, ascending
+  std::vector<std::string> node_ids;  // hex
+  std::string reason;            // the drain's reason ("preemption", ...)
+  MSGPACK_DEFINE(deadline_ms, ranks, node_ids, reason);
+};
+
+// In a worker while its loop runs: the preemption notice for its group, as
+// of its latest report (every rank sees the same one after the same
+// report); nullopt when none of the group's nodes is draining.
+std::optional<PreemptionInfo> GetPreemptionInfo();
 
 // In a worker: the latest committed checkpoint when this attempt started
 // (or since, through Report), if any.
