@@ -296,6 +296,15 @@ void DefineCalls(py::module_& m) {
     auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
     return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
   });
+  m.def("cancel", [](const ObjectRef& ref, bool force, bool recursive) {
+    core::CoreWorker& core = Core();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = core.CancelTask(ref.info(), force, recursive);
+    }
+    Check(status);
+  });
   m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0);
   // Ray's wait: (ready, not_ready), the first num_returns ready refs in the

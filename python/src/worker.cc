@@ -10,7 +10,9 @@
 // `data` the pickled exception it re-raises.
 #include <unistd.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "manta/api.h"
 #include "manta/internal/function_registry.h"
 #include "python/src/binding.h"
@@ -47,11 +49,50 @@ void KeepThreadState() {
   PyEval_SaveThread();  // the GIL released, the state kept
 }
 
+// The Python thread running each task of this worker, so a cancel can
+// interrupt it (KeyboardInterrupt raised in that thread, between two
+// bytecodes: a task blocked in a call is interrupted when it returns).
+absl::Mutex g_running_mu;
+absl::flat_hash_map<TaskId, unsigned long>* g_running = new absl::flat_hash_map<TaskId, unsigned long>();
+
+class RunningTask {
+ public:
+  RunningTask() : context_(core::CurrentTaskContext()) {
+    if (context_ == nullptr) return;
+    absl::MutexLock lock(&g_running_mu);
+    (*g_running)[context_->task_id] = PyThread_get_thread_ident();
+  }
+  ~RunningTask() {
+    if (context_ == nullptr) return;
+    absl::MutexLock lock(&g_running_mu);
+    g_running->erase(context_->task_id);
+  }
+  RunningTask(const RunningTask&) = delete;
+  RunningTask& operator=(const RunningTask&) = delete;
+
+ private:
+  const core::TaskContext* context_;
+};
+
+void InterruptRunning(const TaskId& task) {
+  unsigned long thread = 0;
+  {
+    absl::MutexLock lock(&g_running_mu);
+    auto it = g_running->find(task);
+    if (it == g_running->end()) return;
+    thread = it->second;
+  }
+  KeepThreadState();
+  py::gil_scoped_acquire gil;
+  PyThreadState_SetAsyncExc(thread, PyExc_KeyboardInterrupt);
+}
+
 // Calls the executor and turns its answer into the invoker's result.
 absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::string& name,
                                                const py::object& instance, const internal::ArgViews& args) {
   KeepThreadState();
   py::gil_scoped_acquire gil;
+  RunningTask running;
   try {
     py::tuple answer = (*g_executor)(kind, name, instance, Views(args));
     if (answer[0].cast<bool>()) {
@@ -119,6 +160,7 @@ void DefineWorker(py::module_& m) {
     if (g_executor != nullptr) throw py::value_error("the executor is already set");
     g_executor = new py::object(std::move(executor));
     internal::FunctionRegistry::Instance().SetResolver("py:", PythonResolver());
+    core::SetTaskInterruptHook(&InterruptRunning);
   });
   m.def("run_worker", [](const std::string& executable, const std::vector<std::string>& args) {
     InitOptions o;

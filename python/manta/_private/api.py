@@ -287,3 +287,15 @@ def cluster_resources():
 
 def available_resources():
     return {k: v for k, v in _sum("available").items() if v > 0}
+
+
+def cancel(object_ref, *, force=False, recursive=True):
+    """Cancels the task that makes `object_ref`: a queued one is dropped, a
+    running one is interrupted (KeyboardInterrupt in its thread) or, with
+    force, its worker is killed; get() then raises TaskCancelledError. Actor
+    tasks cannot be forced."""
+    auto_init()
+    if not isinstance(object_ref, _core.ObjectRef):
+        raise TypeError("manta.cancel() only supported for object refs. For actors, try manta.kill(). "
+                        "Got: %r." % type(object_ref).__name__)
+    _core.cancel(object_ref, bool(force), bool(recursive))
