@@ -213,6 +213,61 @@ def test_label_selector_places_the_workers(free, tmp_path):
             assert f.read() == "tpu-group-1"
 
 
+CTRL_C_DRIVER = """
+import os, sys, time
+import manta
+from manta import train
+from manta.train import JaxTrainer, RunConfig, ScalingConfig
+
+def loop(config):
+    while True:
+        train.report({"alive": 1})
+        if train.get_context().get_world_rank() == 0:
+            open(os.path.join(config["out"], "running"), "w").close()
+        time.sleep(0.1)
+
+manta.init()
+JaxTrainer(loop, train_loop_config={"out": sys.argv[1]}, scaling_config=ScalingConfig(use_tpu=True, num_workers=4, topology="4x4",
+                                              accelerator_type="TPU-V6E"),
+           run_config=RunConfig(name="interrupted", storage_path=sys.argv[1])).fit()
+"""
+
+
+def _train_workers(temp_dir):
+    """Pids of the cluster's processes that run a training loop's actor."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"manta._worker" in cmd and temp_dir.encode() in env and b"JAX_PROCESS_ID" in env:
+            pids.append(int(entry))
+    return pids
+
+
+def test_ctrl_c_in_the_driver_gives_the_slice_back(free, tmp_path):
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")},
+               MANTA_ADDRESS=free.address, PYTHONPATH=PACKAGE_DIR, MANTA_TOKEN=_token(free))
+    driver = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(tmp_path)], env=env, cwd=str(tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: os.path.exists(tmp_path / "running") or driver.poll() is not None, 60, "the loop")
+        assert driver.poll() is None, driver.stdout.read()
+        assert not _all_free()
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert "KeyboardInterrupt" in out, out
+    wait_for(_all_free, 30, "the slice to be given back")
+    wait_for(lambda: not _train_workers(free.temp_dir), 30, "the loop's workers to exit")
+
+
 # ---- elastic: 8 -> 4 -> 8 workers as a host dies and returns ----------------------
 
 _STARTS = [0]  # module state of the worker process: survives a resize only if the process does
