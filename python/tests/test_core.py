@@ -307,36 +307,3 @@ def test_get_if_exists_returns_the_named_actor(driver):
     with pytest.raises(ValueError, match="is taken"):
         Counter.options(name="shared-counter").remote(0)
 
-
-def test_cancel_drops_queued_interrupts_running_and_force_kills(driver):
-    @manta.remote
-    def spin():
-        n = 0
-        while True:
-            n += 1
-
-    @manta.remote
-    def sleep_long():
-        time.sleep(120)
-
-    queued = spin.options(resources={"no-such-resource": 1}).remote()
-    manta.cancel(queued)
-    with pytest.raises(exceptions.TaskCancelledError):
-        manta.get(queued, timeout=30)
-
-    running = spin.remote()
-    manta.wait([running], timeout=1)  # let it start
-    manta.cancel(running)
-    with pytest.raises(exceptions.TaskCancelledError):
-        manta.get(running, timeout=30)
-
-    stuck = sleep_long.remote()
-    manta.wait([stuck], timeout=1)
-    manta.cancel(stuck, force=True)
-    with pytest.raises(exceptions.TaskCancelledError):
-        manta.get(stuck, timeout=30)
-    from conftest import wait_for
-    wait_for(lambda: manta.available_resources().get("CPU") == manta.cluster_resources()["CPU"], 20,
-             "every CPU to be given back")
-    with pytest.raises(TypeError):
-        manta.cancel("not a ref")

@@ -65,3 +65,38 @@ def test_actors_follow_node_affinity(two_nodes):
     for node in [n["NodeID"] for n in manta.nodes() if n["Alive"]]:
         a = Where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         assert manta.get(a.node.remote(), timeout=60) == node
+
+
+def test_cancel_drops_queued_interrupts_running_and_force_kills(two_nodes):
+    @manta.remote
+    def spin():
+        n = 0
+        while True:
+            n += 1
+
+    @manta.remote
+    def sleep_long():
+        time.sleep(120)
+
+    queued = spin.options(resources={"no-such-resource": 1}).remote()
+    manta.cancel(queued)
+    with pytest.raises(exceptions.TaskCancelledError):
+        manta.get(queued, timeout=30)
+
+    running = spin.remote()
+    manta.wait([running], timeout=1)  # let it start
+    manta.cancel(running)
+    with pytest.raises(exceptions.TaskCancelledError):
+        manta.get(running, timeout=30)
+
+    node = [n["NodeID"] for n in manta.nodes() if n["Alive"]][0]
+    there = NodeAffinitySchedulingStrategy(node, soft=False)
+    stuck = sleep_long.options(scheduling_strategy=there).remote()
+    manta.wait([stuck], timeout=1)
+    manta.cancel(stuck, force=True)
+    with pytest.raises(exceptions.TaskCancelledError):
+        manta.get(stuck, timeout=30)
+    # Both of the node's CPUs are free again: a task that needs both runs there.
+    assert manta.get(node_of.options(num_cpus=2, scheduling_strategy=there).remote(), timeout=30) == node
+    with pytest.raises(TypeError):
+        manta.cancel("not a ref")
