@@ -568,9 +568,10 @@ def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path
         assert s["ranks"] == [1] and s["reason"] == "preemption"
         assert before + 50 <= s["deadline"] <= time.time() + 61
     # The drained host leaves once idle; a replacement takes its place.
-    wait_for(lambda: not any(n["NodeID"] == host["node"] and n["Alive"] for n in manta.nodes()), 60,
-             "the drained host to leave")
+    wait_for(lambda: not any(n["NodeID"] == host["node"] and n["Alive"] for n in manta.nodes()), 120,
+             "the drained host to leave", interval_s=0.2)
     host_env = {k: v for k, v in env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
     subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
                     f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
                    check=True, capture_output=True, timeout=60)
+    wait_for(_all_free, 60, "the replacement host to make its slice whole")
