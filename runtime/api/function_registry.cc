@@ -26,18 +26,19 @@ struct FunctionRegistry::Impl {
   // maps: a pointer handed out stays valid while others are added).
   mutable absl::Mutex mu;
   std::map<std::string, Resolver> resolvers ABSL_GUARDED_BY(mu);
-  mutable absl::node_hash_map<std::string, FunctionInvoker> resolved_functions ABSL_GUARDED_BY(mu);
-  mutable absl::node_hash_map<std::string, ActorFactoryInvoker> resolved_factories ABSL_GUARDED_BY(mu);
-  mutable absl::node_hash_map<std::string, ActorMethodInvoker> resolved_methods ABSL_GUARDED_BY(mu);
+  absl::node_hash_map<std::string, FunctionInvoker> resolved_functions ABSL_GUARDED_BY(mu);
+  absl::node_hash_map<std::string, ActorFactoryInvoker> resolved_factories ABSL_GUARDED_BY(mu);
+  absl::node_hash_map<std::string, ActorMethodInvoker> resolved_methods ABSL_GUARDED_BY(mu);
 
   // What `name` resolves to through `which` of its prefix's resolver, kept
   // in `cache`; null when no resolver answers.
   template <typename Invoker, typename Field>
-  const Invoker* Resolve(const std::string& name, Field which, absl::node_hash_map<std::string, Invoker>& cache) const
-      ABSL_LOCKS_EXCLUDED(mu) {
+  const Invoker* Resolve(const std::string& name, Field which,
+                         absl::node_hash_map<std::string, Invoker> Impl::*cache_member) ABSL_LOCKS_EXCLUDED(mu) {
     std::function<std::optional<Invoker>(const std::string&)> resolve;
     {
       absl::MutexLock lock(&mu);
+      auto& cache = this->*cache_member;
       if (auto it = cache.find(name); it != cache.end()) return &it->second;
       for (const auto& [prefix, resolver] : resolvers) {
         if (absl::StartsWith(name, prefix)) resolve = resolver.*which;
@@ -47,7 +48,7 @@ struct FunctionRegistry::Impl {
     std::optional<Invoker> invoker = resolve(name);
     if (!invoker.has_value()) return nullptr;
     absl::MutexLock lock(&mu);
-    return &cache.try_emplace(name, std::move(*invoker)).first->second;
+    return &(this->*cache_member).try_emplace(name, std::move(*invoker)).first->second;
   }
 };
 
@@ -94,19 +95,19 @@ void FunctionRegistry::SetResolver(const std::string& prefix, Resolver resolver)
 const FunctionInvoker* FunctionRegistry::FindFunction(const std::string& name) const {
   auto it = impl_->functions.find(name);
   if (it != impl_->functions.end()) return &it->second;
-  return impl_->Resolve(name, &Resolver::function, impl_->resolved_functions);
+  return impl_->Resolve(name, &Resolver::function, &Impl::resolved_functions);
 }
 
 const ActorFactoryInvoker* FunctionRegistry::FindActorFactory(const std::string& name) const {
   auto it = impl_->factories.find(name);
   if (it != impl_->factories.end()) return &it->second;
-  return impl_->Resolve(name, &Resolver::factory, impl_->resolved_factories);
+  return impl_->Resolve(name, &Resolver::factory, &Impl::resolved_factories);
 }
 
 const ActorMethodInvoker* FunctionRegistry::FindActorMethod(const std::string& name) const {
   auto it = impl_->methods.find(name);
   if (it != impl_->methods.end()) return &it->second;
-  return impl_->Resolve(name, &Resolver::method, impl_->resolved_methods);
+  return impl_->Resolve(name, &Resolver::method, &Impl::resolved_methods);
 }
 
 std::string FunctionRegistry::NameOf(const void* key) const {
