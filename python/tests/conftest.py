@@ -234,6 +234,32 @@ def stop_head(cluster):
         shutil.rmtree(cluster.temp_dir, ignore_errors=True)
 
 
+def start_tpu_cluster(pod_type, slices=2, attempts=3):
+    """`manta up --tpu POD_TYPE --slices N`: a head and simulated TPU hosts
+    (1 CPU each) in a fresh temp dir on free ports. The caller must call
+    stop_head(cluster). pytest.skip when the binaries are not built."""
+    bins = bin_dir()
+    if bins is None:
+        pytest.skip("the Manta binaries are not built (set MANTA_BIN_DIR or build build/bin)")
+    last = ""
+    for _ in range(attempts):
+        temp_dir = tempfile.mkdtemp(prefix="manta-pytest-tpu-")
+        port = free_port()
+        cmd = [os.path.join(bins, "manta"), "up", "--tpu", pod_type, "--slices", str(slices), "--host-cpus", "1",
+               f"--port={port}", f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}",
+               f"--temp-dir={temp_dir}"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=temp_dir)
+        cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url="", token="",
+                          session_dir=os.path.realpath(os.path.join(temp_dir, "session_latest")),
+                          temp_dir=temp_dir, bin_dir=bins)
+        if proc.returncode == 0:
+            return cluster
+        last = (proc.stderr or proc.stdout).strip()
+        stop_head(cluster)
+    raise RuntimeError(f"manta up failed: {last}")
+
+
 @pytest.fixture(scope="session")
 def cluster():
     c = start_head()

@@ -67,10 +67,15 @@ def test_an_actor_restarts_as_max_restarts_says(driver):
 
     wait_for(restarted, 30, "the actor to restart")
     a.die.remote()
-    with pytest.raises(exceptions.ActorDiedError):
-        for _ in range(100):
+
+    def died_for_good():
+        try:
             manta.get(a.pid.remote(), timeout=10)
-            time.sleep(0.1)
+            return False  # the call ran before the kill reached it
+        except exceptions.ActorDiedError:
+            return True
+
+    wait_for(died_for_good, 30, "the actor, out of restarts, to be dead")
 
 
 def _pid_gone(pid):

@@ -3,11 +3,10 @@
 chips each, every host a raylet with the environment GKE gives a TPU pod)."""
 
 import os
-import subprocess
 
 import pytest
 
-from conftest import Cluster, bin_dir, free_port, stop_head, wait_for
+from conftest import start_tpu_cluster, stop_head, wait_for
 
 tpu = pytest.importorskip("manta.util.tpu")
 import manta  # noqa: E402
@@ -18,27 +17,7 @@ SLICE_NAMES = {"tpu-group-0", "tpu-group-1"}
 
 
 def _manta_up():
-    bins = bin_dir()
-    if bins is None:
-        pytest.skip("the Manta binaries are not built (set MANTA_BIN_DIR or build build/bin)")
-    import tempfile
-    last = ""
-    for _ in range(3):
-        temp_dir = tempfile.mkdtemp(prefix="manta-pytest-tpu-")
-        port = free_port()
-        cmd = [os.path.join(bins, "manta"), "up", "--tpu", POD_TYPE, "--slices", "2", "--host-cpus", "1",
-               f"--port={port}", f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}",
-               f"--temp-dir={temp_dir}"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=temp_dir)
-        cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url="", token="",
-                          session_dir=os.path.realpath(os.path.join(temp_dir, "session_latest")),
-                          temp_dir=temp_dir, bin_dir=bins)
-        if proc.returncode == 0:
-            return cluster
-        last = (proc.stderr or proc.stdout).strip()
-        stop_head(cluster)
-    raise RuntimeError(f"manta up failed: {last}")
+    return start_tpu_cluster(POD_TYPE)
 
 
 @pytest.fixture(scope="module")
