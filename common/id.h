@@ -15,7 +15,8 @@
 
 namespace manta {
 
-// Fills `out` with `n` bytes from the kernel's random source.
+// Fills `out` with `n` bytes from the kernel's random source (drawn a page
+// at a time per thread; a forked child never reuses its parent's bytes).
 void FillRandom(void* out, size_t n);
 
 // Lowercase hex of `bytes`.
