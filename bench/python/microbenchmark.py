@@ -109,8 +109,14 @@ def first_result_seconds():
             "@manta.remote\ndef f(): return 1\n"
             "manta.get(f.remote());print(time.perf_counter()-t)")
     env = {k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "RAY_ADDRESS")}
+    # The child runs elsewhere: give it this process's manta by absolute path.
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(manta.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [
+        os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=True, cwd=tempfile.gettempdir())
+                         cwd=tempfile.gettempdir())
+    if out.returncode != 0:
+        raise SystemExit("init_to_first_result failed:\n" + out.stderr)
     return float(out.stdout.strip().splitlines()[-1])
 
 

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "python/src/binding.h"
+#include "python/src/large_values.h"
 
 namespace manta::python {
 
@@ -17,8 +18,7 @@ std::string Join(const py::list& parts) {
     infos.push_back(py::reinterpret_borrow<py::buffer>(part).request());
     total += static_cast<size_t>(infos.back().size * infos.back().itemsize);
   }
-  std::string out;
-  out.reserve(total);
+  std::string out = LargeValues::Get().Take(total);
   for (const py::buffer_info& b : infos) out.append(static_cast<const char*>(b.ptr), b.size * b.itemsize);
   return out;
 }
@@ -292,7 +292,7 @@ void DefineCalls(py::module_& m) {
     Check(status);
   });
   m.def("put", [](const py::list& value, const RefCollection* contained) {
-    std::string data = Join(value);
+    std::shared_ptr<const std::string> data = LargeValues::Get().Share(Join(value));
     auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
     return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
   });

@@ -343,7 +343,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::Put(std::string data) {
   return ObjectRefInfo{id, std::string()};  // owned here
 }
 
-absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
+absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::shared_ptr<const std::string> data,
                                                           const std::vector<ObjectRefInfo>& contained) {
   ObjectId id = ObjectId::FromRandom();
   // The caller holds every contained ref now: a reference each keeps them
@@ -353,7 +353,7 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::string data,
     store_.AddReference(r.id);
     held.push_back(r.id);
   }
-  store_.Put(id, std::make_shared<const std::string>(std::move(data)));
+  store_.Put(id, std::move(data));
   refs_.HoldRefs(id.Binary(), std::move(held));
   store_.NotifyOnErase(id);  // present: no ref to it has been handed out yet
   return ObjectRefInfo{id, std::string()};

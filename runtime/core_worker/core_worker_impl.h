@@ -123,7 +123,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;
-  absl::StatusOr<ObjectRefInfo> PutWithRefs(std::string data, const std::vector<ObjectRefInfo>& contained) override;
+  absl::StatusOr<ObjectRefInfo> PutWithRefs(std::shared_ptr<const std::string> data,
+                                            const std::vector<ObjectRefInfo>& contained) override;
   std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(const std::vector<ObjectRefInfo>& refs,
                                                                       absl::Duration timeout) override;
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;

@@ -83,31 +83,36 @@ def serialize_bytes(value):
 def deserialize(data, copy_buffers=False):
     """The value of a frame. `data` is bytes-like; with copy_buffers the
     out-of-band buffers are copied (for views that die after the call)."""
-    view = memoryview(data)
-    if view.nbytes < _HEAD.size:
-        raise ValueError("not a manta value: %d bytes" % view.nbytes)
-    magic, count, length = _HEAD.unpack_from(view, 0)
+    if len(data) < _HEAD.size:
+        raise ValueError("not a manta value: %d bytes" % len(data))
+    magic, count, length = _HEAD.unpack_from(data, 0)
     if magic != _MAGIC:
         raise ValueError("not a manta value (a value from another language?)")
-    return _frame(view, count, length, copy_buffers)
+    return _frame(data, count, length, copy_buffers)
 
 
 def deserialize_any(data, copy_buffers=False):
     """A value from Python (a frame) or from another language (msgpack, as
     C++ functions return). Unambiguous: a msgpack value that starts with the
     frame's first byte is one byte long, shorter than any frame."""
-    view = memoryview(data)
-    if view.nbytes >= _HEAD.size and view[:4] == _MAGIC:
-        return deserialize(view, copy_buffers)
+    if len(data) >= _HEAD.size:
+        magic, count, length = _HEAD.unpack_from(data, 0)
+        if magic == _MAGIC:
+            return _frame(data, count, length, copy_buffers)
     import msgpack
     try:
-        return msgpack.unpackb(view, raw=False)
+        return msgpack.unpackb(data, raw=False)
     except Exception as e:
         raise ValueError("a value neither Python nor msgpack: %s" % e) from None
 
 
-def _frame(view, count, length, copy_buffers):
+def _frame(data, count, length, copy_buffers):
+    view = memoryview(data)
     offset = _HEAD.size
+    if not count:  # no out-of-band buffers: the pickle is the rest
+        if offset + length > view.nbytes:
+            raise ValueError("a truncated manta value")
+        return pickle.loads(view[offset:offset + length])
     sizes = []
     for _ in range(count):
         sizes.append(_LEN.unpack_from(view, offset)[0])

@@ -129,7 +129,8 @@ ObjectRef<T> Put(const T& value) {
   internal::ThrowIfError(bytes.status());
   absl::StatusOr<core::ObjectRefInfo> info =
       contained.refs.empty() ? internal::RequireCoreWorker().Put(std::move(*bytes))
-                             : internal::RequireCoreWorker().PutWithRefs(std::move(*bytes), contained.refs);
+                             : internal::RequireCoreWorker().PutWithRefs(
+                                   std::make_shared<const std::string>(std::move(*bytes)), contained.refs);
   internal::ThrowIfError(info.status());
   return ObjectRef<T>(std::move(*info));
 }

@@ -390,9 +390,11 @@ class CoreWorker {
   // ---- Objects: values as bytes ----
   virtual absl::StatusOr<ObjectRefInfo> Put(std::string data) = 0;
   // The same, for a value with refs inside (`contained`): the stored value
-  // holds them for as long as it lives.
-  virtual absl::StatusOr<ObjectRefInfo> PutWithRefs(std::string data, const std::vector<ObjectRefInfo>& contained) {
-    return Put(std::move(data));
+  // holds them for as long as it lives. The bytes are shared, not copied
+  // (a caller may give them a deleter that reuses their buffer).
+  virtual absl::StatusOr<ObjectRefInfo> PutWithRefs(std::shared_ptr<const std::string> data,
+                                                    const std::vector<ObjectRefInfo>& contained) {
+    return Put(*data);
   }
   // Per id: the serialized value, or an error with an ErrorType. Blocks up
   // to `timeout` (absl::InfiniteDuration() for no limit).
