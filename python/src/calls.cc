@@ -313,6 +313,7 @@ void DefineCalls(py::module_& m) {
     std::vector<const ObjectRef*> ptrs;
     ptrs.reserve(refs.size());
     absl::flat_hash_set<ObjectId> seen;
+    seen.reserve(refs.size());
     for (const py::handle& h : refs) {
       const ObjectRef* r = h.cast<const ObjectRef*>();
       if (!seen.insert(r->info().id).second) throw py::value_error("Wait requires a list of unique object refs.");
