@@ -210,7 +210,7 @@ class World final : public TaskHost {
     *location = self_;
   }
   void TaskRunning(const rpc::TaskSpec&, TaskEventBuffer::Ticket*) override {}
-  void TaskEnded(const TaskEventBuffer::Ticket&) override {}
+  void TaskEnded(const rpc::TaskSpec&, const TaskEventBuffer::Ticket&) override {}
 
  private:
   template <typename Request>

@@ -58,6 +58,7 @@ TEST_F(TaskFeaturesTest, SpreadAndNodeAffinityPlaceTasks) {
 TEST_F(TaskFeaturesTest, CancelEndsRunningTasksWithinASecond) {
   CommandResult r = Run({"cancel", cluster_->temp_dir()});
   EXPECT_NE(r.out.find("OK cancel polite and forced within a second, CPUs free"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OK cancel recursive, forced and alone, CPUs free"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -80,6 +80,11 @@ py::bytes Bytes(const std::string& s);
 // buffers) joined in one copy.
 std::string Join(const py::list& parts);
 py::dict ToDict(const std::map<std::string, double>& m);
+// With the GIL held, in a worker: whether the task the calling thread runs
+// was cancelled, the caller then raising KeyboardInterrupt itself (a call
+// blocked in C++ runs no bytecode to raise the one a cancel injects, which
+// is then withdrawn, or never injected).
+bool TakeTaskInterrupt();
 
 void DefineRefs(py::module_& m);     // refs.cc: ObjectRef, HeldBytes
 void DefineCalls(py::module_& m);    // calls.cc: tasks, actors, objects

@@ -150,7 +150,8 @@ py::list Refs(std::vector<core::ObjectRefInfo> infos) {
 
 // Runs `step(slice)` with the GIL released in slices of at most a second
 // until it reports done or `timeout_s` (negative: none) passes, letting
-// Ctrl-C through between slices. `step` returns whether it is done.
+// Ctrl-C, and the cancel of the task the thread runs, through between
+// slices (as KeyboardInterrupt). `step` returns whether it is done.
 template <typename Step>
 void Sliced(double timeout_s, Step step) {
   const bool forever = timeout_s < 0;
@@ -165,6 +166,10 @@ void Sliced(double timeout_s, Step step) {
     }
     if (done || last) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (TakeTaskInterrupt()) {  // this worker's task was cancelled
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
   }
 }
 

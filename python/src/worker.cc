@@ -51,16 +51,22 @@ void KeepThreadState() {
 
 // The Python thread running each task of this worker, so a cancel can
 // interrupt it (KeyboardInterrupt raised in that thread, between two
-// bytecodes: a task blocked in a call is interrupted when it returns).
+// bytecodes: a task blocked in get or wait raises it from there, see
+// TakeTaskInterrupt; in another call, when that returns). Taken with the
+// GIL held.
+struct RunningThread {
+  unsigned long thread = 0;
+  bool interrupted = false;  // KeyboardInterrupt injected or raised
+};
 absl::Mutex g_running_mu;
-absl::flat_hash_map<TaskId, unsigned long>* g_running = new absl::flat_hash_map<TaskId, unsigned long>();
+absl::flat_hash_map<TaskId, RunningThread>* g_running = new absl::flat_hash_map<TaskId, RunningThread>();
 
 class RunningTask {
  public:
   RunningTask() : context_(core::CurrentTaskContext()) {
     if (context_ == nullptr) return;
     absl::MutexLock lock(&g_running_mu);
-    (*g_running)[context_->task_id] = PyThread_get_thread_ident();
+    (*g_running)[context_->task_id] = RunningThread{PyThread_get_thread_ident()};
   }
   ~RunningTask() {
     if (context_ == nullptr) return;
@@ -75,16 +81,17 @@ class RunningTask {
 };
 
 void InterruptRunning(const TaskId& task) {
-  unsigned long thread = 0;
   {
     absl::MutexLock lock(&g_running_mu);
-    auto it = g_running->find(task);
-    if (it == g_running->end()) return;
-    thread = it->second;
+    if (!g_running->contains(task)) return;
   }
   KeepThreadState();
   py::gil_scoped_acquire gil;
-  PyThreadState_SetAsyncExc(thread, PyExc_KeyboardInterrupt);
+  absl::MutexLock lock(&g_running_mu);
+  auto it = g_running->find(task);
+  if (it == g_running->end() || it->second.interrupted) return;
+  it->second.interrupted = true;
+  PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
 }
 
 // Calls the executor and turns its answer into the invoker's result.
@@ -153,6 +160,20 @@ internal::FunctionRegistry::Resolver PythonResolver() {
 }
 
 }  // namespace
+
+bool TakeTaskInterrupt() {
+  const core::TaskContext* t = core::CurrentTaskContext();
+  if (t == nullptr || t->cancelled == nullptr || !t->cancelled->load(std::memory_order_acquire)) return false;
+  absl::MutexLock lock(&g_running_mu);
+  auto it = g_running->find(t->task_id);
+  if (it != g_running->end()) {
+    // Raised by the caller instead: one injected is withdrawn (a no-op once
+    // it was raised), and none is injected after.
+    if (it->second.interrupted) PyThreadState_SetAsyncExc(it->second.thread, nullptr);
+    it->second.interrupted = true;
+  }
+  return true;
+}
 
 void DefineWorker(py::module_& m) {
   m.attr("TASK_NAME_MARKER") = core::kTaskNameMarker;

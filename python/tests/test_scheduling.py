@@ -1,6 +1,7 @@
 """Where tasks and actors run, on a real two-node cluster: SPREAD over
 distinct nodes, node affinity on the named one (hard and soft), and
-cancel ending a running task and giving its CPU back."""
+cancel ending a running task (and the tasks it submitted) and giving its
+CPU back."""
 
 import os
 import time
@@ -65,6 +66,54 @@ def test_actors_follow_node_affinity(two_nodes):
     for node in [n["NodeID"] for n in manta.nodes() if n["Alive"]]:
         a = Where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         assert manta.get(a.node.remote(), timeout=60) == node
+
+
+@manta.remote
+def spin_child(path):
+    """Marks `path`, then spins until cancelled (marking path.cancelled) or
+    told to stop by path.stop (marking path.finished)."""
+    open(path, "w").close()
+    try:
+        while not os.path.exists(path + ".stop"):
+            time.sleep(0.01)
+    except KeyboardInterrupt:
+        open(path + ".cancelled", "w").close()
+        raise
+    open(path + ".finished", "w").close()
+
+
+@manta.remote
+def wait_for_child(path):
+    return manta.get(spin_child.remote(path))
+
+
+def test_cancel_ends_the_tasks_a_task_submitted_unless_not_recursive(two_nodes, tmp_path):
+    def all_cpus_free():
+        return manta.available_resources().get("CPU", 0) == manta.cluster_resources()["CPU"]
+
+    def cancel_parent(name, **options):
+        path = str(tmp_path / name)
+        parent = wait_for_child.remote(path)
+        wait_for(lambda: os.path.exists(path), 30, "the child to start")
+        manta.cancel(parent, **options)
+        with pytest.raises(exceptions.TaskCancelledError):
+            manta.get(parent, timeout=30)
+        return path
+
+    # Recursive, Ray's default: the child the parent waits for ends too.
+    path = cancel_parent("recursive")
+    wait_for(lambda: os.path.exists(path + ".cancelled"), 30, "the child to be cancelled")
+    wait_for(all_cpus_free, 30, "every CPU back")
+    # Forced: the child's worker is killed with its parent's.
+    path = cancel_parent("forced", force=True)
+    wait_for(all_cpus_free, 30, "every CPU back after a forced cancel")
+    # Not recursive: the child runs on, holding its CPU, to its own end.
+    path = cancel_parent("alone", recursive=False)
+    assert manta.available_resources().get("CPU", 0) < manta.cluster_resources()["CPU"]
+    open(path + ".stop", "w").close()
+    wait_for(lambda: os.path.exists(path + ".finished"), 30, "the child to run on to its end")
+    assert not os.path.exists(path + ".cancelled")
+    wait_for(all_cpus_free, 30, "every CPU back once the child ended")
 
 
 def test_cancel_drops_queued_interrupts_running_and_force_kills(two_nodes):

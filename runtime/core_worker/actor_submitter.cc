@@ -493,7 +493,7 @@ void ActorSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start
   Settle(call, to_start);
 }
 
-absl::Status ActorSubmitter::Cancel(const std::string& task_id, bool force) {
+absl::Status ActorSubmitter::Cancel(const std::string& task_id, bool force, bool recursive) {
   std::string address;
   {
     absl::MutexLock lock(&mu_);
@@ -511,8 +511,18 @@ absl::Status ActorSubmitter::Cancel(const std::string& task_id, bool force) {
   }
   if (force) return absl::InvalidArgumentError("force cancel is not supported for actor tasks");
   if (address.empty()) return absl::FailedPreconditionError("the actor has no worker yet: cancel once it is alive");
-  deps_.host->CancelOnWorker(address, task_id);
+  deps_.host->CancelOnWorker(address, task_id, recursive, /*force=*/false);
   return absl::OkStatus();
+}
+
+bool ActorSubmitter::IsPending(const ActorId& actor, const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) return false;
+  for (const auto& [order, call] : it->second->pending) {
+    if (call.Spec().task_id() == task_id) return true;
+  }
+  return false;
 }
 
 }  // namespace manta::core

@@ -77,10 +77,13 @@ class ActorSubmitter {
   void OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels call `task_id` (binary) of an actor followed here: the actor's
   // worker drops it if queued there (or when it arrives) and interrupts it
-  // if running. NotFound when no pending call has that id; InvalidArgument
-  // with `force` (as in Ray); FailedPrecondition while the actor has no
-  // worker yet.
-  absl::Status Cancel(const std::string& task_id, bool force) ABSL_LOCKS_EXCLUDED(mu_);
+  // if running, having cancelled what it submitted when `recursive`.
+  // NotFound when no pending call has that id; InvalidArgument with `force`
+  // (as in Ray); FailedPrecondition while the actor has no worker yet.
+  absl::Status Cancel(const std::string& task_id, bool force, bool recursive = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether call `task_id` (binary) to `actor` was made here and has not
+  // ended.
+  bool IsPending(const ActorId& actor, const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Stopping: no more polls and resends.
   void Stop() { stopping_.store(true); }
 

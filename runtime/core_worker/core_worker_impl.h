@@ -49,6 +49,7 @@
 #include "proto/gcs_service.grpc.pb.h"
 #include "proto/node_manager.grpc.pb.h"
 #include "runtime/core_worker/actor_submitter.h"
+#include "runtime/core_worker/child_tasks.h"
 #include "runtime/core_worker/fetch_pool.h"
 #include "runtime/core_worker/memory_store.h"
 #include "runtime/core_worker/object_service.h"
@@ -311,6 +312,16 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   }
   // The actors this process creates and calls.
   ActorSubmitter actors_;
+  // What each task running here submitted, for recursive cancels.
+  ChildTasks children_{[this](const ChildTasks::Child& c) {
+    return c.actor.IsNil() ? tasks_.IsPending(c.task.Binary()) : actors_.IsPending(c.actor, c.task.Binary());
+  }};
+  // Cancels `children`, the tasks and actor calls `parent` submitted, and
+  // theirs in turn (normal tasks with `force`, actor calls without, as
+  // Ray's); `done` runs once each cancel was carried out
+  // (TaskSubmitter::Cancel).
+  void CancelChildren(const TaskId& parent, std::vector<ChildTasks::Child> children, bool force,
+                      std::function<void()> done);
 
   // io loop only.
   int64_t log_poll_sequence_ = 0;

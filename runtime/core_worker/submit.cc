@@ -95,7 +95,13 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitTask(const std:
   spec.set_retry_exceptions(options.retry_exceptions);
   spec.set_retry_exception_filter(options.retry_exception_filter);
   std::vector<ObjectRefInfo> refs = ReturnRefs(spec);
+  const TaskId id = *TaskId::FromBinary(spec.task_id());
   tasks_.Submit(std::move(spec), options, contained);
+  // Added once pending: a recursive cancel of its parent that lists it
+  // finds it, and one that ran before has it cancelled now.
+  if (auto added = children_.AddFromCurrent({id, ActorId()}); added && added->cancel) {
+    (void)tasks_.Cancel(id.Binary(), added->force, /*recursive=*/true);
+  }
   return refs;
 }
 
@@ -138,7 +144,11 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitActorTask(const
   spec.set_actor_id(actor.Binary());
   spec.set_num_returns(options.num_returns);
   std::vector<ObjectRefInfo> refs = ReturnRefs(spec);
+  const TaskId id = *TaskId::FromBinary(spec.task_id());
   actors_.Submit(actor, std::move(spec), contained);
+  if (auto added = children_.AddFromCurrent({id, actor}); added && added->cancel) {
+    (void)actors_.Cancel(id.Binary(), /*force=*/false, /*recursive=*/true);
+  }
   return refs;
 }
 
@@ -150,9 +160,9 @@ absl::Status CoreWorkerImpl::CancelTask(const ObjectRefInfo& ref, bool force, bo
   }
   auto task = TaskId::FromBinary(ref.id.Binary().substr(0, TaskId::kSize));
   if (!task.ok()) return absl::InvalidArgumentError("not a task's return");
-  absl::Status actor_call = actors_.Cancel(task->Binary(), force);
+  absl::Status actor_call = actors_.Cancel(task->Binary(), force, recursive);
   if (!absl::IsNotFound(actor_call)) return actor_call;
-  absl::Status normal = tasks_.Cancel(task->Binary(), force);
+  absl::Status normal = tasks_.Cancel(task->Binary(), force, recursive);
   // Not pending: it ended already (or is not a task's return), as Ray.
   return absl::IsNotFound(normal) ? absl::OkStatus() : normal;
 }

@@ -41,8 +41,12 @@ class SubmitHost {
   virtual void ReturnWorker(const std::string& raylet, rpc::ReturnWorkerRequest req,
                             std::function<void()> done = nullptr) = 0;
   // Asks the worker at `worker` ("ip:port") to cancel task `task_id`
-  // (binary), which it holds: best effort, no reply awaited.
-  virtual void CancelOnWorker(const std::string& worker, const std::string& task_id) = 0;
+  // (binary), which it holds, with the tasks it submitted when `recursive`
+  // (`force`: the caller kills the worker next; see rpc::CancelTaskRequest).
+  // Best effort: `done` (optional) runs on the io loop, never inline, once
+  // the worker answered or the retries gave up.
+  virtual void CancelOnWorker(const std::string& worker, const std::string& task_id, bool recursive, bool force,
+                              std::function<void()> done = nullptr) = 0;
 };
 
 struct SubmitDeps {

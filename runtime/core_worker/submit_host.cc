@@ -46,15 +46,20 @@ class CoreWorkerImpl::SubmitHostImpl final : public SubmitHost {
   }
 
   // Idempotent on the worker: made again while the connection breaks.
-  void CancelOnWorker(const std::string& worker, const std::string& task_id) override {
+  void CancelOnWorker(const std::string& worker, const std::string& task_id, bool recursive, bool force,
+                      std::function<void()> done) override {
     rpc::CancelTaskRequest req;
     req.set_task_id(task_id);
+    req.set_recursive(recursive);
+    req.set_force(force);
     rpc::RetryingUnaryCall<rpc::CancelTaskReply>(
         &cw_->loop_, cw_->options_.token, absl::Seconds(10), rpc::RetryPolicy{}, std::move(req),
         [stub = cw_->pool_.Worker(worker)](auto* ctx, auto* r, auto* reply, auto cb) {
           stub->async()->CancelTask(ctx, r, reply, std::move(cb));
         },
-        [](const absl::Status&, rpc::CancelTaskReply&&) {});
+        [done = std::move(done)](const absl::Status&, rpc::CancelTaskReply&&) {
+          if (done) done();
+        });
   }
 
  private:

@@ -50,11 +50,20 @@ class FakeSubmitHost : public SubmitHost {
     absl::MutexLock lock(&mu);
     leases.push_back({raylet, std::move(req), std::move(done)});
   }
-  // Taken back at once.
-  void CancelOnWorker(const std::string& worker, const std::string& task_id) override {
-    cancels.emplace_back(worker, task_id);
+  // Recorded; the test answers (runs `done`).
+  struct Cancel {
+    std::string worker;
+    std::string task_id;
+    bool recursive = false;
+    bool force = false;
+    std::function<void()> done;
+  };
+  void CancelOnWorker(const std::string& worker, const std::string& task_id, bool recursive, bool force,
+                      std::function<void()> done) override {
+    absl::MutexLock lock(&mu);
+    cancels.push_back({worker, task_id, recursive, force, std::move(done)});
   }
-  std::vector<std::pair<std::string, std::string>> cancels;
+  // Taken back at once.
   void ReturnWorker(const std::string&, rpc::ReturnWorkerRequest req, std::function<void()> done) override {
     {
       absl::MutexLock lock(&mu);
@@ -83,6 +92,7 @@ class FakeSubmitHost : public SubmitHost {
   std::vector<LeaseRequest> leases ABSL_GUARDED_BY(mu);
   std::vector<rpc::ReturnWorkerRequest> returned ABSL_GUARDED_BY(mu);
   std::vector<rpc::TaskEvent::State> events ABSL_GUARDED_BY(mu);
+  std::vector<Cancel> cancels ABSL_GUARDED_BY(mu);
 };
 
 // A reference counter's peers for a process that borrows nothing.

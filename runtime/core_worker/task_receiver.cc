@@ -389,7 +389,7 @@ void TaskReceiver::SetReturn(const rpc::TaskSpec& spec, int index, std::string v
   }
 }
 
-bool TaskReceiver::Cancel(const std::string& task_id) {
+bool TaskReceiver::Cancel(const std::string& task_id, bool interrupt) {
   std::vector<Work> dropped;
   std::shared_ptr<std::atomic<bool>> flag;
   {
@@ -413,7 +413,7 @@ bool TaskReceiver::Cancel(const std::string& task_id) {
   for (Work w : dropped) FinishCancelled(w, "the task was cancelled before it ran");
   if (flag != nullptr) {
     flag->store(true, std::memory_order_release);
-    if (auto id = TaskId::FromBinary(task_id); id.ok()) InterruptTask(*id);
+    if (auto id = TaskId::FromBinary(task_id); id.ok() && interrupt) InterruptTask(*id);
   }
   return !dropped.empty() || flag != nullptr;
 }
@@ -476,7 +476,7 @@ void TaskReceiver::Execute(Work w) {
   internal::ArgViews views;
   if (absl::Status resolved = ResolveArgs(spec, &held, &views); !resolved.ok()) {
     SetError(reply, spec, resolved);
-    host_->TaskEnded(running);  // its pusher reports the failure
+    host_->TaskEnded(spec, running);  // its pusher reports the failure
     Complete(w);
     return;
   }
@@ -499,7 +499,7 @@ void TaskReceiver::Execute(Work w) {
   SetResult(spec, std::move(result), &returned_refs, reply);
   // The task failed: its result's refs go with it.
   for (const auto& ref : returned_refs.refs) host_->DropRef(ref.id);
-  host_->TaskEnded(running);
+  host_->TaskEnded(spec, running);
   Complete(w);
 }
 

@@ -69,9 +69,10 @@ class TaskHost {
   // Keeps a large return here until its owner has pulled it; says where.
   virtual void HoldForOwner(const ObjectId& id, Value value, rpc::Address* location) = 0;
   // The task started running: a RUNNING event, named by `ticket`; withdrawn
-  // when it ends, as its pusher reports how it ended.
+  // when it ends (TaskEnded, with the same spec), as its pusher reports how
+  // it ended.
   virtual void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) = 0;
-  virtual void TaskEnded(const TaskEventBuffer::Ticket& ticket) = 0;
+  virtual void TaskEnded(const rpc::TaskSpec& spec, const TaskEventBuffer::Ticket& ticket) = 0;
 };
 
 class TaskReceiver {
@@ -93,9 +94,10 @@ class TaskReceiver {
   void Enqueue(PushedTask* push);
   // Cancels task `task_id` here: dropped (its push answered with a
   // TASK_CANCELLED error) while queued, interrupted while running (its flag
-  // set, InterruptTask called), or remembered for a moment in case its
-  // push is on its way to running. Whether it was queued or running.
-  bool Cancel(const std::string& task_id);
+  // set, and InterruptTask called unless `interrupt` is false), or
+  // remembered for a moment in case its push is on its way to running.
+  // Whether it was queued or running.
+  bool Cancel(const std::string& task_id, bool interrupt = true);
   // Whether this worker's actor was created: it then runs only its calls.
   bool holds_actor() const { return holds_actor_.load(std::memory_order_acquire); }
   // Runs tasks on the calling (main) thread until Stop.

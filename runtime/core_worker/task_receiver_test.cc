@@ -110,7 +110,7 @@ class FakeTaskHost : public TaskHost {
     location->set_worker_id("this-worker");
   }
   void TaskRunning(const rpc::TaskSpec&, TaskEventBuffer::Ticket*) override { running.fetch_add(1); }
-  void TaskEnded(const TaskEventBuffer::Ticket&) override { ended.fetch_add(1); }
+  void TaskEnded(const rpc::TaskSpec&, const TaskEventBuffer::Ticket&) override { ended.fetch_add(1); }
 
   absl::Mutex mu;
   std::map<ObjectId, Value> held ABSL_GUARDED_BY(mu);

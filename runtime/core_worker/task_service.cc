@@ -1,7 +1,9 @@
 // The worker side of the core worker's service: pushes go to its
 // TaskReceiver (task_receiver.h), which knows this process as a TaskHost.
+#include <atomic>
 #include <cstdlib>
 
+#include "common/logging.h"
 #include "common/rpc/grpc_util.h"
 #include "runtime/core_worker/core_worker_impl.h"
 #include "runtime/core_worker/push_stream.h"
@@ -44,9 +46,13 @@ class CoreWorkerImpl::ReceiverHost final : public TaskHost {
     *location = cw_->address_proto_;
   }
   void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) override {
+    if (auto id = TaskId::FromBinary(spec.task_id()); id.ok()) cw_->children_.Begin(*id);
     cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr, ticket);
   }
-  void TaskEnded(const TaskEventBuffer::Ticket& ticket) override { cw_->task_events_.Withdraw(ticket); }
+  void TaskEnded(const rpc::TaskSpec& spec, const TaskEventBuffer::Ticket& ticket) override {
+    if (auto id = TaskId::FromBinary(spec.task_id()); id.ok()) cw_->children_.End(*id);
+    cw_->task_events_.Withdraw(ticket);
+  }
 
  private:
   CoreWorkerImpl* const cw_;
@@ -107,10 +113,45 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::Exit(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* CoreWorkerImpl::CancelTask(grpc::CallbackServerContext* ctx,
                                                      const rpc::CancelTaskRequest* req, rpc::CancelTaskReply* reply) {
   auto* reactor = ctx->DefaultReactor();
-  grpc::Status auth = rpc::CheckAuth(*ctx, options_.token);
-  if (auth.ok() && receiver_) reply->set_found(receiver_->Cancel(req->task_id()));
-  reactor->Finish(auth);
+  grpc::Status s = rpc::CheckAuth(*ctx, options_.token);
+  absl::StatusOr<TaskId> task = TaskId::FromBinary(req->task_id());
+  if (s.ok() && !task.ok()) s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
+  if (!s.ok() || !receiver_) {  // a driver runs no task
+    reactor->Finish(s);
+    return reactor;
+  }
+  // Its children are taken before it is interrupted (ending, it forgets
+  // them), and cancelled after its flag is set: a task that fails because
+  // a child was cancelled still ends cancelled. Forced, it is not
+  // interrupted: its caller kills this worker once the children's cancels
+  // were carried out, which is when this is answered.
+  std::vector<ChildTasks::Child> children;
+  if (req->recursive()) children = children_.Take(*task, req->force());
+  reply->set_found(receiver_->Cancel(req->task_id(), /*interrupt=*/!req->force()));
+  CancelChildren(*task, std::move(children), req->force(), [reactor] { reactor->Finish(grpc::Status::OK); });
   return reactor;
+}
+
+void CoreWorkerImpl::CancelChildren(const TaskId& parent, std::vector<ChildTasks::Child> children, bool force,
+                                    std::function<void()> done) {
+  auto left = std::make_shared<std::atomic<size_t>>(children.size() + 1);
+  auto one_done = [left, done = std::move(done)] {
+    if (left->fetch_sub(1) == 1) done();
+  };
+  for (const ChildTasks::Child& child : children) {
+    if (child.actor.IsNil()) {
+      // NotFound: it ended already.
+      (void)tasks_.Cancel(child.task.Binary(), force, /*recursive=*/true, one_done);
+      continue;
+    }
+    absl::Status s = actors_.Cancel(child.task.Binary(), /*force=*/false, /*recursive=*/true);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      Logger("core_worker")->warn("cancelling actor call {} of task {}: {}", child.task.Hex(), parent.Hex(),
+                                  s.ToString());
+    }
+    one_done();
+  }
+  one_done();
 }
 
 void CoreWorkerImpl::RunTaskLoop() {

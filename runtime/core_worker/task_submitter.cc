@@ -349,45 +349,95 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
   Pump(q, to_start);
 }
 
-absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force) {
+absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursive,
+                                   std::function<void()> done) {
+  if (!done) done = [] {};
+  // What is left to do once mu_ is released.
+  enum class Then { kNotFound, kDone, kKill, kAskWorker } then = Then::kDone;
   std::string worker;
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
-    if (it == pending_.end()) return absl::NotFoundError("no pending task of that id");
-    PushCall* call = it->second;
-    if (call == nullptr) {
-      for (auto& [key, q] : queues_) {
-        for (auto t = q.tasks.begin(); t != q.tasks.end(); ++t) {
-          if (t->task_id() != task_id) continue;
-          deps_.FailTask(*t, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
-          q.tasks.erase(t);
-          pending_.erase(it);
-          return absl::OkStatus();
-        }
-      }
-      // Resolving its arguments: failed now; dropped once they are ready.
-      if (auto r = resolving_.find(task_id); r != resolving_.end()) {
-        cancelled_.insert(task_id);
-        deps_.FailTask(r->second, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
-        resolving_.erase(r);
-      }
-      return absl::OkStatus();
-    }
-    cancelled_.insert(task_id);
-    if (force) {
-      // The raylet kills the worker and takes the lease back; the push
-      // fails, and the task with it (cancelled, not retried).
-      if (!call->lease->dead) {
-        call->lease->dead = true;
-        ReturnLease(*call->lease, /*disconnect=*/true);
-      }
+    if (it == pending_.end()) {
+      then = Then::kNotFound;
+    } else if (it->second == nullptr) {
+      CancelUnpushed(it);
     } else {
-      worker = call->address;
+      cancelled_.insert(task_id);
+      // Forced: the raylet kills the worker and takes the lease back; the
+      // push fails, and the task with it (cancelled, not retried). With
+      // `recursive`, the worker first cancels what the task submitted.
+      then = force && !recursive ? Then::kKill : Then::kAskWorker;
+      worker = it->second->address;
     }
   }
-  if (!worker.empty()) deps_.host->CancelOnWorker(worker, task_id);
+  switch (then) {
+    case Then::kNotFound:
+      done();
+      return absl::NotFoundError("no pending task of that id");
+    case Then::kDone:
+      done();
+      break;
+    case Then::kKill:
+      KillCancelled(task_id, std::move(done));
+      break;
+    case Then::kAskWorker:
+      if (force) {
+        deps_.host->CancelOnWorker(worker, task_id, recursive, /*force=*/true,
+                                   [this, task_id, done = std::move(done)]() mutable {
+                                     KillCancelled(task_id, std::move(done));
+                                   });
+      } else {
+        deps_.host->CancelOnWorker(worker, task_id, recursive, /*force=*/false);
+        done();
+      }
+      break;
+  }
   return absl::OkStatus();
+}
+
+void TaskSubmitter::CancelUnpushed(std::map<std::string, PushCall*>::iterator it) {
+  const std::string task_id = it->first;
+  for (auto& [key, q] : queues_) {
+    for (auto t = q.tasks.begin(); t != q.tasks.end(); ++t) {
+      if (t->task_id() != task_id) continue;
+      deps_.FailTask(*t, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
+      q.tasks.erase(t);
+      pending_.erase(it);
+      return;
+    }
+  }
+  // Resolving its arguments: failed now; dropped once they are ready.
+  if (auto r = resolving_.find(task_id); r != resolving_.end()) {
+    cancelled_.insert(task_id);
+    deps_.FailTask(r->second, ErrorType::kTaskCancelled, "the task was cancelled before it ran");
+    resolving_.erase(r);
+  }
+}
+
+void TaskSubmitter::KillCancelled(const std::string& task_id, std::function<void()> done) {
+  std::shared_ptr<WorkerLease> kill;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(task_id);
+    // Still pushed, and still cancelled (its push has not ended since).
+    if (it != pending_.end() && it->second != nullptr && cancelled_.count(task_id) > 0 &&
+        !it->second->lease->dead) {
+      kill = it->second->lease;
+      kill->dead = true;
+    }
+  }
+  // A lease's address and ids never change: read without the lock.
+  if (kill) {
+    ReturnLease(*kill, /*disconnect=*/true, std::move(done));
+  } else {
+    done();
+  }
+}
+
+bool TaskSubmitter::IsPending(const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  return pending_.count(task_id) > 0;
 }
 
 bool TaskSubmitter::RetriesApplicationError(const PushCall& call) {
@@ -414,12 +464,12 @@ void TaskSubmitter::FailQueue(TaskQueue& q, ErrorType type, const std::string& m
   }
 }
 
-void TaskSubmitter::ReturnLease(const WorkerLease& lease, bool disconnect) {
+void TaskSubmitter::ReturnLease(const WorkerLease& lease, bool disconnect, std::function<void()> done) {
   rpc::ReturnWorkerRequest req;
   req.set_lease_id(lease.lease_id.Binary());
   req.set_worker_id(lease.worker.worker_id());
   req.set_disconnect_worker(disconnect);
-  deps_.host->ReturnWorker(lease.raylet, std::move(req));
+  deps_.host->ReturnWorker(lease.raylet, std::move(req), std::move(done));
 }
 
 void TaskSubmitter::ReleaseLease(const std::string& raylet, const std::string& lease_id) {

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -110,11 +111,18 @@ class TaskSubmitter {
   void OnPushDone(PushCall& call, std::vector<PushCall*>* to_start) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cancels task `task_id` (binary), as CoreWorker::CancelTask: queued, it
-  // fails now; pushed, its worker is asked to cancel it (or, `force`, its
-  // lease is returned with the worker killed); resolving its arguments, it
-  // fails once they are. A cancelled task is never retried. NotFound when
-  // no task of that id is pending here.
-  absl::Status Cancel(const std::string& task_id, bool force) ABSL_LOCKS_EXCLUDED(mu_);
+  // fails now; pushed, its worker is asked to cancel it (and, `recursive`,
+  // the tasks it submitted) or, `force`, its lease is returned with the
+  // worker killed (with `recursive`, once the worker has cancelled those
+  // tasks with force); resolving its arguments, it fails once they are. A
+  // cancelled task is never retried. NotFound when no task of that id is
+  // pending here. `done` (optional) runs once, on any thread and never
+  // under mu_, when the cancel was carried out: at once but for a forced
+  // one, whose lease's return the raylet then answered.
+  absl::Status Cancel(const std::string& task_id, bool force, bool recursive = false,
+                      std::function<void()> done = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether task `task_id` (binary) was submitted here and has not ended.
+  bool IsPending(const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stopping: lease replies and retries are ignored from now on, but a
   // worker granted after this is returned to its raylet.
@@ -165,7 +173,15 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnTaskFailed(TaskQueue& q, rpc::TaskSpec spec, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueue(TaskQueue& q, ErrorType type, const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReturnLease(const WorkerLease& lease, bool disconnect);
+  // `done` as SubmitHost::ReturnWorker's.
+  void ReturnLease(const WorkerLease& lease, bool disconnect, std::function<void()> done = nullptr);
+  // Cancels the task of `it` (a pending_ entry), queued or resolving its
+  // arguments.
+  void CancelUnpushed(std::map<std::string, PushCall*>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Force: the lease of cancelled task `task_id` goes back with its worker
+  // killed, if the task still runs there; `done` runs when that is answered
+  // (at once when there is nothing to kill).
+  void KillCancelled(const std::string& task_id, std::function<void()> done) ABSL_LOCKS_EXCLUDED(mu_);
   // Returns lease `lease_id` at `raylet` in case it was granted with a reply
   // that never arrived.
   void ReleaseLease(const std::string& raylet, const std::string& lease_id);

@@ -336,5 +336,76 @@ TEST_F(TaskSubmitterTest, ABurstAsksForAtMostFourLeasesAtOnce) {
   EXPECT_EQ(submitter_.counts().lease_requests, TaskSubmitter::kMaxLeaseRequests);
 }
 
+TEST_F(TaskSubmitterTest, ARecursiveCancelAsksTheWorkerAndAForcedOneKillsItOnlyOnceAnswered) {
+  rpc::TaskSpec polite = Spec("polite");
+  rpc::TaskSpec forced = Spec("forced");
+  Submit(polite);
+  ObjectId forced_ret = Submit(forced);
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 2; }));
+  Grant(0, "w1", 5001);
+  Grant(1, "w2", 5002);
+  ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 2; }));
+  const bool polite_first = PushAt(0).request.spec().task_id() == polite.task_id();
+  const size_t forced_push = polite_first ? 1 : 0;
+  const std::string forced_worker = PushAt(forced_push).address;
+
+  bool polite_done = false;
+  ASSERT_TRUE(submitter_.Cancel(polite.task_id(), /*force=*/false, /*recursive=*/true, [&] { polite_done = true; })
+                  .ok());
+  EXPECT_TRUE(polite_done);  // nothing to wait for
+  bool forced_done = false;
+  ASSERT_TRUE(submitter_.Cancel(forced.task_id(), /*force=*/true, /*recursive=*/true, [&] { forced_done = true; })
+                  .ok());
+  std::function<void()> answer;
+  {
+    absl::MutexLock lock(&host_.mu);
+    ASSERT_EQ(host_.cancels.size(), 2u);
+    EXPECT_EQ(host_.cancels[0].task_id, polite.task_id());
+    EXPECT_TRUE(host_.cancels[0].recursive);
+    EXPECT_FALSE(host_.cancels[0].force);
+    EXPECT_EQ(host_.cancels[1].worker, forced_worker);
+    EXPECT_TRUE(host_.cancels[1].recursive);
+    EXPECT_TRUE(host_.cancels[1].force);
+    // The worker is left alive to cancel what the task submitted.
+    EXPECT_TRUE(host_.returned.empty());
+    answer = host_.cancels[1].done;
+  }
+  EXPECT_FALSE(forced_done);
+  answer();  // the worker answered: now it is killed
+  EXPECT_TRUE(forced_done);
+  {
+    absl::MutexLock lock(&host_.mu);
+    ASSERT_EQ(host_.returned.size(), 1u);
+    EXPECT_TRUE(host_.returned[0].disconnect_worker());
+  }
+  Finish(forced_push, absl::UnavailableError("killed"));
+  auto got = store_.Get({forced_ret}, absl::Now() + kWait);
+  EXPECT_EQ(GetErrorType(got[0].status()), ErrorType::kTaskCancelled);
+  EXPECT_FALSE(submitter_.IsPending(forced.task_id()));
+  EXPECT_TRUE(submitter_.IsPending(polite.task_id()));
+}
+
+TEST_F(TaskSubmitterTest, AForcedCancelWithoutRecursionKillsAtOnceAndAnEndedTaskIsNotFound) {
+  rpc::TaskSpec spec = Spec("a");
+  ObjectId ret = Submit(spec);
+  ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 1; }));
+  Grant(0, "w1", 5001);
+  ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));
+  bool done = false;
+  ASSERT_TRUE(submitter_.Cancel(spec.task_id(), /*force=*/true, /*recursive=*/false, [&] { done = true; }).ok());
+  EXPECT_TRUE(done);
+  {
+    absl::MutexLock lock(&host_.mu);
+    EXPECT_TRUE(host_.cancels.empty());
+    ASSERT_EQ(host_.returned.size(), 1u);
+    EXPECT_TRUE(host_.returned[0].disconnect_worker());
+  }
+  Finish(0, absl::UnavailableError("killed"));
+  EXPECT_EQ(GetErrorType(store_.Get({ret}, absl::Now() + kWait)[0].status()), ErrorType::kTaskCancelled);
+  done = false;
+  EXPECT_TRUE(absl::IsNotFound(submitter_.Cancel(spec.task_id(), true, true, [&] { done = true; })));
+  EXPECT_TRUE(done);
+}
+
 }  // namespace
 }  // namespace manta::core

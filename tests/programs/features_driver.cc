@@ -164,23 +164,43 @@ int Placement() {
   return 0;
 }
 
-// Marks `marker` and spins until cancelled (unless it ignores that), for at
-// most a minute.
+bool Exists(const std::string& path) { return !std::ifstream(path).fail(); }
+
+// Marks `marker` and spins until cancelled (unless it ignores that; marked
+// `marker`.cancelled) or told to stop (by `marker`.stop; marked
+// `marker`.finished), for at most a minute.
 int Spin(std::string marker, bool ignore_cancel) {
   std::ofstream(marker) << "started";
   auto end = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   while (std::chrono::steady_clock::now() < end) {
-    if (!ignore_cancel && manta::TaskCancelled()) return 1;
+    if (!ignore_cancel && manta::TaskCancelled()) {
+      std::ofstream(marker + ".cancelled") << "cancelled";
+      return 1;
+    }
+    if (Exists(marker + ".stop")) {
+      std::ofstream(marker + ".finished") << "finished";
+      return 0;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return 0;
 }
 int PlusOne(int v) { return v + 1; }
-MANTA_REMOTE(Spin, PlusOne);
+// Submits a Spin marking `child_marker` and waits for it, until cancelled.
+int SpinParent(std::string child_marker) {
+  auto child = manta::Task(Spin).Remote(child_marker, false);
+  while (!manta::TaskCancelled()) {
+    if (!manta::Wait(std::vector<manta::ObjectRef<int>>{child}, 1, absl::Milliseconds(20)).ready.empty()) {
+      return *manta::Get(child);
+    }
+  }
+  return -1;
+}
+MANTA_REMOTE(Spin, PlusOne, SpinParent);
 
 bool WaitForFile(const std::string& path) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::ifstream(path).fail()) {
+  while (!Exists(path)) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -214,6 +234,39 @@ bool AllCpusFree() {
   return false;
 }
 
+// A parent waiting for its child: cancelled recursively (the default), the
+// child is cancelled too; forced, both workers are killed; not recursively,
+// the child runs on to its own end. Every CPU is free after.
+int CancelParents(const std::string& dir) {
+  const std::string recursive = dir + "/child-recursive";
+  auto parent = manta::Task(SpinParent).Remote(recursive);
+  if (!WaitForFile(recursive)) return Fail("the child never started");
+  if (CancelRunning(parent, false) < 0) return Fail("the recursively cancelled parent was not cancelled");
+  if (!WaitForFile(recursive + ".cancelled")) return Fail("the child was not cancelled with its parent");
+
+  const std::string forced = dir + "/child-forced";
+  parent = manta::Task(SpinParent).Remote(forced);
+  if (!WaitForFile(forced)) return Fail("the forced parent's child never started");
+  if (CancelRunning(parent, true) < 0) return Fail("the forced parent was not cancelled");
+  if (!AllCpusFree()) return Fail("the forced parent's child kept its CPU");
+
+  const std::string alone = dir + "/child-alone";
+  parent = manta::Task(SpinParent).Remote(alone);
+  if (!WaitForFile(alone)) return Fail("the lone child never started");
+  manta::Cancel(parent, /*force=*/false, /*recursive=*/false);
+  try {
+    manta::Get(parent, absl::Seconds(10));
+    return Fail("the parent was not cancelled");
+  } catch (const manta::TaskCancelledError&) {
+  }
+  std::ofstream(alone + ".stop") << "stop";
+  if (!WaitForFile(alone + ".finished")) return Fail("the child of a parent cancelled alone did not run on");
+  if (Exists(alone + ".cancelled")) return Fail("the child of a parent cancelled alone was cancelled");
+  if (!AllCpusFree()) return Fail("a parent's or child's CPU was not given back");
+  std::cout << "OK cancel recursive, forced and alone, CPUs free" << std::endl;
+  return 0;
+}
+
 // A running task polling TaskCancelled ends within a second of Cancel; one
 // ignoring it is killed (force) as fast, its CPU given back; a task
 // waiting for an argument is dropped.
@@ -235,7 +288,7 @@ int CancelTasks(const std::string& dir) {
   if (force_ms < 0 || force_ms > 1000) return Fail("force cancel took " + std::to_string(force_ms) + " ms");
   if (!AllCpusFree()) return Fail("a CPU was not given back");
   std::cout << "OK cancel polite and forced within a second, CPUs free" << std::endl;
-  return 0;
+  return CancelParents(dir);
 }
 
 }  // namespace

@@ -291,9 +291,11 @@ def available_resources():
 
 def cancel(object_ref, *, force=False, recursive=True):
     """Cancels the task that makes `object_ref`: a queued one is dropped, a
-    running one is interrupted (KeyboardInterrupt in its thread) or, with
-    force, its worker is killed; get() then raises TaskCancelledError. Actor
-    tasks cannot be forced."""
+    running one is interrupted (KeyboardInterrupt in its thread, also out of
+    a blocked get or wait) or, with force, its worker is killed; get() then
+    raises TaskCancelledError. Actor tasks cannot be forced. With recursive
+    (the default), the tasks it submitted that are still pending are
+    cancelled too, and theirs."""
     auto_init()
     if not isinstance(object_ref, _core.ObjectRef):
         raise TypeError("manta.cancel() only supported for object refs. For actors, try manta.kill(). "

@@ -154,10 +154,11 @@ std::string RemoteFunctionName(const void* key, const std::type_info& type);
 // process submitted: Get then throws TaskCancelledError. A running task is
 // interrupted (TaskCancelled() turns true inside it) or, with `force`, its
 // worker is killed (not for actor calls: manta::Error InvalidArgument). A
-// finished task is left as it is.
+// finished task is left as it is. With `recursive` (as Ray's default), the
+// tasks it submitted that are still pending are cancelled too, and theirs.
 template <typename T>
-void Cancel(const ObjectRef<T>& ref, bool force = false) {
-  internal::ThrowIfError(internal::RequireCoreWorker().CancelTask(ref.Info(), force, /*recursive=*/false));
+void Cancel(const ObjectRef<T>& ref, bool force = false, bool recursive = true) {
+  internal::ThrowIfError(internal::RequireCoreWorker().CancelTask(ref.Info(), force, recursive));
 }
 
 // Inside a task: whether it was cancelled while it runs. A long task polls

@@ -380,9 +380,12 @@ class CoreWorker {
   // either way its returns fail with kTaskCancelled and it is not retried.
   // Actor calls: queued ones at the actor are dropped, running ones
   // interrupted; `force` is InvalidArgument for them, as in Ray. A task
-  // already finished is left as it is (OK). `recursive` (the tasks it
-  // submitted) is not supported yet: those run on. InvalidArgument for a
-  // ref another process owns.
+  // already finished is left as it is (OK). With `recursive` (Ray's
+  // default), the worker running the task also cancels the tasks and
+  // actor calls it submitted that are still pending (and any it submits
+  // after), and theirs in turn, with the same `force` (never for actor
+  // calls); a forced task's worker is killed once it has. InvalidArgument
+  // for a ref another process owns.
   virtual absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) = 0;
   virtual absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
