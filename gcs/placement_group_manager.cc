@@ -286,6 +286,12 @@ void PlacementGroupManager::SyncNode(const rpc::NodeInfo& info, int attempt) {
 void PlacementGroupManager::OnNodeDead(const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
   sync_retries_.erase(node);
+  // Removals waiting on the node: its bundles went with it.
+  std::vector<PlacementGroupId> returned;
+  for (const auto& [id, r] : returning_) {
+    if (r.nodes.count(node) > 0) returned.push_back(id);
+  }
+  for (const PlacementGroupId& id : returned) OnBundlesReturned(id, node);
   std::string binary = node.Binary();
   std::vector<PlacementGroupId> affected;
   for (auto& [id, g] : groups_) {
@@ -434,20 +440,22 @@ void PlacementGroupManager::ReturnBundles(const PlacementGroupId& id, const rpc:
   for (auto& [node, request] : requests) {
     const rpc::NodeInfo* n = scheduler_->GetNode(node);
     if (n == nullptr) continue;  // a dead node's bundles are gone with it
-    ++returning_[id].calls;
+    returning_[id].nodes.insert(node);
     raylets_->CancelBundles(node, RayletAddress(*n), request,
                             [this, id, node = node](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
+                              // A node that died meanwhile neither reports nor counts.
+                              if (scheduler_->GetNode(node) == nullptr) return;
                               if (s.ok() && reply.has_resources()) scheduler_->Apply(reply.resources());
                               if (!s.ok()) Log()->warn("CancelBundles on node_id={}: {}", node.Hex(), s.ToString());
-                              OnBundlesReturned(id);
+                              OnBundlesReturned(id, node);
                             });
   }
 }
 
-void PlacementGroupManager::OnBundlesReturned(const PlacementGroupId& id) {
+void PlacementGroupManager::OnBundlesReturned(const PlacementGroupId& id, const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
   auto it = returning_.find(id);
-  if (it == returning_.end() || --it->second.calls > 0) return;
+  if (it == returning_.end() || it->second.nodes.erase(node) == 0 || !it->second.nodes.empty()) return;
   std::vector<rpc::Done> removers = std::move(it->second.removers);
   returning_.erase(it);
   for (rpc::Done& done : removers) done(absl::OkStatus());

@@ -13,7 +13,11 @@
 // again, the others stay); any -> REMOVED (final). Every change is published
 // on PLACEMENT_GROUP. RemovePlacementGroup is answered once every node
 // holding a bundle has returned it (and sent SIGTERM to the workers using
-// it), or its call failed: after the answer no new work runs in the group.
+// it), or its call failed, or the node was declared dead (its bundles and
+// workers went with it, and a dead node never comes back): after the answer
+// no new work runs in the group. A node killed just before the removal thus
+// holds the caller only until its death is processed, not for the call's
+// retries.
 //
 // Thread: the GCS loop thread.
 #pragma once
@@ -22,6 +26,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,7 +111,8 @@ class PlacementGroupManager {
   // Returns the group's committed bundles on their nodes; counts the calls
   // in returning_.
   void ReturnBundles(const PlacementGroupId& id, const rpc::PlacementGroupInfo& info);
-  void OnBundlesReturned(const PlacementGroupId& id);
+  // `node` answered the group's CancelBundles, its call failed, or it died.
+  void OnBundlesReturned(const PlacementGroupId& id, const NodeId& node);
   void SetState(Group& g, rpc::PlacementGroupInfo::State state, const std::string& message);
   void PersistAndPublish(const Group& g);
   void AnswerWaiters(Group& g);
@@ -124,9 +130,11 @@ class PlacementGroupManager {
   std::map<NameKey, PlacementGroupId> names_;  // live groups only
   std::map<NodeId, std::unique_ptr<EventLoop::Timer>> sync_retries_;
   // Removed groups whose nodes have not all answered CancelBundles: the
-  // calls left, and the RemovePlacementGroup calls waiting for them.
+  // alive nodes whose calls are still due, and the RemovePlacementGroup
+  // calls waiting for them. An entry goes when its last node answers or
+  // dies.
   struct Returning {
-    int calls = 0;
+    std::set<NodeId> nodes;
     std::vector<rpc::Done> removers;
   };
   absl::flat_hash_map<PlacementGroupId, Returning> returning_;

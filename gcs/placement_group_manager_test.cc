@@ -243,6 +243,42 @@ TEST_F(PlacementGroupManagerTest, RemoveIsAnsweredWhenEveryNodeAnsweredOrFailedO
   EXPECT_TRUE(held->value().ok());
 }
 
+TEST_F(PlacementGroupManagerTest, RemoveIsAnsweredWhenANodeHoldingBundlesDies) {
+  NodeId a = AddNode({{"CPU", 2}});
+  NodeId b = AddNode({{"CPU", 2}});
+  Info spread = Spec(Info::STRICT_SPREAD, {{{"CPU", 1}}, {{"CPU", 1}}});
+  ASSERT_TRUE(Placed(spread));
+  // a was killed just before: its cancel is being retried, unanswered.
+  Answer removed = StartRemove(spread);
+  ASSERT_EQ(raylets_.cancels.size(), 2u);
+  auto to_a = raylets_.cancels[0].node == a ? std::move(raylets_.cancels[0]) : std::move(raylets_.cancels[1]);
+  auto to_b = raylets_.cancels[0].node == b ? std::move(raylets_.cancels[0]) : std::move(raylets_.cancels[1]);
+  raylets_.cancels.clear();
+  to_b.cb(absl::OkStatus(), {});
+  EXPECT_FALSE(removed->has_value());
+  // Its death answers the remover: the bundles and workers went with it.
+  scheduler_->OnNodeDead(a);
+  manager_->OnNodeDead(a);
+  view_.erase(a);
+  ASSERT_TRUE(removed->has_value());
+  EXPECT_TRUE(removed->value().ok());
+  to_a.cb(absl::UnavailableError("node gone"), {});  // late, and harmless
+  EXPECT_EQ(Get(spread).state(), Info::REMOVED);
+
+  // A live node's answer is still waited for when another node dies.
+  Info other = Spec(Info::PACK, {{{"CPU", 1}}});
+  ASSERT_TRUE(Placed(other));
+  Answer held = StartRemove(other);
+  ASSERT_EQ(raylets_.cancels.size(), 1u);
+  EXPECT_EQ(raylets_.cancels[0].node, b);
+  NodeId c = AddNode({{"CPU", 2}});
+  scheduler_->OnNodeDead(c);
+  manager_->OnNodeDead(c);
+  EXPECT_FALSE(held->has_value());
+  raylets_.cancels[0].cb(absl::OkStatus(), {});
+  ASSERT_TRUE(held->has_value());
+}
+
 TEST_F(PlacementGroupManagerTest, InfeasibleGroupWaitsForANode) {
   AddNode({{"CPU", 2}});
   Info spec = Spec(Info::PACK, {{{"TPU", 4}}});

@@ -80,6 +80,16 @@ void PlacementGroupScheduler::OnNodeDead(const NodeId& node) {
   if (nodes_.erase(node) == 0) return;
   flight_.erase(node);
   parsed_.erase(node);
+  // Cancels still due from the node need not land: nothing is placed on a
+  // dead node again, so none can return a later attempt's bundles.
+  for (auto it = returning_.begin(); it != returning_.end();) {
+    it->second.erase(node);
+    if (it->second.empty()) {
+      returning_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
   std::vector<PlacementGroupId> affected;
   for (auto& [group, a] : attempts_) {
     if (a.by_node.count(node) > 0) affected.push_back(group);
@@ -378,12 +388,14 @@ void PlacementGroupScheduler::CancelOnRaylets(const Attempt& a) {
     rpc::CancelBundlesRequest request;
     request.set_placement_group_id(a.group.Binary());
     for (int i : indices) request.add_indices(i);
-    ++returning_[a.group];
+    ++returning_[a.group][node];
     raylets_->CancelBundles(
         node, RayletAddress(it->second.info), request,
         [this, node = node, group = a.group](const absl::Status& s, rpc::CancelBundlesReply&& reply) {
-          if (auto r = returning_.find(group); r != returning_.end() && --r->second == 0) {
-            returning_.erase(r);
+          if (nodes_.count(node) == 0) return;  // died meanwhile: OnNodeDead counted it
+          if (auto r = returning_.find(group); r != returning_.end()) {
+            if (auto n = r->second.find(node); n != r->second.end() && --n->second == 0) r->second.erase(n);
+            if (r->second.empty()) returning_.erase(r);
           }
           if (s.ok() && reply.has_resources()) apply_(reply.resources());
           if (!s.ok()) {

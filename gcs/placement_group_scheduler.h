@@ -14,7 +14,8 @@
 // dies, it cancels every bundle it sent and reports kFailed so the caller
 // retries; a retry reports kFailed again until those cancels have landed (a
 // cancel retried after a lost reply must not return the next attempt's
-// bundles, which have the same keys). Node choice per strategy:
+// bundles, which have the same keys; a dead node's cancels are not waited
+// for, as nothing is placed there again). Node choice per strategy:
 //   STRICT_PACK    every bundle on one node
 //   PACK           one node if possible, else as few as possible
 //   STRICT_SPREAD  every bundle on a node of its own (a bipartite matching)
@@ -157,9 +158,9 @@ class PlacementGroupScheduler {
   absl::flat_hash_map<PlacementGroupId, Attempt> attempts_;
   // Cancelled attempts whose replies are still due, by generation.
   std::map<uint64_t, Attempt> zombies_;
-  // Groups with CancelBundles calls in flight (how many): no new attempt
-  // starts for them until those have landed.
-  absl::flat_hash_map<PlacementGroupId, int> returning_;
+  // Groups with CancelBundles calls in flight (how many, per alive node): no
+  // new attempt starts for them until those have landed or their node died.
+  absl::flat_hash_map<PlacementGroupId, std::map<NodeId, int>> returning_;
   uint64_t next_generation_ = 1;
   // The loop thread, which every handler and listener runs on.
   ThreadChecker thread_;

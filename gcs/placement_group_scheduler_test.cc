@@ -262,6 +262,45 @@ TEST_F(PlacementGroupSchedulerTest, NoNewAttemptWhileTheLastOnesBundlesAreBeingR
   EXPECT_EQ(result->outcome, PlacementResult::kCreated);
 }
 
+TEST_F(PlacementGroupSchedulerTest, ADeadNodesCancelIsNotWaitedFor) {
+  NodeId a = AddNode({{"CPU", 4}});
+  NodeId b = AddNode({{"CPU", 4}});
+  NodeId c = AddNode({{"CPU", 4}});
+  Info g = Group(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}});
+  (*view_[c].mutable_available())["CPU"] = 0;  // the first attempt goes to a and b
+  std::optional<PlacementResult> result;
+  scheduler_.Schedule(g, [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_EQ(raylets_.prepares.size(), 2u);
+  for (auto& p : std::exchange(raylets_.prepares, {})) p.cb(absl::OkStatus(), PrepareOk(p));
+  ASSERT_EQ(raylets_.commits.size(), 2u);
+  for (auto& commit : std::exchange(raylets_.commits, {})) {
+    commit.cb(commit.node == b ? absl::UnavailableError("connection lost") : absl::OkStatus(), {});
+  }
+  ASSERT_EQ(result->outcome, PlacementResult::kFailed);
+  ASSERT_EQ(raylets_.cancels.size(), 2u);
+  auto to_b = raylets_.cancels[0].node == b ? std::move(raylets_.cancels[0]) : std::move(raylets_.cancels[1]);
+  auto to_a = raylets_.cancels[0].node == a ? std::move(raylets_.cancels[0]) : std::move(raylets_.cancels[1]);
+  raylets_.cancels.clear();
+  to_a.cb(absl::OkStatus(), {});
+  // b dies with its cancel still being retried: nothing is placed on b
+  // again, so the next attempt need not wait for the cancel's retries.
+  scheduler_.OnNodeDead(b);
+  view_.erase(b);
+  for (NodeId n : {a, c}) {  // whole again
+    *view_[n].mutable_available() = view_[n].total();
+    view_[n].set_version(view_[n].version() + 1);
+  }
+  result.reset();
+  scheduler_.Schedule(g, [&](PlacementResult r) { result = std::move(r); });
+  ASSERT_EQ(raylets_.prepares.size(), 2u);
+  for (const auto& p : raylets_.prepares) EXPECT_NE(p.node, b);
+  AnswerAll();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->outcome, PlacementResult::kCreated);
+  to_b.cb(absl::UnavailableError("node gone"), {});  // late, and harmless
+  EXPECT_TRUE(raylets_.cancels.empty());
+}
+
 TEST_F(PlacementGroupSchedulerTest, ANodeDyingBetweenPrepareAndCommitRollsBack) {
   NodeId a = AddNode({{"CPU", 4}});
   NodeId b = AddNode({{"CPU", 4}});
