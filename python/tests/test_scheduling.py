@@ -68,8 +68,7 @@ def test_actors_follow_node_affinity(two_nodes):
         assert manta.get(a.node.remote(), timeout=60) == node
 
 
-@manta.remote
-def spin_child(path):
+def spin(path):
     """Marks `path`, then spins until cancelled (marking path.cancelled) or
     told to stop by path.stop (marking path.finished)."""
     open(path, "w").close()
@@ -80,6 +79,9 @@ def spin_child(path):
         open(path + ".cancelled", "w").close()
         raise
     open(path + ".finished", "w").close()
+
+
+spin_child = manta.remote(spin)
 
 
 @manta.remote
@@ -114,6 +116,41 @@ def test_cancel_ends_the_tasks_a_task_submitted_unless_not_recursive(two_nodes, 
     wait_for(lambda: os.path.exists(path + ".finished"), 30, "the child to run on to its end")
     assert not os.path.exists(path + ".cancelled")
     wait_for(all_cpus_free, 30, "every CPU back once the child ended")
+
+
+@manta.remote
+def cancel_borrowed(refs, force=False):
+    """Cancels the task of refs[0], which it borrows (the driver owns it)."""
+    manta.cancel(refs[0], force=force)
+
+
+@manta.remote
+class Napper:
+    def nap(self, path):
+        return spin(path)
+
+
+def test_a_borrower_cancels_through_the_owner(two_nodes, tmp_path):
+    path = str(tmp_path / "borrowed")
+    ref = spin_child.remote(path)
+    wait_for(lambda: os.path.exists(path), 30, "the task to start")
+    manta.get(cancel_borrowed.remote([ref]), timeout=30)
+    with pytest.raises(exceptions.TaskCancelledError):
+        manta.get(ref, timeout=30)
+    assert os.path.exists(path + ".cancelled")
+
+    # The owner's refusal reaches the borrower: actor calls cannot be forced.
+    napper = Napper.remote()
+    path = str(tmp_path / "actor-call")
+    call = napper.nap.remote(path)
+    wait_for(lambda: os.path.exists(path), 30, "the actor call to start")
+    with pytest.raises(ValueError, match="force"):
+        manta.get(cancel_borrowed.remote([call], force=True), timeout=30)
+    manta.get(cancel_borrowed.remote([call]), timeout=30)
+    with pytest.raises(exceptions.TaskCancelledError):
+        manta.get(call, timeout=30)
+    assert os.path.exists(path + ".cancelled")
+    manta.kill(napper)
 
 
 def test_cancel_drops_queued_interrupts_running_and_force_kills(two_nodes):

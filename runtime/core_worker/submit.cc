@@ -153,10 +153,24 @@ absl::StatusOr<std::vector<ObjectRefInfo>> CoreWorkerImpl::SubmitActorTask(const
 }
 
 absl::Status CoreWorkerImpl::CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) {
-  rpc::Address owner;
-  if (!ref.owner_address.empty() && owner.ParseFromString(ref.owner_address) &&
-      owner.worker_id() != address_proto_.worker_id()) {
-    return absl::InvalidArgumentError("only the owner of a ref (the task's caller) can cancel its task");
+  if (!ref.owner_address.empty()) {
+    rpc::Address owner;
+    if (!owner.ParseFromString(ref.owner_address)) return absl::InvalidArgumentError("malformed owner address");
+    if (owner.worker_id() != address_proto_.worker_id()) {
+      // Borrowed: the owner (the task's caller) cancels it, as Ray's does.
+      rpc::RemoteCancelTaskRequest req;
+      req.set_object_id(ref.id.Binary());
+      req.set_force(force);
+      req.set_recursive(recursive);
+      auto* stub = pool_.Worker(AddressKey(owner));
+      auto reply = SyncCall<rpc::RemoteCancelTaskReply>(
+          options_.token, [&](auto* ctx, auto* r) { return stub->RemoteCancelTask(ctx, req, r); });
+      if (absl::IsUnavailable(reply.status()) || absl::IsDeadlineExceeded(reply.status())) {
+        return absl::UnavailableError("cannot reach the owner of " + ref.id.Hex() + " at " + AddressKey(owner) +
+                                      " to cancel its task: " + std::string(reply.status().message()));
+      }
+      return reply.status();
+    }
   }
   auto task = TaskId::FromBinary(ref.id.Binary().substr(0, TaskId::kSize));
   if (!task.ok()) return absl::InvalidArgumentError("not a task's return");

@@ -132,6 +132,18 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::CancelTask(grpc::CallbackServerContext
   return reactor;
 }
 
+grpc::ServerUnaryReactor* CoreWorkerImpl::RemoteCancelTask(grpc::CallbackServerContext* ctx,
+                                                           const rpc::RemoteCancelTaskRequest* req,
+                                                           rpc::RemoteCancelTaskReply*) {
+  auto* reactor = ctx->DefaultReactor();
+  ObjectId id;
+  grpc::Status s = CheckObjectRequest(*ctx, req->object_id(), &id);
+  // Owned here: nothing in it blocks (the worker is told asynchronously).
+  if (s.ok()) s = rpc::ToGrpcStatus(CancelTask(ObjectRefInfo{id, std::string()}, req->force(), req->recursive()));
+  reactor->Finish(s);
+  return reactor;
+}
+
 void CoreWorkerImpl::CancelChildren(const TaskId& parent, std::vector<ChildTasks::Child> children, bool force,
                                     std::function<void()> done) {
   auto left = std::make_shared<std::atomic<size_t>>(children.size() + 1);

@@ -150,8 +150,8 @@ namespace internal {
 std::string RemoteFunctionName(const void* key, const std::type_info& type);
 }  // namespace internal
 
-// Cancels the task (or actor call) whose result `ref` is, which this
-// process submitted: Get then throws TaskCancelledError. A running task is
+// Cancels the task (or actor call) whose result `ref` is (one this process
+// borrows is cancelled by its owner): Get then throws TaskCancelledError. A running task is
 // interrupted (TaskCancelled() turns true inside it) or, with `force`, its
 // worker is killed (not for actor calls: manta::Error InvalidArgument). A
 // finished task is left as it is. With `recursive` (as Ray's default), the

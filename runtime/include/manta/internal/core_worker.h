@@ -41,11 +41,12 @@
 // implementation, and both depend on it.
 //
 // Thread-safety: every method may be called from any thread unless noted.
-// The calls that may block (Get, Wait, AddBorrowedReference, the calls that
-// wait for the GCS) are the ones a binding makes with its own lock (Python's
-// GIL) released. Errors returned by Get carry an ErrorType (see
-// GetErrorType) so the API can raise the matching typed error, and the
-// front end's bytes when the failing code attached them (ErrorData).
+// The calls that may block (Get, Wait, AddBorrowedReference, CancelTask of
+// a borrowed ref, the calls that wait for the GCS) are the ones a binding
+// makes with its own lock (Python's GIL) released. Errors returned by Get
+// carry an ErrorType (see GetErrorType) so the API can raise the matching
+// typed error, and the front end's bytes when the failing code attached
+// them (ErrorData).
 //
 //   core::CoreWorker* cw = core::CoreWorker::Current();   // after manta::Init
 //   ASSIGN_OR_RETURN(std::vector<ObjectRefInfo> refs, cw->SubmitTask("Add", {Arg::Value(a), Arg::Value(b)}, {}));
@@ -384,8 +385,9 @@ class CoreWorker {
   // default), the worker running the task also cancels the tasks and
   // actor calls it submitted that are still pending (and any it submits
   // after), and theirs in turn, with the same `force` (never for actor
-  // calls); a forced task's worker is killed once it has. InvalidArgument
-  // for a ref another process owns.
+  // calls); a forced task's worker is killed once it has. A ref another
+  // process owns (borrowed) is cancelled by its owner, which this asks and
+  // waits for: the owner's error, or Unavailable when it cannot be reached.
   virtual absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) = 0;
   virtual absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   virtual absl::Status KillActor(const ActorId& actor, bool no_restart) = 0;
