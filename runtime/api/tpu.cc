@@ -236,20 +236,26 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
   return r;
 }
 
-// Which heads a head group may take, as a label condition on the slice
-// name: when enough slices are wholly free now, only those (a free head on
-// a held slice would wait for its holder); otherwise any but the slices that
-// miss a host now. Empty: any.
-std::string SliceCondition(const SliceRequest& req, int num_slices, const std::vector<core::NodeData>& nodes,
-                           const std::vector<core::NodeResourcesData>& resources) {
+// Which heads each head group may take, as a label condition on the slice
+// name, one per slice of the request. When enough slices are wholly free
+// now, only those (a free head on a held slice would wait for its holder).
+// When enough are whole, any but the slices that miss a host now. When too
+// few are whole, the request is met only once a slice missing a host has it
+// back (a host killed and replaced, say): the free slices first, then any,
+// and the reservation waits for the missing hosts. Empty: any.
+std::vector<std::string> SliceConditions(const SliceRequest& req, int num_slices,
+                                         const std::vector<core::NodeData>& nodes,
+                                         const std::vector<core::NodeResourcesData>& resources) {
   std::vector<std::string> incomplete;
   std::vector<std::string> free;
+  int whole = 0;
   for (auto& [name, s] : ObserveSlices(nodes)) {
     if (s.info.pod_type != req.pod_type) continue;
     if (!Complete(s)) {
       incomplete.push_back(name);
       continue;
     }
+    ++whole;
     FillFree(s, resources);
     bool bundles_fit = s.info.head_free;
     for (const auto& [worker, node] : s.hosts) {
@@ -259,9 +265,15 @@ std::string SliceCondition(const SliceRequest& req, int num_slices, const std::v
     }
     if (bundles_fit) free.push_back(name);
   }
-  if (static_cast<int>(free.size()) >= num_slices) return "in(" + absl::StrJoin(free, ",") + ")";
-  if (!incomplete.empty()) return "!in(" + absl::StrJoin(incomplete, ",") + ")";
-  return "";
+  const std::string only_free = "in(" + absl::StrJoin(free, ",") + ")";
+  if (static_cast<int>(free.size()) >= num_slices) return std::vector<std::string>(num_slices, only_free);
+  if (whole >= num_slices) {
+    const std::string not_incomplete = incomplete.empty() ? "" : "!in(" + absl::StrJoin(incomplete, ",") + ")";
+    return std::vector<std::string>(num_slices, not_incomplete);
+  }
+  std::vector<std::string> conditions(num_slices);
+  for (size_t s = 0; s < free.size(); ++s) conditions[s] = only_free;
+  return conditions;
 }
 
 // A reservation under way: the groups it made, removed unless it succeeds.
@@ -392,12 +404,12 @@ absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
   if (!nodes.ok()) return Prefixed(nodes.status(), "cannot read the node table");
   auto resources = core->GetClusterResources();
   if (!resources.ok()) return Prefixed(resources.status(), "cannot read the cluster's resources");
-  const std::string slice_condition = SliceCondition(req, options.num_slices, *nodes, *resources);
+  const std::vector<std::string> conditions = SliceConditions(req, options.num_slices, *nodes, *resources);
 
   // 1. One head group per slice, 2. the slices' bundles.
   std::vector<std::string> names;
   for (int s = 0; s < options.num_slices; ++s) {
-    auto name = ReserveHead(r, req, slice_condition, s, *nodes);
+    auto name = ReserveHead(r, req, conditions[s], s, *nodes);
     if (!name.ok()) return r.Fail(name.status());
     names.push_back(*std::move(name));
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -291,6 +292,30 @@ TEST_F(TpuSlicesTest, NeverChoosesASliceWithAMissingHost) {
   auto r = manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .timeout = absl::Seconds(1)});
   EXPECT_EQ(r.slices()[0].name, "tpu-group-0");
   r.Release();
+}
+
+TEST_F(TpuSlicesTest, WaitsForAMissingHostWhenTooFewSlicesAreWhole) {
+  // A host of tpu-group-1 was killed and its replacement is on its way: the
+  // only way to two slices is through tpu-group-1, so the reservation takes
+  // its head and waits for the host instead of excluding the slice.
+  AddSlice("tpu-group-0", 0);
+  AddSlice("tpu-group-1", 1, {0, 1, 3});
+  absl::StatusOr<manta::tpu::SliceReservation> r = absl::UnknownError("not returned");
+  std::thread reserving([&] {
+    r = manta::tpu::TryReserveSlices(
+        {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .timeout = absl::Seconds(30)});
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (core_->CreatedPlacementGroups().size() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(core_->CreatedPlacementGroups().size(), 3u);  // both heads, and the slices' group waits
+  AddSlice("tpu-group-1", 1, {2});
+  reserving.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::set<std::string> names;
+  for (const auto& slice : r->slices()) names.insert(slice.name);
+  EXPECT_EQ(names, (std::set<std::string>{"tpu-group-0", "tpu-group-1"}));
+  EXPECT_EQ(r->host_ips(r->slices()[0].name == "tpu-group-1" ? 0 : 1)[2], "10.0.1.12");
+  r->Release();
 }
 
 TEST_F(TpuSlicesTest, TimeoutRemovesEverything) {

@@ -11,10 +11,13 @@
 // learns the slice's name from that host's labels, reserves one bundle per
 // host of the slice (`{TPU: chips_per_host}` by default) with the slice-name
 // and worker-id label selectors (bundle b on worker b), and releases the head
-// reservations once every slice's bundles are ready. A slice with a host
-// missing, dead or draining when ReserveSlices starts is never chosen; when enough
-// slices are wholly free then, only those are; and two clients never share
-// a slice (its bundles hold every chip of every host).
+// reservations once every slice's bundles are ready. When enough slices are
+// wholly free when ReserveSlices starts, only those are chosen; else, when
+// enough have every host alive and none draining, a slice missing a host is
+// never chosen; when too few do, the free ones come first, then any head,
+// and the call waits for that slice's missing hosts (a host replaced after
+// a failure completes its slice). Two clients never share a slice (its
+// bundles hold every chip of every host).
 //
 // Each process started through RunOnSlices/ActorsOnSlices gets the TPU_*
 // variables a JAX process expects (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, ...)
