@@ -271,8 +271,8 @@ TEST_F(ElasticTest, ASliceThatIsNotWholeIsNeverUsed) {
 TEST_F(ElasticTest, ChaosEveryStepCountedOnceAndTheSameModel) {
   const char* kills_env = std::getenv("MANTA_ELASTIC_CHAOS_KILLS");
   const char* steps_env = std::getenv("MANTA_ELASTIC_CHAOS_STEPS");
-  const int kills = kills_env ? std::atoi(kills_env) : 3;
-  const int steps = steps_env ? std::atoi(steps_env) : 60;
+  const int kills = kills_env ? std::atoi(kills_env) : 2;
+  const int steps = steps_env ? std::atoi(steps_env) : 40;
   const auto args = Args("chaos", steps);
   const auto reference = Unresized(args);
   StartRun(args, /*max_failures=*/-1);
