@@ -241,15 +241,16 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
 
 void ElasticDriver::CreateDemand() {
   DropDemand();
-  // A head of a slice that is whole: heads of slices missing a host are
-  // excluded, as ReserveSlices excludes them.
+  // A head of a slice that is whole and matches the run's selector: heads
+  // of other slices are excluded, as ReserveSlices excludes them.
   std::set<std::string> all, whole;
   for (const NodeInfo& n : TryNodes().value_or(std::vector<NodeInfo>{})) {
     auto it = n.labels.find("manta.io/tpu-slice-name");
     if (n.alive && !n.draining && it != n.labels.end()) all.insert(it->second);
   }
-  auto slices = tpu::TryListSlices();
-  const std::string& pod_type = c_->Spec().scaling.pod_type;
+  const ScalingSpec& sc = c_->Spec().scaling;
+  auto slices = tpu::TryListSlices(sc.label_selector);
+  const std::string& pod_type = sc.pod_type;
   if (slices.ok() && slices->count(pod_type)) {
     for (const tpu::SliceInfo& s : slices->at(pod_type)) whole.insert(s.name);
   }
@@ -260,7 +261,10 @@ void ElasticDriver::CreateDemand() {
   PlacementGroupOptions o;
   BundleSpec b;
   b.resources = {{"TPU-" + pod_type + "-head", 1}};
-  if (!broken.empty()) b.label_selector = {{"manta.io/tpu-slice-name", "!in(" + absl::StrJoin(broken, ",") + ")"}};
+  b.label_selector = sc.label_selector;
+  if (!broken.empty() && sc.label_selector.count("manta.io/tpu-slice-name") == 0) {
+    b.label_selector["manta.io/tpu-slice-name"] = "!in(" + absl::StrJoin(broken, ",") + ")";
+  }
   o.bundles.push_back(b);
   auto g = TryCreatePlacementGroup(o);
   if (g.ok()) demand_ = *g;

@@ -10,7 +10,7 @@
 namespace manta::train {
 
 int FreeSlices(const ScalingSpec& scaling) {
-  auto slices = tpu::TryListSlices();
+  auto slices = tpu::TryListSlices(scaling.label_selector);
   if (!slices.ok()) return 0;
   auto it = slices->find(scaling.pod_type);
   if (it == slices->end()) return 0;
@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<HeldSlice>> HeldSlice::Reserve(const ScalingSpec&
   options.accelerator_version = scaling.accelerator_version;
   options.num_slices = 1;
   options.resources_per_bundle = scaling.resources_per_worker;
+  options.label_selector = scaling.label_selector;
   options.timeout = timeout;
   auto r = tpu::TryReserveSlices(options);
   if (!r.ok()) return r.status();

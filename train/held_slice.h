@@ -70,8 +70,8 @@ class HeldSlice {
 };
 
 // The number of whole slices of `scaling`'s pod type free now (all hosts
-// alive and not draining, heads and chips available), or 0 when the cluster
-// cannot be asked.
+// alive, not draining and matching its label selector, heads and chips
+// available), or 0 when the cluster cannot be asked.
 int FreeSlices(const ScalingSpec& scaling);
 
 }  // namespace manta::train

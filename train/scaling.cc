@@ -84,12 +84,10 @@ absl::StatusOr<ScalingSpec> ResolveScaling(const ScalingConfig& scaling) {
     }
   }
   spec.label_selector = scaling.label_selector;
-  if (spec.use_tpu && !spec.label_selector.empty()) {
-    return absl::InvalidArgumentError(
-        "label_selector is for workers not on slices: with use_tpu the workers are the slices' hosts");
-  }
   if (spec.use_tpu) {
     if (auto s = ResolveTpu(scaling, &spec); !s.ok()) return s;
+    // Slices whose every host matches; refused here, before anything is reserved.
+    if (auto s = tpu::CheckSliceLabelSelector(spec.label_selector, spec.pod_type); !s.ok()) return s;
   } else if (spec.resources_per_worker.empty()) {
     spec.resources_per_worker["CPU"] = 1;
   }

@@ -51,6 +51,23 @@ TEST(ResolveScalingTest, TpuRunsAreWholeSlicesOfWholeHosts) {
   ScalingConfig missing = Tpu(4);
   missing.topology.clear();
   EXPECT_EQ(ResolveScaling(missing).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A label selector chooses among slices: by any label of their hosts, not
+  // by worker id, and not against the pod type asked for.
+  ScalingConfig selected = Tpu(4);
+  selected.label_selector = {{"manta.io/tpu-slice-name", "tpu-group-1"}, {"manta.io/tpu-pod-type", "v6e-16"}};
+  auto chosen = ResolveScaling(selected);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->label_selector, selected.label_selector);
+  for (auto [key, value] : std::map<std::string, std::string>{{"manta.io/tpu-worker-id", "0"},
+                                                              {"manta.io/tpu-pod-type", "v5p-8"},
+                                                              {"bad key!", "x"}}) {
+    ScalingConfig bad = Tpu(4);
+    bad.label_selector = {{key, value}};
+    auto refused = ResolveScaling(bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(refused.status().message().find("label_selector"), std::string::npos) << refused.status();
+  }
 }
 
 TEST(ResolveScalingTest, BadQuantitiesAndCountsAreRefused) {

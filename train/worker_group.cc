@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Reserve(const Controll
   options.accelerator_version = scaling.accelerator_version;
   options.num_slices = num_workers / scaling.hosts_per_slice;
   options.resources_per_bundle = scaling.resources_per_worker;
+  options.label_selector = scaling.label_selector;
   options.one_group = false;  // one group per slice: a slice can be given back alone
   options.timeout = timeout;
   auto r = tpu::TryReserveSlices(options);

@@ -170,9 +170,9 @@ def test_bad_input_is_refused_before_anything_is_reserved(free, tmp_path):
         fit(scaling=ScalingConfig(use_tpu=True, num_workers=4, topology="4x4x4", accelerator_type=ACCELERATOR))
     with pytest.raises(ValueError, match="finite"):
         fit(scaling=ScalingConfig(num_workers=1, resources_per_worker={"CPU": float("nan")}))
-    with pytest.raises(ValueError, match="label_selector is for workers not on slices"):
+    with pytest.raises(ValueError, match="label_selector: a slice is chosen whole"):
         fit(scaling=ScalingConfig(use_tpu=True, num_workers=4, topology=TOPOLOGY, accelerator_type=ACCELERATOR,
-                                  label_selector={"zone": "a"}))
+                                  label_selector={"manta.io/tpu-worker-id": "0"}))
     with pytest.raises(ValueError, match="gs://bucket/runs"):
         fit(run_config=RunConfig(name="bad", storage_path="gs://bucket/runs"))
     assert _all_free()
@@ -190,6 +190,14 @@ def test_label_selector_places_the_workers(free, tmp_path):
                                             label_selector={"manta.io/tpu-slice-name": "tpu-group-1"}),
                run_config=RunConfig(name="selected", storage_path=out)).fit()
     for rank in range(2):
+        with open(os.path.join(out, "rank%d" % rank)) as f:
+            assert f.read() == "tpu-group-1"
+    # With use_tpu, only a slice whose hosts match is reserved.
+    slice_scaling = ScalingConfig(use_tpu=True, num_workers=4, topology=TOPOLOGY, accelerator_type=ACCELERATOR,
+                                  label_selector={"manta.io/tpu-slice-name": "!tpu-group-0"})
+    JaxTrainer(where_loop, train_loop_config={"out": out}, scaling_config=slice_scaling,
+               run_config=RunConfig(name="selected_slice", storage_path=out)).fit()
+    for rank in range(4):
         with open(os.path.join(out, "rank%d" % rank)) as f:
             assert f.read() == "tpu-group-1"
 

@@ -23,6 +23,7 @@ struct ObservedSlice {
   SliceInfo info;
   std::map<int, const core::NodeData*> hosts;  // alive hosts by worker id
   bool malformed = false;                        // labels that do not parse
+  bool mismatched = false;                       // an alive host fails the caller's label selector
 };
 
 absl::StatusOr<core::CoreWorker*> Core() {
@@ -38,14 +39,17 @@ std::string Label(const core::NodeData& n, const char* key) {
   return it == n.labels.end() ? std::string() : it->second;
 }
 
-// Every slice with at least one alive host, by name.
-std::map<std::string, ObservedSlice> ObserveSlices(const std::vector<core::NodeData>& nodes) {
+// Every slice with at least one alive host, by name; `selector` (may be
+// null) marks the slices with a host that fails it.
+std::map<std::string, ObservedSlice> ObserveSlices(const std::vector<core::NodeData>& nodes,
+                                                   const LabelSelector* selector = nullptr) {
   std::map<std::string, ObservedSlice> slices;
   for (const core::NodeData& n : nodes) {
     if (!n.alive || n.draining) continue;  // a draining host is as good as gone
     std::string name = Label(n, kLabelSliceName);
     if (name.empty()) continue;
     ObservedSlice& s = slices[name];
+    if (selector != nullptr && !selector->Matches(n.labels)) s.mismatched = true;
     if (s.info.name.empty()) {
       s.info.name = name;
       auto pod = ParsePodType(Label(n, kLabelPodType));
@@ -174,7 +178,28 @@ absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_versio
 
 // ---- Listing --------------------------------------------------------------------
 
-absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices() {
+absl::Status CheckSliceLabelSelector(const std::map<std::string, std::string>& label_selector,
+                                     const std::string& pod_type) {
+  auto parsed = LabelSelector::Parse(label_selector);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("label_selector: ", parsed.status().message()));
+  if (label_selector.count(kLabelWorkerId) > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("label_selector: a slice is chosen whole, with every ",
+                                                   kLabelWorkerId, "; select slices by other labels"));
+  }
+  if (auto it = label_selector.find(kLabelPodType); it != label_selector.end()) {
+    auto pod = LabelSelector::Parse(std::map<std::string, std::string>{*it});
+    if (!pod.ok() || !pod->Matches(std::map<std::string, std::string>{{kLabelPodType, pod_type}})) {
+      return absl::InvalidArgumentError(absl::StrCat("label_selector: ", kLabelPodType, " '", it->second,
+                                                     "' excludes the slices asked for (", pod_type, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices(
+    const std::map<std::string, std::string>& label_selector) {
+  auto selector = LabelSelector::Parse(label_selector);
+  if (!selector.ok()) return absl::InvalidArgumentError(absl::StrCat("label_selector: ", selector.status().message()));
   auto core = Core();
   if (!core.ok()) return core.status();
   auto nodes = (*core)->GetAllNodes();
@@ -182,16 +207,16 @@ absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices() {
   auto resources = (*core)->GetClusterResources();
   if (!resources.ok()) return resources.status();
   std::map<std::string, std::vector<SliceInfo>> out;
-  for (auto& [name, s] : ObserveSlices(*nodes)) {
-    if (!Complete(s)) continue;
+  for (auto& [name, s] : ObserveSlices(*nodes, &*selector)) {
+    if (!Complete(s) || s.mismatched) continue;
     FillFree(s, *resources);
     out[s.info.pod_type].push_back(s.info);
   }
   return out;  // names come sorted from the map above
 }
 
-std::map<std::string, std::vector<SliceInfo>> ListSlices() {
-  auto slices = TryListSlices();
+std::map<std::string, std::vector<SliceInfo>> ListSlices(const std::map<std::string, std::string>& label_selector) {
+  auto slices = TryListSlices(label_selector);
   if (!slices.ok()) throw Error(slices.status());
   return *std::move(slices);
 }
@@ -209,6 +234,8 @@ struct SliceRequest {
   int hosts = 0;
   std::map<std::string, double> bundle;  // each host's bundle
   std::string what;                      // "2 slice(s) of v6e-16 (4x4) within 5m", for errors
+  std::map<std::string, std::string> label_selector;  // the caller's, on every bundle
+  LabelSelector selector;                             // label_selector, parsed
 };
 
 absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
@@ -229,7 +256,9 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
   if (options.megascale_port <= 0 || options.megascale_port > 65535) {
     return invalid(absl::StrCat("megascale_port ", options.megascale_port, " is not a port"));
   }
-  SliceRequest r{*pod, pod->ToString(), *topology, *chips, *hosts, options.resources_per_bundle, ""};
+  if (auto s = CheckSliceLabelSelector(options.label_selector, pod->ToString()); !s.ok()) return invalid(s.message());
+  SliceRequest r{*pod, pod->ToString(), *topology, *chips, *hosts, options.resources_per_bundle, "",
+                 options.label_selector, *LabelSelector::Parse(options.label_selector)};
   if (r.bundle.empty()) r.bundle[kTpuResource] = *chips;
   r.what = absl::StrCat(options.num_slices, " slice(s) of ", r.pod_type, " (", TopologyToString(r.topology),
                         ") within ", absl::FormatDuration(options.timeout));
@@ -237,25 +266,30 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
 }
 
 // Which heads each head group may take, as a label condition on the slice
-// name, one per slice of the request. When enough slices are wholly free
+// name, one per slice of the request. Slices with a host that fails the
+// caller's selector are never taken. When enough slices are wholly free
 // now, only those (a free head on a held slice would wait for its holder).
 // When enough are whole, any but the slices that miss a host now. When too
 // few are whole, the request is met only once a slice missing a host has it
 // back (a host killed and replaced, say): the free slices first, then any,
-// and the reservation waits for the missing hosts. Empty: any.
+// and the reservation waits for the missing hosts. Where the caller's
+// selector names slices itself, every condition lists the slices it allows.
+// Empty: any (or the caller's own condition).
 std::vector<std::string> SliceConditions(const SliceRequest& req, int num_slices,
                                          const std::vector<core::NodeData>& nodes,
                                          const std::vector<core::NodeResourcesData>& resources) {
-  std::vector<std::string> incomplete;
-  std::vector<std::string> free;
-  int whole = 0;
-  for (auto& [name, s] : ObserveSlices(nodes)) {
+  std::vector<std::string> mismatched, incomplete, whole, free;
+  for (auto& [name, s] : ObserveSlices(nodes, &req.selector)) {
     if (s.info.pod_type != req.pod_type) continue;
+    if (s.mismatched) {
+      mismatched.push_back(name);
+      continue;
+    }
     if (!Complete(s)) {
       incomplete.push_back(name);
       continue;
     }
-    ++whole;
+    whole.push_back(name);
     FillFree(s, resources);
     bool bundles_fit = s.info.head_free;
     for (const auto& [worker, node] : s.hosts) {
@@ -265,14 +299,23 @@ std::vector<std::string> SliceConditions(const SliceRequest& req, int num_slices
     }
     if (bundles_fit) free.push_back(name);
   }
-  const std::string only_free = "in(" + absl::StrJoin(free, ",") + ")";
-  if (static_cast<int>(free.size()) >= num_slices) return std::vector<std::string>(num_slices, only_free);
-  if (whole >= num_slices) {
-    const std::string not_incomplete = incomplete.empty() ? "" : "!in(" + absl::StrJoin(incomplete, ",") + ")";
-    return std::vector<std::string>(num_slices, not_incomplete);
+  auto in = [](const std::vector<std::string>& names) {
+    return names.empty() ? std::string() : "in(" + absl::StrJoin(names, ",") + ")";
+  };
+  auto not_in = [](std::vector<std::string> names, const std::vector<std::string>& more) {
+    names.insert(names.end(), more.begin(), more.end());
+    return names.empty() ? std::string() : "!in(" + absl::StrJoin(names, ",") + ")";
+  };
+  const bool by_name = req.label_selector.count(kLabelSliceName) > 0;
+  const int n = num_slices;
+  if (static_cast<int>(free.size()) >= n) return std::vector<std::string>(n, in(free));
+  if (static_cast<int>(whole.size()) >= n) {
+    return std::vector<std::string>(n, by_name ? in(whole) : not_in(incomplete, mismatched));
   }
-  std::vector<std::string> conditions(num_slices);
-  for (size_t s = 0; s < free.size(); ++s) conditions[s] = only_free;
+  std::vector<std::string> candidates = whole;
+  candidates.insert(candidates.end(), incomplete.begin(), incomplete.end());
+  std::vector<std::string> conditions(n, by_name ? in(candidates) : not_in(mismatched, {}));
+  for (size_t s = 0; s < free.size(); ++s) conditions[s] = in(free);
   return conditions;
 }
 
@@ -300,7 +343,9 @@ absl::StatusOr<std::string> ReserveHead(Reserving& r, const SliceRequest& req, c
   head.strategy = core::PlacementStrategy::kStrictPack;
   core::BundleData b;
   b.resources[HeadResourceName(req.pod)] = 1;
-  b.label_selector = {{kLabelPodType, req.pod_type}, {kLabelWorkerId, "0"}};
+  b.label_selector = req.label_selector;
+  b.label_selector[kLabelPodType] = req.pod_type;
+  b.label_selector[kLabelWorkerId] = "0";
   if (!slice_condition.empty()) {
     std::map<std::string, std::string> restricted = b.label_selector;
     restricted[kLabelSliceName] = slice_condition;
@@ -343,7 +388,9 @@ std::vector<core::PlacementGroupData> SliceGroups(const SliceOptions& options, c
     for (int h = 0; h < req.hosts; ++h) {
       core::BundleData b;
       b.resources = req.bundle;
-      b.label_selector = {{kLabelSliceName, names[s]}, {kLabelWorkerId, std::to_string(h)}};
+      b.label_selector = req.label_selector;
+      b.label_selector[kLabelSliceName] = names[s];
+      b.label_selector[kLabelWorkerId] = std::to_string(h);
       b.index = static_cast<int>(g.bundles.size());
       g.bundles.push_back(std::move(b));
     }

@@ -121,8 +121,10 @@ class TpuSlicesTest : public ::testing::Test {
   void TearDown() override { FakeCoreWorker::Uninstall(); }
 
   // One node per host of a v6e-16 slice named `name`, with the resources and
-  // labels a raylet derives; hosts added in the order `workers` gives.
-  std::vector<manta::NodeId> AddSlice(const std::string& name, int subnet, std::vector<int> workers = {3, 1, 0, 2}) {
+  // labels a raylet derives (and `labels` of worker w, given), hosts added
+  // in the order `workers` gives.
+  std::vector<manta::NodeId> AddSlice(const std::string& name, int subnet, std::vector<int> workers = {3, 1, 0, 2},
+                                      std::map<int, std::map<std::string, std::string>> labels = {}) {
     std::vector<manta::NodeId> ids;
     for (int w : workers) {
       manta::tpu::TpuHost host;
@@ -138,6 +140,7 @@ class TpuSlicesTest : public ::testing::Test {
       n.resources_total = host.Resources();
       n.resources_total["CPU"] = 8;
       n.labels = host.Labels();
+      n.labels.insert(labels[w].begin(), labels[w].end());
       ids.push_back(core_->AddNode(n));
     }
     return ids;
@@ -316,6 +319,54 @@ TEST_F(TpuSlicesTest, WaitsForAMissingHostWhenTooFewSlicesAreWhole) {
   EXPECT_EQ(names, (std::set<std::string>{"tpu-group-0", "tpu-group-1"}));
   EXPECT_EQ(r->host_ips(r->slices()[0].name == "tpu-group-1" ? 0 : 1)[2], "10.0.1.12");
   r->Release();
+}
+
+TEST_F(TpuSlicesTest, ALabelSelectorTakesOnlySlicesWhoseEveryHostMatches) {
+  const std::map<std::string, std::string> pool_a = {{"pool", "a"}};
+  AddSlice("tpu-group-0", 0);  // no pool; the fake would try this head first
+  AddSlice("tpu-group-1", 1, {0, 1, 2, 3}, {{0, pool_a}, {1, pool_a}, {2, pool_a}, {3, {{"pool", "b"}}}});
+  AddSlice("tpu-group-2", 2, {0, 1, 2, 3}, {{0, pool_a}, {1, pool_a}, {2, pool_a}, {3, pool_a}});
+  auto listed = manta::tpu::ListSlices(pool_a);
+  ASSERT_EQ(listed.at("v6e-16").size(), 1u);
+  EXPECT_EQ(listed.at("v6e-16")[0].name, "tpu-group-2");
+  EXPECT_EQ(manta::tpu::ListSlices().at("v6e-16").size(), 3u);
+
+  auto r = manta::tpu::ReserveSlices(
+      {.topology = "4x4", .accelerator_version = "v6e", .label_selector = pool_a, .timeout = absl::Seconds(1)});
+  EXPECT_EQ(r.slices()[0].name, "tpu-group-2");
+  for (const auto& group : core_->CreatedPlacementGroups()) {
+    for (const auto& b : group.bundles) EXPECT_EQ(b.label_selector.at("pool"), "a");
+  }
+  // The only other slice with a head in pool a has a host that is not: a
+  // second slice is never had.
+  absl::Status second = Thrown([&] {
+    manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .label_selector = pool_a,
+                               .timeout = absl::Milliseconds(20)});
+  });
+  EXPECT_TRUE(absl::IsDeadlineExceeded(second)) << second;
+  EXPECT_EQ(core_->LivePlacementGroupCount(), 1u);
+  r.Release();
+
+  // By name, among the slices the caller names.
+  auto named = manta::tpu::ReserveSlices(
+      {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2,
+       .label_selector = {{manta::tpu::kLabelSliceName, "in(tpu-group-1,tpu-group-2)"}}, .timeout = absl::Seconds(1)});
+  std::set<std::string> names;
+  for (const auto& s : named.slices()) names.insert(s.name);
+  EXPECT_EQ(names, (std::set<std::string>{"tpu-group-1", "tpu-group-2"}));
+  named.Release();
+
+  // Refused before the cluster is asked: a worker id, another pod type, bad syntax.
+  for (auto selector : std::vector<std::map<std::string, std::string>>{
+           {{manta::tpu::kLabelWorkerId, "0"}}, {{manta::tpu::kLabelPodType, "v5p-8"}}, {{"pool", "in()"}}}) {
+    const size_t before = core_->CreatedPlacementGroups().size();
+    absl::Status s = Thrown([&] {
+      manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .label_selector = selector});
+    });
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(std::string(s.message()).find("label_selector"), std::string::npos) << s;
+    EXPECT_EQ(core_->CreatedPlacementGroups().size(), before);
+  }
 }
 
 TEST_F(TpuSlicesTest, TimeoutRemovesEverything) {

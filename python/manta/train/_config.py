@@ -12,6 +12,8 @@ class ScalingConfig:
 
     num_workers: an int, or (min, max) for an elastic run; with use_tpu both
     are whole slices of `topology` (one worker per host).
+    label_selector: node labels every worker's node matches; with use_tpu,
+    only slices whose every host matches are reserved.
     """
     num_workers: Union[int, Tuple[int, int]] = 1
     use_gpu: bool = False

@@ -71,10 +71,19 @@ struct SliceShape {
 // topology, or one the version does not accept.
 absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_version, const std::string& topology);
 
-// Every slice with all its hosts alive and none draining, grouped by pod
-// type, by name.
-std::map<std::string, std::vector<SliceInfo>> ListSlices();
-absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices();
+// Every slice with all its hosts alive and none draining (and, given a
+// `label_selector`, every host's labels matching it), grouped by pod type,
+// by name. InvalidArgument for a malformed selector.
+std::map<std::string, std::vector<SliceInfo>> ListSlices(const std::map<std::string, std::string>& label_selector = {});
+absl::StatusOr<std::map<std::string, std::vector<SliceInfo>>> TryListSlices(
+    const std::map<std::string, std::string>& label_selector = {});
+
+// Checks `label_selector` as a choice among slices of `pod_type` ("v6e-16"):
+// Ray's syntax (see common/label_selector.h), no condition on the worker id
+// (every slice has each), and a condition on the pod type only if
+// `pod_type` meets it. InvalidArgument naming the problem.
+absl::Status CheckSliceLabelSelector(const std::map<std::string, std::string>& label_selector,
+                                     const std::string& pod_type);
 
 struct SliceOptions {
   std::string topology = {};             // "4x4"
@@ -83,6 +92,11 @@ struct SliceOptions {
   // Per host bundle; default {TPU: chips_per_host}.
   std::map<std::string, double> resources_per_bundle = {};
   PlacementStrategy strategy = PlacementStrategy::kStrictSpread;
+  // Node labels every host of a chosen slice matches (Ray's syntax:
+  // {"zone": "a"}, {"manta.io/tpu-slice-name": "in(tpu-group-1,tpu-group-2)"});
+  // a slice with a host that does not is never chosen. Checked as
+  // CheckSliceLabelSelector does.
+  std::map<std::string, std::string> label_selector = {};
   // One group holding every slice's bundles, or one group per slice.
   bool one_group = true;
   absl::Duration timeout = absl::Seconds(60);
@@ -128,7 +142,8 @@ class SliceReservation {
 
 // Reserves `num_slices` whole slices. Throws manta::Error: InvalidArgument
 // for an unknown topology or version, a topology the version does not
-// accept, or num_slices < 1 (before anything is asked of the cluster);
+// accept, num_slices < 1, or a label selector CheckSliceLabelSelector
+// refuses (before anything is asked of the cluster);
 // DeadlineExceeded when they could not be reserved within options.timeout
 // (nothing is left reserved); the GCS's error when it fails.
 SliceReservation ReserveSlices(const SliceOptions& options);

@@ -86,8 +86,9 @@ struct ScalingConfig {
   // (slices are always one worker per host).
   std::string placement_strategy = "PACK";
   // Node labels every worker's node must match (Ray's label_selector:
-  // {"zone": "us-1"}, {"zone": "!us-2"}, {"zone": "in(a,b)"}), for workers
-  // not on slices.
+  // {"zone": "us-1"}, {"zone": "!us-2"}, {"zone": "in(a,b)"}). With use_tpu,
+  // only slices whose every host matches are reserved (select by slice name,
+  // pool or any label of the hosts; not by worker id).
   std::map<std::string, std::string> label_selector = {};
 };
 
