@@ -118,6 +118,14 @@ class Owners final : public OwnerClient {
     if (id == remote_) return V("remote value");
     return MakeError(ErrorType::kOwnerDied, "cannot reach " + owner);
   }
+  // Answered when the timers run, as a reply would come later.
+  void Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch, Watched done) override {
+    timers_->Add([this, owner, id, wait, fetch, done = std::move(done)] {
+      absl::StatusOr<Value> v = Fetch(owner, id, wait);
+      if (!v.ok()) return done(v.status());
+      done(fetch ? std::optional<Value>(*v) : std::nullopt);
+    });
+  }
   void RunAfter(absl::Duration, std::function<void()> fn) override { timers_->Add(std::move(fn)); }
   void set_remote(const ObjectId& id) { remote_ = id; }
 

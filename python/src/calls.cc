@@ -211,13 +211,15 @@ py::list Get(const std::vector<const ObjectRef*>& refs, double timeout_s) {
   return out;
 }
 
-// Which refs are ready once `num_returns` are or the timeout passes.
-std::vector<bool> Wait(const std::vector<const ObjectRef*>& refs, int num_returns, double timeout_s) {
+// Which refs are ready once `num_returns` are or the timeout passes
+// (`fetch_local`: as CoreWorker::Wait's).
+std::vector<bool> Wait(const std::vector<const ObjectRef*>& refs, int num_returns, double timeout_s,
+                       bool fetch_local) {
   core::CoreWorker& core = Core();
   std::vector<core::ObjectRefInfo> infos = Infos(refs);
   std::vector<bool> ready(infos.size(), false);
   Sliced(timeout_s, [&](absl::Duration slice, bool) {
-    ready = core.Wait(infos, num_returns, slice);
+    ready = core.Wait(infos, num_returns, slice, fetch_local);
     return std::count(ready.begin(), ready.end(), true) >= num_returns;
   });
   return ready;
@@ -311,10 +313,11 @@ void DefineCalls(py::module_& m) {
     Check(status);
   });
   m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
-  m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0);
+  m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0,
+        py::arg("fetch_local") = true);
   // Ray's wait: (ready, not_ready), the first num_returns ready refs in the
   // order given, the rest after; ValueError for a ref given twice.
-  m.def("wait_split", [](const py::list& refs, int num_returns, double timeout_s) {
+  m.def("wait_split", [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
     std::vector<const ObjectRef*> ptrs;
     ptrs.reserve(refs.size());
     absl::flat_hash_set<ObjectId> seen;
@@ -324,7 +327,7 @@ void DefineCalls(py::module_& m) {
       if (!seen.insert(r->info().id).second) throw py::value_error("Wait requires a list of unique object refs.");
       ptrs.push_back(r);
     }
-    std::vector<bool> flags = Wait(ptrs, num_returns, timeout_s);
+    std::vector<bool> flags = Wait(ptrs, num_returns, timeout_s, fetch_local);
     py::list ready, not_ready;
     int taken = 0;
     for (size_t i = 0; i < flags.size(); ++i) {
@@ -336,7 +339,7 @@ void DefineCalls(py::module_& m) {
       }
     }
     return py::make_tuple(ready, not_ready);
-  });
+  }, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
 }
 
 }  // namespace manta::python

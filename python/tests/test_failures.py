@@ -1,6 +1,7 @@
 """Failure and process behaviour against a real cluster: crashed workers,
-restarted actors, Ctrl-C in get, worker output at the driver, and a driver
-that exits leaving nothing of its job behind."""
+restarted actors, borrowed values whose owner dies, Ctrl-C in get, worker
+output at the driver, and a driver that exits leaving nothing of its job
+behind."""
 
 import os
 import signal
@@ -85,6 +86,33 @@ def _pid_gone(pid):
             return f.read().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_wait_fetch_local_decides_whether_get_still_needs_the_owner(driver):
+    """wait(fetch_local=True) counts a borrowed ref ready once its value is
+    here, so get needs its owner no more; with fetch_local=False it counts
+    once the owner has it, and get must still reach the owner."""
+
+    @manta.remote
+    class Owner:
+        def make(self):
+            # Inside a list, the refs are borrowed by the caller: one small
+            # value (inline in replies) and one streamed in chunks.
+            return os.getpid(), [manta.put("small"), manta.put(b"x" * (1 << 20))]
+
+    for fetch_local in (True, False):
+        owner = Owner.remote()
+        pid, refs = manta.get(owner.make.remote(), timeout=60)
+        ready, _ = manta.wait(refs, num_returns=2, timeout=30, fetch_local=fetch_local)
+        assert ready == refs
+        manta.kill(owner)
+        wait_for(lambda: _pid_gone(pid), 30, "the owner to die")
+        if fetch_local:
+            assert manta.get(refs, timeout=30) == ["small", b"x" * (1 << 20)]
+        else:
+            for ref in refs:
+                with pytest.raises(exceptions.OwnerDiedError):
+                    manta.get(ref, timeout=30)
 
 
 def test_ctrl_c_in_get_raises_keyboard_interrupt_within_a_second(driver):

@@ -113,7 +113,7 @@ CoreWorkerImpl::CoreWorkerImpl(CoreWorkerOptions options, bool is_worker)
       is_worker_(is_worker),
       pid_(getpid()),
       worker_id_(WorkerId::FromRandom()),
-      peers_(std::make_unique<GrpcPeers>(&pool_, &loop_, options_.token)),
+      peers_(std::make_unique<GrpcPeers>(&pool_, &loop_, options_.token, &fetches_)),
       refs_(&store_, peers_.get()),
       objects_(&store_, peers_.get()),
       push_host_(MakePushHost()),
@@ -364,8 +364,8 @@ std::vector<absl::StatusOr<Value>> CoreWorkerImpl::Get(const std::vector<ObjectR
 }
 
 std::vector<bool> CoreWorkerImpl::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
-                                       absl::Duration timeout) {
-  return objects_.Wait(refs, num_returns, timeout);
+                                       absl::Duration timeout, bool fetch_local) {
+  return objects_.Wait(refs, num_returns, timeout, fetch_local);
 }
 
 // ---------------------------------------------------------------- task events and logs

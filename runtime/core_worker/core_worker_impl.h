@@ -95,6 +95,13 @@ absl::StatusOr<Reply> SyncCall(const std::string& token, Call&& call, absl::Dura
 // Ray's gcs_rpc_server_reconnect_timeout_s).
 absl::Duration GcsReconnectTimeout();
 
+// What a GetObjectStatus reply says of `id`: its value when the reply
+// carries it (`asked_value`, and small enough to be inline), nullopt when
+// it is ready but not carried, or the error (Timeout while pending,
+// ObjectLost when the owner has no such value, the value's own error).
+absl::StatusOr<std::optional<Value>> StatusReplyValue(const ObjectId& id, const rpc::GetObjectStatusReply& reply,
+                                                      bool asked_value);
+
 // Blocking fetch of a value from the process at `address` over the
 // GetObject stream. Any thread but the io loop. Its calls end with an
 // OwnerDied error when `cancel` (optional) cancels them.
@@ -128,7 +135,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                             const std::vector<ObjectRefInfo>& contained) override;
   std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(const std::vector<ObjectRefInfo>& refs,
                                                                       absl::Duration timeout) override;
-  std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;
+  std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
+                         bool fetch_local) override;
   void AddLocalReference(const ObjectId& id) override;
   void RemoveLocalReference(const ObjectId& id) override;
   void AddBorrowedReference(const ObjectRefInfo& info) override;

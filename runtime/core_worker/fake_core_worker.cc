@@ -193,7 +193,7 @@ std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> FakeCoreWorker::
 }
 
 std::vector<bool> FakeCoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
-                                       absl::Duration timeout) {
+                                       absl::Duration timeout, bool /*fetch_local*/) {
   std::vector<bool> ready(refs.size(), false);
   auto count_ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int count = 0;

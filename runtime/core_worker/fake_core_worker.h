@@ -131,7 +131,9 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;
   std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(const std::vector<ObjectRefInfo>& refs,
                                                                        absl::Duration timeout) override;
-  std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout) override;
+  // Every value is local here: `fetch_local` changes nothing.
+  std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
+                         bool fetch_local) override;
   void AddLocalReference(const ObjectId& id) override;
   void RemoveLocalReference(const ObjectId& id) override;
   absl::StatusOr<PlacementGroupData> CreatePlacementGroup(const PlacementGroupData& spec) override;

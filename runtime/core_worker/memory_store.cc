@@ -29,14 +29,34 @@ bool MemoryStore::NotifyOnErase(const ObjectId& id) {
   return true;
 }
 
-void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
+bool MemoryStore::PutIfPresent(const ObjectId& id, absl::StatusOr<Value> value) {
+  return MakeReady(id, std::move(value), /*if_present=*/true);
+}
+
+void MemoryStore::MarkReadyElsewhere(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end() && !it->second.ready) it->second.elsewhere = true;
+}
+
+bool MemoryStore::ReadyElsewhere(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  return it != entries_.end() && it->second.elsewhere;
+}
+
+bool MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value, bool if_present) {
   std::vector<std::function<void(const absl::StatusOr<Value>&)>> callbacks;
   bool notify = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.try_emplace(id).first;
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      if (if_present) return false;
+      it = entries_.try_emplace(id).first;
+    }
     Entry& e = it->second;
-    if (e.ready) return;
+    if (e.ready) return true;
     e.ready = true;
     if (value.ok() && *value) bytes_ += static_cast<int64_t>((*value)->size());
     if (e.callbacks.empty()) {
@@ -50,7 +70,7 @@ void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
   }
   if (callbacks.empty()) {
     if (notify) Notify(id);
-    return;
+    return true;
   }
   for (auto& cb : callbacks) cb(value);
   {
@@ -61,6 +81,7 @@ void MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value) {
     }
   }
   if (notify) Notify(id);
+  return true;
 }
 
 std::vector<absl::StatusOr<Value>> MemoryStore::Get(const std::vector<ObjectId>& ids, absl::Time deadline) {
@@ -104,21 +125,22 @@ bool MemoryStore::Contains(const ObjectId& id) {
   return entries_.contains(id);
 }
 
-std::vector<bool> MemoryStore::Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline) {
+std::vector<bool> MemoryStore::Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline,
+                                    bool count_elsewhere) {
   absl::MutexLock lock(&mu_);
+  auto is_ready = [&](const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = entries_.find(id);
+    return it != entries_.end() && (it->second.ready || (count_elsewhere && it->second.elsewhere));
+  };
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<bool> r(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = entries_.find(ids[i]);
-      r[i] = it != entries_.end() && it->second.ready;
-    }
+    for (size_t i = 0; i < ids.size(); ++i) r[i] = is_ready(ids[i]);
     return r;
   };
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int n = 0;
     for (const auto& id : ids) {
-      auto it = entries_.find(id);
-      n += it != entries_.end() && it->second.ready;
+      n += is_ready(id);
       if (n >= num_ready) return true;
     }
     return n >= num_ready;

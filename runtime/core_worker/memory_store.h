@@ -3,7 +3,8 @@
 //
 // An entry is pending until Put or Fail makes it ready; readers block on it
 // with a deadline (waiters are woken only once what they wait for is
-// ready). Reference counts from the API decide when an owned value
+// ready). A pending entry of a value another process owns may be known to
+// be ready there (MarkReadyElsewhere), which a Wait may count. Reference counts from the API decide when an owned value
 // may be freed: an entry with no local reference and no pending use is
 // erased. Thread-safe.
 #pragma once
@@ -33,6 +34,13 @@ class MemoryStore {
   // entry's ready callbacks. A second Put/Fail of a ready entry is ignored.
   void Put(const ObjectId& id, Value value);
   void Fail(const ObjectId& id, const absl::Status& error);
+  // The same, for an entry the store has (some reference holds it); false,
+  // and nothing stored, when it has none.
+  bool PutIfPresent(const ObjectId& id, absl::StatusOr<Value> value);
+  // A pending entry's value is ready at its owner, not here; nothing for an
+  // entry the store does not have or has ready.
+  void MarkReadyElsewhere(const ObjectId& id);
+  bool ReadyElsewhere(const ObjectId& id);
 
   // Blocks until every id is ready or `deadline`; per id: the value, the
   // error, or DeadlineExceeded. NotFound for ids this store never had.
@@ -40,8 +48,10 @@ class MemoryStore {
   // Non-blocking: nullopt while pending or unknown.
   std::optional<absl::StatusOr<Value>> TryGet(const ObjectId& id);
   bool Contains(const ObjectId& id);
-  // Blocks until `num_ready` of `ids` are ready or `deadline`; returns which are.
-  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline);
+  // Blocks until `num_ready` of `ids` are ready or `deadline`; returns which
+  // are. `count_elsewhere`: those ready at their owners count as ready.
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline,
+                         bool count_elsewhere = false);
   // Runs `cb` (outside the lock) once `id` is ready; at once if it is.
   void OnReady(const ObjectId& id, std::function<void(const absl::StatusOr<Value>&)> cb);
 
@@ -69,6 +79,7 @@ class MemoryStore {
     bool ready = false;
     bool expected = false;        // a value is coming (Expect)
     bool notify_erase = false;    // tell erase_listener_ when it goes
+    bool elsewhere = false;       // pending here, ready at its owner
     absl::StatusOr<Value> value;  // meaningful once ready
     int64_t refs = 0;
     // Every reference was dropped while the value was pending: erase it as
@@ -76,7 +87,8 @@ class MemoryStore {
     bool released = false;
     std::vector<std::function<void(const absl::StatusOr<Value>&)>> callbacks;
   };
-  void MakeReady(const ObjectId& id, absl::StatusOr<Value> value);
+  // False, storing nothing, when `if_present` and the store lacks `id`.
+  bool MakeReady(const ObjectId& id, absl::StatusOr<Value> value, bool if_present = false);
   // Erases `it`; true when the listener must be told (after unlocking).
   bool EraseLocked(absl::flat_hash_map<ObjectId, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const ObjectId& id) {

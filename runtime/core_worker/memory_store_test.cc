@@ -117,5 +117,26 @@ TEST(MemoryStoreTest, WaitReturnsOnceEnoughAreReadyAndOnReadyFires) {
   EXPECT_TRUE(ready[1]);
 }
 
+TEST(MemoryStoreTest, AValueReadyElsewhereCountsOnlyForAWaitThatSaysSoAndOnlyHeldOnesAreStored) {
+  MemoryStore store;
+  ObjectId borrowed = ObjectId::FromRandom(), gone = ObjectId::FromRandom();
+  store.AddReference(borrowed);
+  store.MarkReadyElsewhere(gone);  // no entry: nothing made
+  EXPECT_FALSE(store.Contains(gone));
+  EXPECT_FALSE(store.PutIfPresent(gone, std::make_shared<const std::string>("g")));
+  EXPECT_FALSE(store.Contains(gone));
+  store.MarkReadyElsewhere(borrowed);
+  EXPECT_TRUE(store.ReadyElsewhere(borrowed));
+  EXPECT_FALSE(store.TryGet(borrowed).has_value());
+  std::thread waker([&] {
+    // A Wait that counts it returns at once; one that needs it here waits.
+    EXPECT_EQ(store.Wait({borrowed}, 1, absl::InfiniteFuture(), /*count_elsewhere=*/true), std::vector<bool>{true});
+    EXPECT_TRUE(store.PutIfPresent(borrowed, std::make_shared<const std::string>("b")));
+  });
+  EXPECT_EQ(store.Wait({borrowed}, 1, absl::InfiniteFuture()), std::vector<bool>{true});
+  waker.join();
+  EXPECT_EQ(***store.TryGet(borrowed), "b");
+}
+
 }  // namespace
 }  // namespace manta::core

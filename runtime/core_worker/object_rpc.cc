@@ -29,6 +29,22 @@ rpc::NodeManagerService::Stub* ClientPool::Raylet(const std::string& address) {
 
 // ---------------------------------------------------------------- fetching
 
+absl::StatusOr<std::optional<Value>> StatusReplyValue(const ObjectId& id, const rpc::GetObjectStatusReply& reply,
+                                                      bool asked_value) {
+  switch (reply.status()) {
+    case rpc::GetObjectStatusReply::PENDING:
+      return MakeError(ErrorType::kTimeout, "timed out waiting for object " + id.Hex());
+    case rpc::GetObjectStatusReply::NOT_FOUND:
+      return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " is not at its owner (freed or lost)");
+    default:
+      break;
+  }
+  const rpc::ReturnObject& obj = reply.object();
+  if (obj.error().type() != rpc::ErrorInfo::NONE) return FromErrorInfo(obj.error());
+  if (!asked_value || obj.stored_remotely()) return std::nullopt;
+  return std::optional<Value>(std::make_shared<const std::string>(obj.data()));
+}
+
 absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, const std::string& address,
                                   const ObjectId& id, absl::Duration wait, rpc::CallCanceller* cancel) {
   auto* stub = pool->Worker(address);
@@ -47,19 +63,9 @@ absl::StatusOr<Value> FetchObject(ClientPool* pool, const std::string& token, co
                        "cannot reach the owner of object " + id.Hex() + " at " + address + ": " + s.error_message());
     }
   }
-  switch (reply.status()) {
-    case rpc::GetObjectStatusReply::PENDING:
-      return MakeError(ErrorType::kTimeout, "timed out waiting for object " + id.Hex());
-    case rpc::GetObjectStatusReply::NOT_FOUND:
-      return MakeError(ErrorType::kObjectLost, "object " + id.Hex() + " is not at its owner (freed or lost)");
-    default:
-      break;
-  }
-  const rpc::ReturnObject& obj = reply.object();
-  if (obj.error().type() != rpc::ErrorInfo::NONE) {
-    return FromErrorInfo(obj.error());
-  }
-  if (!obj.stored_remotely()) return std::make_shared<const std::string>(obj.data());
+  absl::StatusOr<std::optional<Value>> told = StatusReplyValue(id, reply, /*asked_value=*/true);
+  if (!told.ok()) return told.status();
+  if (told->has_value()) return **told;
 
   // Large: stream it in chunks.
   grpc::ClientContext ctx;
@@ -173,7 +179,7 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::GetObjectStatus(grpc::CallbackServerCo
     return reactor;
   }
   objects_.AnswerStatus(id, absl::Milliseconds(std::max(0, req->wait_ms())), reply,
-                        [reactor] { reactor->Finish(grpc::Status::OK); });
+                        [reactor] { reactor->Finish(grpc::Status::OK); }, req->status_only());
   return reactor;
 }
 

@@ -48,19 +48,57 @@ std::vector<absl::StatusOr<Value>> ObjectService::Get(const std::vector<ObjectRe
   return store_->Get(ids, deadline);
 }
 
-std::vector<bool> ObjectService::Wait(const std::vector<ObjectRefInfo>& refs, int num_ready, absl::Duration timeout) {
+std::vector<bool> ObjectService::Wait(const std::vector<ObjectRefInfo>& refs, int num_ready, absl::Duration timeout,
+                                      bool fetch_local) {
   const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<ObjectId> ids;
   ids.reserve(refs.size());
+  // Values owned elsewhere and not known ready: watched at their owners
+  // (each watch settles the entry in the store) while this Wait lasts.
+  std::vector<const ObjectRefInfo*> unknown;
+  int ready = 0;
   for (const auto& r : refs) {
     ids.push_back(r.id);
-    if (!OwnedElsewhere(r.owner_address) || store_->TryGet(r.id)) continue;
-    const std::string owner = OwnerKey(r.owner_address);
-    if (owner.empty()) continue;
-    auto v = owners_->Fetch(owner, r.id, absl::ZeroDuration());
-    if (v.ok()) store_->Put(r.id, *v);
+    if (store_->TryGet(r.id) || (!fetch_local && store_->ReadyElsewhere(r.id))) {
+      ++ready;
+    } else if (OwnedElsewhere(r.owner_address)) {
+      unknown.push_back(&r);
+    }
   }
-  return store_->Wait(ids, num_ready, deadline);
+  auto live = std::make_shared<std::atomic<bool>>(true);
+  if (ready < num_ready) {
+    for (const ObjectRefInfo* r : unknown) {
+      const std::string owner = OwnerKey(r->owner_address);
+      if (owner.empty()) {
+        store_->PutIfPresent(r->id, MakeError(ErrorType::kInvalidArgument, "malformed owner address"));
+        continue;
+      }
+      WatchOwner(owner, r->id, deadline, fetch_local, live);
+    }
+  }
+  std::vector<bool> which = store_->Wait(ids, num_ready, deadline, /*count_elsewhere=*/!fetch_local);
+  live->store(false);
+  return which;
+}
+
+void ObjectService::WatchOwner(const std::string& owner, const ObjectId& id, absl::Time deadline, bool fetch,
+                               std::shared_ptr<std::atomic<bool>> live) {
+  absl::Duration wait = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxWatchWait);
+  auto settle = [this, owner, id, deadline, fetch, live](absl::StatusOr<std::optional<Value>> v) {
+    if (v.ok()) {
+      // Only for a ref still held here: a late answer stores nothing.
+      if (v->has_value()) {
+        store_->PutIfPresent(id, **v);
+      } else {
+        store_->MarkReadyElsewhere(id);
+      }
+    } else if (GetErrorType(v.status()) != ErrorType::kTimeout) {
+      store_->PutIfPresent(id, v.status());  // its error, or its owner's loss
+    } else if (live->load() && absl::Now() < deadline) {
+      WatchOwner(owner, id, deadline, fetch, live);
+    }
+  };
+  owners_->Watch(owner, id, wait, fetch, std::move(settle));
 }
 
 absl::StatusOr<Value> ObjectService::ResolveArg(const rpc::TaskArg& arg) {
@@ -94,7 +132,7 @@ void ObjectService::Fill(const ObjectId& id, const absl::StatusOr<Value>& v, con
 }
 
 void ObjectService::AnswerStatus(const ObjectId& id, absl::Duration wait, rpc::GetObjectStatusReply* reply,
-                                 std::function<void()> done) {
+                                 std::function<void()> done, bool status_only) {
   if (!store_->Contains(id)) {
     reply->set_status(rpc::GetObjectStatusReply::NOT_FOUND);
     return done();
@@ -110,10 +148,15 @@ void ObjectService::AnswerStatus(const ObjectId& id, absl::Duration wait, rpc::G
   auto call = std::make_shared<Call>();
   call->reply = reply;
   call->done = std::move(done);
-  store_->OnReady(id, [call, id, self = self_](const absl::StatusOr<Value>& v) {
+  store_->OnReady(id, [call, id, self = self_, status_only](const absl::StatusOr<Value>& v) {
     if (!call->Claim()) return;
     call->reply->set_status(rpc::GetObjectStatusReply::READY);
-    Fill(id, v, self, call->reply->mutable_object());
+    if (status_only && v.ok()) {
+      call->reply->mutable_object()->set_object_id(id.Binary());
+      call->reply->mutable_object()->set_size(static_cast<int64_t>((*v)->size()));
+    } else {
+      Fill(id, v, self, call->reply->mutable_object());
+    }
     call->done();
   });
   // A ready value has answered already: no timer to hold for the wait.

@@ -4,6 +4,9 @@
 
 #include <deque>
 #include <map>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 #include "runtime/core_worker/wire.h"
 #include "runtime/core_worker/submit_test_util.h"
@@ -24,6 +27,40 @@ class FakeOwners : public OwnerClient {
     if (it == values.end()) return MakeError(ErrorType::kTimeout, "timed out waiting for object " + id.Hex());
     return it->second;
   }
+  // Recorded; the test answers them (Answer), from any thread.
+  void Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch, Watched done) override {
+    absl::MutexLock lock(&mu);
+    watches.push_back({owner, id, wait, fetch, std::move(done)});
+  }
+  struct WatchCall {
+    std::string owner;
+    ObjectId id;
+    absl::Duration wait;
+    bool fetch = false;
+    Watched done;
+  };
+  // Waits until `n` watches were made; a copy of watch `i`'s request.
+  WatchCall AwaitWatch(size_t i) {
+    absl::MutexLock lock(&mu);
+    auto made = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return watches.size() > i; };
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&made), absl::Seconds(10)));
+    if (!made()) return {};
+    WatchCall c = watches[i];
+    c.done = nullptr;
+    return c;
+  }
+  void Answer(size_t i, absl::StatusOr<std::optional<Value>> v) {
+    Watched done;
+    {
+      absl::MutexLock lock(&mu);
+      done = std::move(watches.at(i).done);
+    }
+    done(std::move(v));
+  }
+  size_t NumWatches() {
+    absl::MutexLock lock(&mu);
+    return watches.size();
+  }
   void RunAfter(absl::Duration delay, std::function<void()> fn) override {
     timers.push_back({delay, std::move(fn)});
   }
@@ -36,6 +73,8 @@ class FakeOwners : public OwnerClient {
   std::map<ObjectId, Value> values;
   std::vector<std::pair<std::string, absl::Duration>> fetches;
   std::deque<std::pair<absl::Duration, std::function<void()>>> timers;
+  absl::Mutex mu;
+  std::vector<WatchCall> watches ABSL_GUARDED_BY(mu);
 };
 
 class ObjectServiceTest : public ::testing::Test {
@@ -97,14 +136,72 @@ TEST_F(ObjectServiceTest, AnOwnerGoneFailsTheValueButOneNotReadyOnlyTimesOut) {
   EXPECT_EQ(**got[1], "late");
 }
 
-TEST_F(ObjectServiceTest, WaitAsksOwnersWithoutWaitingAndCountsWhatIsReady) {
-  ObjectId ready = ObjectId::FromRandom();
-  ObjectId not_yet = ObjectId::FromRandom();
-  owners.values[ready] = V("r");
-  auto which = objects.Wait({Remote(ready), Remote(not_yet)}, 1, absl::Seconds(5));
+TEST_F(ObjectServiceTest, WaitFetchLocalCountsABorrowedValueOnceItIsHere) {
+  ObjectId first = ObjectId::FromRandom();
+  ObjectId second = ObjectId::FromRandom();
+  store.AddReference(first);  // the caller's refs
+  store.AddReference(second);
+  std::vector<bool> which;
+  std::thread waiter([&] { which = objects.Wait({Remote(first), Remote(second)}, 1, absl::Seconds(30)); });
+  FakeOwners::WatchCall w = owners.AwaitWatch(1);
+  EXPECT_EQ(owners.AwaitWatch(0).id, first);
+  EXPECT_EQ(w.id, second);
+  EXPECT_EQ(w.owner, "10.0.0.1:2000");
+  EXPECT_TRUE(w.fetch);
+  EXPECT_LE(w.wait, ObjectService::kMaxWatchWait);  // held at the owner, asked again after
+  owners.Answer(1, std::optional<Value>(V("second")));
+  waiter.join();
+  EXPECT_EQ(which, (std::vector<bool>{false, true}));
+  EXPECT_EQ(***store.TryGet(second), "second");  // here: Get asks no one
+  EXPECT_TRUE(owners.fetches.empty());
+  // The Wait is over: an answer still stores the value, but no watch is
+  // made again.
+  owners.Answer(0, MakeError(ErrorType::kTimeout, "not yet"));
+  EXPECT_EQ(owners.NumWatches(), 2u);
+  EXPECT_FALSE(store.TryGet(first).has_value());
+  // Ready here already: no watch.
+  EXPECT_EQ(objects.Wait({Remote(second)}, 1, absl::Seconds(1)), std::vector<bool>{true});
+  EXPECT_EQ(owners.NumWatches(), 2u);
+}
+
+TEST_F(ObjectServiceTest, WaitWithoutFetchLocalCountsAValueReadyAtItsOwnerAndFetchesNothing) {
+  ObjectId id = ObjectId::FromRandom();
+  store.AddReference(id);
+  std::vector<bool> which;
+  std::thread waiter([&] { which = objects.Wait({Remote(id)}, 1, absl::Seconds(30), /*fetch_local=*/false); });
+  EXPECT_FALSE(owners.AwaitWatch(0).fetch);
+  // Not ready yet: asked again while the Wait lasts.
+  owners.Answer(0, MakeError(ErrorType::kTimeout, "not yet"));
+  owners.AwaitWatch(1);
+  owners.Answer(1, std::optional<Value>());  // ready at the owner
+  waiter.join();
+  EXPECT_EQ(which, std::vector<bool>{true});
+  EXPECT_FALSE(store.TryGet(id).has_value());  // not fetched
+  // Known ready there: counted at once; fetch_local then fetches it.
+  EXPECT_EQ(objects.Wait({Remote(id)}, 1, absl::Seconds(1), false), std::vector<bool>{true});
+  EXPECT_EQ(owners.NumWatches(), 2u);
+  std::thread fetcher([&] { which = objects.Wait({Remote(id)}, 1, absl::Seconds(30), true); });
+  EXPECT_TRUE(owners.AwaitWatch(2).fetch);
+  owners.Answer(2, std::optional<Value>(V("v")));
+  fetcher.join();
+  EXPECT_EQ(which, std::vector<bool>{true});
+  EXPECT_EQ(***store.TryGet(id), "v");
+}
+
+TEST_F(ObjectServiceTest, WaitCountsAValueWhoseOwnerIsGoneAsReadyAndFailed) {
+  ObjectId id = ObjectId::FromRandom();
+  ObjectId dropped = ObjectId::FromRandom();
+  store.AddReference(id);
+  std::vector<bool> which;
+  std::thread waiter([&] { which = objects.Wait({Remote(id), Remote(dropped)}, 1, absl::Seconds(30)); });
+  owners.AwaitWatch(1);
+  owners.Answer(0, MakeError(ErrorType::kOwnerDied, "cannot reach the owner"));
+  waiter.join();
   EXPECT_EQ(which, (std::vector<bool>{true, false}));
-  ASSERT_EQ(owners.fetches.size(), 2u);
-  EXPECT_EQ(owners.fetches[0].second, absl::ZeroDuration());
+  EXPECT_EQ(GetErrorType(objects.Get({Remote(id)}, absl::Seconds(1))[0].status()), ErrorType::kOwnerDied);
+  // A value no ref here holds any more is not stored when its answer comes.
+  owners.Answer(1, std::optional<Value>(V("late")));
+  EXPECT_FALSE(store.Contains(dropped));
 }
 
 TEST_F(ObjectServiceTest, AnArgumentIsInlineLocalOrFetchedAndADeadOwnerIsOwnerDied) {

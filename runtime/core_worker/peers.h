@@ -11,8 +11,9 @@ namespace manta::core {
 
 class GrpcPeers final : public BorrowPeers, public OwnerClient {
  public:
-  GrpcPeers(ClientPool* pool, EventLoop* loop, std::string token)
-      : pool_(pool), loop_(loop), token_(std::move(token)) {}
+  // `fetches` streams large values in for Watch (used only once started).
+  GrpcPeers(ClientPool* pool, EventLoop* loop, std::string token, FetchPool* fetches)
+      : pool_(pool), loop_(loop), token_(std::move(token)), fetches_(fetches) {}
 
   // BorrowPeers
   bool AddBorrower(const std::string& owner, const ObjectId& id, const rpc::Address& borrower) override;
@@ -22,6 +23,9 @@ class GrpcPeers final : public BorrowPeers, public OwnerClient {
                    std::function<void(const absl::Status&, bool)> done) override;
   // OwnerClient
   absl::StatusOr<Value> Fetch(const std::string& owner, const ObjectId& id, absl::Duration wait) override;
+  // A GetObjectStatus call on the loop; a large value is then streamed on
+  // a fetch thread.
+  void Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch, Watched done) override;
   // Both: a timer held by the loop.
   void RunAfter(absl::Duration delay, std::function<void()> fn) override;
 
@@ -29,6 +33,7 @@ class GrpcPeers final : public BorrowPeers, public OwnerClient {
   ClientPool* const pool_;
   EventLoop* const loop_;
   const std::string token_;
+  FetchPool* const fetches_;
 };
 
 }  // namespace manta::core

@@ -53,6 +53,35 @@ absl::StatusOr<Value> GrpcPeers::Fetch(const std::string& owner, const ObjectId&
   return FetchObject(pool_, token_, owner, id, wait);
 }
 
+void GrpcPeers::Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch, Watched done) {
+  rpc::GetObjectStatusRequest req;
+  req.set_object_id(id.Binary());
+  req.set_wait_ms(static_cast<int32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(wait), 1 << 30)));
+  req.set_status_only(!fetch);
+  loop_->Post([this, owner, id, wait, fetch, req = std::move(req), done = std::move(done)]() mutable {
+    rpc::UnaryCall<rpc::GetObjectStatusReply>(
+        loop_, token_, wait + kBorrowRpcTimeout, std::move(req),
+        [stub = pool_->Worker(owner)](auto* ctx, auto* r, auto* reply, auto cb) {
+          stub->async()->GetObjectStatus(ctx, r, reply, std::move(cb));
+        },
+        [this, owner, id, fetch, done = std::move(done)](const absl::Status& s, rpc::GetObjectStatusReply&& reply) {
+          if (!s.ok()) {
+            return done(MakeError(ErrorType::kOwnerDied, "cannot reach the owner of object " + id.Hex() + " at " +
+                                                             owner + ": " + std::string(s.message())));
+          }
+          absl::StatusOr<std::optional<Value>> told = StatusReplyValue(id, reply, fetch);
+          if (!told.ok() || told->has_value() || !fetch) return done(std::move(told));
+          // Ready, and too large to come inline: streamed in off the loop.
+          bool queued = fetches_->Submit([this, owner, id, done](rpc::CallCanceller* cancel) {
+            absl::StatusOr<Value> v = FetchObject(pool_, token_, owner, id, absl::ZeroDuration(), cancel);
+            if (!v.ok()) return done(v.status());
+            done(std::optional<Value>(*std::move(v)));
+          });
+          if (!queued) done(MakeError(ErrorType::kObjectLost, "the core worker is shutting down"));
+        });
+  });
+}
+
 void GrpcPeers::RunAfter(absl::Duration delay, std::function<void()> fn) {
   loop_->Post([this, delay, fn = std::move(fn)]() mutable { loop_->RunOnce(delay, std::move(fn)); });
 }

@@ -235,7 +235,10 @@ def put(value):
 
 
 def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
-    """(ready, not_ready): the first `num_returns` refs ready, in order."""
+    """(ready, not_ready): the first `num_returns` refs ready, in order. A
+    ref another process owns is ready once its value is here for get (so
+    get needs its owner no more); with fetch_local=False, once its owner
+    has the value, which is not fetched."""
     auto_init()
     if isinstance(object_refs, _core.ObjectRef):
         raise TypeError("wait() expected a list of ObjectRef, got a single ObjectRef")
@@ -251,7 +254,7 @@ def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
     if not refs:
         return [], []
     try:
-        return _core.wait_split(refs, num_returns, _timeout(timeout))
+        return _core.wait_split(refs, num_returns, _timeout(timeout), fetch_local)
     except (TypeError, RuntimeError) as e:
         if any(not isinstance(r, _core.ObjectRef) for r in refs):
             raise TypeError("manta.wait() expects a list of ObjectRefs") from None

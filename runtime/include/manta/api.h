@@ -205,16 +205,19 @@ struct WaitResult {
 };
 
 // Waits until `num_returns` of `refs` are ready (done or failed) or `timeout`
-// passes, and splits them. `ready` may hold more than num_returns. Throws
+// passes, and splits them. `ready` may hold more than num_returns. A ref
+// another process owns is ready once its value was fetched here, or, without
+// `fetch_local`, once its owner has it (see CoreWorker::Wait). Throws
 // manta::Error (InvalidArgument) when num_returns is not in [0, refs.size()].
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns,
-                   absl::Duration timeout = absl::InfiniteDuration()) {
+                   absl::Duration timeout = absl::InfiniteDuration(), bool fetch_local = true) {
   if (num_returns < 0 || static_cast<size_t>(num_returns) > refs.size()) {
     throw Error(absl::InvalidArgumentError("Wait: num_returns " + std::to_string(num_returns) +
                                            " is not between 0 and " + std::to_string(refs.size())));
   }
-  std::vector<bool> ready = internal::RequireCoreWorker().Wait(internal::Infos(refs), num_returns, timeout);
+  std::vector<bool> ready =
+      internal::RequireCoreWorker().Wait(internal::Infos(refs), num_returns, timeout, fetch_local);
   WaitResult<T> result;
   for (size_t i = 0; i < refs.size(); ++i) {
     (i < ready.size() && ready[i] ? result.ready : result.not_ready).push_back(refs[i]);

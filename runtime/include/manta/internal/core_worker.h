@@ -406,8 +406,14 @@ class CoreWorker {
   virtual std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(
       const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) = 0;
   // Which of `refs` are ready, once `num_returns` are or `timeout` passes.
-  virtual std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
-                                 absl::Duration timeout) = 0;
+  // A value another process owns is ready once it is in this process, so
+  // that Get needs no remote fetch (its owner's later death included); it
+  // is fetched as soon as its owner has it. Without `fetch_local` it is
+  // ready once its owner has it, and is not fetched (as Ray's
+  // fetch_local=False). A value whose owner cannot be reached is ready
+  // (Get fails at once).
+  virtual std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
+                                 bool fetch_local = true) = 0;
 
   // ---- References: the API's ObjectRef copies call these ----
   // A value is freed when its owner holds no reference, no submitted work
