@@ -71,6 +71,21 @@ def test_a_ref_argument_arrives_as_its_value(driver):
     assert manta.get(add.remote(ref, b=manta.put(1))) == 17
 
 
+def test_a_remote_function_already_called_is_captured_by_another(driver):
+    # Defined here, both are pickled by value; the driver's call first
+    # leaves its own options cached on `child`.
+    @manta.remote
+    def child(x):
+        return x + 1
+
+    @manta.remote
+    def parent(x):
+        return manta.get(child.remote(x)) * 10
+
+    assert manta.get(child.remote(1)) == 2
+    assert manta.get(parent.remote(1)) == 20
+
+
 def test_num_returns_three_gives_three_refs(driver):
     refs = three.remote(10)
     assert isinstance(refs, list) and len(refs) == 3

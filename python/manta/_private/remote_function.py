@@ -110,6 +110,13 @@ class RemoteFunction:
         self.__module__ = getattr(function, "__module__", None)
         self.__doc__ = getattr(function, "__doc__", None)
 
+    def __getstate__(self):
+        # Captured by another task's function: the core worker's options of
+        # this process stay here (the receiver computes its own).
+        state = dict(self.__dict__)
+        state["_core_options"] = None
+        return state
+
     def __call__(self, *args, **kwargs):
         raise TypeError("Remote functions cannot be called directly. Instead of running "
                         "'%s.%s()', try '%s.%s.remote()'." % (self.__module__, self.__name__,
