@@ -84,6 +84,7 @@ class TrainController : private RunControl {
                                   const ActorHandle<TrainController>& self);
   // Counts a failed attempt, logs Ray's lines; true to restart.
   bool DecideOnFailure(const std::string& errors, int failed_workers) override;
+  void SetWorkerFailures(std::vector<WorkerFailure> failures) override { last_failures_ = std::move(failures); }
   // The record of attempt `attempt_id`: its state, detail and (when given) workers.
   void RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s, const std::string& detail,
                      const std::vector<state::TrainWorker>* workers) override;

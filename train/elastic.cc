@@ -249,7 +249,7 @@ void ElasticDriver::HandleRunEnded(const Event& e) {
     return;
   }
   if (ErrorTypeOf(e.status) == ErrorType::kApplicationError) {
-    RestartAll(absl::StrCat("[worker ", key.ToString(), "] ", e.status.message()), /*counts_as_failure=*/true);
+    WorkerFailed(key, e.status);
     return;
   }
   suspects_.push_back(Suspect{key, e.status, e.at});
@@ -275,14 +275,34 @@ void ElasticDriver::CheckSuspects() {
     if (!gone.empty()) {
       LoseSlice(slice, absl::StrCat(DescribeNode(gone), " of ", slice, " died"), s.at);
     } else if (absl::Now() - s.at > kHostGrace) {
+      const Suspect failed = s;
       suspects_.clear();
-      RestartAll(absl::StrCat("[worker ", s.key.ToString(), "] ", s.status.message()), /*counts_as_failure=*/true);
+      WorkerFailed(failed.key, failed.status);
       return;
     } else {
       still.push_back(s);
     }
   }
   suspects_ = std::move(still);
+}
+
+void ElasticDriver::WorkerFailed(const WorkerKey& key, const absl::Status& status) {
+  WorkerFailure f;
+  auto rank = ranks_.find(key);
+  f.rank = rank == ranks_.end() ? -1 : rank->second;
+  WorkerInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = slices_.find(key.slice);
+    if (it != slices_.end() && key.host >= 0 && key.host < static_cast<int>(it->second.slice->workers().size())) {
+      info = it->second.slice->workers()[key.host].info;
+    }
+  }
+  f.where = absl::StrCat("rank ", f.rank, " on ", info.node_ip.empty() ? "an unknown host" : info.node_ip, " (node ",
+                         info.node_id.substr(0, 8), ", ", key.slice, " worker ", key.host, ", pid ", info.pid, ")");
+  f.message = std::string(status.message());
+  f.data = core::ErrorData(status).value_or("");
+  RestartAll(absl::StrCat("[worker ", key.ToString(), "] ", status.message()), /*counts_as_failure=*/true, {f});
 }
 
 void ElasticDriver::LoseSlice(const std::string& name, const std::string& why, absl::Time at) {

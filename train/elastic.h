@@ -142,7 +142,12 @@ class ElasticDriver {
   void StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
                   const JoinInstruction& join);
   // Kills everything and starts over from the latest committed checkpoint.
-  void RestartAll(const std::string& why, bool counts_as_failure);
+  // A failure that exceeds max_failures ends the run instead, naming
+  // `failed` (the workers whose errors it was) in its result.
+  void RestartAll(const std::string& why, bool counts_as_failure, std::vector<WorkerFailure> failed = {});
+  // Worker `key`'s loop failed with `status` (its own error, not its
+  // host's death): counts against max_failures and restarts.
+  void WorkerFailed(const WorkerKey& key, const absl::Status& status);
   // Gives back slice `name` (its workers are killed).
   void Drop(const std::string& name);
   void Finish(const absl::Status& status);
@@ -175,6 +180,7 @@ class ElasticDriver {
   bool done_ = false;
   RunOutcome outcome_;
   int group_size_ = 0;  // workers of the last group started
+  std::map<WorkerKey, int> ranks_;  // world rank of each worker of the current group
   // While waiting for slices: a pending group asking for a slice head, so
   // `manta status` shows what the run waits for; removed before reserving.
   std::optional<PlacementGroup> demand_;

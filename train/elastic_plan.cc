@@ -202,11 +202,13 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
   {
     absl::MutexLock lock(&mu_);
     members_.clear();
+    ranks_.clear();
     for (auto& [key, req] : plan) {
       members_.insert(key);
       Held& h = slices_.at(key.slice);
       const HeldSlice::Worker& w = h.slice->workers().at(req.context.worker_id);
       records.push_back(c_->WorkerRecord(req.context, w.info, w.actor.ID(), key.slice));
+      ranks_[key] = req.context.world_rank;
       if (h.role == SliceRole::kActive && arrived_.count(key)) {
         plans_[key] = AwaitReply{false, req.context, req.join, req.env};
       } else {
@@ -285,10 +287,11 @@ void ElasticDriver::DropDemand() {
   demand_.reset();
 }
 
-void ElasticDriver::RestartAll(const std::string& why, bool counts_as_failure) {
-  if (counts_as_failure && !c_->DecideOnFailure(why, 1)) {
-    const std::string failed = TrainingFailedPrefix(c_->Attempts(), c_->Failures(), c_->Spec().max_failures);
-    Finish(absl::AbortedError(absl::StrCat(failed, "The last failure:\n", why)));
+void ElasticDriver::RestartAll(const std::string& why, bool counts_as_failure, std::vector<WorkerFailure> failed) {
+  if (counts_as_failure && !c_->DecideOnFailure(why, static_cast<int>(std::max<size_t>(failed.size(), 1)))) {
+    const std::string prefix = TrainingFailedPrefix(c_->Attempts(), c_->Failures(), c_->Spec().max_failures);
+    c_->SetWorkerFailures(std::move(failed));
+    Finish(absl::AbortedError(absl::StrCat(prefix, "The last failure:\n", why)));
     return;
   }
   if (!attempt_id_.empty()) {

@@ -78,6 +78,9 @@ class RunControl {
   // Counts a failure and logs Ray's lines; true to restart, false when
   // max_failures is exceeded.
   virtual bool DecideOnFailure(const std::string& errors, int failed_workers) = 0;
+  // The workers whose failure ends the run, each with its loop's error
+  // (and the front end's form of it): Finish hands them to the result.
+  virtual void SetWorkerFailures(std::vector<WorkerFailure> failures) = 0;
   // Sends the record; returns the run's outcome, ending with `status`.
   virtual RunOutcome Finish(const absl::Status& status) = 0;
 };

@@ -151,6 +151,14 @@ def test_a_failing_loop_raises_with_the_workers_traceback(free, tmp_path):
     assert isinstance(e.worker_failures[2], KeyError)
     text = str(e)
     assert "no such shard" in text and "failing_loop" in text and "test_train.py" in text
+    # An elastic run carries the loop's own exception too.
+    elastic = JaxTrainer(failing_loop, scaling_config=_scaling((4, 8)),
+                         run_config=RunConfig(name="fails_elastic", storage_path=str(tmp_path)))
+    with pytest.raises(train.WorkerGroupError) as info:
+        elastic.fit()
+    assert list(info.value.worker_failures) == [2]
+    assert isinstance(info.value.worker_failures[2], KeyError)
+    assert "failing_loop" in str(info.value)
 
 
 def test_bad_input_is_refused_before_anything_is_reserved(free, tmp_path):

@@ -154,7 +154,8 @@ struct Result {
   int num_failures = 0;
   int num_attempts = 0;
   // When the run failed because loops failed: each failed worker of the
-  // last attempt of a run of fixed size (empty otherwise).
+  // last attempt (of an elastic run: the worker whose failure ended it);
+  // empty otherwise.
   std::vector<WorkerFailure> worker_failures;
 
   bool ok() const { return error.ok(); }
