@@ -21,6 +21,7 @@ bool ClusterView::OnNodeInfo(const rpc::NodeInfo& info) {
   MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(info.node_id());
   if (!id.ok() || *id == self_) return false;
+  ++version_;
   if (info.state() == rpc::NodeInfo::DEAD) return nodes_.erase(*id) > 0;
   auto total = ResourceSet::FromPairs(info.resources_total());
   if (!total.ok()) return false;
@@ -56,6 +57,7 @@ bool ClusterView::OnNodeResources(const rpc::NodeResources& resources) {
   auto total = ResourceSet::FromPairs(resources.total());
   auto available = ResourceSet::FromPairs(resources.available());
   if (!total.ok() || !available.ok()) return false;
+  ++version_;
   n.version = resources.version();
   n.total = *total;
   n.available = *available;
@@ -64,6 +66,7 @@ bool ClusterView::OnNodeResources(const rpc::NodeResources& resources) {
 
 void ClusterView::Reset() {
   MANTA_CHECK_THREAD(thread_);
+  ++version_;
   nodes_.clear();
 }
 

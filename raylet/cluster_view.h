@@ -60,10 +60,15 @@ class ClusterView {
   void SubtractAvailable(const NodeId& node, const ResourceSet& demand);
 
   const std::map<NodeId, Node>& nodes() const { return nodes_; }
+  // Bumped by every change that may give a node more room or make a node
+  // able to hold more (OnNodeInfo or OnNodeResources returning true,
+  // Reset), not by SubtractAvailable. Starts at 1.
+  uint64_t version() const { return version_; }
 
  private:
   const NodeId self_;
   std::map<NodeId, Node> nodes_;  // ordered: deterministic choices
+  uint64_t version_ = 1;
   // The loop thread, which every call comes from.
   ThreadChecker thread_;
 };

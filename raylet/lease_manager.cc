@@ -71,6 +71,26 @@ absl::StatusOr<ResourceSet> LeaseDemand(const rpc::TaskSpec& spec) {
   return demand;
 }
 
+void AppendField(std::string* key, const std::string& field) {
+  key->append(std::to_string(field.size())).append(":").append(field).append(";");
+}
+
+// What makes leases interchangeable (see LeaseQueue): equal keys, equal
+// decisions. `demand` names the placement-group bundle, `kind` the worker.
+std::string ShapeKey(const rpc::RequestWorkerLeaseRequest& request, const ResourceSet& demand,
+                     const std::string& kind) {
+  const rpc::TaskSpec& spec = request.spec();
+  std::string key;
+  AppendField(&key, demand.DebugString());
+  AppendField(&key, DescribeSelector(spec));
+  AppendField(&key, spec.scheduling_strategy().SerializeAsString());
+  AppendField(&key, spec.placement_group_id());
+  AppendField(&key, absl::StrCat(spec.bundle_index(), request.grant_or_reject() ? "r" : "-",
+                                 request.fail_if_infeasible() ? "f" : "-"));
+  AppendField(&key, kind);
+  return key;
+}
+
 }  // namespace
 
 LeaseManager::LeaseManager(LeaseManagerOptions options, LocalResourceManager* local, ClusterView* view,
@@ -113,11 +133,12 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   lease->spec.clear_args();
   lease->demand = std::move(*demand);
   lease->selector = std::move(*selector);
-  lease->shape_key = lease->demand.DebugString() + DescribeSelector(lease->spec);
   lease->grant_or_reject = request.grant_or_reject();
   lease->fail_if_infeasible = request.fail_if_infeasible();
   lease->waiters.push_back({reply, std::move(done)});
-  queue_.push_back(lease->id);
+  std::string kind = WorkerKey(request.spec());
+  std::string key = ShapeKey(request, lease->demand, kind);
+  lease->queued = queue_.Push({std::move(key), lease->demand, std::move(kind)}, lease->seq, lease->id);
   leases_.emplace(lease->id, std::move(lease));
   Schedule();
 }
@@ -192,7 +213,7 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
   MANTA_CHECK_THREAD(thread_);
   std::vector<std::string> ended;
   for (const auto& [id, lease] : leases_) {
-    if (lease->spec.placement_group_id() != group.Binary() || lease->state == State::kInfeasible) continue;
+    if (lease->spec.placement_group_id() != group.Binary() || Infeasible(*lease)) continue;
     bool hit = false;
     if (lease->spec.bundle_index() >= 0) {
       hit = in_returned(lease->spec.bundle_index());
@@ -231,6 +252,19 @@ void LeaseManager::StartDraining(const std::string& reason) {
   if (draining_) return;
   draining_ = true;
   Log()->info("draining: no new leases here ({} queued or infeasible re-examined)", queue_.size());
+  queue_.WakeAll();
+  Schedule();
+}
+
+void LeaseManager::OnClusterChanged() {
+  MANTA_CHECK_THREAD(thread_);
+  queue_.WakeAll();
+  Schedule();
+}
+
+void LeaseManager::OnLocalResourcesChanged() {
+  MANTA_CHECK_THREAD(thread_);
+  queue_.WakeAll();
   Schedule();
 }
 
@@ -253,6 +287,11 @@ void LeaseManager::Schedule() {
   scheduling_ = true;
   do {
     schedule_again_ = false;
+    if (view_->version() != woken_at_view_version_) {
+      // Nodes may have more room, or fewer can hold a shape at all.
+      woken_at_view_version_ = view_->version();
+      queue_.WakeAll();
+    }
     SchedulePass();
   } while (schedule_again_);
   scheduling_ = false;
@@ -261,15 +300,24 @@ void LeaseManager::Schedule() {
 }
 
 void LeaseManager::SchedulePass() {
-  absl::flat_hash_set<std::string> blocked_shapes;
   std::vector<std::pair<std::string, uint64_t>> granted;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    Lease& lease = *leases_.at(*it);
-    ++it;  // Decide may dequeue the lease
-    bool blocked = blocked_shapes.contains(lease.shape_key);
-    Decision d = Decide(lease, blocked);
-    if (d == Decision::kKeep && lease.state == State::kQueued) blocked_shapes.insert(lease.shape_key);
-    if (d == Decision::kGrant) granted.emplace_back(lease.id, lease.seq);
+  while (LeaseQueue::Shape* shape = queue_.Front()) {
+    Lease& lease = *leases_.at(shape->head().id);
+    ++decisions_;
+    switch (Decide(lease)) {
+      case Decision::kGrant:
+        granted.emplace_back(lease.id, lease.seq);
+        break;
+      case Decision::kBlocked:
+        queue_.Park(shape, LeaseQueue::Verdict::kBlocked);
+        break;
+      case Decision::kInfeasible:
+        queue_.Park(shape, LeaseQueue::Verdict::kInfeasible);
+        CheckGroup(lease);  // last: its answer may end the lease
+        break;
+      case Decision::kReplied:
+        break;
+    }
   }
   for (const auto& [id, seq] : granted) {
     auto l = leases_.find(id);
@@ -279,28 +327,18 @@ void LeaseManager::SchedulePass() {
   }
 }
 
-LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
+LeaseManager::Decision LeaseManager::Decide(Lease& lease) {
   if (draining_) return DecideWhileDraining(lease);
-  if (auto d = DecideByStrategy(lease, shape_blocked)) return *d;
+  if (auto d = DecideByStrategy(lease)) return *d;
   bool local_ok = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
   if (local_ok) {
-    if (!shape_blocked) {
-      if (auto a = local_->Allocate(lease.demand)) {
-        queue_.remove(lease.id);
-        lease.allocation = std::move(*a);
-        lease.state = State::kWaitingForWorker;
-        return Decision::kGrant;
-      }
-    }
+    if (TryGrantHere(lease)) return Decision::kGrant;
     if (lease.grant_or_reject) {
       Finish(lease, Reply::REJECTED, "this node cannot hold " + lease.demand.DebugString() + " now");
       return Decision::kReplied;
     }
-    if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
-      return Spill(lease, *n);
-    }
-    lease.state = State::kQueued;
-    return Decision::kKeep;
+    if (const ClusterView::Node* n = RoomElsewhere(lease)) return Spill(lease, *n);
+    return Decision::kBlocked;
   }
   if (lease.grant_or_reject) {
     Finish(lease, Reply::REJECTED,
@@ -314,6 +352,17 @@ LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
                                    DescribeSelector(lease.spec));
 }
 
+bool LeaseManager::MayHaveRoomElsewhere(const Lease& lease) const {
+  return lease.queued.shape->no_room_version != view_->version();
+}
+
+const ClusterView::Node* LeaseManager::RoomElsewhere(Lease& lease) {
+  if (!MayHaveRoomElsewhere(lease)) return nullptr;
+  const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true);
+  if (n == nullptr) lease.queued.shape->no_room_version = view_->version();
+  return n;
+}
+
 LeaseManager::Decision LeaseManager::DecideWhileDraining(Lease& lease) {
   if (lease.grant_or_reject) {
     Finish(lease, Reply::REJECTED, "this node is draining (" + drain_reason_ + ")");
@@ -321,13 +370,9 @@ LeaseManager::Decision LeaseManager::DecideWhileDraining(Lease& lease) {
   }
   // Only to a node with room now: a spilled lease is grant_or_reject there,
   // and a refusal would bring the caller straight back here.
-  if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
-    return Spill(lease, *n);
-  }
-  if (view_->AnyCanEverFit(lease.demand, lease.selector)) {
-    lease.state = State::kQueued;  // spilled when a report shows room
-    return Decision::kKeep;
-  }
+  if (const ClusterView::Node* n = RoomElsewhere(lease)) return Spill(lease, *n);
+  // Else spilled when a report shows room.
+  if (view_->AnyCanEverFit(lease.demand, lease.selector)) return Decision::kBlocked;
   return KeepInfeasible(lease, "this node is draining (" + drain_reason_ + ") and no other node can ever hold " +
                                    lease.demand.DebugString() + DescribeSelector(lease.spec));
 }
@@ -344,12 +389,12 @@ LeaseManager::Decision LeaseManager::KeepInfeasible(Lease& lease, const std::str
     Finish(lease, Reply::INFEASIBLE, why);
     return Decision::kReplied;
   }
-  if (lease.state != State::kInfeasible) {
-    Log()->warn("infeasible lease queued until a node that can hold it joins lease_id={}: {}", ToHex(lease.id), why);
-    lease.state = State::kInfeasible;
+  const LeaseQueue::Shape& shape = *lease.queued.shape;
+  if (shape.verdict() != LeaseQueue::Verdict::kInfeasible) {
+    Log()->warn("infeasible leases queued until a node that can hold them joins lease_id={} count={}: {}",
+                ToHex(lease.id), shape.size(), why);
   }
-  CheckGroup(lease);
-  return Decision::kKeep;
+  return Decision::kInfeasible;
 }
 
 void LeaseManager::CheckGroup(const Lease& lease) {
@@ -361,10 +406,12 @@ void LeaseManager::CheckGroup(const Lease& lease) {
 
 void LeaseManager::RecheckGroups() {
   MANTA_CHECK_THREAD(thread_);
+  // Every lease of a shape is in the same group: its head speaks for it.
   std::vector<const Lease*> waiting;
-  for (const auto& [id, lease] : leases_) {
-    if (lease->state == State::kInfeasible && !lease->spec.placement_group_id().empty()) waiting.push_back(lease.get());
-  }
+  queue_.ForEachShape([&](const LeaseQueue::Shape& shape) {
+    const Lease& head = *leases_.at(shape.head().id);
+    if (Infeasible(head) && !head.spec.placement_group_id().empty()) waiting.push_back(&head);
+  });
   for (const Lease* lease : waiting) CheckGroup(*lease);
 }
 
@@ -374,7 +421,7 @@ void LeaseManager::OnGroupChecked(const PlacementGroupId& group, bool exists) {
   if (exists) return;
   std::vector<std::string> doomed;
   for (const auto& [id, lease] : leases_) {
-    if (lease->state == State::kInfeasible && lease->spec.placement_group_id() == group.Binary()) doomed.push_back(id);
+    if (Infeasible(*lease) && lease->spec.placement_group_id() == group.Binary()) doomed.push_back(id);
   }
   for (const auto& id : doomed) {
     Finish(*leases_.at(id), Reply::INVALID, "placement group " + group.Hex() + " does not exist or was removed");
@@ -458,9 +505,20 @@ void LeaseManager::Erase(const std::string& id, const Reply* last, bool cancelle
     ended_.erase(ended_order_.front());
     ended_order_.pop_front();
   }
-  if (lease->state == State::kQueued || lease->state == State::kInfeasible) queue_.remove(id);
+  if (lease->state == State::kQueued) queue_.Remove(lease->queued);
   if (lease->state == State::kGranted) lease_of_worker_.erase(lease->worker.worker_id);
-  if (lease->allocation.id != 0) local_->Release(lease->allocation.id);
+  if (lease->allocation.id != 0) {
+    if (lease->spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) {
+      auto running = running_by_worker_.find(WorkerKey(lease->spec));
+      if (--running->second == 0) running_by_worker_.erase(running);
+    }
+    const ResourceSet freed = local_->AllocatedResources(lease->allocation.id);
+    local_->Release(lease->allocation.id);
+    // Nothing is granted here while draining: the freed room wakes no shape.
+    if (!draining_) {
+      queue_.WakeFreed(freed, [this](const ResourceSet& demand) { return local_->CanFitNow(demand); });
+    }
+  }
 }
 
 void LeaseManager::PrestartForBacklog() {
@@ -468,39 +526,23 @@ void LeaseManager::PrestartForBacklog() {
   // Queued leases per worker kind, less the normal-task leases of that kind
   // already running (their workers come back when returned).
   std::map<std::string, std::pair<const rpc::TaskSpec*, int>> backlog;
-  for (const auto& id : queue_) {
-    const Lease& l = *leases_.at(id);
-    if (l.state != State::kQueued) continue;
-    auto& [spec, n] = backlog[WorkerKey(l.spec)];
-    if (spec == nullptr) spec = &l.spec;
-    ++n;
-  }
-  if (backlog.empty()) return;
-  for (const auto& [id, lease] : leases_) {
-    if (lease->state == State::kQueued || lease->state == State::kInfeasible) continue;
-    if (lease->spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) continue;
-    auto it = backlog.find(WorkerKey(lease->spec));
-    if (it != backlog.end()) --it->second.second;
-  }
-  for (const auto& [key, entry] : backlog) {
+  queue_.ForEachShape([&](const LeaseQueue::Shape& shape) {
+    if (shape.verdict() == LeaseQueue::Verdict::kInfeasible) return;
+    auto& [spec, n] = backlog[shape.spec().kind];
+    if (spec == nullptr) spec = &leases_.at(shape.head().id)->spec;
+    n += static_cast<int>(shape.size());
+  });
+  for (auto& [kind, entry] : backlog) {
+    auto running = running_by_worker_.find(kind);
+    if (running != running_by_worker_.end()) entry.second -= running->second;
     if (entry.second > 0) pool_->Prestart(*entry.first, entry.second);
   }
-}
-
-LeaseManager::DemandCounts LeaseManager::CountDemands() const {
-  DemandCounts by_shape;
-  for (const auto& id : queue_) {
-    const Lease& l = *leases_.at(id);
-    auto& [ready, infeasible] = by_shape[l.demand.ToMap()];
-    (l.state == State::kInfeasible ? infeasible : ready) += 1;
-  }
-  return by_shape;
 }
 
 std::vector<rpc::ResourceDemand> LeaseManager::Demands() const {
   MANTA_CHECK_THREAD(thread_);
   std::vector<rpc::ResourceDemand> out;
-  for (const auto& [shape, counts] : CountDemands()) {
+  for (const auto& [shape, counts] : queue_.Demands()) {
     rpc::ResourceDemand d;
     for (const auto& [k, v] : shape) (*d.mutable_shape())[k] = v;
     d.set_num_ready_requests_queued(counts.first);
@@ -511,10 +553,7 @@ std::vector<rpc::ResourceDemand> LeaseManager::Demands() const {
 }
 
 void LeaseManager::NotifyDemandsIfChanged() {
-  DemandCounts now = CountDemands();
-  if (now == last_demands_) return;
-  last_demands_ = std::move(now);
-  if (on_demands_) on_demands_();
+  if (queue_.TakeDemandsChanged() && on_demands_) on_demands_();
 }
 
 }  // namespace manta::raylet

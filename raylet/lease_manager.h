@@ -6,11 +6,26 @@
 // or held infeasible by the same rules as any other.
 //
 // Owns every lease this raylet knows, by client-chosen lease id: queued ones
-// (waiting for local resources, FIFO per resource shape), infeasible ones
-// (no node could ever hold them; re-examined when the cluster changes),
-// granted ones waiting for a worker, and granted ones holding resources and a
-// worker until ReturnWorker or the worker's death. A held RequestWorkerLease
-// call is answered when its lease leaves the queue.
+// (waiting for local resources, or for room on another node), infeasible
+// ones (no node could ever hold them), granted ones waiting for a worker,
+// and granted ones holding resources and a worker until ReturnWorker or the
+// worker's death. A held RequestWorkerLease call is answered when its lease
+// leaves the queue.
+//
+// The queue (LeaseQueue) is one FIFO per shape: leases with the same demand
+// (placement-group bundle included), label selector, scheduling strategy,
+// worker (job, program and arguments, which fix its environment) and
+// request flags get the same decision, so only each shape's head is
+// decided, heads in the order their leases arrived (which is the order of
+// one FIFO of every lease: the oldest waiting lease that can run gets the
+// resources first, and a shape that cannot run holds up no other). A shape
+// that must wait is not decided again until something it could use
+// changes: resources it demands freed here while it fits (a return, a
+// cancel, a worker's death), this node's totals (bundles committed or
+// returned), the cluster view (a node added, changed or gone), or a drain.
+// Another node is searched for room (ClusterView::PickNode) only when the
+// view changed since the shape last found none. A new lease of a waiting
+// shape costs O(1) (its key aside), a release O(shapes it wakes).
 //
 // Draining (StartDraining): no lease is granted here any more. A new or
 // queued lease is refused (REJECTED for grant_or_reject), or spilled to a
@@ -36,13 +51,11 @@
 //   leases.OnClusterChanged();                                 // view updated
 #pragma once
 
-#include <optional>
-
 #include <deque>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +67,7 @@
 #include "common/thread_checker.h"
 #include "proto/node_manager.pb.h"
 #include "raylet/cluster_view.h"
+#include "raylet/lease_queue.h"
 #include "raylet/local_resource_manager.h"
 #include "raylet/worker_pool_interface.h"
 
@@ -116,11 +130,12 @@ class LeaseManager {
   // held one.
   bool OnWorkerExit(const WorkerId& worker);
   // The cluster view changed: queued and infeasible leases are re-examined.
-  void OnClusterChanged() { Schedule(); }
+  // (A change of view_->version() seen by any later event does the same.)
+  void OnClusterChanged();
   // This node's total or available resources changed other than through a
   // lease (bundles committed or returned): queued and infeasible leases are
   // re-examined.
-  void OnLocalResourcesChanged() { Schedule(); }
+  void OnLocalResourcesChanged();
 
   // Asked (one call in flight per group) when a lease in a placement group
   // finds no node holding that group's resources, and again on each
@@ -144,12 +159,18 @@ class LeaseManager {
   void SetDemandsListener(std::function<void()> fn) { on_demands_ = std::move(fn); }
 
   size_t num_leases() const { return leases_.size(); }
+  // Queued and infeasible leases.
   size_t num_queued() const { return queue_.size(); }
+  size_t num_shapes() const { return queue_.num_shapes(); }
   // Leases holding this node's resources: granted, or waiting for a worker.
   size_t num_granted() const { return leases_.size() - queue_.size(); }
+  // How many times a shape's head lease has been decided (for tests and
+  // benchmarks: a shape that waits is not decided again until woken).
+  uint64_t num_decisions() const { return decisions_; }
 
  private:
-  enum class State { kQueued, kInfeasible, kWaitingForWorker, kGranted };
+  // kQueued: in queue_ (its shape's verdict says whether infeasible).
+  enum class State { kQueued, kWaitingForWorker, kGranted };
   struct Waiter {
     rpc::RequestWorkerLeaseReply* reply;
     rpc::Done done;
@@ -160,32 +181,46 @@ class LeaseManager {
     rpc::TaskSpec spec;  // without args
     ResourceSet demand;
     LabelSelector selector;
-    std::string shape_key;
     bool grant_or_reject = false;
     bool fail_if_infeasible = false;
     State state = State::kQueued;
+    LeaseQueue::Handle queued;  // while kQueued
     Allocation allocation;
     LeasedWorker worker;
     std::vector<Waiter> waiters;
   };
-  enum class Decision { kKeep, kGrant, kReplied };
+  // What became of a queued shape's head: it waits for room (kBlocked) or
+  // for a node that could ever hold it (kInfeasible), and its shape with
+  // it; or it left the queue.
+  enum class Decision { kBlocked, kInfeasible, kGrant, kReplied };
 
   void Schedule();
   void SchedulePass();
-  Decision Decide(Lease& lease, bool shape_blocked);
+  // Decides a shape's head lease.
+  Decision Decide(Lease& lease);
   Decision DecideWhileDraining(Lease& lease);
   // The lease's scheduling strategy (lease_strategy.cc): its decision, or
   // nullopt when the default policy decides (DEFAULT, or a soft affinity
   // or SPREAD with nowhere better now).
-  std::optional<Decision> DecideByStrategy(Lease& lease, bool shape_blocked);
-  std::optional<Decision> DecideAffinity(Lease& lease, bool shape_blocked);
-  std::optional<Decision> DecideSpread(Lease& lease, bool shape_blocked);
+  std::optional<Decision> DecideByStrategy(Lease& lease);
+  std::optional<Decision> DecideAffinity(Lease& lease);
+  std::optional<Decision> DecideSpread(Lease& lease);
   // Grants `lease` here when its demand fits now.
-  bool TryGrantHere(Lease& lease, bool shape_blocked);
+  bool TryGrantHere(Lease& lease);
+  // Whether another node may have room now for the lease's shape: false
+  // when it found none at the view's current version.
+  bool MayHaveRoomElsewhere(const Lease& lease) const;
+  // The node with room now for a queued lease (PickNode), unless its shape
+  // found none at the view's current version; null when none.
+  const ClusterView::Node* RoomElsewhere(Lease& lease);
   // Answers the lease SPILLBACK to `node`, counting it in the view.
   Decision Spill(Lease& lease, const ClusterView::Node& node);
   // Keeps a lease that no node can ever hold (or answers INFEASIBLE).
   Decision KeepInfeasible(Lease& lease, const std::string& why);
+  // Whether a lease waits as infeasible.
+  static bool Infeasible(const Lease& lease) {
+    return lease.state == State::kQueued && lease.queued.shape->verdict() == LeaseQueue::Verdict::kInfeasible;
+  }
   void StartGrant(Lease& lease);
   void OnWorkerPopped(const std::string& id, uint64_t seq, absl::StatusOr<LeasedWorker> worker);
   void FillGrant(const Lease& lease, rpc::RequestWorkerLeaseReply* reply) const;
@@ -200,9 +235,6 @@ class LeaseManager {
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);
   void PrestartForBacklog();
-  // Shape -> (ready, infeasible) counts.
-  using DemandCounts = std::map<std::map<std::string, double>, std::pair<int64_t, int64_t>>;
-  DemandCounts CountDemands() const;
   void NotifyDemandsIfChanged();
 
   const LeaseManagerOptions options_;
@@ -214,8 +246,14 @@ class LeaseManager {
   WorkerPoolInterface* const pool_;
 
   absl::flat_hash_map<std::string, std::unique_ptr<Lease>> leases_;
-  // Queued and infeasible leases in arrival order.
-  std::list<std::string> queue_;
+  // Queued and infeasible leases, by shape. After Schedule() no shape is
+  // ready: each waits (blocked or infeasible) until woken.
+  LeaseQueue queue_;
+  // The view's version when queued shapes were last woken for it.
+  uint64_t woken_at_view_version_ = 0;
+  uint64_t decisions_ = 0;
+  // Normal-task leases holding resources here, by WorkerKey.
+  absl::flat_hash_map<std::string, int> running_by_worker_;
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_;  // granted leases
   // Leases that have ended, with the answer a retried request gets, and
   // whether a CancelWorkerLease ended it.
@@ -230,7 +268,6 @@ class LeaseManager {
   std::string drain_reason_;
   bool scheduling_ = false;
   bool schedule_again_ = false;
-  DemandCounts last_demands_;
   std::function<void()> on_demands_;
   std::function<void(const rpc::TaskSpec&, const LeasedWorker&)> on_grant_;
   GroupCheck group_check_;

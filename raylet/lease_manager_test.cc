@@ -497,3 +497,91 @@ TEST_F(LeaseManagerTest, SpreadTakesNodesInTurn) {
 
 }  // namespace
 }  // namespace manta::raylet
+
+namespace manta::raylet {
+namespace {
+
+// Queued leases wait in one FIFO per shape; a shape that must wait is not
+// decided again until something it could use comes back.
+TEST_F(LeaseManagerTest, AWaitingShapeIsDecidedAgainOnlyWhenAReleaseCouldFitIt) {
+  AddNode({{"CPU", 4}, {"TPU", 4}}, {});  // could hold anything, busy now
+  Request("cpus", {{"CPU", 4}});
+  Request("chips", {{"TPU", 4}});
+  for (int i = 0; i < 50; ++i) Request("c" + std::to_string(i), {{"CPU", 2}});
+  Request("t0", {{"TPU", 1}});
+  EXPECT_EQ(leases_.num_queued(), 51u);
+  EXPECT_EQ(leases_.num_shapes(), 2u);
+  const uint64_t decided = leases_.num_decisions();
+  for (int i = 50; i < 100; ++i) Request("c" + std::to_string(i), {{"CPU", 2}});
+  EXPECT_EQ(leases_.num_decisions(), decided) << "a lease joining a waiting shape is not decided";
+  Return("chips");
+  EXPECT_EQ(leases_.num_decisions(), decided + 1) << "only the TPU shape uses the freed chips";
+  EXPECT_EQ(calls_[2 + 50]->reply.outcome(), Reply::GRANTED);
+  EXPECT_EQ(leases_.num_shapes(), 1u);
+  Return("t0");
+  EXPECT_EQ(leases_.num_decisions(), decided + 1) << "no waiting shape demands TPU";
+  leases_.OnClusterChanged();
+  EXPECT_EQ(leases_.num_decisions(), decided + 2) << "a cluster change wakes every waiting shape once";
+  Return("cpus");
+  EXPECT_EQ(leases_.num_decisions(), decided + 5) << "two grants, then the head must wait again";
+  EXPECT_EQ(leases_.num_queued(), 98u);
+}
+
+TEST_F(LeaseManagerTest, FreedResourcesGoToTheOldestLeaseThatFitsAcrossShapes) {
+  pool_.auto_grant = false;
+  auto granted = [&](int call) {
+    while (!pool_.pops.empty()) pool_.CompletePop();
+    return calls_[call]->done && calls_[call]->reply.outcome() == Reply::GRANTED;
+  };
+  Request("all", {{"CPU", 4}});
+  ASSERT_TRUE(granted(0));
+  // Shapes A (2 CPUs), B (2 CPUs, another job) and S (1 CPU), interleaved.
+  const std::string job_b("\0\0\0\2", 4);
+  Request("a1", {{"CPU", 2}});                  // 1
+  Request("b1", {{"CPU", 2}}, {.job = job_b});  // 2
+  Request("a2", {{"CPU", 2}});                  // 3
+  Request("s1", {{"CPU", 1}});                  // 4
+  Request("b2", {{"CPU", 2}}, {.job = job_b});  // 5
+  Request("a3", {{"CPU", 2}});                  // 6
+  EXPECT_EQ(leases_.num_shapes(), 3u);
+  Return("all");
+  EXPECT_TRUE(granted(1) && granted(2)) << "the two oldest";
+  EXPECT_FALSE(calls_[3]->done || calls_[4]->done || calls_[5]->done || calls_[6]->done);
+  Return("a1");
+  EXPECT_TRUE(granted(3)) << "a2: the oldest waiting lease that fits";
+  EXPECT_FALSE(calls_[4]->done) << "nothing left for s1";
+  Return("b1");
+  EXPECT_TRUE(granted(4)) << "s1 before b2 and a3";
+  EXPECT_FALSE(calls_[5]->done || calls_[6]->done) << "one CPU is left: too little for either";
+  Return("s1");
+  EXPECT_TRUE(granted(5)) << "b2 before a3";
+  EXPECT_FALSE(calls_[6]->done);
+  EXPECT_EQ(leases_.num_queued(), 1u);
+}
+
+}  // namespace
+}  // namespace manta::raylet
+
+namespace manta::raylet {
+namespace {
+
+TEST_F(LeaseManagerTest, AViewChangedWithoutNoticeIsSeenByTheNextEvent) {
+  NodeId other = AddNode({{"CPU", 4}}, {});
+  Request("all", {{"CPU", 4}});
+  Call* waits = Request("waits", {{"CPU", 2}});
+  EXPECT_FALSE(waits->done);
+  // The other node reports room, and OnClusterChanged is not called.
+  rpc::NodeResources report;
+  report.set_node_id(other.Binary());
+  report.set_version(2);
+  (*report.mutable_total())["CPU"] = 4;
+  (*report.mutable_available())["CPU"] = 4;
+  ASSERT_TRUE(view_.OnNodeResources(report));
+  Request("unrelated", {{"TPU", 1}});
+  ASSERT_TRUE(waits->done);
+  EXPECT_EQ(waits->reply.outcome(), Reply::SPILLBACK);
+  EXPECT_EQ(waits->reply.retry_at().node_id(), other.Binary());
+}
+
+}  // namespace
+}  // namespace manta::raylet

@@ -15,28 +15,29 @@ namespace manta::raylet {
 
 using Reply = rpc::RequestWorkerLeaseReply;
 
-std::optional<LeaseManager::Decision> LeaseManager::DecideByStrategy(Lease& lease, bool shape_blocked) {
+std::optional<LeaseManager::Decision> LeaseManager::DecideByStrategy(Lease& lease) {
   switch (lease.spec.scheduling_strategy().kind()) {
     case rpc::SchedulingStrategy::NODE_AFFINITY:
-      return DecideAffinity(lease, shape_blocked);
+      return DecideAffinity(lease);
     case rpc::SchedulingStrategy::SPREAD:
-      return DecideSpread(lease, shape_blocked);
+      return DecideSpread(lease);
     default:
       return std::nullopt;
   }
 }
 
-bool LeaseManager::TryGrantHere(Lease& lease, bool shape_blocked) {
-  if (shape_blocked) return false;
+bool LeaseManager::TryGrantHere(Lease& lease) {
   auto a = local_->Allocate(lease.demand);
   if (!a) return false;
-  queue_.remove(lease.id);
+  queue_.Remove(lease.queued);
+  lease.queued = {};
   lease.allocation = std::move(*a);
   lease.state = State::kWaitingForWorker;
+  if (lease.spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) ++running_by_worker_[WorkerKey(lease.spec)];
   return true;
 }
 
-std::optional<LeaseManager::Decision> LeaseManager::DecideAffinity(Lease& lease, bool shape_blocked) {
+std::optional<LeaseManager::Decision> LeaseManager::DecideAffinity(Lease& lease) {
   const rpc::SchedulingStrategy& s = lease.spec.scheduling_strategy();
   auto node = NodeId::FromBinary(s.node_id());
   if (!node.ok()) {
@@ -45,15 +46,14 @@ std::optional<LeaseManager::Decision> LeaseManager::DecideAffinity(Lease& lease,
   }
   if (*node == options_.node_id) {
     const bool ever = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
-    if (ever && TryGrantHere(lease, shape_blocked)) return Decision::kGrant;
+    if (ever && TryGrantHere(lease)) return Decision::kGrant;
     if (s.soft()) return std::nullopt;
     if (!ever) {
       Finish(lease, Reply::INFEASIBLE,
              absl::StrCat("NODE_AFFINITY: node ", node->Hex(), " can never hold ", lease.demand.DebugString()));
       return Decision::kReplied;
     }
-    lease.state = State::kQueued;  // until room is freed here
-    return Decision::kKeep;
+    return Decision::kBlocked;  // until room is freed here
   }
   if (lease.grant_or_reject) return std::nullopt;  // sent here by a spill: decided as DEFAULT
   auto it = view_->nodes().find(*node);
@@ -77,8 +77,18 @@ std::optional<LeaseManager::Decision> LeaseManager::DecideAffinity(Lease& lease,
   return Spill(lease, it->second);
 }
 
-std::optional<LeaseManager::Decision> LeaseManager::DecideSpread(Lease& lease, bool shape_blocked) {
+std::optional<LeaseManager::Decision> LeaseManager::DecideSpread(Lease& lease) {
   if (lease.grant_or_reject) return std::nullopt;
+  auto grant_here = [&] {
+    const bool here = local_->CanFitNow(lease.demand) && lease.selector.Matches(options_.labels);
+    return here && TryGrantHere(lease);
+  };
+  if (!MayHaveRoomElsewhere(lease)) {
+    // No other node had room for the shape, and the view has not changed.
+    if (!grant_here()) return std::nullopt;
+    spread_cursor_ = 1;
+    return Decision::kGrant;
+  }
   // Candidates in a fixed order: this node, then the others by id.
   std::vector<const ClusterView::Node*> others;
   for (const auto& [id, n] : view_->nodes()) others.push_back(&n);
@@ -86,8 +96,7 @@ std::optional<LeaseManager::Decision> LeaseManager::DecideSpread(Lease& lease, b
   for (size_t step = 0; step < count; ++step) {
     const size_t i = (spread_cursor_ + step) % count;
     if (i == 0) {
-      const bool here = local_->CanFitNow(lease.demand) && lease.selector.Matches(options_.labels);
-      if (here && TryGrantHere(lease, shape_blocked)) {
+      if (grant_here()) {
         spread_cursor_ = i + 1;
         return Decision::kGrant;
       }

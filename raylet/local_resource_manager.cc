@@ -83,6 +83,9 @@ int64_t LocalResourceManager::ChipsWanted(const ResourceSet& demand) {
 
 std::optional<LocalResourceManager::Plan> LocalResourceManager::PlanFor(const ResourceSet& demand,
                                                                         const ResourceSet& pool) const {
+  // Every name a demand asks for is charged at least as much: a pool short
+  // of one is short of the plan (checked first: it is cheap).
+  if (!pool.Contains(demand)) return std::nullopt;
   Split split = SplitDemand(demand);
   bool tpu_host = chips_per_host_ > 0;
   if (tpu_host && ChipsWanted(split.plain) < 0) return std::nullopt;
@@ -170,6 +173,15 @@ std::optional<Allocation> LocalResourceManager::Allocate(const ResourceSet& dema
   allocations_.emplace(out.id, std::move(h));
   Changed();
   return out;
+}
+
+ResourceSet LocalResourceManager::AllocatedResources(int64_t allocation_id) const {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = allocations_.find(allocation_id);
+  if (it == allocations_.end()) return {};
+  ResourceSet held = it->second.plain;
+  for (const Part& part : it->second.parts) held.Add(Expand(part.charge, part.key));
+  return held;
 }
 
 bool LocalResourceManager::Release(int64_t allocation_id) {

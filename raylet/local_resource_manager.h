@@ -99,6 +99,10 @@ class LocalResourceManager {
   // Gives an allocation back. Idempotent: unknown or released ids are ignored
   // (returns false).
   bool Release(int64_t allocation_id);
+  // What a held allocation takes from available(): its plain resources and,
+  // for each bundle it draws from, the bundle's indexed and wildcard names.
+  // Empty for an unknown or released id.
+  ResourceSet AllocatedResources(int64_t allocation_id) const;
 
   // Reserves every bundle not yet held, all or none. A bundle already held
   // (prepared or committed) with the same resources is left as it is.

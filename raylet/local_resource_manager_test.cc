@@ -261,7 +261,13 @@ TEST_F(BundleResourcesTest, AnyBundleLeasePicksABundleWithRoom) {
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->bundles, std::vector<BundleKey>({{group_, 0}})) << "lowest index first";
   ExpectConsistent();
+  // What each gives back when released: both names of its bundle.
+  const ResourceSet held = local_.AllocatedResources(a->id);
+  EXPECT_EQ(held.Get(Indexed("CPU", 1)).ToDouble(), 2.0) << held.DebugString();
+  EXPECT_EQ(held.Get(Wildcard("CPU")).ToDouble(), 2.0) << held.DebugString();
+  EXPECT_TRUE(held.Get(Indexed("CPU", 0)).IsZero()) << held.DebugString();
   local_.Release(a->id);
+  EXPECT_TRUE(local_.AllocatedResources(a->id).empty());
   local_.Release(b->id);
   EXPECT_EQ(Avail(Wildcard("CPU")), 4.0);
 }
