@@ -1,0 +1,622 @@
+// See lease_manager_before_shapes.h: raylet/lease_manager.cc and
+// raylet/lease_strategy.cc at 24b8cde^, verbatim but for the namespace.
+#include "bench/raylet/lease_manager_before_shapes.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "raylet/raylet_log.h"
+#include "common/placement_group_resources.h"
+#include "common/tpu.h"
+
+namespace manta::raylet::before_shapes {
+namespace {
+
+using Reply = rpc::RequestWorkerLeaseReply;
+
+constexpr size_t kMaxLeaseIdBytes = 64;
+constexpr size_t kMaxPathBytes = 4096;
+constexpr int kMaxWorkerArgs = 1024;
+
+std::string DescribeSelector(const rpc::TaskSpec& spec) {
+  if (spec.label_selector().empty()) return "";
+  std::map<std::string, std::string> m(spec.label_selector().begin(), spec.label_selector().end());
+  return " and label selector {" + absl::StrJoin(m, ", ", absl::PairFormatter(": ")) + "}";
+}
+
+absl::Status ValidateRequest(const rpc::RequestWorkerLeaseRequest& r) {
+  if (r.lease_id().empty() || r.lease_id().size() > kMaxLeaseIdBytes) {
+    return absl::InvalidArgumentError("lease_id must be 1 to 64 bytes");
+  }
+  const rpc::TaskSpec& spec = r.spec();
+  if (auto job = JobId::FromBinary(spec.job_id()); !job.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.job_id: ", job.status().message()));
+  }
+  if (spec.worker_executable().empty() || spec.worker_executable().size() > kMaxPathBytes ||
+      spec.worker_executable().find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("spec.worker_executable must be a path of 1 to 4096 bytes");
+  }
+  if (spec.worker_args_size() > kMaxWorkerArgs) return absl::InvalidArgumentError("too many worker_args");
+  for (const auto& a : spec.worker_args()) {
+    if (a.find('\0') != std::string::npos) return absl::InvalidArgumentError("worker_args may not hold NUL bytes");
+  }
+  if (spec.resources().size() > 256) return absl::InvalidArgumentError("too many resources in the demand");
+  auto tpu = spec.resources().find(tpu::kTpuResource);
+  if (tpu != spec.resources().end() && tpu->second != 0 && !tpu::IsValidTpuRequest(tpu->second)) {
+    return absl::InvalidArgumentError(absl::StrCat("TPU: ", tpu->second, " is not a valid TPU request (1, 2, 4 or 8)"));
+  }
+  if (!spec.placement_group_id().empty()) {
+    auto group = PlacementGroupId::FromBinary(spec.placement_group_id());
+    if (!group.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", group.status().message()));
+    }
+    if (group->IsNil()) return absl::InvalidArgumentError("spec.placement_group_id is nil");
+    if (spec.bundle_index() < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.bundle_index ", spec.bundle_index(), " is invalid (-1 for any bundle, else >= 0)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The demand a lease takes: its plain demand, or in a placement group the
+// group's names for it.
+absl::StatusOr<ResourceSet> LeaseDemand(const rpc::TaskSpec& spec) {
+  auto plain = ResourceSet::FromPairs(spec.resources());
+  if (!plain.ok() || spec.placement_group_id().empty()) return plain;
+  PlacementGroupId group = *PlacementGroupId::FromBinary(spec.placement_group_id());  // validated
+  ResourceSet demand = pg::BundleDemand(*plain, group, spec.bundle_index());
+  for (const auto& [name, q] : demand.entries()) {
+    if (auto s = ResourceSet::ValidateName(name); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resource name too long for a placement group: ", name));
+    }
+  }
+  return demand;
+}
+
+}  // namespace
+
+LeaseManager::LeaseManager(LeaseManagerOptions options, LocalResourceManager* local, ClusterView* view,
+                           WorkerPoolInterface* pool)
+    : options_(std::move(options)), local_(local), view_(view), pool_(pool) {}
+
+LeaseManager::~LeaseManager() = default;
+
+void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request, Reply* reply,
+                                            rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
+  auto invalid = [&](const absl::Status& s) {
+    reply->set_outcome(Reply::INVALID);
+    reply->set_message(std::string(s.message()));
+    done(absl::OkStatus());
+  };
+  if (auto s = ValidateRequest(request); !s.ok()) return invalid(s);
+  if (auto it = leases_.find(request.lease_id()); it != leases_.end()) {
+    Lease& existing = *it->second;
+    if (existing.state == State::kGranted) {
+      FillGrant(existing, reply);
+      return done(absl::OkStatus());
+    }
+    existing.waiters.push_back({reply, std::move(done)});
+    return;
+  }
+  if (auto it = ended_.find(request.lease_id()); it != ended_.end()) {
+    *reply = it->second.reply;
+    return done(absl::OkStatus());
+  }
+  auto demand = LeaseDemand(request.spec());
+  if (!demand.ok()) return invalid(demand.status());
+  auto selector = LabelSelector::Parse(request.spec().label_selector());
+  if (!selector.ok()) return invalid(selector.status());
+
+  auto lease = std::make_unique<Lease>();
+  lease->id = request.lease_id();
+  lease->seq = next_seq_++;
+  lease->spec = request.spec();
+  lease->spec.clear_args();
+  lease->demand = std::move(*demand);
+  lease->selector = std::move(*selector);
+  lease->shape_key = lease->demand.DebugString() + DescribeSelector(lease->spec);
+  lease->grant_or_reject = request.grant_or_reject();
+  lease->fail_if_infeasible = request.fail_if_infeasible();
+  lease->waiters.push_back({reply, std::move(done)});
+  queue_.push_back(lease->id);
+  leases_.emplace(lease->id, std::move(lease));
+  Schedule();
+}
+
+void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply*,
+                                      rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = leases_.find(request.lease_id());
+  if (it == leases_.end()) return done(absl::OkStatus());
+  Lease& lease = *it->second;
+  if (lease.state != State::kGranted) {
+    Finish(lease, Reply::CANCELLED, "the lease was returned before it was granted");
+    Schedule();
+    return done(absl::OkStatus());
+  }
+  if (!request.worker_id().empty() && request.worker_id() != lease.worker.worker_id.Binary()) {
+    return done(absl::InvalidArgumentError("lease " + ToHex(lease.id) + " is held by worker " +
+                                           lease.worker.worker_id.Hex() + ", not " + ToHex(request.worker_id())));
+  }
+  WorkerId worker = lease.worker.worker_id;
+  // An actor's worker is dedicated to it; it is not reused for other leases.
+  bool dedicated = lease.spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK;
+  Erase(lease.id);
+  if (request.disconnect_worker() || dedicated) {
+    pool_->DisconnectWorker(worker, request.disconnect_worker() ? "returned with disconnect" : "its actor is gone");
+  } else {
+    pool_->PushWorker(worker);
+  }
+  Schedule();
+  done(absl::OkStatus());
+}
+
+void LeaseManager::HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request,
+                                           rpc::CancelWorkerLeaseReply* reply, rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = leases_.find(request.lease_id());
+  if (it != leases_.end() && it->second->state != State::kGranted) {
+    Finish(*it->second, Reply::CANCELLED, "the lease was cancelled", nullptr, /*cancelled=*/true);
+    reply->set_cancelled(true);
+    Schedule();
+  } else if (auto e = ended_.find(request.lease_id()); e != ended_.end() && e->second.cancelled) {
+    reply->set_cancelled(true);  // a retry
+  }
+  done(absl::OkStatus());
+}
+
+void LeaseManager::HandleKillJobWorkers(const rpc::KillJobWorkersRequest& request, rpc::KillJobWorkersReply*,
+                                        rpc::Done done) {
+  MANTA_CHECK_THREAD(thread_);
+  auto job = JobId::FromBinary(request.job_id());
+  if (!job.ok()) return done(absl::InvalidArgumentError(absl::StrCat("job_id: ", job.status().message())));
+  absl::flat_hash_set<WorkerId> keep;
+  std::vector<std::string> cancel;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->spec.job_id() != request.job_id()) continue;
+    bool detached = lease->spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
+                    lease->spec.actor_creation().detached();
+    if (lease->state == State::kGranted) {
+      if (detached) keep.insert(lease->worker.worker_id);
+    } else if (!detached) {
+      cancel.push_back(id);
+    }
+  }
+  for (const auto& id : cancel) Finish(*leases_.at(id), Reply::CANCELLED, "the job finished");
+  pool_->KillJobWorkers(*job, keep);
+  Schedule();
+  done(absl::OkStatus());
+}
+
+void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::function<bool(int)>& in_returned,
+                                    const std::string& why) {
+  MANTA_CHECK_THREAD(thread_);
+  std::vector<std::string> ended;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->spec.placement_group_id() != group.Binary() || lease->state == State::kInfeasible) continue;
+    bool hit = false;
+    if (lease->spec.bundle_index() >= 0) {
+      hit = in_returned(lease->spec.bundle_index());
+    } else if (lease->allocation.id != 0) {
+      for (const BundleKey& b : lease->allocation.bundles) hit |= b.first == group && in_returned(b.second);
+    } else {
+      hit = in_returned(-1);
+    }
+    if (hit) ended.push_back(id);
+  }
+  for (const auto& id : ended) {
+    Lease& lease = *leases_.at(id);
+    if (lease.state != State::kGranted) {
+      Finish(lease, Reply::CANCELLED, why);
+      continue;
+    }
+    WorkerId worker = lease.worker.worker_id;
+    Log()->info("stopping worker_id={} of lease_id={}: {}", worker.Hex(), ToHex(id), why);
+    Erase(id);  // frees the lease's resources before the bundle goes
+    pool_->DisconnectWorker(worker, why);
+  }
+}
+
+void LeaseManager::CancelAll(const std::string& why) {
+  MANTA_CHECK_THREAD(thread_);
+  std::vector<std::string> waiting;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state != State::kGranted) waiting.push_back(id);
+  }
+  for (const auto& id : waiting) Finish(*leases_.at(id), Reply::CANCELLED, why);
+}
+
+void LeaseManager::StartDraining(const std::string& reason) {
+  MANTA_CHECK_THREAD(thread_);
+  drain_reason_ = reason;
+  if (draining_) return;
+  draining_ = true;
+  Log()->info("draining: no new leases here ({} queued or infeasible re-examined)", queue_.size());
+  Schedule();
+}
+
+bool LeaseManager::OnWorkerExit(const WorkerId& worker) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = lease_of_worker_.find(worker);
+  if (it == lease_of_worker_.end()) return false;
+  Log()->info("leased worker exited worker_id={} lease_id={}", worker.Hex(), ToHex(it->second));
+  Erase(it->second);
+  Schedule();
+  return true;
+}
+
+void LeaseManager::Schedule() {
+  MANTA_CHECK_THREAD(thread_);
+  if (scheduling_) {
+    schedule_again_ = true;
+    return;
+  }
+  scheduling_ = true;
+  do {
+    schedule_again_ = false;
+    SchedulePass();
+  } while (schedule_again_);
+  scheduling_ = false;
+  PrestartForBacklog();
+  NotifyDemandsIfChanged();
+}
+
+void LeaseManager::SchedulePass() {
+  absl::flat_hash_set<std::string> blocked_shapes;
+  std::vector<std::pair<std::string, uint64_t>> granted;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Lease& lease = *leases_.at(*it);
+    ++it;  // Decide may dequeue the lease
+    bool blocked = blocked_shapes.contains(lease.shape_key);
+    Decision d = Decide(lease, blocked);
+    if (d == Decision::kKeep && lease.state == State::kQueued) blocked_shapes.insert(lease.shape_key);
+    if (d == Decision::kGrant) granted.emplace_back(lease.id, lease.seq);
+  }
+  for (const auto& [id, seq] : granted) {
+    auto l = leases_.find(id);
+    if (l != leases_.end() && l->second->seq == seq && l->second->state == State::kWaitingForWorker) {
+      StartGrant(*l->second);
+    }
+  }
+}
+
+LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
+  if (draining_) return DecideWhileDraining(lease);
+  if (auto d = DecideByStrategy(lease, shape_blocked)) return *d;
+  bool local_ok = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
+  if (local_ok) {
+    if (!shape_blocked) {
+      if (auto a = local_->Allocate(lease.demand)) {
+        queue_.remove(lease.id);
+        lease.allocation = std::move(*a);
+        lease.state = State::kWaitingForWorker;
+        return Decision::kGrant;
+      }
+    }
+    if (lease.grant_or_reject) {
+      Finish(lease, Reply::REJECTED, "this node cannot hold " + lease.demand.DebugString() + " now");
+      return Decision::kReplied;
+    }
+    if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
+      return Spill(lease, *n);
+    }
+    lease.state = State::kQueued;
+    return Decision::kKeep;
+  }
+  if (lease.grant_or_reject) {
+    Finish(lease, Reply::REJECTED,
+           "this node can never hold " + lease.demand.DebugString() + DescribeSelector(lease.spec));
+    return Decision::kReplied;
+  }
+  if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/false)) {
+    return Spill(lease, *n);
+  }
+  return KeepInfeasible(lease, "no node in the cluster can ever hold " + lease.demand.DebugString() +
+                                   DescribeSelector(lease.spec));
+}
+
+LeaseManager::Decision LeaseManager::DecideWhileDraining(Lease& lease) {
+  if (lease.grant_or_reject) {
+    Finish(lease, Reply::REJECTED, "this node is draining (" + drain_reason_ + ")");
+    return Decision::kReplied;
+  }
+  // Only to a node with room now: a spilled lease is grant_or_reject there,
+  // and a refusal would bring the caller straight back here.
+  if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/true)) {
+    return Spill(lease, *n);
+  }
+  if (view_->AnyCanEverFit(lease.demand, lease.selector)) {
+    lease.state = State::kQueued;  // spilled when a report shows room
+    return Decision::kKeep;
+  }
+  return KeepInfeasible(lease, "this node is draining (" + drain_reason_ + ") and no other node can ever hold " +
+                                   lease.demand.DebugString() + DescribeSelector(lease.spec));
+}
+
+LeaseManager::Decision LeaseManager::Spill(Lease& lease, const ClusterView::Node& node) {
+  rpc::Address at = node.address;
+  view_->SubtractAvailable(node.id, lease.demand);
+  Finish(lease, Reply::SPILLBACK, "spilled to node " + node.id.Hex(), &at);
+  return Decision::kReplied;
+}
+
+LeaseManager::Decision LeaseManager::KeepInfeasible(Lease& lease, const std::string& why) {
+  if (lease.fail_if_infeasible) {
+    Finish(lease, Reply::INFEASIBLE, why);
+    return Decision::kReplied;
+  }
+  if (lease.state != State::kInfeasible) {
+    Log()->warn("infeasible lease queued until a node that can hold it joins lease_id={}: {}", ToHex(lease.id), why);
+    lease.state = State::kInfeasible;
+  }
+  CheckGroup(lease);
+  return Decision::kKeep;
+}
+
+void LeaseManager::CheckGroup(const Lease& lease) {
+  if (!group_check_ || lease.spec.placement_group_id().empty()) return;
+  auto group = PlacementGroupId::FromBinary(lease.spec.placement_group_id());
+  if (!group.ok() || !groups_checking_.insert(*group).second) return;
+  group_check_(*group, [this, group = *group](bool exists) { OnGroupChecked(group, exists); });
+}
+
+void LeaseManager::RecheckGroups() {
+  MANTA_CHECK_THREAD(thread_);
+  std::vector<const Lease*> waiting;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state == State::kInfeasible && !lease->spec.placement_group_id().empty()) waiting.push_back(lease.get());
+  }
+  for (const Lease* lease : waiting) CheckGroup(*lease);
+}
+
+void LeaseManager::OnGroupChecked(const PlacementGroupId& group, bool exists) {
+  MANTA_CHECK_THREAD(thread_);
+  groups_checking_.erase(group);
+  if (exists) return;
+  std::vector<std::string> doomed;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state == State::kInfeasible && lease->spec.placement_group_id() == group.Binary()) doomed.push_back(id);
+  }
+  for (const auto& id : doomed) {
+    Finish(*leases_.at(id), Reply::INVALID, "placement group " + group.Hex() + " does not exist or was removed");
+  }
+  if (!doomed.empty()) Schedule();
+}
+
+void LeaseManager::StartGrant(Lease& lease) {
+  pool_->PopWorker(lease.spec, [this, id = lease.id, seq = lease.seq](absl::StatusOr<LeasedWorker> w) {
+    OnWorkerPopped(id, seq, std::move(w));
+  });
+}
+
+void LeaseManager::OnWorkerPopped(const std::string& id, uint64_t seq, absl::StatusOr<LeasedWorker> worker) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second->seq != seq || it->second->state != State::kWaitingForWorker) {
+    // Cancelled meanwhile: the worker is idle again.
+    if (worker.ok()) pool_->PushWorker(worker->worker_id);
+    return;
+  }
+  Lease& lease = *it->second;
+  if (!worker.ok()) {
+    Log()->warn("no worker for lease_id={}: {}", ToHex(id), std::string(worker.status().message()));
+    Finish(lease, Reply::WORKER_START_FAILED, std::string(worker.status().message()));
+    Schedule();
+    return;
+  }
+  lease.state = State::kGranted;
+  lease.worker = *worker;
+  lease_of_worker_[worker->worker_id] = id;
+  if (on_grant_) on_grant_(lease.spec, lease.worker);
+  for (Waiter& w : lease.waiters) {
+    FillGrant(lease, w.reply);
+    w.done(absl::OkStatus());
+  }
+  lease.waiters.clear();
+}
+
+void LeaseManager::FillGrant(const Lease& lease, Reply* reply) const {
+  reply->set_outcome(Reply::GRANTED);
+  rpc::Address* a = reply->mutable_worker_address();
+  a->set_ip(options_.node_ip);
+  a->set_port(lease.worker.port);
+  a->set_worker_id(lease.worker.worker_id.Binary());
+  a->set_node_id(options_.node_id.Binary());
+  reply->set_worker_pid(lease.worker.pid);
+  for (int chip : lease.allocation.tpu_chip_ids) reply->add_tpu_chip_ids(chip);
+  reply->set_tpu_chips_per_host(local_->tpu_chips_per_host());
+}
+
+void LeaseManager::Finish(Lease& lease, Reply::Outcome outcome, const std::string& message,
+                          const rpc::Address* retry_at, bool cancelled) {
+  std::vector<Waiter> waiters = std::move(lease.waiters);
+  Reply last;
+  last.set_outcome(outcome);
+  last.set_message(message);
+  if (retry_at != nullptr) *last.mutable_retry_at() = *retry_at;
+  Erase(lease.id, &last, cancelled);  // `lease` is gone from here on
+  for (Waiter& w : waiters) {
+    *w.reply = last;
+    w.done(absl::OkStatus());
+  }
+}
+
+void LeaseManager::Erase(const std::string& id, const Reply* last, bool cancelled) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  std::unique_ptr<Lease> lease = std::move(it->second);
+  leases_.erase(it);
+  Ended& ended = ended_[id];
+  if (last != nullptr) {
+    ended.reply = *last;
+  } else {
+    ended.reply.set_outcome(Reply::CANCELLED);
+    ended.reply.set_message("lease " + ToHex(id) + " has ended (returned, or its worker exited)");
+  }
+  ended.cancelled = cancelled;
+  ended_order_.push_back(id);
+  while (ended_order_.size() > kMaxEndedLeases) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  if (lease->state == State::kQueued || lease->state == State::kInfeasible) queue_.remove(id);
+  if (lease->state == State::kGranted) lease_of_worker_.erase(lease->worker.worker_id);
+  if (lease->allocation.id != 0) local_->Release(lease->allocation.id);
+}
+
+void LeaseManager::PrestartForBacklog() {
+  if (draining_) return;  // nothing queued here will run here
+  // Queued leases per worker kind, less the normal-task leases of that kind
+  // already running (their workers come back when returned).
+  std::map<std::string, std::pair<const rpc::TaskSpec*, int>> backlog;
+  for (const auto& id : queue_) {
+    const Lease& l = *leases_.at(id);
+    if (l.state != State::kQueued) continue;
+    auto& [spec, n] = backlog[WorkerKey(l.spec)];
+    if (spec == nullptr) spec = &l.spec;
+    ++n;
+  }
+  if (backlog.empty()) return;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->state == State::kQueued || lease->state == State::kInfeasible) continue;
+    if (lease->spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) continue;
+    auto it = backlog.find(WorkerKey(lease->spec));
+    if (it != backlog.end()) --it->second.second;
+  }
+  for (const auto& [key, entry] : backlog) {
+    if (entry.second > 0) pool_->Prestart(*entry.first, entry.second);
+  }
+}
+
+LeaseManager::DemandCounts LeaseManager::CountDemands() const {
+  DemandCounts by_shape;
+  for (const auto& id : queue_) {
+    const Lease& l = *leases_.at(id);
+    auto& [ready, infeasible] = by_shape[l.demand.ToMap()];
+    (l.state == State::kInfeasible ? infeasible : ready) += 1;
+  }
+  return by_shape;
+}
+
+std::vector<rpc::ResourceDemand> LeaseManager::Demands() const {
+  MANTA_CHECK_THREAD(thread_);
+  std::vector<rpc::ResourceDemand> out;
+  for (const auto& [shape, counts] : CountDemands()) {
+    rpc::ResourceDemand d;
+    for (const auto& [k, v] : shape) (*d.mutable_shape())[k] = v;
+    d.set_num_ready_requests_queued(counts.first);
+    d.set_num_infeasible_requests_queued(counts.second);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+void LeaseManager::NotifyDemandsIfChanged() {
+  DemandCounts now = CountDemands();
+  if (now == last_demands_) return;
+  last_demands_ = std::move(now);
+  if (on_demands_) on_demands_();
+}
+
+}  // namespace manta::raylet::before_shapes
+
+// The scheduling strategies of a lease (rpc::SchedulingStrategy), decided
+// before the default policy (LeaseManager::Decide):
+//  * NODE_AFFINITY: hard leases run only on the named node: granted or
+//    queued there (never spilled), spilled to it from elsewhere, and
+//    answered INFEASIBLE when it is dead or unknown or can never hold the
+//    demand. Soft ones go there when it has room now, else as DEFAULT.
+//  * SPREAD: round robin over this node and the others, starting after the
+//    last pick, taking the first where the demand fits now; as DEFAULT when
+//    none has room. A spilled (grant_or_reject) lease is decided as
+//    DEFAULT, so it is not passed on again.
+namespace manta::raylet::before_shapes {
+
+std::optional<LeaseManager::Decision> LeaseManager::DecideByStrategy(Lease& lease, bool shape_blocked) {
+  switch (lease.spec.scheduling_strategy().kind()) {
+    case rpc::SchedulingStrategy::NODE_AFFINITY:
+      return DecideAffinity(lease, shape_blocked);
+    case rpc::SchedulingStrategy::SPREAD:
+      return DecideSpread(lease, shape_blocked);
+    default:
+      return std::nullopt;
+  }
+}
+
+bool LeaseManager::TryGrantHere(Lease& lease, bool shape_blocked) {
+  if (shape_blocked) return false;
+  auto a = local_->Allocate(lease.demand);
+  if (!a) return false;
+  queue_.remove(lease.id);
+  lease.allocation = std::move(*a);
+  lease.state = State::kWaitingForWorker;
+  return true;
+}
+
+std::optional<LeaseManager::Decision> LeaseManager::DecideAffinity(Lease& lease, bool shape_blocked) {
+  const rpc::SchedulingStrategy& s = lease.spec.scheduling_strategy();
+  auto node = NodeId::FromBinary(s.node_id());
+  if (!node.ok()) {
+    Finish(lease, Reply::INVALID, "NODE_AFFINITY: malformed node id");
+    return Decision::kReplied;
+  }
+  if (*node == options_.node_id) {
+    const bool ever = local_->CanEverFit(lease.demand) && lease.selector.Matches(options_.labels);
+    if (ever && TryGrantHere(lease, shape_blocked)) return Decision::kGrant;
+    if (s.soft()) return std::nullopt;
+    if (!ever) {
+      Finish(lease, Reply::INFEASIBLE,
+             absl::StrCat("NODE_AFFINITY: node ", node->Hex(), " can never hold ", lease.demand.DebugString()));
+      return Decision::kReplied;
+    }
+    lease.state = State::kQueued;  // until room is freed here
+    return Decision::kKeep;
+  }
+  if (lease.grant_or_reject) return std::nullopt;  // sent here by a spill: decided as DEFAULT
+  auto it = view_->nodes().find(*node);
+  const bool alive = it != view_->nodes().end() && !it->second.draining;
+  if (s.soft()) {
+    if (alive && it->second.available.Contains(lease.demand) && lease.selector.Matches(it->second.labels)) {
+      return Spill(lease, it->second);
+    }
+    return std::nullopt;
+  }
+  if (!alive) {
+    Finish(lease, Reply::INFEASIBLE,
+           absl::StrCat("NODE_AFFINITY: node ", node->Hex(), " is dead, draining or unknown"));
+    return Decision::kReplied;
+  }
+  if (!it->second.total.Contains(lease.demand) || !lease.selector.Matches(it->second.labels)) {
+    Finish(lease, Reply::INFEASIBLE,
+           absl::StrCat("NODE_AFFINITY: node ", node->Hex(), " can never hold ", lease.demand.DebugString()));
+    return Decision::kReplied;
+  }
+  return Spill(lease, it->second);
+}
+
+std::optional<LeaseManager::Decision> LeaseManager::DecideSpread(Lease& lease, bool shape_blocked) {
+  if (lease.grant_or_reject) return std::nullopt;
+  // Candidates in a fixed order: this node, then the others by id.
+  std::vector<const ClusterView::Node*> others;
+  for (const auto& [id, n] : view_->nodes()) others.push_back(&n);
+  const size_t count = others.size() + 1;
+  for (size_t step = 0; step < count; ++step) {
+    const size_t i = (spread_cursor_ + step) % count;
+    if (i == 0) {
+      const bool here = local_->CanFitNow(lease.demand) && lease.selector.Matches(options_.labels);
+      if (here && TryGrantHere(lease, shape_blocked)) {
+        spread_cursor_ = i + 1;
+        return Decision::kGrant;
+      }
+      continue;
+    }
+    const ClusterView::Node& n = *others[i - 1];
+    if (n.draining || !n.available.Contains(lease.demand) || !lease.selector.Matches(n.labels)) continue;
+    spread_cursor_ = i + 1;
+    return Spill(lease, n);
+  }
+  return std::nullopt;
+}
+
+}  // namespace manta::raylet::before_shapes
