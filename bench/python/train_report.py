@@ -155,11 +155,11 @@ def checkpointing_loop(config):
         with open(os.path.join(train.get_checkpoint().path, "rank_0")) as f:
             step = int(f.read()) + 1
     while not os.path.exists(config["stop"]):
-        local = tempfile.mkdtemp(prefix="ckpt_")
-        with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
-            f.write(str(step))
-        time.sleep(STEP_S)
-        train.report({"step": step}, checkpoint=train.Checkpoint.from_directory(local))
+        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+            with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
+                f.write(str(step))
+            time.sleep(STEP_S)
+            train.report({"step": step}, checkpoint=train.Checkpoint.from_directory(local))
         if ctx.get_world_rank() == 0:
             with open(config["progress"], "a") as f:
                 f.write("%f %d %d\n" % (time.time(), ctx.get_attempt_number(), step))

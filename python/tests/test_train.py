@@ -94,10 +94,10 @@ def checkpointing_loop(config):
     with open(os.path.join(config["out"], "seen", "a%d_r%d.json" % (record["attempt"], rank)), "w") as f:
         json.dump(record, f)
     for step in range(start, config["steps"]):
-        local = tempfile.mkdtemp(prefix="ckpt_")
-        with open(os.path.join(local, "rank_%d" % rank), "w") as f:
-            f.write(str(step))
-        train.report({"step": step, "loss": 1.0 / (step + 1)}, checkpoint=Checkpoint.from_directory(local))
+        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+            with open(os.path.join(local, "rank_%d" % rank), "w") as f:
+                f.write(str(step))
+            train.report({"step": step, "loss": 1.0 / (step + 1)}, checkpoint=Checkpoint.from_directory(local))
         if ctx.get_attempt_number() == 1 and rank == 5 and step == 1:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -288,10 +288,11 @@ def elastic_loop(config):
         json.dump(record, f)
     step = start
     while not (step >= 4 and os.path.exists(os.path.join(out, "stop"))):
-        local = tempfile.mkdtemp(prefix="ckpt_")
-        with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
-            f.write(str(step))
-        train.report({"step": step, "world_size": ctx.get_world_size()}, checkpoint=Checkpoint.from_directory(local))
+        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+            with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
+                f.write(str(step))
+            train.report({"step": step, "world_size": ctx.get_world_size()},
+                         checkpoint=Checkpoint.from_directory(local))
         if ctx.get_world_rank() == 0:
             with open(os.path.join(out, "progress.tmp"), "w") as f:
                 json.dump({"step": step, "size": ctx.get_world_size()}, f)
