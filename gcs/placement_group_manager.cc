@@ -98,9 +98,15 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
                                                        rpc::CreatePlacementGroupReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidatePlacementGroupSpec(request.spec()); !s.ok()) return done(s);
+  if (shut_down_) return done(absl::UnavailableError("the GCS is shutting down"));
   PlacementGroupId id = *PlacementGroupId::FromBinary(request.spec().placement_group_id());
   if (auto it = groups_.find(id); it != groups_.end()) {
     *reply->mutable_placement_group() = it->second->info;
+    // A retry of a create whose write is still on its way waits for it too.
+    if (auto c = creating_.find(id); c != creating_.end()) {
+      c->second.push_back(std::move(done));
+      return;
+    }
     return done(absl::OkStatus());
   }
   const rpc::PlacementGroupInfo& spec = request.spec();
@@ -127,11 +133,24 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   if (!info.name().empty()) names_[{info.ray_namespace(), info.name()}] = id;
   Group& ref = *g;
   groups_[id] = std::move(g);
-  PersistAndPublish(ref);
   *reply->mutable_placement_group() = ref.info;
-  // The caller need not wait for the first placement attempt.
-  done(absl::OkStatus());
+  // Answered once the group is in the store, so that a GCS killed after the
+  // answer still has it when it restarts; the first placement attempt starts
+  // meanwhile, and the caller need not wait for it. Writes are applied in
+  // order: any later write of the group lands after this one.
+  creating_[id].push_back(std::move(done));
+  PersistAndPublish(ref, [this, id](const absl::Status& s) { OnCreatePersisted(id, s); });
   TrySchedule(id);
+}
+
+void PlacementGroupManager::OnCreatePersisted(const PlacementGroupId& id, const absl::Status& status) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = creating_.find(id);
+  if (it == creating_.end()) return;  // answered at shutdown
+  std::vector<rpc::Done> creators = std::move(it->second);
+  creating_.erase(it);
+  if (!status.ok()) Log()->error("cannot store placement_group_id={}: {}", id.Hex(), status.ToString());
+  for (rpc::Done& done : creators) done(status);
 }
 
 void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request,
@@ -245,6 +264,12 @@ void PlacementGroupManager::Shutdown() {
     for (rpc::Done& done : r.removers) done(absl::OkStatus());
   }
   returning_.clear();
+  // Creates whose write has not landed: the caller makes the call again (it
+  // is idempotent), on this GCS's successor.
+  for (auto& [id, creators] : creating_) {
+    for (rpc::Done& done : creators) done(absl::UnavailableError("the GCS is shutting down"));
+  }
+  creating_.clear();
 }
 
 void PlacementGroupManager::OnNodeAdded(const rpc::NodeInfo& info) {
@@ -467,10 +492,10 @@ void PlacementGroupManager::SetState(Group& g, rpc::PlacementGroupInfo::State st
   PersistAndPublish(g);
 }
 
-void PlacementGroupManager::PersistAndPublish(const Group& g) {
+void PlacementGroupManager::PersistAndPublish(const Group& g, Store::Done persisted) {
   const std::string& id = g.info.placement_group_id();
-  // No completion callback: nothing waits for it, and the store logs failures.
-  store_->Put(kTable, id, g.info.SerializeAsString(), nullptr);
+  // Without `persisted` nothing waits for the write, and the store logs failures.
+  store_->Put(kTable, id, g.info.SerializeAsString(), std::move(persisted));
   rpc::PubMessage msg;
   msg.set_channel(rpc::PubMessage::PLACEMENT_GROUP);
   msg.set_key(id);

@@ -8,6 +8,10 @@
 // a restarted GCS keeps CREATED groups where they are and places the others
 // again from scratch (their half-made reservations are released by the sync).
 //
+// CreatePlacementGroup is answered once the new group is in the store (a GCS
+// killed after the answer still has the group when it restarts), not after
+// its first placement attempt.
+//
 // States: PENDING -> (PREPARED while committing) -> CREATED; CREATED ->
 // RESCHEDULING when a node holding bundles dies (its bundles are placed
 // again, the others stay); any -> REMOVED (final). Every change is published
@@ -114,7 +118,10 @@ class PlacementGroupManager {
   // `node` answered the group's CancelBundles, its call failed, or it died.
   void OnBundlesReturned(const PlacementGroupId& id, const NodeId& node);
   void SetState(Group& g, rpc::PlacementGroupInfo::State state, const std::string& message);
-  void PersistAndPublish(const Group& g);
+  // `persisted` (may be null) runs once the write is in the store.
+  void PersistAndPublish(const Group& g, Store::Done persisted = nullptr);
+  // Answers the group's CreatePlacementGroup calls once its first write landed.
+  void OnCreatePersisted(const PlacementGroupId& id, const absl::Status& status);
   void AnswerWaiters(Group& g);
   void SyncNode(const rpc::NodeInfo& info, int attempt);
   void TrimRemoved();
@@ -138,6 +145,9 @@ class PlacementGroupManager {
     std::vector<rpc::Done> removers;
   };
   absl::flat_hash_map<PlacementGroupId, Returning> returning_;
+  // New groups whose first write has not landed yet, and the
+  // CreatePlacementGroup calls waiting for it (the first and any retry).
+  absl::flat_hash_map<PlacementGroupId, std::vector<rpc::Done>> creating_;
   std::unique_ptr<EventLoop::Timer> kick_;  // a SchedulePending on its way
   uint64_t next_order_ = 1;
   size_t num_removed_ = 0;

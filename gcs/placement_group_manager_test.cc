@@ -3,6 +3,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "gcs/fake_raylet_client.h"
 #include "gcs/fake_timers.h"
@@ -96,14 +98,17 @@ class PlacementGroupManagerTest : public ::testing::Test {
     return g;
   }
 
+  // Creates `spec` and runs the loop until the store has it and the call is
+  // answered.
   absl::Status Create(const Info& spec, Info* out = nullptr) {
     rpc::CreatePlacementGroupRequest req;
     *req.mutable_spec() = spec;
-    rpc::CreatePlacementGroupReply reply;
-    absl::Status status;
-    manager_->HandleCreatePlacementGroup(req, &reply, [&](const absl::Status& s) { status = s; });
-    if (out != nullptr) *out = reply.placement_group();
-    return status;
+    auto reply = std::make_shared<rpc::CreatePlacementGroupReply>();
+    auto answer = std::make_shared<std::optional<absl::Status>>();
+    manager_->HandleCreatePlacementGroup(req, reply.get(), [answer, reply](const absl::Status& s) { *answer = s; });
+    if (!answer->has_value()) Pump(loop_);
+    if (out != nullptr) *out = reply->placement_group();
+    return answer->has_value() ? **answer : absl::UnknownError("not answered");
   }
 
   Info Get(const Info& spec) {
@@ -169,6 +174,70 @@ TEST_F(PlacementGroupManagerTest, BadSpecsAreRefusedAndChangeNothing) {
   rpc::ListPlacementGroupsReply list;
   manager_->HandleListPlacementGroups({}, &list, [](const absl::Status&) {});
   EXPECT_EQ(list.placement_groups_size(), 0);
+}
+
+// A Store whose writes land at once but report completion only on Land():
+// a write still on its way to the disk.
+class HeldStore : public Store {
+ public:
+  explicit HeldStore(Store* inner) : inner_(inner) {}
+  absl::StatusOr<Rows> ReadAll(const std::string& table) override { return inner_->ReadAll(table); }
+  void Put(const std::string& table, std::string key, std::string value, Done done) override {
+    inner_->Put(table, std::move(key), std::move(value), nullptr);
+    if (done) held_.push_back(std::move(done));
+  }
+  void Delete(const std::string& table, std::string key, Done done) override {
+    inner_->Delete(table, std::move(key), nullptr);
+    if (done) held_.push_back(std::move(done));
+  }
+  void Land() {
+    for (Done& done : std::exchange(held_, {})) done(absl::OkStatus());
+  }
+
+ private:
+  Store* const inner_;
+  std::vector<Done> held_;
+};
+
+TEST_F(PlacementGroupManagerTest, CreateIsAnsweredOnceTheGroupIsStored) {
+  HeldStore held(&store_);
+  manager_ = std::make_unique<PlacementGroupManager>(&held, &pub_, scheduler_.get(), &raylets_, timers_.RunAfter());
+  ASSERT_TRUE(manager_->Initialize().ok());
+  AddNode({{"CPU", 8}});
+  Info spec = Spec(Info::PACK, {{{"CPU", 1}}});
+  rpc::CreatePlacementGroupRequest req;
+  *req.mutable_spec() = spec;
+  rpc::CreatePlacementGroupReply first, retry;
+  std::optional<absl::Status> first_answer, retry_answer;
+  manager_->HandleCreatePlacementGroup(req, &first, [&](const absl::Status& s) { first_answer = s; });
+  // Placement does not wait for the write; the answer does, and so does a
+  // retry of the call meanwhile.
+  EXPECT_EQ(raylets_.prepares.size(), 1u);
+  manager_->HandleCreatePlacementGroup(req, &retry, [&](const absl::Status& s) { retry_answer = s; });
+  Pump(loop_);
+  EXPECT_FALSE(first_answer.has_value());
+  EXPECT_FALSE(retry_answer.has_value());
+  held.Land();
+  ASSERT_TRUE(first_answer.has_value() && retry_answer.has_value());
+  EXPECT_TRUE(first_answer->ok() && retry_answer->ok());
+  EXPECT_EQ(first.placement_group().state(), Info::PENDING);
+  // Once answered, the group is in the store: a restarted GCS has it.
+  Restart();
+  EXPECT_EQ(Get(spec).state(), Info::PENDING);
+
+  // A create still unanswered at shutdown is refused (the caller makes it
+  // again on the next GCS), and so is every later one.
+  manager_ = std::make_unique<PlacementGroupManager>(&held, &pub_, scheduler_.get(), &raylets_, timers_.RunAfter());
+  ASSERT_TRUE(manager_->Initialize().ok());
+  Info late = Spec(Info::PACK, {{{"CPU", 1}}});
+  *req.mutable_spec() = late;
+  std::optional<absl::Status> late_answer;
+  manager_->HandleCreatePlacementGroup(req, &first, [&](const absl::Status& s) { late_answer = s; });
+  manager_->Shutdown();
+  ASSERT_TRUE(late_answer.has_value());
+  EXPECT_EQ(late_answer->code(), absl::StatusCode::kUnavailable);
+  held.Land();  // harmless
+  EXPECT_EQ(Create(Spec(Info::PACK, {{{"CPU", 1}}})).code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(PlacementGroupManagerTest, CreateWaitRemove) {

@@ -10,14 +10,19 @@
 #include <cerrno>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/file_util.h"
+#include "common/id.h"
 #include "common/process.h"
+#include "common/rpc/grpc_util.h"
 #include "gcs/redis_server_process.h"
 #include "gtest/gtest.h"
+#include "proto/gcs_service.grpc.pb.h"
 #include "tests/cluster_fixture.h"
 #include "tests/held_work_driver.h"
 
@@ -213,6 +218,48 @@ TEST_P(GcsRestartTest, ActorsTasksAndGroupsLiveThroughAKilledHead) {
   }
   std::string why;
   EXPECT_TRUE(Cluster::WaitFor([&] { return cluster.ResourcesFull(&why); }, absl::Seconds(30))) << why;
+}
+
+// A CreatePlacementGroup answered is in the store: a GCS killed (-9) right
+// after the answers still has every group when it restarts, and places them.
+TEST_P(GcsRestartTest, GroupsWhoseCreateWasAnsweredLiveThroughAKilledHead) {
+  ClusterOptions options;
+  options.head.num_cpus = 2;
+  Cluster cluster(WithStore(options));
+  MANTA_ASSERT_OK(cluster.StartHead());
+  auto stub = rpc::PlacementGroupGcsService::NewStub(rpc::MakeChannel(cluster.gcs_address()));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 20; ++i) {
+    rpc::CreatePlacementGroupRequest req;
+    rpc::PlacementGroupInfo* spec = req.mutable_spec();
+    spec->set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+    spec->set_strategy(rpc::PlacementGroupInfo::PACK);
+    spec->set_detached(true);
+    rpc::Bundle* b = spec->add_bundles();
+    b->set_index(0);
+    (*b->mutable_resources())["CPU"] = 0.01;
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(10));
+    rpc::CreatePlacementGroupReply reply;
+    grpc::Status s = stub->CreatePlacementGroup(&ctx, req, &reply);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ids.push_back(spec->placement_group_id());
+  }
+  MANTA_ASSERT_OK(cluster.KillGcs());  // at once after the last answer
+  MANTA_ASSERT_OK(cluster.RestartGcs());
+
+  stub = rpc::PlacementGroupGcsService::NewStub(rpc::MakeChannel(cluster.gcs_address()));
+  for (const std::string& id : ids) {
+    rpc::WaitPlacementGroupReadyRequest req;
+    req.set_placement_group_id(id);
+    req.set_timeout_ms(30000);
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(40));
+    rpc::WaitPlacementGroupReadyReply reply;
+    grpc::Status s = stub->WaitPlacementGroupReady(&ctx, req, &reply);
+    ASSERT_TRUE(s.ok()) << PlacementGroupId::FromBinary(id)->Hex() << " is gone: " << s.error_message();
+    EXPECT_TRUE(reply.ready()) << reply.placement_group().ShortDebugString();
+  }
 }
 
 // A head whose store was wiped (a lost disk, a new or flushed Redis) serves a
