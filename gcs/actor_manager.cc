@@ -458,6 +458,7 @@ void ActorManager::RestartOrDie(const ActorId& id, const std::string& why) {
   // constructing) ends here; the restart is the next one.
   const rpc::ErrorInfo stopped = ErrorOf(rpc::ErrorInfo::TASK_CANCELLED, why);
   ReportCreation(a, rpc::TaskEvent::FAILED, nullptr, &stopped);
+  if (stopped_) stopped_(id, ErrorOf(rpc::ErrorInfo::WORKER_DIED, why));
   Detach(a);
   a.info.set_num_restarts(a.info.num_restarts() + 1);
   a.info.set_state(rpc::ActorInfo::RESTARTING);
@@ -487,6 +488,7 @@ void ActorManager::Die(const ActorId& id, const std::string& why) {
   a.info.mutable_death_cause()->set_type(rpc::ErrorInfo::ACTOR_DIED);
   a.info.mutable_death_cause()->set_message(why);
   ReportCreation(a, rpc::TaskEvent::FAILED, nullptr, &a.info.death_cause());  // died before it was created
+  if (stopped_) stopped_(id, a.info.death_cause());
   Logger("gcs")->info("actor dead actor_id={}: {}", id.Hex(), why);
   PersistAndPublish(a, nullptr);
   dead_order_.push_back(id);

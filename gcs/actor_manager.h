@@ -94,6 +94,10 @@ class ActorManager {
   // Where creation attempts are reported (`manta list tasks`).
   using TaskEventSink = std::function<void(const rpc::TaskEvent&)>;
   void SetTaskEventSink(TaskEventSink sink) { task_events_ = std::move(sink); }
+  // Told when an actor's process is gone (it restarts or dies), with the
+  // error its calls still under way end with.
+  using StoppedSink = std::function<void(const ActorId&, const rpc::ErrorInfo&)>;
+  void SetStoppedSink(StoppedSink sink) { stopped_ = std::move(sink); }
 
   // Null for an unknown actor.
   const rpc::ActorInfo* Get(const ActorId& actor) const;
@@ -140,6 +144,7 @@ class ActorManager {
   std::deque<ActorId> dead_order_;                      // DEAD actors, oldest first
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;
+  StoppedSink stopped_;
   rpc::ReplyCache<rpc::KillActorReply> kills_;  // by request_id
   // The loop thread, which every handler and listener runs on.
   ThreadChecker thread_;

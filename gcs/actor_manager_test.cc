@@ -30,6 +30,7 @@ class ActorManagerTest : public ::testing::Test {
     for (const auto& n : nodes_) scheduler_->OnNodeAdded(n);
     actors_ = std::make_unique<ActorManager>(&store_, &pub_, scheduler_.get(), &raylets_, &workers_, &jobs_);
     actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { events_.push_back(e); });
+    actors_->SetStoppedSink([this](const ActorId& a, const rpc::ErrorInfo& e) { stopped_.emplace_back(a, e.type()); });
     ASSERT_TRUE(actors_->Initialize().ok());
   }
 
@@ -172,6 +173,7 @@ class ActorManagerTest : public ::testing::Test {
   std::unique_ptr<ActorScheduler> scheduler_;
   std::unique_ptr<ActorManager> actors_;
   std::vector<rpc::TaskEvent> events_;  // creation attempts reported
+  std::vector<std::pair<ActorId, rpc::ErrorInfo::Type>> stopped_;  // processes lost
 };
 
 TEST_F(ActorManagerTest, RegisterLeaseCreateAlive) {
@@ -325,6 +327,9 @@ TEST_F(ActorManagerTest, WorkerFailureRestartsUntilOutOfRestarts) {
   EXPECT_EQ(Published(spec), (std::vector<State::State>{State::PENDING_CREATION, State::ALIVE, State::RESTARTING,
                                                         State::ALIVE, State::DEAD}));
   EXPECT_EQ(raylets_.leases.size(), 0u);
+  // Each lost process ended the calls it was running (the task table hears it).
+  using Stop = std::pair<ActorId, rpc::ErrorInfo::Type>;
+  EXPECT_EQ(stopped_, (std::vector<Stop>{{Id(spec), rpc::ErrorInfo::WORKER_DIED}, {Id(spec), rpc::ErrorInfo::ACTOR_DIED}}));
 }
 
 TEST_F(ActorManagerTest, NodeDeathRestartsElsewhereOrKills) {

@@ -47,12 +47,17 @@ void Emit(metrics::Exposition& out, const std::string& name, const std::string& 
 }
 
 void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
+  // Every node type the cluster has had gets both samples, zero included,
+  // so a panel of failed nodes draws 0 rather than no data.
   Counts active, failed;
   nodes->ForEachNode([&](const rpc::NodeInfo& n) {
+    const std::vector<std::string> type = {NodeType(n)};
+    double& alive = active[type];
+    double& died = failed[type];
     if (n.state() == rpc::NodeInfo::ALIVE) {
-      active[{NodeType(n)}] += 1;
+      alive += 1;
     } else if (!n.death_expected()) {
-      failed[{NodeType(n)}] += 1;
+      died += 1;
     }
   });
   Emit(out, "ray_cluster_active_nodes", "Nodes alive, by node type.", {"node_type"}, active);

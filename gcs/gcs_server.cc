@@ -30,6 +30,13 @@
 namespace manta::gcs {
 namespace {
 
+rpc::ErrorInfo Error(rpc::ErrorInfo::Type type, const std::string& message) {
+  rpc::ErrorInfo e;
+  e.set_type(type);
+  e.set_message(message);
+  return e;
+}
+
 constexpr char kClusterTable[] = "cluster";
 constexpr char kClusterIdKey[] = "cluster_id";
 
@@ -135,6 +142,15 @@ class GcsServer::Impl {
     actors_ = std::make_unique<ActorManager>(store_.get(), publisher_.get(), actor_scheduler_.get(),
                                              raylet_clients_.get(), worker_clients_.get(), jobs_.get());
     actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { task_events_->Record(e); });
+    // What ran on a process, node or driver that is gone ends as FAILED in
+    // the task table (no event of its end will come).
+    actors_->SetStoppedSink([this](const ActorId& actor, const rpc::ErrorInfo& error) {
+      task_events_->FailUnfinished(
+          [&](const rpc::TaskEvent& t) {
+            return t.type() == rpc::TaskSpec::ACTOR_TASK && t.actor_id() == actor.Binary();
+          },
+          error);
+    });
     pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
         [this](const NodeId& node) { return resources_->Get(node); },
         // A raylet's view in its reply: one with a malformed node_id is not applied.
@@ -151,6 +167,11 @@ class GcsServer::Impl {
                                                    raylet_clients_.get(), run_after);
     pgs_->SetRemovedListener([this](const std::string& id) { actors_->OnPlacementGroupRemoved(id); });
     jobs_->AddJobFinishedListener([this](const rpc::JobInfo& job) {
+      task_events_->FailUnfinished(
+          [&](const rpc::TaskEvent& t) {
+            return t.job_id() == job.job_id() && t.type() != rpc::TaskSpec::ACTOR_CREATION_TASK;
+          },
+          Error(rpc::ErrorInfo::WORKER_DIED, "the job finished before the task did"));
       actors_->OnJobFinished(job);
       pgs_->OnJobFinished(job.job_id());
       train_runs_->OnJobFinished(TableJobId(job));
@@ -194,6 +215,9 @@ class GcsServer::Impl {
       pg_scheduler_->OnNodeDead(node);
       pgs_->OnNodeDead(node);
       actors_->OnNodeDead(info);
+      task_events_->FailUnfinished(
+          [&](const rpc::TaskEvent& t) { return t.node_id() == info.node_id() && !t.node_id().empty(); },
+          Error(rpc::ErrorInfo::NODE_DIED, "the node running it died"));
       metrics_->OnTargetsChanged();
     });
   }

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/id.h"
 #include "common/resources.h"
 
@@ -62,10 +63,12 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
   for (int shift = 24; shift >= 0; shift -= 8) key.push_back(static_cast<char>(attempt >> shift));
   auto it = tasks_.find(key);
   if (it == tasks_.end()) {
+    if (!Terminal(event.state())) unfinished_.insert(key);
     tasks_.emplace(key, event);
     order_.push_back(std::move(key));
     while (tasks_.size() > max_tasks_) {
       tasks_.erase(order_.front());
+      unfinished_.erase(order_.front());
       order_.pop_front();
       ++num_dropped_;
     }
@@ -87,6 +90,23 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
   }
   held.MergeFrom(event);
   held.set_state(event.state());
+  if (Terminal(event.state())) unfinished_.erase(key);
+}
+
+int TaskEventManager::FailUnfinished(const std::function<bool(const rpc::TaskEvent&)>& matches,
+                                     const rpc::ErrorInfo& error) {
+  MANTA_CHECK_THREAD(thread_);
+  std::vector<std::string> ended;
+  for (const std::string& key : unfinished_) {
+    rpc::TaskEvent& held = tasks_.at(key);
+    if (!matches(held)) continue;
+    held.set_state(rpc::TaskEvent::FAILED);
+    held.set_timestamp_ms(NowUnixMs());
+    *held.mutable_error() = error;
+    ended.push_back(key);
+  }
+  for (const std::string& key : ended) unfinished_.erase(key);
+  return static_cast<int>(ended.size());
 }
 
 void TaskEventManager::ForEachTask(const std::function<void(const rpc::TaskEvent&)>& visit) const {

@@ -16,9 +16,11 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/rpc/done.h"
 #include "common/thread_checker.h"
 #include "gcs/publisher.h"
@@ -46,6 +48,13 @@ class TaskEventManager {
   // An event the GCS itself saw (an actor's creation), merged like the rest.
   void Record(const rpc::TaskEvent& event) { Add(event); }
 
+  // Ends every attempt not yet ended whose record `matches` as FAILED with
+  // `error`: what ran it is gone (its actor's process, its node, its job's
+  // driver), so no event of its end will come. A real end reported later
+  // still replaces this one. Returns how many ended. Only attempts not yet
+  // ended are visited.
+  int FailUnfinished(const std::function<bool(const rpc::TaskEvent&)>& matches, const rpc::ErrorInfo& error);
+
   size_t num_tasks() const { return tasks_.size(); }
   int64_t num_dropped() const { return num_dropped_; }
   // Every kept task, in no order, read in place (the metrics count them).
@@ -60,6 +69,8 @@ class TaskEventManager {
   // first seen first.
   absl::flat_hash_map<std::string, rpc::TaskEvent> tasks_;
   std::deque<std::string> order_;
+  // The keys of attempts not yet FINISHED or FAILED.
+  absl::flat_hash_set<std::string> unfinished_;
   int64_t num_dropped_ = 0;
   // The loop thread, which every handler and listener runs on.
   ThreadChecker thread_;

@@ -1,5 +1,7 @@
 #include "gcs/task_event_manager.h"
 
+#include <map>
+
 #include "common/id.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -112,6 +114,42 @@ TEST_F(TaskEventManagerTest, FiltersByJob) {
   EXPECT_EQ(List(m, std::string("\0\0\0\2", 4)).total(), 1);
   EXPECT_EQ(List(m).tasks_size(), 2);
   EXPECT_EQ(List(m, "", 1).total(), 2);
+}
+
+TEST_F(TaskEventManagerTest, WhatRanOnAGoneProcessEndsFailedUntilItsRealEndArrives) {
+  TaskEventManager m(&pub_);
+  auto on_actor = [](const std::string& task, rpc::TaskEvent::State state, const std::string& actor) {
+    rpc::TaskEvent e = Event(task, state, 1);
+    e.set_type(rpc::TaskSpec::ACTOR_TASK);
+    e.set_actor_id(actor);
+    return e;
+  };
+  const std::string a1 = ActorId::FromRandom().Binary(), a2 = ActorId::FromRandom().Binary();
+  const std::string running = TaskId::FromRandom().Binary(), done = TaskId::FromRandom().Binary(),
+                    other = TaskId::FromRandom().Binary();
+  ASSERT_TRUE(AddEvents(m, {on_actor(running, rpc::TaskEvent::RUNNING, a1), on_actor(done, rpc::TaskEvent::FINISHED, a1),
+                            on_actor(other, rpc::TaskEvent::RUNNING, a2)})
+                  .ok());
+  rpc::ErrorInfo died;
+  died.set_type(rpc::ErrorInfo::ACTOR_DIED);
+  died.set_message("killed");
+  auto of_a1 = [&](const rpc::TaskEvent& t) { return t.actor_id() == a1; };
+  EXPECT_EQ(m.FailUnfinished(of_a1, died), 1);
+  EXPECT_EQ(m.FailUnfinished(of_a1, died), 0) << "an ended attempt is not ended again";
+  std::map<std::string, rpc::TaskEvent> by_id;
+  const rpc::ListTasksReply listed = List(m);
+  for (const auto& t : listed.tasks()) by_id[t.task_id()] = t;
+  EXPECT_EQ(by_id[running].state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(by_id[running].error().type(), rpc::ErrorInfo::ACTOR_DIED);
+  EXPECT_EQ(by_id[done].state(), rpc::TaskEvent::FINISHED);
+  EXPECT_FALSE(by_id[done].has_error());
+  EXPECT_EQ(by_id[other].state(), rpc::TaskEvent::RUNNING);
+  // The task's own end, late, is the truth.
+  ASSERT_TRUE(AddEvents(m, {on_actor(running, rpc::TaskEvent::FINISHED, a1)}).ok());
+  const rpc::ListTasksReply after = List(m);
+  for (const auto& t : after.tasks()) {
+    if (t.task_id() == running) EXPECT_EQ(t.state(), rpc::TaskEvent::FINISHED);
+  }
 }
 
 TEST_F(TaskEventManagerTest, RejectsMalformedBatchesWhole) {
