@@ -17,14 +17,14 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "serve/engine/packed_matrix.h"
 #include "serve/engine/sampler.h"
 #include "serve/engine/weights.h"
+#include "train/kernels/buffer.h"
 #include "train/kernels/layers.h"
 
 namespace manta::serve {
@@ -79,11 +79,15 @@ class StepRunner {
 struct EngineOptions {
   int slots = 8;          // sequences decoded at once
   int64_t max_len = 512;  // tokens per sequence, prompt and output
+  // How the engine keeps the projections (see packed_matrix.h); the
+  // embedding and the norms stay F32.
+  WeightFormat weights = WeightFormat::kF32;
 };
 
 class Engine : public StepRunner {
  public:
-  // `weights` must outlive the engine; `sum` may be null when tensor is 1.
+  // The engine packs its own copy of `weights` (which may go once the
+  // engine is built); `sum` may be null when tensor is 1.
   Engine(const ServingWeights& weights, const EngineOptions& options, TensorSum* sum);
 
   // Writes the prompt's K/V at positions [0, n) of `slot` (which must be
@@ -114,29 +118,37 @@ class Engine : public StepRunner {
                bool last_only, float* out);
   void Layer(int layer, int64_t n, const int* row_slot, const int32_t* positions);
   void Attend(int layer, int64_t n, const int* row_slot, const int32_t* positions);
-  // out[n, out_width] = in[n, k] * w[k, out_width]; a decode step's few rows
-  // go through `wt` (w transposed), a prompt's many through w.
-  void Project(int64_t n, const float* in, int64_t k, const float* w, const float* wt, int64_t out_width, float* out);
+  void PackWeights(const ServingWeights& weights);
   float* KCache(int slot, int layer) { return kcache_.data() + (slot * shape_.num_layers + layer) * cache_stride_; }
   float* VCache(int slot, int layer) { return vcache_.data() + (slot * shape_.num_layers + layer) * cache_stride_; }
 
-  const ServingWeights& weights_;
+  // One decoder layer's weights as the engine reads them.
+  struct LayerWeights {
+    PackedMatrix wq, wk, wv, wo, gate, up, down;
+    std::vector<float> attn_norm, mlp_norm;
+  };
+
   const train::ModelShape shape_;
   const EngineOptions options_;
   TensorSum* sum_;
   const int64_t heads_, kv_heads_, mlp_, qw_, kvw_, cache_stride_;
   train::RopeTable rope_;
+  // Constant after construction: the weights, projections packed into one
+  // arena (2 MiB pages where the kernel gives them).
+  std::vector<uint8_t, train::HugePageAllocator<uint8_t>> arena_;
+  std::vector<LayerWeights> layers_;
+  PackedMatrix head_;
+  std::vector<float> final_norm_;
+  train::FloatBuffer embed_;  // vocab x emb_dim
   std::vector<int64_t> lengths_;  // tokens held by each slot, 0 when free
   std::vector<bool> busy_;
-  std::vector<float> kcache_, vcache_;
-  // Activations for up to max(max_len, slots) rows.
-  std::vector<float> x_, h_, q_, k_, v_, o_, proj_, gate_, up_, scores_;
+  train::FloatBuffer kcache_, vcache_;
+  // Scratch for up to max(max_len, slots) rows: no step allocates.
+  train::FloatBuffer x_, h_, q_, k_, v_, o_, proj_, gate_, up_, scores_;
   std::vector<float> rinv_;
-  // The projections transposed, by (layer, tensor), and the output head's:
-  // what decode steps read (GemmFewRows). Twice the weights' memory; a
-  // 16-sequence step of a 17M-parameter model takes 26 ms instead of 38.
-  std::map<std::pair<int, train::LayerTensor>, std::vector<float>> transposed_;
-  std::vector<float> head_t_;
+  std::vector<int> row_slot_;
+  std::vector<int32_t> positions_;
+  std::vector<char> seen_;
 };
 
 }  // namespace manta::serve

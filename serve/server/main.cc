@@ -25,6 +25,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/memory_release.h"
 #include "common/metrics/metrics_server.h"
 #include "common/token.h"
 #include "manta/api.h"
@@ -150,7 +151,7 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat(config->load_parameters_path, " holds no tokenizer.json: serve a run trained with "
                              "dataset_type=text"));
   }
-  const manta::train::Tokenizer& tokenizer = *weights[0].tokenizer();
+  const manta::train::Tokenizer tokenizer = *weights[0].tokenizer();
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   manta::serve::EngineOptions engine;
   engine.slots = static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
@@ -161,8 +162,12 @@ int main(int argc, char** argv) {
   std::vector<const manta::serve::ServingWeights*> ranks;
   for (const auto& w : weights) ranks.push_back(&w);
   manta::serve::LocalTensorGroup group(ranks, engine);
-  log->info("loaded {} (step {}) in {:.2f} s: {} tensor ranks, {} slots of {} tokens",
-            config->load_parameters_path, weights[0].step(), load_seconds, tensor, engine.slots, engine.max_len);
+  const int64_t step = weights[0].step();
+  weights.clear();  // the engines hold their own packed copies
+  manta::ReleaseFreeMemory();  // and what loading them took
+  log->info("loaded {} (step {}) in {:.2f} s: {} tensor ranks, {} slots of {} tokens, {} weights",
+            config->load_parameters_path, step, load_seconds, tensor, engine.slots, engine.max_len,
+            manta::serve::WeightFormatName(engine.weights));
   log->info("Initializing the driver with 1 prefill engines and 1 generate engines in interleaved mode");
 
   manta::serve::FrontEndOptions options;

@@ -11,15 +11,6 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc);
 
-// C[m,n] = A[m,k] * Bt[n,k]^T for few rows of A (m <= kFewRows; a decode
-// step's batch), with B stored transposed: each row of Bt is read once and
-// dotted with every row of A, which stays in L1; OpenBLAS would pack all of
-// B on every call instead. AVX2 with FMA when the CPU has them, sgemm
-// otherwise. Row-major; lda, ldbt, ldc as in Gemm.
-constexpr int64_t kFewRows = 32;
-void GemmFewRows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* bt, int64_t ldbt,
-                 float* c, int64_t ldc);
-
 // Sets the number of threads OpenBLAS uses for one product (process-wide).
 void SetBlasThreads(int threads);
 int BlasThreads();
