@@ -64,27 +64,39 @@ void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
   Emit(out, "ray_cluster_failed_nodes", "Nodes that died unexpectedly, by node type.", {"node_type"}, failed);
 }
 
-// Counts by (name, state) over entries read in place: the names are viewed,
-// not copied, until each distinct pair becomes one sample.
+// Counts by (name, state, one more label) over entries read in place: the
+// strings are viewed, not copied, until each distinct key becomes a sample.
 class NameStateCounts {
  public:
-  void Add(std::string_view name, int state) { counts_[{name, state}] += 1; }
+  void Add(std::string_view name, int state, std::string_view extra) { counts_[{name, state, extra}] += 1; }
   template <typename StateName>
   Counts Done(StateName state_name) const {
     Counts out;
-    for (const auto& [key, n] : counts_) out[{std::string(key.first), state_name(key.second)}] = n;
+    for (const auto& [key, n] : counts_) {
+      const auto& [name, state, extra] = key;
+      out[{std::string(name), state_name(state), std::string(extra)}] = n;
+    }
     return out;
   }
 
  private:
-  absl::flat_hash_map<std::pair<std::string_view, int>, double> counts_;
+  absl::flat_hash_map<std::tuple<std::string_view, int, std::string_view>, double> counts_;
 };
 
 void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups, metrics::Exposition& out) {
+  // Source is Ray's: "gcs" for states the head decides (all of them here).
   NameStateCounts by_state;
-  actors->ForEachActor([&](const rpc::ActorInfo& a) { by_state.Add(a.class_name(), a.state()); });
-  Emit(out, "ray_actors", "Actors by class and state.", {"Name", "State"},
-       by_state.Done([](int s) { return rpc::ActorInfo::State_Name(static_cast<rpc::ActorInfo::State>(s)); }));
+  actors->ForEachActor([&](const rpc::ActorInfo& a) { by_state.Add(a.class_name(), a.state(), a.address().ip()); });
+  Counts actor_states =
+      by_state.Done([](int s) { return rpc::ActorInfo::State_Name(static_cast<rpc::ActorInfo::State>(s)); });
+  Counts with_source;
+  for (auto& [labels, n] : actor_states) {
+    std::vector<std::string> l = labels;
+    l.push_back("gcs");
+    with_source[std::move(l)] = n;
+  }
+  Emit(out, "ray_actors", "Actors by class, state and the node they run on.", {"Name", "State", "NodeAddress", "Source"},
+       with_source);
   Counts group_states;
   groups->ForEachGroup([&](const rpc::PlacementGroupInfo& g) {
     group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1;
@@ -94,8 +106,10 @@ void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups,
 
 void CollectTasks(TaskEventManager* tasks, metrics::Exposition& out) {
   NameStateCounts by_state;
-  tasks->ForEachTask([&](const rpc::TaskEvent& t) { by_state.Add(t.name(), t.state()); });
-  Emit(out, "ray_tasks", "Tasks by function and state (the latest state of each task kept).", {"Name", "State"},
+  tasks->ForEachTask([&](const rpc::TaskEvent& t) { by_state.Add(t.name(), t.state(), t.attempt() > 0 ? "1" : "0"); });
+  Emit(out, "ray_tasks",
+       "Tasks by function, state and whether the attempt is a retry (the latest state of each attempt kept).",
+       {"Name", "State", "IsRetry"},
        by_state.Done([](int s) { return rpc::TaskEvent::State_Name(static_cast<rpc::TaskEvent::State>(s)); }));
 }
 

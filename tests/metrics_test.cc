@@ -187,9 +187,12 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   PrometheusServer prometheus(cluster.temp_dir());
   ASSERT_TRUE(prometheus.Start(session + "/" + kSdFile, session + "/token").ok());
   EXPECT_EQ(prometheus.WaitFor("sum(ray_cluster_active_nodes)", 5, absl::Seconds(60)), 5);
-  EXPECT_EQ(prometheus.WaitFor("sum(ray_actors{State=\"ALIVE\"})", 3, absl::Seconds(60)), 3);
+  // With the labels Ray's panels filter on: where each runs, from the head.
+  EXPECT_EQ(prometheus.WaitFor("sum(ray_actors{State=\"ALIVE\",Source=\"gcs\",NodeAddress!=\"\"})", 3,
+                               absl::Seconds(60)),
+            3);
   // Each actor's creation is a task the GCS keeps (ray_tasks counts them in place).
-  EXPECT_GE(prometheus.WaitFor("sum(ray_tasks)", 3, absl::Seconds(30)), 3);
+  EXPECT_GE(prometheus.WaitFor("sum(ray_tasks{IsRetry=\"0\"})", 3, absl::Seconds(30)), 3);
   EXPECT_EQ(prometheus.WaitFor("count(up{job=\"ray\"} == 1)", 7, absl::Seconds(30)), 7);
   EXPECT_GT(prometheus.WaitFor("sum(ray_resources{Name=\"TPU\",State=\"AVAILABLE\"})", 16, absl::Seconds(30)), 0);
   EXPECT_GT(prometheus.Query("sum(ray_grpc_server_req_finished_total)"), 0);
