@@ -66,7 +66,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
         RayletMetricsOptions{.port = options_.metrics_port,
                              .host = options_.node_ip,
                              .token = options_.metrics_token,
-                             .session_name = options_.session_name},
+                             .session_name = options_.session_name,
+                             .is_head = options_.is_head},
         loop_, [this] { return Resources(); });
     if (metrics_->enabled()) metrics_->server_metrics()->Install(&builder);
     auto server = rpc::GatedServer::Start(&builder, address, options_.token);

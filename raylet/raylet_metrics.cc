@@ -14,7 +14,9 @@ RayletMetrics::RayletMetrics(RayletMetricsOptions options, EventLoop* loop,
     : options_(std::move(options)),
       loop_(loop),
       resources_(std::move(resources)),
-      registry_(metrics::Labels{{"SessionName", options_.session_name}}),
+      registry_(metrics::Labels{{"SessionName", options_.session_name},
+                                {"IsHeadNode", options_.is_head ? "true" : "false"},
+                                {"RayNodeType", options_.is_head ? "head" : "worker"}}),
       server_metrics_(&registry_),
       node_stats_(options_.host) {
   registry_.AddCollector([this](metrics::Exposition& out) { node_stats_.Collect(out); });

@@ -30,6 +30,9 @@ struct RayletMetricsOptions {
   std::string host = "127.0.0.1";
   std::string token;  // empty: scrapes need no token
   std::string session_name;
+  // Every series says whether it is the head's (Ray's IsHeadNode and
+  // RayNodeType labels, on which its dashboards split and filter).
+  bool is_head = false;
 };
 
 class RayletMetrics {

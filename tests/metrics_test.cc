@@ -197,6 +197,8 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   EXPECT_GT(prometheus.WaitFor("sum(ray_resources{Name=\"TPU\",State=\"AVAILABLE\"})", 16, absl::Seconds(30)), 0);
   EXPECT_GT(prometheus.Query("sum(ray_grpc_server_req_finished_total)"), 0);
   EXPECT_GT(prometheus.Query("max(ray_node_mem_total)"), 0);
+  EXPECT_EQ(prometheus.Query("count(ray_node_mem_total{IsHeadNode=\"true\",RayNodeType=\"head\"})"), 1);
+  EXPECT_EQ(prometheus.Query("count(ray_node_mem_total{IsHeadNode=\"false\",RayNodeType=\"worker\"})"), 4);
   EXPECT_EQ(prometheus.Query("sum(ray_cluster_failed_nodes)"), 0) << "no failures is 0, not no data";
 
   // A host dies: it leaves the discovery file and the live count.
