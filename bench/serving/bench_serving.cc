@@ -2,6 +2,7 @@
 // llama.cpp on the same weights (the GGUF export) and threads in the same run.
 //
 //   build/bin/bench_serving --checkpoint=/tmp/ft/fortunes/checkpoints/400 --json out.json
+//   build/bin/bench_serving --model=115m --json out.json   # makes (once) its own checkpoint
 //
 // Manta, over HTTP with streaming (one SSE event per token):
 //   * single-stream decode rate: one request at a time, tokens after the
@@ -12,6 +13,14 @@
 // The peer (bench/serving/llama_peer_bench.mjs): llama.cpp's single-stream
 // decode rate and its rate with --concurrency sequences in one context.
 // Ratios: Manta / llama.cpp, and Manta's concurrent rate / its own single.
+// Bandwidth: the bytes of weights a decode step reads times the single-stream
+// rate, beside this machine's streaming read of as many bytes in this run.
+//
+// --model=17m or 115m trains one step of that shape on --dataset (Debian's
+// fortunes by default) into --work_dir, unless a checkpoint is already there:
+// the weights' values do not matter to the figures, their size does.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -27,6 +36,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "serve/export/gguf.h"
+#include "train/kernels/buffer.h"
 
 namespace {
 
@@ -99,6 +109,61 @@ double Concurrent(int port, const std::vector<std::string>& prompts, int max_tok
   return tokens / Seconds(start, Clock::now());
 }
 
+// Bytes of weights one decode step reads: every projection and the output
+// head (F32), and one embedding row.
+double WeightBytesPerStep(const manta::train::ModelShape& m) {
+  const double qw = m.num_query_heads * m.head_dim, kvw = m.num_kv_heads * m.head_dim, d = m.emb_dim;
+  const double layer = d * qw * 2 + d * kvw * 2 + 3 * d * m.mlp_dim;
+  return 4 * (m.num_layers * layer + d * m.vocab_size + d);
+}
+
+// This machine's streaming read, bytes per second: the best of 5 passes over
+// `bytes` (2 MiB pages, touched once before), SSE2 sums.
+double StreamReadBytesPerSecond(double bytes) {
+  manta::train::FloatBuffer buf(static_cast<size_t>(bytes / 4) / 64 * 64, 1.0f);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const Clock::time_point start = Clock::now();
+    __m128 acc[8];
+    for (__m128& a : acc) a = _mm_setzero_ps();
+    for (size_t i = 0; i < buf.size(); i += 32) {
+      for (int j = 0; j < 8; ++j) acc[j] = _mm_add_ps(acc[j], _mm_load_ps(&buf[i + 4 * j]));
+    }
+    for (int j = 1; j < 8; ++j) acc[0] = _mm_add_ps(acc[0], acc[j]);
+    asm volatile("" : : "x"(acc[0]));  // the sum is used: the loop stays
+    best = std::max(best, 4.0 * buf.size() / Seconds(start, Clock::now()));
+  }
+  return best;
+}
+
+// The checkpoint of --model: made by one training step, or found from an earlier run.
+absl::StatusOr<std::string> ModelCheckpoint(const std::string& model, const std::string& work_dir,
+                                            const std::string& dataset, const std::string& bin_dir) {
+  std::vector<std::string> shape;
+  if (model == "17m") {
+    shape = {"base_emb_dim=512", "base_num_query_heads=8", "base_num_kv_heads=4", "base_mlp_dim=2048",
+             "base_num_decoder_layers=4"};
+  } else if (model == "115m") {
+    shape = {"base_emb_dim=768", "base_num_query_heads=12", "base_num_kv_heads=12", "base_mlp_dim=3072",
+             "base_num_decoder_layers=12"};
+  } else {
+    return absl::InvalidArgumentError("--model must be 17m or 115m, got " + model);
+  }
+  const std::string run = "bench" + model, step_dir = work_dir + "/" + run + "/checkpoints/1";
+  if (std::filesystem::exists(step_dir + "/manifest.json")) return step_dir;
+  manta::SpawnOptions train;
+  train.executable = bin_dir + "/manta_train";
+  train.args = {"--", std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "dataset_type=text",
+                "dataset_path=" + dataset, "run_name=" + run, "base_output_directory=" + work_dir, "steps=1",
+                "per_device_batch_size=1", "enable_checkpointing=true", "checkpoint_period=1"};
+  train.args.insert(train.args.end(), shape.begin(), shape.end());
+  std::fprintf(stderr, "bench_serving: training one step of the %s model into %s\n", model.c_str(), work_dir.c_str());
+  absl::StatusOr<manta::CommandResult> r = manta::RunAndCapture(train, absl::Minutes(20));
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) return absl::InternalError("manta_train failed: " + r->err);
+  return step_dir;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,7 +171,11 @@ int main(int argc, char** argv) {
   std::string checkpoint, json, bin_dir = std::getenv("MANTA_BIN_DIR") ? std::getenv("MANTA_BIN_DIR") : "build/bin";
   int prompts_n = 64, max_tokens = 128, concurrency = 16, threads = 1;
   double rate = 4;
-  app.add_option("--checkpoint", checkpoint, "A checkpoint step folder of a text run")->required();
+  std::string model, work_dir = "/tmp/manta_bench_serving", dataset = "/usr/share/games/fortunes";
+  app.add_option("--checkpoint", checkpoint, "A checkpoint step folder of a text run");
+  app.add_option("--model", model, "Instead of --checkpoint: 17m or 115m, trained for one step here");
+  app.add_option("--work_dir", work_dir, "Where --model keeps its checkpoint between runs");
+  app.add_option("--dataset", dataset, "The text --model trains its tokenizer on");
   app.add_option("--json", json, "Write the figures here");
   app.add_option("--prompts", prompts_n, "Requests of the Poisson run");
   app.add_option("--rate", rate, "Their arrival rate per second");
@@ -114,6 +183,18 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency", concurrency, "Requests at once for the concurrent rate");
   app.add_option("--threads", threads, "Compute threads of each side");
   CLI11_PARSE(app, argc, argv);
+  if (checkpoint.empty() == model.empty()) {
+    std::fprintf(stderr, "bench_serving: give --checkpoint or --model\n");
+    return 1;
+  }
+  if (!model.empty()) {
+    absl::StatusOr<std::string> made = ModelCheckpoint(model, work_dir, dataset, bin_dir);
+    if (!made.ok()) {
+      std::fprintf(stderr, "bench_serving: %s\n", std::string(made.status().message()).c_str());
+      return 1;
+    }
+    checkpoint = *made;
+  }
 
   absl::StatusOr<manta::serve::ServingWeights> w = manta::serve::ServingWeights::Load(checkpoint, 1, 0);
   if (!w.ok() || !w->tokenizer()) {
@@ -127,6 +208,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_serving: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  const double weight_bytes = WeightBytesPerStep(w->shape());
+  const double stream_bytes_per_s = StreamReadBytesPerSecond(weight_bytes);
   const std::string prompt = "What are the top 5 programming languages";
   const std::vector<int32_t> prompt_ids = w->tokenizer()->Encode(prompt);
 
@@ -222,6 +305,9 @@ int main(int argc, char** argv) {
   report.Add("single_stream_decode_tokens_per_s", single, "tokens/s", peer_single);
   report.Add("concurrent_output_tokens_per_s", concurrent, "tokens/s", peer_concurrent);
   report.Add("concurrent_over_own_single", concurrent / single, "x");
+  report.Add("weights_per_step_mb", weight_bytes / 1e6, "MB");
+  report.Add("single_stream_weights_read_gb_per_s", weight_bytes * single / 1e9, "GB/s", stream_bytes_per_s / 1e9);
+  report.Add("machine_stream_read_gb_per_s", stream_bytes_per_s / 1e9, "GB/s");
   report.Add("poisson_requests_per_s", (prompts_n - failed) / wall, "req/s");
   report.Add("poisson_output_tokens_per_s", tokens / wall, "tokens/s");
   report.Add("poisson_failed_requests", failed, "requests");
