@@ -110,9 +110,34 @@ TEST(NodeStatsTest, ProcFilesAreReadAsRayReportsThem) {
   registry.AddCollector([&](Exposition& out) { stats.Collect(out); });
   const std::string text = registry.Render();
   for (const char* name : {"ray_node_cpu_utilization{ip=\"10.0.0.7\"} ", "ray_node_mem_total{ip=\"10.0.0.7\"} ",
-                           "ray_node_mem_used{ip=\"10.0.0.7\"} ", "ray_node_cpu_count{ip=\"10.0.0.7\"} "}) {
+                           "ray_node_mem_used{ip=\"10.0.0.7\"} ", "ray_node_cpu_count{ip=\"10.0.0.7\"} ",
+                           "ray_node_disk_usage{ip=\"10.0.0.7\"} ", "ray_node_disk_free{ip=\"10.0.0.7\"} ",
+                           "ray_node_network_sent{ip=\"10.0.0.7\"} ", "ray_node_network_receive_speed{ip=\"10.0.0.7\"} ",
+                           "ray_node_disk_io_write_speed{ip=\"10.0.0.7\"} ", "ray_node_disk_read_iops{ip=\"10.0.0.7\"} ",
+                           "ray_node_mem_shared_bytes{ip=\"10.0.0.7\"} "}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << " in\n" << text;
   }
+}
+
+TEST(NodeStatsTest, NetworkAndDiskCountersAreSummedAsRayReportsThem) {
+  const std::string net =
+      "Inter-|   Receive |  Transmit\n"
+      " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
+      "    lo: 5000 10 0 0 0 0 0 0 5000 10 0 0 0 0 0 0\n"
+      "  eth0: 1000 3 0 0 0 0 0 0 200 2 0 0 0 0 0 0\n"
+      "  eth1:   30 1 0 0 0 0 0 0   4 1 0 0 0 0 0 0\n";
+  NetBytes n = ParseNetDev(net);
+  EXPECT_EQ(n.received, 1030u);  // lo is not the network
+  EXPECT_EQ(n.sent, 204u);
+  const std::string disks =
+      " 253 0 vda 10 0 80 5 20 0 160 7 0 0 0\n"
+      " 253 1 vda1 9 0 72 5 19 0 152 7 0 0 0\n"
+      "   7 0 loop0 3 0 8 0 0 0 0 0 0 0 0\n";
+  DiskIo d = ParseDiskstats(disks, [](const std::string& name) { return name == "vda"; });
+  EXPECT_EQ(d.reads, 10u);
+  EXPECT_EQ(d.read_bytes, 80u * 512);
+  EXPECT_EQ(d.writes, 20u);
+  EXPECT_EQ(d.written_bytes, 160u * 512);
 }
 
 }  // namespace
