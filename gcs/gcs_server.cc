@@ -113,7 +113,13 @@ class GcsServer::Impl {
   // other than the node table's).
   void CreateManagers() {
     publisher_ = std::make_unique<Publisher>(loop_, incarnation_);
-    raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token);
+    // A raylet that a call cannot reach is checked at once, as one whose
+    // poll dropped: a killed host is declared dead in a few hundred ms even
+    // when no poll of its was held (a removal or lease waiting on it goes on
+    // then).
+    raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token, [this](const NodeId& node) {
+      if (health_ != nullptr) health_->Suspect(node);
+    });
     nodes_ = std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_,
                                            raylet_clients_.get());
     resources_ = std::make_unique<ResourceManager>(nodes_.get(), publisher_.get());

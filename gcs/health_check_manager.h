@@ -3,11 +3,12 @@
 // Two signals feed it. Routine checks go to every node each `period`, with
 // `timeout` as their deadline: they find nodes that hang or vanish without
 // closing their connections. Suspicion comes from outside (a raylet's held
-// connection to the GCS dropped): a suspected node is checked every
-// `suspect_period` until one check succeeds. Either way a node is declared
-// dead after `failure_threshold` consecutive failures; one success resets the
-// count. A killed raylet drops its connection and refuses new ones, so it is
-// declared dead within about threshold × suspect_period.
+// connection to the GCS dropped, or a call to the raylet could not reach
+// it): a suspected node is checked every `suspect_period` until one check
+// succeeds. Either way a node is declared dead after `failure_threshold`
+// consecutive failures; one success resets the count. A killed raylet drops
+// its connection and refuses new ones, so it is declared dead within about
+// threshold × suspect_period.
 //
 // A check that times out is weaker evidence than one refused: the node may
 // only be slow (its host overloaded, or the GCS itself starved). A node whose

@@ -19,13 +19,14 @@ rpc::RetryPolicy RetryLonger() { return rpc::RetryPolicy::Patient(); }
 
 class GrpcRayletClientPool : public RayletClientPool {
  public:
-  GrpcRayletClientPool(EventLoop* loop, std::string token) : loop_(loop), token_(std::move(token)) {}
+  GrpcRayletClientPool(EventLoop* loop, std::string token, std::function<void(const NodeId&)> unreachable)
+      : loop_(loop), token_(std::move(token)), unreachable_(std::move(unreachable)) {}
 
 #define MANTA_RAYLET_CALL(Method, timeout, policy)                                                 \
   void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request, \
               Callback<rpc::Method##Reply> cb) override {                                          \
     rpc::RetryingUnaryCall<rpc::Method##Reply>(                                                    \
-        loop_, token_, timeout, policy, request,                                                   \
+        loop_, token_, timeout, Watched(policy, node), request,                                    \
         [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {               \
           stub->async()->Method(ctx, req, reply, std::move(done));                                 \
         },                                                                                         \
@@ -47,6 +48,12 @@ class GrpcRayletClientPool : public RayletClientPool {
   }
 
  private:
+  // `policy`, telling unreachable_ of each retried failure to reach `node`.
+  rpc::RetryPolicy Watched(rpc::RetryPolicy policy, const NodeId& node) const {
+    if (unreachable_) policy.on_retry = [fn = unreachable_, node](const absl::Status&) { fn(node); };
+    return policy;
+  }
+
   // A call in flight keeps the stub alive through this reference.
   std::shared_ptr<rpc::NodeManagerService::Stub> Stub(const NodeId& node, const std::string& address) {
     MANTA_CHECK_THREAD(loop_->thread_checker());
@@ -65,13 +72,15 @@ class GrpcRayletClientPool : public RayletClientPool {
 
   EventLoop* const loop_;
   const std::string token_;
+  const std::function<void(const NodeId&)> unreachable_;
   absl::flat_hash_map<NodeId, Entry> stubs_;
 };
 
 }  // namespace
 
-std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token) {
-  return std::make_unique<GrpcRayletClientPool>(loop, std::move(token));
+std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token,
+                                                           std::function<void(const NodeId&)> unreachable) {
+  return std::make_unique<GrpcRayletClientPool>(loop, std::move(token), std::move(unreachable));
 }
 
 }  // namespace manta::gcs

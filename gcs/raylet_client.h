@@ -60,7 +60,11 @@ class RayletClientPool {
 };
 
 // Over gRPC, with `token` on every call; callbacks are posted to `loop`.
-std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token);
+// `unreachable` (may be null) runs on the loop each time a call to a node
+// fails UNAVAILABLE and is to be retried: the raylet may be gone, and the
+// caller need not wait for the retries to run out to find out.
+std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token,
+                                                           std::function<void(const NodeId&)> unreachable = nullptr);
 
 using rpc::RayletAddress;
 

@@ -64,6 +64,10 @@ struct RetryPolicy {
   int max_attempts = 5;  // in all, the first included
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
+  // When set, called on the loop with each UNAVAILABLE outcome that is about
+  // to be retried (the server may be gone: a caller can act before the
+  // retries run out).
+  std::function<void(const absl::Status&)> on_retry;
 
   // For calls whose loss costs something (a leaked lease or bundle, a failed
   // actor): twice the attempts, about 6 s of backoff in all.
@@ -106,6 +110,7 @@ void RetryingUnaryCall(EventLoop* loop, const std::string& token, absl::Duration
       if (s.code() != absl::StatusCode::kUnavailable || attempt >= policy.max_attempts) {
         return callback(s, std::move(reply));
       }
+      if (policy.on_retry) policy.on_retry(s);
       // The loop owns the timer, and the timer this state: a loop destroyed
       // during the backoff (a process exiting) frees both, unrun.
       loop->RunOnce(backoff, [self = this->shared_from_this()] { self->Attempt(); });

@@ -139,9 +139,19 @@ TEST_F(RetryingCallTest, DroppedRequestsAreRetriedUntilOneArrives) {
 
 TEST_F(RetryingCallTest, GivesUpAfterMaxAttempts) {
   UseSpec("Put=-1:100:0");
-  absl::Status s = Put(Fast(4));
+  // The caller hears of each failure that is retried, on the loop, while
+  // the retries go on (a GCS suspects the raylet it cannot reach).
+  RetryPolicy policy = Fast(4);
+  std::atomic<int> retried{0};
+  policy.on_retry = [&](const absl::Status& s) {
+    EXPECT_TRUE(loop_.IsInLoopThread());
+    EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+    ++retried;
+  };
+  absl::Status s = Put(policy);
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_EQ(attempts_, 4);
+  EXPECT_EQ(retried, 3);  // the last failure goes to the callback alone
   EXPECT_EQ(server_.puts(), 0);
 }
 
