@@ -32,6 +32,7 @@ import time
 
 import manta
 from manta import _core
+from manta._private import local_cluster
 from manta import train
 from manta.train import JaxTrainer, RunConfig, ScalingConfig
 
@@ -95,28 +96,9 @@ def report_costs(reports, rounds, storage):
     return statistics.median(py), statistics.median(cpp)
 
 
-def raylet_of(temp_dir, slice_name, worker_id):
-    """(pid, environment) of the raylet of a simulated host."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        if not cmd or not cmd[0].endswith(b"raylet") or temp_dir.encode() not in b" ".join(cmd):
-            continue
-        if env.get(b"TPU_NAME") == slice_name.encode() and env.get(b"TPU_WORKER_ID") == str(worker_id).encode():
-            return int(entry), {k.decode(): v.decode() for k, v in env.items()}
-    raise LookupError(f"no raylet for {slice_name}/{worker_id}")
-
-
 def kill_host(temp_dir, slice_name, worker_id):
     """SIGKILLs a host's raylet and its workers; the time and its environment."""
-    pid, env = raylet_of(temp_dir, slice_name, worker_id)
+    pid, env = local_cluster.raylet_of(temp_dir, slice_name, worker_id)
     victims = [pid]
     for entry in os.listdir("/proc"):
         try:

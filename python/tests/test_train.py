@@ -23,6 +23,7 @@ train = pytest.importorskip("manta.train")
 import manta  # noqa: E402
 from manta.train import Checkpoint, JaxTrainer  # noqa: E402
 from manta.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig  # noqa: E402
+from manta._private import local_cluster  # noqa: E402
 from manta.util import tpu  # noqa: E402
 
 TOPOLOGY, ACCELERATOR, POD_TYPE = "4x4", "TPU-V6E", "v6e-16"
@@ -301,25 +302,6 @@ def elastic_loop(config):
         time.sleep(0.2)
 
 
-def _raylet_of(temp_dir, slice_name, worker_id):
-    """(pid, environment) of the raylet of a simulated host."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        if not cmd or not cmd[0].endswith(b"raylet") or temp_dir.encode() not in b" ".join(cmd):
-            continue
-        if env.get(b"TPU_NAME") == slice_name.encode() and env.get(b"TPU_WORKER_ID") == str(worker_id).encode():
-            return int(entry), {k.decode(): v.decode() for k, v in env.items()}
-    raise LookupError(f"no raylet for {slice_name}/{worker_id}")
-
-
 def _children(pid):
     out = []
     for entry in os.listdir("/proc"):
@@ -350,7 +332,7 @@ def test_elastic_python_loop_shrinks_and_grows_keeping_survivor_processes(free, 
     fit.start()
     try:
         wait_for(lambda: (_progress(out) or {}).get("step", -1) >= 3, 120, "three steps on 8 workers")
-        pid, env = _raylet_of(free.temp_dir, "tpu-group-1", 2)
+        pid, env = local_cluster.raylet_of(free.temp_dir, "tpu-group-1", 2)
         victims = [pid] + _children(pid)
         for p in victims:
             os.kill(p, signal.SIGKILL)
@@ -488,7 +470,7 @@ def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free
     try:
         wait_for(lambda: len(_lines(metrics)) >= 12 or driver.poll() is not None, 120, "12 steps on 8 workers")
         assert driver.poll() is None, driver.stdout.read()
-        pid, host_env = _raylet_of(free.temp_dir, "tpu-group-1", 2)
+        pid, host_env = local_cluster.raylet_of(free.temp_dir, "tpu-group-1", 2)
         for p in [pid] + _children(pid):
             os.kill(p, signal.SIGKILL)
         wait_for(lambda: _group_size(free) == 4, 60, "the group to shrink to 4", interval_s=0.2)
@@ -546,7 +528,7 @@ def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path
         wait_for(lambda: os.path.exists(os.path.join(out, "rank1")), 60, "the loop to start")
         with open(os.path.join(out, "rank1")) as f:
             host = json.load(f)
-        _, env = _raylet_of(free.temp_dir, host["slice"], host["worker"])
+        _, env = local_cluster.raylet_of(free.temp_dir, host["slice"], host["worker"])
         before = time.time()
         r = subprocess.run([os.path.join(free.bin_dir, "manta"), "drain-node", host["node"], "--reason=preemption",
                             "--deadline=60s", f"--temp-dir={free.temp_dir}"], capture_output=True, text=True,

@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 
 
 def _free_port():
@@ -73,3 +72,23 @@ class LocalCluster:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.temp_dir = None
+
+
+def raylet_of(temp_dir, slice_name, worker_id):
+    """(pid, environment) of the raylet of the simulated TPU host `slice_name`/`worker_id`
+    in the cluster kept under `temp_dir` (tests and benchmarks kill it)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if not cmd or not cmd[0].endswith(b"raylet") or temp_dir.encode() not in b" ".join(cmd):
+            continue
+        if env.get(b"TPU_NAME") == slice_name.encode() and env.get(b"TPU_WORKER_ID") == str(worker_id).encode():
+            return int(entry), {k.decode(): v.decode() for k, v in env.items()}
+    raise LookupError(f"no raylet for {slice_name}/{worker_id}")
