@@ -138,9 +138,8 @@ void Engine::PackWeights(const ServingWeights& weights) {
                      hp + layout.block(hb).tensors[train::kFinalNorm].offset + D);
   const float* table = weights.block(train::ParamLayout::embed_block());
   embed_.assign(table, table + shape_.vocab_size * D);
-  int64_t bytes = 0;
-  for (const Item& item : items) bytes += PackedMatrix::Layout(item.k, item.n, options_.weights).bytes;
-  arena_.resize(bytes + 64);
+  for (const Item& item : items) weight_bytes_ += PackedMatrix::Layout(item.k, item.n, options_.weights).bytes;
+  arena_.resize(weight_bytes_ + 64);
   uint8_t* at = arena_.data() + (64 - reinterpret_cast<uintptr_t>(arena_.data()) % 64) % 64;
   for (const Item& item : items) {
     *item.matrix = PackedMatrix(item.w, item.k, item.n, options_.weights, at);

@@ -106,6 +106,10 @@ class Engine : public StepRunner {
   int64_t vocab() const override { return shape_.vocab_size; }
   // K and V floats one token takes on this rank: 2 x layers x kv heads x head_dim.
   int64_t KvFloatsPerToken() const { return 2 * shape_.num_layers * kvw_; }
+  // Bytes of the packed projections and output head in options' format:
+  // what a decode step reads of the weights, besides an embedding row for
+  // each token.
+  int64_t weight_bytes() const { return weight_bytes_; }
   // The first `len` positions of a slot's K/V (KvFloatsPerToken() * len
   // floats), and the reverse: what a prefill engine hands a decode engine.
   void ExportKv(int slot, int64_t len, float* out) const;
@@ -136,6 +140,7 @@ class Engine : public StepRunner {
   // Constant after construction: the weights, projections packed into one
   // arena (2 MiB pages where the kernel gives them).
   std::vector<uint8_t, train::HugePageAllocator<uint8_t>> arena_;
+  int64_t weight_bytes_ = 0;  // of arena_, the matrices' Layout bytes
   std::vector<LayerWeights> layers_;
   PackedMatrix head_;
   std::vector<float> final_norm_;

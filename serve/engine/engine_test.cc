@@ -1,8 +1,11 @@
 // The engine against the training kernels' own forward pass: greedy output
 // token for token, tensor-parallel ranks against one, K/V moved between
-// engines, and the refusals.
+// engines, bf16 and int8 weights against F32, and the refusals.
 #include "serve/engine/engine.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -123,6 +126,80 @@ TEST(EngineTest, RefusesWhatDoesNotFit) {
   engine.Release(0);
   EXPECT_EQ(engine.length(0), 0);
   EXPECT_TRUE(engine.Prefill(0, {7}, logits.data()).ok());
+}
+
+// bf16 and int8 weights against F32, on the tiny model trained for 20 steps
+// (an untrained one has near ties between its best tokens that any rounding
+// flips). Rounding moves a bf16 weight by at most 2^-8 of itself and an
+// int8 weight by at most 1/254 of its column's largest magnitude; roundings
+// of different weights are independent and mostly cancel in each sum. The
+// bound on each logit is twice that as a part of the step's F32 logit range
+// (max - min, about 14 here): 2^-7 (0.78%) for bf16, 1/127 (0.79%) for
+// int8. This model moves by 0.11% and 0.27%.
+class QuantizedEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new train::TempDir();
+    absl::StatusOr<ServingWeights> w = TrainedTinyWeights(*dir_, 20);
+    ASSERT_TRUE(w.ok()) << w.status();
+    weights_ = new ServingWeights(*std::move(w));
+  }
+  static void TearDownTestSuite() {
+    delete weights_;
+    delete dir_;
+  }
+
+  // Greedy runs of F32 and `format` from the same weights: tokens equal on
+  // every prompt, each step's logits within `tolerance` of the range, and
+  // not all equal (the format is in use).
+  static void ExpectCloseToF32(WeightFormat format, float tolerance) {
+    Engine f32(*weights_, {.slots = 1, .max_len = 64}, nullptr);
+    Engine other(*weights_, {.slots = 1, .max_len = 64, .weights = format}, nullptr);
+    float moved = 0;
+    for (const char* text : {"the cat sat on", "the mat 12", "sat on the", "the cat sat on the mat 9"}) {
+      const std::vector<int32_t> prompt = weights_->tokenizer()->Encode(text);
+      std::vector<std::vector<float>> want_logits, got_logits;
+      const std::vector<int32_t> want = GreedyRun(f32, 0, prompt, 24, &want_logits);
+      const std::vector<int32_t> got = GreedyRun(other, 0, prompt, 24, &got_logits);
+      f32.Release(0);
+      other.Release(0);
+      EXPECT_EQ(got, want) << WeightFormatName(format) << " after '" << text << "'";
+      for (size_t i = 0; i < want_logits.size() && i < got_logits.size(); ++i) {
+        const auto [lo, hi] = std::minmax_element(want_logits[i].begin(), want_logits[i].end());
+        for (size_t j = 0; j < want_logits[i].size(); ++j) {
+          const float d = std::fabs(got_logits[i][j] - want_logits[i][j]) / (*hi - *lo);
+          ASSERT_LE(d, tolerance) << WeightFormatName(format) << " after '" << text << "', token " << i << ", id " << j;
+          moved = std::max(moved, d);
+        }
+      }
+    }
+    EXPECT_GT(moved, 0) << WeightFormatName(format) << " logits equal F32's exactly";
+    std::printf("%s: logits within %.3f%% of their range of F32's\n", WeightFormatName(format), 100 * moved);
+  }
+
+  static train::TempDir* dir_;
+  static ServingWeights* weights_;
+};
+
+train::TempDir* QuantizedEngineTest::dir_ = nullptr;
+ServingWeights* QuantizedEngineTest::weights_ = nullptr;
+
+TEST_F(QuantizedEngineTest, Bf16GivesF32sTokensWithLogitsWithinTwiceItsRounding) {
+  ExpectCloseToF32(WeightFormat::kBf16, 1.0f / 128);
+}
+
+TEST_F(QuantizedEngineTest, Int8GivesF32sTokensWithLogitsWithinTwiceItsRounding) {
+  ExpectCloseToF32(WeightFormat::kInt8, 1.0f / 127);
+}
+
+TEST_F(QuantizedEngineTest, TheFormatSetsTheBytesADecodeStepReads) {
+  const int64_t f32 = Engine(*weights_, {.slots = 1, .max_len = 8}, nullptr).weight_bytes();
+  EXPECT_EQ(Engine(*weights_, {.slots = 1, .max_len = 8, .weights = WeightFormat::kBf16}, nullptr).weight_bytes(),
+            f32 / 2);
+  const int64_t int8 =
+      Engine(*weights_, {.slots = 1, .max_len = 8, .weights = WeightFormat::kInt8}, nullptr).weight_bytes();
+  EXPECT_GT(int8, f32 / 4);  // and a scale per column
+  EXPECT_LT(int8, f32 / 3);
 }
 
 TEST(SamplerTest, GreedySeededAndTopK) {

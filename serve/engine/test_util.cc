@@ -1,6 +1,8 @@
 #include "serve/engine/test_util.h"
 
 #include <cmath>
+#include <fstream>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "serve/engine/sampler.h"
@@ -13,6 +15,19 @@ ServingWeights TinyWeights(int tensor, int rank) {
   absl::StatusOr<ServingWeights> w = ServingWeights::Init(shape, /*seed=*/7, tensor, rank);
   EXPECT_TRUE(w.ok()) << w.status();
   return *std::move(w);
+}
+
+absl::StatusOr<ServingWeights> TrainedTinyWeights(const train::TempDir& dir, int steps) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the cat sat on the mat " + std::to_string(i * 7919 % 1000) + "\n";
+  std::ofstream(dir.path() + "/corpus.txt") << text;
+  const std::string n = std::to_string(steps);
+  train::RunOrDie(train::TinyConfig({"override_model_config=true", "vocab_size=300", "dataset_type=text",
+                                     "dataset_path=" + dir.path() + "/corpus.txt", "run_name=g",
+                                     "base_output_directory=" + dir.path(), "enable_checkpointing=true",
+                                     "checkpoint_period=" + n, "steps=" + n}),
+                  train::LocalEnv(1));
+  return ServingWeights::Load(dir.path() + "/g/checkpoints/" + n, 1, 0);
 }
 
 std::vector<int32_t> GreedyRun(Engine& engine, int slot, const std::vector<int32_t>& prompt, int n,
