@@ -27,8 +27,8 @@ namespace manta::serve {
 
 enum class WeightFormat { kF32, kBf16, kInt8 };
 
-// "float32", "bfloat16", "int8": the names of the serving config's
-// weight_dtype values. False for any other name.
+// "float32", "bfloat16", "int8": the values of manta_serve's --weights.
+// False for any other name.
 bool ParseWeightFormat(const char* name, WeightFormat* out);
 const char* WeightFormatName(WeightFormat format);
 

@@ -41,22 +41,21 @@ class ServerTest : public ::testing::Test {
 
   static std::string StepDir() { return dir_->path() + "/srv/checkpoints/10"; }
 
-  // Starts manta_serve with these config overrides; waits until healthy.
-  void Start(const std::vector<std::string>& overrides) {
+  // Starts manta_serve with these config overrides and flags; waits until
+  // healthy.
+  void Start(const std::vector<std::string>& overrides, const std::vector<std::string>& flags = {}) {
     SpawnOptions opts;
     opts.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/manta_serve";
     const std::string ready = absl::StrCat(dir_->path(), "/ready.", ++starts_);
     log_ = absl::StrCat(dir_->path(), "/serve.", starts_, ".log");
-    opts.args = {"--port=0",
-                 "--token_file=" + dir_->path() + "/token",
-                 "--ready_file=" + ready,
-                 "--",
-                 std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml",
-                 "load_parameters_path=" + StepDir(),
-                 "per_device_batch_size=4",
-                 "max_prefill_predict_length=32",
-                 "max_target_length=96",
-                 "prometheus_port=0"};
+    opts.args = {"--port=0", "--token_file=" + dir_->path() + "/token", "--ready_file=" + ready};
+    opts.args.insert(opts.args.end(), flags.begin(), flags.end());
+    for (std::string a : {std::string("--"), std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml",
+                          "load_parameters_path=" + StepDir(), std::string("per_device_batch_size=4"),
+                          std::string("max_prefill_predict_length=32"), std::string("max_target_length=96"),
+                          std::string("prometheus_port=0")}) {
+      opts.args.push_back(a);
+    }
     opts.args.insert(opts.args.end(), overrides.begin(), overrides.end());
     opts.log_file = log_;
     opts.kill_with_parent = true;
@@ -173,6 +172,26 @@ TEST_F(ServerTest, GreedyAnswersAreTheEnginesStreamedOrNotAndTheSameUnderLoad) {
 TEST_F(ServerTest, TwoTensorRanksServeWhatOneServes) {
   Start({"ici_tensor_parallelism=2"});
   EXPECT_EQ(Generate("a dog", 25), LocalGreedy("a dog", 25, StepDir()));
+}
+
+TEST_F(ServerTest, Int8WeightsServeWhatAnInt8EngineServes) {
+  Start({}, {"--weights=int8"});
+  for (const char* prompt : {"a dog", "the old man"}) {
+    EXPECT_EQ(Generate(prompt, 25), LocalGreedy(prompt, 25, StepDir(), WeightFormat::kInt8)) << prompt;
+  }
+  EXPECT_TRUE(absl::StrContains(TailFile(log_, 20), "1 tensor ranks, 4 slots of 96 tokens, int8 weights"))
+      << TailFile(log_, 20);
+}
+
+TEST(ServeFlagsTest, AWeightFormatItCannotServeIsRefusedBeforeLoading) {
+  SpawnOptions opts;
+  opts.executable = std::string(std::getenv("MANTA_BIN_DIR")) + "/manta_serve";
+  opts.args = {"--auth=none", "--weights=float16", "--", std::string(MANTA_TRAIN_SOURCE_DIR) + "/configs/base.yml",
+               "load_parameters_path=/nonexistent/checkpoints/1"};
+  absl::StatusOr<CommandResult> r = RunAndCapture(opts, absl::Seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r->err, "--weights must be float32, bfloat16 or int8, got 'float16'")) << r->err;
 }
 
 TEST_F(ServerTest, EveryBadRequestIsRefusedWithItsReasonAndTheServerGoesOn) {

@@ -40,10 +40,10 @@ std::string TrainTinyTextModel(const std::string& dir) {
   return dir + "/srv/checkpoints/10";
 }
 
-std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::string& step_dir) {
+std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::string& step_dir, WeightFormat weights) {
   absl::StatusOr<ServingWeights> w = ServingWeights::Load(step_dir, 1, 0);
   EXPECT_TRUE(w.ok()) << w.status();
-  Engine engine(*w, {.slots = 1, .max_len = 96}, nullptr);
+  Engine engine(*w, {.slots = 1, .max_len = 96, .weights = weights}, nullptr);
   const train::Tokenizer& tok = *w->tokenizer();
   std::vector<float> logits(engine.vocab());
   EXPECT_TRUE(engine.Prefill(0, tok.Encode(prompt), logits.data()).ok());

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "serve/engine/packed_matrix.h"
+
 namespace manta::serve {
 
 // Short English lines and made-up words: a corpus a 300-id tokenizer learns.
@@ -15,6 +17,7 @@ std::string TrainTinyTextModel(const std::string& dir);
 
 // The greedy answer of one engine holding the whole model, as the server
 // sends it (text up to EOS or max_tokens, valid UTF-8).
-std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::string& step_dir);
+std::string LocalGreedy(const std::string& prompt, int max_tokens, const std::string& step_dir,
+                        WeightFormat weights = WeightFormat::kF32);
 
 }  // namespace manta::serve

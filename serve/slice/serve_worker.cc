@@ -12,6 +12,7 @@
 #include "manta/api.h"
 #include "manta/state.h"
 #include "serve/engine/group_engine.h"
+#include "serve/engine/packed_matrix.h"
 #include "serve/server/front_end.h"
 #include "serve/slice/current_group.h"
 #include "train/kernels/communicator.h"
@@ -124,6 +125,10 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   const auto start = absl::Now();
   absl::StatusOr<train::Config> config = train::LoadConfig(req.args);
   if (!config.ok()) return Refused(config.status());
+  EngineOptions engine;
+  if (!ParseWeightFormat(req.weights.c_str(), &engine.weights)) {
+    return Refused(absl::InvalidArgumentError(absl::StrCat("no weight format '", req.weights, "'")));
+  }
   const int tensor = static_cast<int>(std::max<int64_t>(1, config->parallelism.ici_tensor));
   const RuntimeContext here = GetRuntimeContext();
   train::DistributedEnv env;
@@ -162,19 +167,18 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
                              .Remote(id, prompt, sampling.temperature, sampling.top_k, sampling.seed));
     });
   };
-  EngineOptions engine;
   engine.slots =
       prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
   engine.max_len = config->max_target_length;
   GroupEngine group(comm->get(), env.first_device(), mine, engine, role);
   TheCurrent().Set(&group);
-  log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, joined in {:.2f} s", req.process_id,
-            req.num_processes, env.first_device() % tensor, (env.first_device() + env.chips_per_host - 1) % tensor,
-            tensor,
+  log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, {} weights, joined in {:.2f} s",
+            req.process_id, req.num_processes, env.first_device() % tensor,
+            (env.first_device() + env.chips_per_host - 1) % tensor, tensor,
             !req.disaggregated ? ""
             : prefill          ? " (prefill)"
                                : " (generate)",
-            absl::ToDoubleSeconds(absl::Now() - start));
+            WeightFormatName(engine.weights), absl::ToDoubleSeconds(absl::Now() - start));
   std::unique_ptr<FrontEnd> front;
   absl::Status failed;
   if (group.leader() != nullptr && !prefill) {

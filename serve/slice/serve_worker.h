@@ -49,8 +49,9 @@ struct ServeRunRequest {
   bool disaggregated = false;
   int transfer_backlog = 4;
   ActorHandle<ServeWorker> prefill_leader;
+  std::string weights = "float32";  // the engines' weight format (packed_matrix.h's names)
   MSGPACK_DEFINE(process_id, num_processes, coordinator, args, http_port, check_token, token, restarts, join_timeout_ms,
-                 disaggregated, transfer_backlog, prefill_leader);
+                 disaggregated, transfer_backlog, prefill_leader, weights);
 };
 
 // How a process's Run ended (a process that dies ends it with an error

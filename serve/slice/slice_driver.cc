@@ -93,6 +93,7 @@ absl::Status RunWorkers(Group& g, const SliceServeOptions& o, int64_t restarts) 
       req.join_timeout_ms = absl::ToInt64Milliseconds(o.start_timeout);
       req.disaggregated = o.disaggregated;
       req.transfer_backlog = o.transfer_backlog;
+      req.weights = o.weights;
       req.prefill_leader = g.actors[0];
       g.runs.push_back(g.actors[h].Task(&ServeWorker::Run).Remote(req));
     }

@@ -28,6 +28,9 @@ struct SliceServeOptions {
   // Prefill on one slice, generate on another (two slices reserved).
   bool disaggregated = false;
   int transfer_backlog = 4;
+  // How every process's engines keep the projections: "float32",
+  // "bfloat16" or "int8" (serve/engine/packed_matrix.h).
+  std::string weights = "float32";
 };
 
 // The process's exit status. Installs handlers for SIGTERM and SIGINT that

@@ -166,13 +166,13 @@ TEST_F(ServeSliceTest, FourHostsServeWhatOneEngineServesAndALostHostRecreatesThe
   EXPECT_TRUE(absl::StrContains(TailFile(log_, 400), "recreating the whole group"));
 }
 
-// Prefill on one slice and generate on another: the same answers as one
-// engine, the K/V of each prompt's true length moved between them, and
-// JetStream's lines.
+// Prefill on one slice and generate on another, with bf16 weights: the
+// same answers as one engine, the K/V of each prompt's true length moved
+// between them, and JetStream's lines.
 TEST_F(ServeSliceTest, DisaggregatedOverTwoSlicesServesWhatOneEngineServes) {
   auto second = cluster_.AddTpuSlice("tpu-group-1", "v6e-16", "4x4");
   ASSERT_TRUE(second.ok()) << second.status();
-  StartDriver(/*tensor=*/4, {"--disaggregated", "--transfer_backlog=2"});
+  StartDriver(/*tensor=*/4, {"--disaggregated", "--transfer_backlog=2", "--weights=bfloat16"});
   ASSERT_TRUE(Cluster::WaitFor([&] { return Healthy(); }, absl::Seconds(120))) << TailFile(log_, 60);
   auto weights = ServingWeights::Load(step_dir_, 1, 0);
   ASSERT_TRUE(weights.ok()) << weights.status();
@@ -185,15 +185,17 @@ TEST_F(ServeSliceTest, DisaggregatedOverTwoSlicesServesWhatOneEngineServes) {
     clients.emplace_back([&, i] { got[i] = Generate(prompts[i], 30); });
   }
   for (auto& t : clients) t.join();
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], LocalGreedy(prompts[i], 30, step_dir_)) << prompts[i];
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i], LocalGreedy(prompts[i], 30, step_dir_, WeightFormat::kBf16)) << prompts[i];
+  }
   const train::ModelShape& m = weights->shape();
   EXPECT_EQ(Metric("manta_serve_kv_transfer_bytes_total"),
             static_cast<double>(2 * m.num_layers * m.num_kv_heads * m.head_dim * 4 * moved_tokens));
   const std::string text = TailFile(log_, 400);
   for (const char* line :
        {"Initializing the driver with 1 prefill engines and 1 generate engines in disaggregated mode",
-        "Spinning up prefill thread 0.", "Spinning up transfer thread 0.", "Spinning up generate thread 0.",
-        "Spinning up detokenize thread 0."}) {
+        "of 4 (prefill), bfloat16 weights", "of 4 (generate), bfloat16 weights", "Spinning up prefill thread 0.",
+        "Spinning up transfer thread 0.", "Spinning up generate thread 0.", "Spinning up detokenize thread 0."}) {
     EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
   }
 }
