@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/metrics/grafana_dashboards.h"
 #include "common/metrics/loop_collector.h"
 #include "common/status.h"
 #include "gcs/actor_manager.h"
@@ -176,6 +177,13 @@ absl::Status GcsMetrics::Start() {
                                 &registry_));
   Logger("gcs")->info("metrics on {}:{}", options_.host, server_->port());
   OnTargetsChanged();
+  if (!options_.session_dir.empty()) {
+    writer_.Submit([dir = options_.session_dir + "/" + metrics::kGrafanaDashboardsDir] {
+      if (absl::Status s = metrics::WriteGrafanaDashboards(dir); !s.ok()) {
+        Logger("gcs")->warn("cannot write the Grafana dashboards into {}: {}", dir, s.ToString());
+      }
+    });
+  }
   return absl::OkStatus();
 }
 

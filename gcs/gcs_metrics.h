@@ -15,7 +15,9 @@
 // [{"labels": {"job": "ray"}, "targets": ["ip:port", ...]}]: this GCS, each
 // alive node's raylet (NodeInfo.metrics_export_port) and the dashboard (KV
 // namespace "metrics", key "dashboard"). It is rewritten, atomically and off
-// the loop, whenever the list changes.
+// the loop, whenever the list changes. Beside it, at Start, the head writes
+// Manta's Grafana dashboards into <session_dir>/metrics/grafana/dashboards/
+// (common/metrics/grafana_dashboards.h), as Ray's head writes its own.
 //
 // Thread: construction, Start, Stop and the On* calls on the loop thread;
 // scrapes come on the metrics server's threads and wait for the loop (at
@@ -76,8 +78,8 @@ class GcsMetrics {
 
   // To install on the gRPC server's builder before it starts.
   rpc::ServerMetrics* server_metrics() { return &server_metrics_; }
-  // Binds the metrics port and writes the discovery file. A no-op when the
-  // port is -1.
+  // Binds the metrics port and writes the discovery file and the Grafana
+  // dashboards. A no-op when the port is -1.
   absl::Status Start();
   void Stop();
   int port() const { return server_ ? server_->port() : -1; }

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/metrics/grafana_dashboards.h"
 #include "common/process.h"
 #include "common/token.h"
 #include "common/utf8.h"
@@ -166,6 +167,21 @@ TEST_F(ServerTest, GreedyAnswersAreTheEnginesStreamedOrNotAndTheSameUnderLoad) {
     EXPECT_NE(r->body.find(name), std::string::npos) << name;
   }
   EXPECT_NE(r->body.find("jetstream_request_success_count{id="), std::string::npos);
+  // Every name of the server's that Manta's Grafana dashboards read.
+  auto dashboards = metrics::GrafanaDashboards();
+  ASSERT_TRUE(dashboards.ok()) << dashboards.status();
+  int read = 0;
+  for (const metrics::GrafanaDashboard& d : *dashboards) {
+    for (const std::string& name : metrics::DashboardMetricNames(d.model)) {
+      if (!absl::StartsWith(name, "jetstream_") && !absl::StartsWith(name, "manta_serve_")) continue;
+      ++read;
+      // A family, or a histogram's sample (a counter not yet counted has no sample).
+      EXPECT_TRUE(absl::StrContains(r->body, "# TYPE " + name + " ") || absl::StrContains(r->body, "\n" + name + "{") ||
+                  absl::StrContains(r->body, "\n" + name + " "))
+          << d.file_name << " reads " << name << ", which the server does not serve";
+    }
+  }
+  EXPECT_GT(read, 10);
   EXPECT_EQ(metrics.Get("/metrics")->status, 401);
 }
 
