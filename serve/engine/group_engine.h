@@ -90,7 +90,8 @@ class GroupEngine {
  public:
   // `comm` spans the tensor group (and, for a disaggregated pair, the data
   // axis across the two slices); weights[i] is the shard of this process's
-  // chip first_device + i (its tensor rank). Both outlive this.
+  // chip first_device + i (its tensor rank). `comm` outlives this; the
+  // weights may go once it is built (each engine packs its own copy).
   GroupEngine(train::Communicator* comm, int first_device, std::vector<const ServingWeights*> weights,
               const EngineOptions& options, GroupRole role = {});
   // Stops (the leader tells every rank) and joins the threads.

@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/memory_release.h"
 #include "common/token.h"
 #include "manta/api.h"
 #include "manta/state.h"
@@ -66,11 +68,13 @@ absl::StatusOr<train::Mesh> PlaceOf(const ServeRunRequest& req, int tensor, cons
 }
 
 // The leader's face: HTTP, the serving loop, the metrics.
+// `tokenizer` must outlive the front.
 absl::StatusOr<std::unique_ptr<FrontEnd>> StartFront(const ServeRunRequest& req, const train::Config& config,
-                                                     GroupEngine* group, const ServingWeights& weights,
+                                                     GroupEngine* group,
+                                                     const std::optional<train::Tokenizer>& tokenizer,
                                                      const std::string& node_ip, double load_seconds) {
   auto log = Logger("serve");
-  if (!weights.tokenizer()) {
+  if (!tokenizer) {
     return absl::InvalidArgumentError(absl::StrCat(config.load_parameters_path,
                                                    " holds no tokenizer.json: serve a run trained with "
                                                    "dataset_type=text"));
@@ -97,7 +101,7 @@ absl::StatusOr<std::unique_ptr<FrontEnd>> StartFront(const ServeRunRequest& req,
     log->info("Spinning up generate thread 0.");
     log->info("Spinning up detokenize thread 0.");
   }
-  return FrontEnd::Start(group->leader(), &*weights.tokenizer(), config, options);
+  return FrontEnd::Start(group->leader(), &*tokenizer, config, options);
 }
 
 }  // namespace
@@ -171,6 +175,9 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
       prefill ? 1 : static_cast<int>(std::max<double>(1, std::llround(config->per_device_batch_size * tensor)));
   engine.max_len = config->max_target_length;
   GroupEngine group(comm->get(), env.first_device(), mine, engine, role);
+  const std::optional<train::Tokenizer> tokenizer = weights[0].tokenizer();
+  weights.clear();      // the engines hold their own packed copies
+  ReleaseFreeMemory();  // and what loading them took
   TheCurrent().Set(&group);
   log->info("process {} of {} of the serving group: tensor ranks {}..{} of {}{}, {} weights, joined in {:.2f} s",
             req.process_id, req.num_processes, env.first_device() % tensor,
@@ -183,7 +190,7 @@ ServeRunResult ServeWorker::Run(ServeRunRequest req) {
   absl::Status failed;
   if (group.leader() != nullptr && !prefill) {
     auto started =
-        StartFront(req, *config, &group, weights[0], here.node_ip, absl::ToDoubleSeconds(absl::Now() - start));
+        StartFront(req, *config, &group, tokenizer, here.node_ip, absl::ToDoubleSeconds(absl::Now() - start));
     if (started.ok()) {
       front = *std::move(started);
       log->info("serving on http://{}:{} (metrics: {}), {} slots of {} tokens", here.node_ip, front->port(),
