@@ -33,14 +33,6 @@ int64_t ElementBytes(WeightFormat format) {
 
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
-uint16_t ToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest, ties to even
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 float FromBf16(uint16_t x) {
   const uint32_t bits = static_cast<uint32_t>(x) << 16;
   float f;
@@ -239,6 +231,14 @@ const char* WeightFormatName(WeightFormat format) {
   return "float32";
 }
 
+uint16_t RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest, ties to even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 PackedMatrix::Isa PackedMatrix::BestIsa() {
   static const Isa best = __builtin_cpu_supports("avx512f")                                 ? Isa::kAvx512
                           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::kAvx2
@@ -282,7 +282,7 @@ PackedMatrix::PackedMatrix(const float* w, int64_t k, int64_t n, WeightFormat fo
             reinterpret_cast<float*>(arena)[at + q] = x;
             break;
           case WeightFormat::kBf16:
-            reinterpret_cast<uint16_t*>(arena)[at + q] = ToBf16(x);
+            reinterpret_cast<uint16_t*>(arena)[at + q] = RoundToBf16(x);
             break;
           case WeightFormat::kInt8: {
             const float s = j < n ? scales[j] : 0.0f;

@@ -32,6 +32,10 @@ enum class WeightFormat { kF32, kBf16, kInt8 };
 bool ParseWeightFormat(const char* name, WeightFormat* out);
 const char* WeightFormatName(WeightFormat format);
 
+// A float's bf16 (its top 16 bits, rounded to nearest even; NaN stays NaN),
+// as kBf16 packs it.
+uint16_t RoundToBf16(float x);
+
 class PackedMatrix {
  public:
   // Where a matrix of this shape and format goes in an arena: the packed

@@ -1,10 +1,13 @@
 #include "serve/export/gguf.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "serve/engine/packed_matrix.h"
 #include "train/kernels/checkpoint.h"
 
 namespace manta::serve {
@@ -12,7 +15,11 @@ namespace {
 
 constexpr uint32_t kTypeUint32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7, kTypeString = 8,
                    kTypeArray = 9;
-constexpr uint32_t kGgmlF32 = 0;
+// ggml's tensor types, llama.cpp's file types ("mostly" that type).
+constexpr uint32_t kGgmlF32 = 0, kGgmlQ8_0 = 8, kGgmlBf16 = 30;
+constexpr uint32_t kFileF32 = 0, kFileQ8_0 = 7, kFileBf16 = 32;
+constexpr int64_t kQ8Block = 32;                 // values of a Q8_0 block
+constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;  // fp16 scale, 32 x int8
 constexpr uint64_t kAlignment = 32;
 
 // Appends little-endian values and GGUF strings to a buffer.
@@ -74,7 +81,62 @@ struct Tensor {
   std::string name;
   std::vector<uint64_t> ne;  // GGUF order: ne[0] varies fastest
   std::vector<float> data;
+  bool linear = false;  // a projection or the output head: stored in the export's type
 };
+
+uint32_t GgmlType(const Tensor& t, GgufType type) {
+  if (!t.linear) return kGgmlF32;
+  switch (type) {
+    case GgufType::kBf16:
+      return kGgmlBf16;
+    case GgufType::kQ8_0:
+      return kGgmlQ8_0;
+    case GgufType::kF32:
+      break;
+  }
+  return kGgmlF32;
+}
+
+uint64_t EncodedBytes(const Tensor& t, uint32_t ggml_type) {
+  switch (ggml_type) {
+    case kGgmlBf16:
+      return 2 * t.data.size();
+    case kGgmlQ8_0:
+      return t.data.size() / kQ8Block * kQ8BlockBytes;
+    default:
+      return 4 * t.data.size();
+  }
+}
+
+// Appends t's values as ggml_type stores them. Q8_0 as ggml's reference
+// quantizer: per block of 32 along a row, d = max |x| / 127, each value
+// round(x / d) (halves away from zero), d kept as fp16.
+void AppendEncoded(const Tensor& t, uint32_t ggml_type, std::string& out) {
+  const size_t n = t.data.size();
+  if (ggml_type == kGgmlF32) {
+    out.append(reinterpret_cast<const char*>(t.data.data()), n * sizeof(float));
+    return;
+  }
+  if (ggml_type == kGgmlBf16) {
+    for (float x : t.data) {
+      const uint16_t h = RoundToBf16(x);
+      out.append(reinterpret_cast<const char*>(&h), 2);
+    }
+    return;
+  }
+  for (size_t b = 0; b < n; b += kQ8Block) {
+    float amax = 0;
+    for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(t.data[b + j]));
+    const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+    const uint16_t half = RoundToFp16(d);
+    char block[kQ8BlockBytes];
+    std::memcpy(block, &half, 2);
+    for (int64_t j = 0; j < kQ8Block; ++j) {
+      block[2 + j] = static_cast<char>(static_cast<int8_t>(std::round(t.data[b + j] * id)));
+    }
+    out.append(block, kQ8BlockBytes);
+  }
+}
 
 // [rows, cols] row-major -> [cols, rows] row-major.
 std::vector<float> Transpose(const float* w, int64_t rows, int64_t cols) {
@@ -115,7 +177,7 @@ std::vector<Tensor> Tensors(const ServingWeights& w) {
     const std::string p = absl::StrCat("blk.", l, ".");
     // A linear layer [in, out] in Manta is GGUF's ne = [in, out] after a transpose.
     auto linear = [&](const std::string& name, train::LayerTensor t, int64_t in, int64_t outs) {
-      return Tensor{p + name, {uint64_t(in), uint64_t(outs)}, Transpose(tensor(b, t), in, outs)};
+      return Tensor{p + name, {uint64_t(in), uint64_t(outs)}, Transpose(tensor(b, t), in, outs), true};
     };
     const float* an = tensor(b, train::kAttnNorm);
     out.push_back({p + "attn_norm.weight", {uint64_t(D)}, std::vector<float>(an, an + D)});
@@ -136,17 +198,19 @@ std::vector<Tensor> Tensors(const ServingWeights& w) {
   const int hb = layout.head_block();
   const float* fnorm = tensor(hb, train::kFinalNorm);
   out.push_back({"output_norm.weight", {uint64_t(D)}, std::vector<float>(fnorm, fnorm + D)});
-  out.push_back({"output.weight", {uint64_t(D), uint64_t(s.vocab_size)}, Transpose(tensor(hb, train::kOutput), D,
-                                                                                  s.vocab_size)});
+  out.push_back({"output.weight",
+                 {uint64_t(D), uint64_t(s.vocab_size)},
+                 Transpose(tensor(hb, train::kOutput), D, s.vocab_size),
+                 true});
   return out;
 }
 
-void Metadata(const ServingWeights& w, const std::string& name, int64_t context_length, Writer& m) {
+void Metadata(const ServingWeights& w, const std::string& name, int64_t context_length, GgufType type, Writer& m) {
   const train::ModelShape& s = w.shape();
   m.String("general.architecture", "llama");
   m.String("general.name", name);
   m.U32("general.alignment", kAlignment);
-  m.U32("general.file_type", 0);  // all F32
+  m.U32("general.file_type", type == GgufType::kQ8_0 ? kFileQ8_0 : type == GgufType::kBf16 ? kFileBf16 : kFileF32);
   m.U32("llama.context_length", static_cast<uint32_t>(context_length));
   m.U32("llama.embedding_length", static_cast<uint32_t>(s.emb_dim));
   m.U32("llama.block_count", static_cast<uint32_t>(s.num_layers));
@@ -203,14 +267,62 @@ std::string Gpt2TokenText(const std::string& bytes) {
   return out;
 }
 
+bool ParseGgufType(const std::string& name, GgufType* out) {
+  for (GgufType t : {GgufType::kF32, GgufType::kBf16, GgufType::kQ8_0}) {
+    if (name == GgufTypeName(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* GgufTypeName(GgufType type) {
+  switch (type) {
+    case GgufType::kBf16:
+      return "BF16";
+    case GgufType::kQ8_0:
+      return "Q8_0";
+    case GgufType::kF32:
+      break;
+  }
+  return "F32";
+}
+
+uint16_t RoundToFp16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t abs = bits & 0x7fffffff;
+  if (abs > 0x7f800000) return sign | 0x7e00;   // NaN
+  if (abs >= 0x477ff000) return sign | 0x7c00;  // 65520 and up round to infinity
+  if (abs < 0x38800000) {                       // below 2^-14: a subnormal, in units of 2^-24
+    float magnitude;
+    std::memcpy(&magnitude, &abs, sizeof(magnitude));
+    return sign | static_cast<uint16_t>(std::nearbyint(magnitude * 16777216.0f));
+  }
+  // Exponent rebiased from 127 to 15, 23 mantissa bits to 10, ties to even
+  // (a carry into the exponent is the right answer).
+  uint32_t half = (abs - 0x38000000) >> 13;
+  const uint32_t rest = abs & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;
+  return sign | static_cast<uint16_t>(half);
+}
+
 absl::Status WriteGguf(const ServingWeights& weights, const std::string& path, const std::string& name,
-                       int64_t context_length) {
+                       int64_t context_length, GgufType type) {
   if (weights.layout().tensor() != 1) return absl::InvalidArgumentError("export the whole model (tensor 1)");
   if (!weights.tokenizer()) return absl::FailedPreconditionError("the checkpoint holds no tokenizer");
   if (weights.shape().head_dim % 2 != 0) return absl::InvalidArgumentError("head_dim must be even");
-  Writer meta;
-  Metadata(weights, name, context_length, meta);
   const std::vector<Tensor> tensors = Tensors(weights);
+  for (const Tensor& t : tensors) {
+    if (GgmlType(t, type) == kGgmlQ8_0 && t.ne[0] % kQ8Block != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Q8_0 needs rows of a multiple of 32 values: ", t.name, " has ", t.ne[0]));
+    }
+  }
+  Writer meta;
+  Metadata(weights, name, context_length, type, meta);
   Writer head;
   head.Put<uint32_t>(0x46554747);  // "GGUF"
   head.Put<uint32_t>(3);
@@ -222,14 +334,14 @@ absl::Status WriteGguf(const ServingWeights& weights, const std::string& path, c
     head.Str(t.name);
     head.Put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
     for (uint64_t n : t.ne) head.Put(n);
-    head.Put(kGgmlF32);
+    head.Put(GgmlType(t, type));
     head.Put(offset);
-    offset += (t.data.size() * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    offset += (EncodedBytes(t, GgmlType(t, type)) + kAlignment - 1) / kAlignment * kAlignment;
   }
   head.Pad();
   std::string& file = head.out();
   for (const Tensor& t : tensors) {
-    file.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    AppendEncoded(t, GgmlType(t, type), file);
     file.append((kAlignment - file.size() % kAlignment) % kAlignment, '\0');
   }
   return train::WriteSmallFileAtomic(path, file);

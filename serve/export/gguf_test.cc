@@ -1,18 +1,23 @@
 // The GGUF export: the file's structure, the tensors' layout (transposed,
-// query and key heads interleaved for llama.cpp's rotary embedding), and
-// the tokenizer's strings.
+// query and key heads interleaved for llama.cpp's rotary embedding), BF16
+// and Q8_0 projections, the tokenizer's strings, and llama.cpp's answers.
 #include "serve/export/gguf.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "common/process.h"
 #include "gtest/gtest.h"
 #include "serve/engine/engine.h"
 #include "serve/engine/sampler.h"
+#include "serve/engine/test_util.h"
 #include "train/kernels/training_test_util.h"
 
 namespace manta::serve {
@@ -24,7 +29,8 @@ struct Gguf {
   std::map<std::string, std::string> strings;
   std::map<std::string, uint64_t> numbers;
   std::map<std::string, std::vector<std::string>> string_arrays;
-  std::map<std::string, std::pair<std::vector<uint64_t>, const float*>> tensors;
+  std::map<std::string, std::pair<std::vector<uint64_t>, const float*>> tensors;  // F32's values
+  std::map<std::string, uint32_t> types;                                          // ggml's tensor types
   std::string bytes;
 };
 
@@ -91,7 +97,7 @@ Gguf Read(const std::string& path) {
     std::string name = r.Str();
     std::vector<uint64_t> ne(r.Get<uint32_t>());
     for (uint64_t& n : ne) n = r.Get<uint64_t>();
-    EXPECT_EQ(r.Get<uint32_t>(), 0u);  // F32
+    g.types[name] = r.Get<uint32_t>();
     infos.emplace_back(name, ne, r.Get<uint64_t>());
   }
   const size_t data = (r.at() + 31) / 32 * 32;
@@ -99,20 +105,6 @@ Gguf Read(const std::string& path) {
     g.tensors[name] = {ne, reinterpret_cast<const float*>(g.bytes.data() + data + offset)};
   }
   return g;
-}
-
-// The tiny model trained `steps` steps on a small text corpus in `dir`.
-absl::StatusOr<ServingWeights> TrainTiny(const train::TempDir& dir, int steps) {
-  std::string text;
-  for (int i = 0; i < 400; ++i) text += "the cat sat on the mat " + std::to_string(i * 7919 % 1000) + "\n";
-  std::ofstream(dir.path() + "/corpus.txt") << text;
-  const std::string n = std::to_string(steps);
-  train::RunOrDie(train::TinyConfig({"override_model_config=true", "vocab_size=300", "dataset_type=text",
-                                     "dataset_path=" + dir.path() + "/corpus.txt", "run_name=g",
-                                     "base_output_directory=" + dir.path(), "enable_checkpointing=true",
-                                     "checkpoint_period=" + n, "steps=" + n}),
-                  train::LocalEnv(1));
-  return ServingWeights::Load(dir.path() + "/g/checkpoints/" + n, 1, 0);
 }
 
 TEST(GgufTest, ByteStringsFollowGpt2sMap) {
@@ -126,7 +118,7 @@ TEST(GgufTest, ByteStringsFollowGpt2sMap) {
 
 TEST(GgufTest, ACheckpointBecomesALlamaGgufFile) {
   train::TempDir dir;
-  absl::StatusOr<ServingWeights> w = TrainTiny(dir, 2);
+  absl::StatusOr<ServingWeights> w = TrainedTinyWeights(dir, 2);
   ASSERT_TRUE(w.ok()) << w.status();
   const std::string path = dir.path() + "/m.gguf";
   ASSERT_TRUE(WriteGguf(*w, path, "tiny", 128).ok());
@@ -142,6 +134,7 @@ TEST(GgufTest, ACheckpointBecomesALlamaGgufFile) {
   EXPECT_EQ(g.string_arrays.at("tokenizer.ggml.tokens")[299], "<|endoftext|>");
   EXPECT_EQ(g.string_arrays.at("tokenizer.ggml.merges").size(), 300u - 257u);
   EXPECT_EQ(g.tensors.size(), 2u + 9u * s.num_layers + 1u);
+  for (const auto& [name, type] : g.types) EXPECT_EQ(type, 0u) << name;  // F32
 
   const train::ParamLayout& layout = w->layout();
   const int64_t D = s.emb_dim, hd = s.head_dim, qw = s.num_query_heads * hd;
@@ -174,8 +167,92 @@ TEST(GgufTest, ACheckpointBecomesALlamaGgufFile) {
   EXPECT_EQ(Read(path).tensors.size(), 2u + 9u * s.num_layers + 1u);
 }
 
+TEST(GgufTest, HalfPrecisionRoundsToNearestEven) {
+  EXPECT_EQ(RoundToFp16(1.0f), 0x3c00);
+  EXPECT_EQ(RoundToFp16(-2.0f), 0xc000);
+  EXPECT_EQ(RoundToFp16(0.1f), 0x2e66);
+  EXPECT_EQ(RoundToFp16(1.0f / 3), 0x3555);
+  EXPECT_EQ(RoundToFp16(1.0f + 1.0f / 2048), 0x3c00);  // a tie: to even
+  EXPECT_EQ(RoundToFp16(1.0f + 3.0f / 2048), 0x3c02);  // a tie: to even
+  EXPECT_EQ(RoundToFp16(65504.0f), 0x7bff);            // the largest
+  EXPECT_EQ(RoundToFp16(65519.0f), 0x7bff);
+  EXPECT_EQ(RoundToFp16(65520.0f), 0x7c00);               // infinity
+  EXPECT_EQ(RoundToFp16(std::ldexp(1.0f, -14)), 0x0400);  // the smallest normal
+  EXPECT_EQ(RoundToFp16(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(RoundToFp16(std::ldexp(1.0f, -25)), 0x0000);  // a tie: to even
+  EXPECT_EQ(RoundToFp16(std::ldexp(3.0f, -25)), 0x0002);  // a tie: to even
+  EXPECT_EQ(RoundToFp16(std::ldexp(1023.0f, -24)), 0x03ff);
+}
+
+float Fp16Value(uint16_t h) {
+  const float magnitude = (h & 0x7c00) == 0 ? std::ldexp(static_cast<float>(h & 0x3ff), -24)
+                                            : std::ldexp(1.0f + (h & 0x3ff) / 1024.0f, ((h >> 10) & 0x1f) - 15);
+  return h & 0x8000 ? -magnitude : magnitude;
+}
+
+// The projections and the output head in BF16 (the engine's rounding) and
+// Q8_0 (blocks of 32 along a row: an fp16 scale, max |x| / 127, and int8s
+// within half a scale of the F32 values); the embedding and norms as F32.
+TEST(GgufTest, Bf16AndQ8_0HoldTheProjectionsAndTheRestStaysF32) {
+  train::TempDir dir;
+  absl::StatusOr<ServingWeights> w = TrainedTinyWeights(dir, 2);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE(WriteGguf(*w, dir.path() + "/f32.gguf", "tiny", 128).ok());
+  ASSERT_TRUE(WriteGguf(*w, dir.path() + "/bf16.gguf", "tiny", 128, GgufType::kBf16).ok());
+  ASSERT_TRUE(WriteGguf(*w, dir.path() + "/q8_0.gguf", "tiny", 128, GgufType::kQ8_0).ok());
+  const Gguf f32 = Read(dir.path() + "/f32.gguf"), bf16 = Read(dir.path() + "/bf16.gguf"),
+             q8 = Read(dir.path() + "/q8_0.gguf");
+  EXPECT_EQ(bf16.numbers.at("general.file_type"), 32u);  // llama.cpp's MOSTLY_BF16
+  EXPECT_EQ(q8.numbers.at("general.file_type"), 7u);     // MOSTLY_Q8_0
+  int linear = 0;
+  for (const auto& [name, shaped] : f32.tensors) {
+    const auto& [ne, want] = shaped;
+    const bool is_linear = name == "output.weight" || absl::StrContains(name, "attn_q.") ||
+                           absl::StrContains(name, "attn_k.") || absl::StrContains(name, "attn_v.") ||
+                           absl::StrContains(name, "attn_output.") || absl::StrContains(name, "ffn_gate.") ||
+                           absl::StrContains(name, "ffn_up.") || absl::StrContains(name, "ffn_down.");
+    ASSERT_EQ(bf16.tensors.at(name).first, ne) << name;
+    ASSERT_EQ(q8.tensors.at(name).first, ne) << name;
+    uint64_t n = 1;
+    for (uint64_t d : ne) n *= d;
+    if (!is_linear) {
+      EXPECT_EQ(bf16.types.at(name), 0u) << name;
+      EXPECT_EQ(q8.types.at(name), 0u) << name;
+      EXPECT_EQ(std::memcmp(q8.tensors.at(name).second, want, 4 * n), 0) << name;
+      continue;
+    }
+    ++linear;
+    EXPECT_EQ(bf16.types.at(name), 30u) << name;
+    EXPECT_EQ(q8.types.at(name), 8u) << name;
+    const auto* halves = reinterpret_cast<const uint16_t*>(bf16.tensors.at(name).second);
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(halves[i], RoundToBf16(want[i])) << name << " at " << i;
+    ASSERT_EQ(ne[0] % 32, 0u) << name;
+    const auto* blocks = reinterpret_cast<const uint8_t*>(q8.tensors.at(name).second);
+    for (uint64_t b = 0; b < n / 32; ++b) {
+      const uint8_t* block = blocks + 34 * b;
+      uint16_t half;
+      std::memcpy(&half, block, 2);
+      const float* x = want + 32 * b;
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float d = Fp16Value(half);
+      ASSERT_NEAR(d, amax / 127, amax / 127 / 2048) << name << " block " << b;
+      int largest = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int q = static_cast<int8_t>(block[2 + j]);
+        largest = std::max(largest, std::abs(q));
+        // Half a step, and the scale's own rounding over up to 127 steps.
+        ASSERT_NEAR(q * d, x[j], d / 2 + 127 * std::fabs(d - amax / 127) + 1e-7f) << name << " block " << b;
+      }
+      if (amax > 0) ASSERT_EQ(largest, 127) << name << " block " << b;
+    }
+  }
+  EXPECT_EQ(linear, 7 * w->shape().num_layers + 1);
+}
+
 // llama.cpp itself (npm's node-llama-cpp, installed by scripts/install_deps.sh)
-// on the export of a trained model: the same greedy tokens as the engine.
+// on the exports of a trained model: the same greedy tokens as the engine,
+// from F32, BF16 and Q8_0 files.
 TEST(GgufTest, LlamaCppContinuesAPromptAsTheEngineDoes) {
   // Where scripts/install_deps.sh puts it, unless NODE_LLAMA_CPP says.
   std::string module = std::getenv("NODE_LLAMA_CPP") ? std::getenv("NODE_LLAMA_CPP") : "";
@@ -186,9 +263,11 @@ TEST(GgufTest, LlamaCppContinuesAPromptAsTheEngineDoes) {
   }
   ASSERT_TRUE(std::filesystem::exists(module + "/package.json")) << module << ": run scripts/install_deps.sh";
   train::TempDir dir;
-  absl::StatusOr<ServingWeights> w = TrainTiny(dir, 20);
+  absl::StatusOr<ServingWeights> w = TrainedTinyWeights(dir, 20);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE(WriteGguf(*w, dir.path() + "/m.gguf", "tiny", 512).ok());
+  ASSERT_TRUE(WriteGguf(*w, dir.path() + "/bf16.gguf", "tiny", 512, GgufType::kBf16).ok());
+  ASSERT_TRUE(WriteGguf(*w, dir.path() + "/q8_0.gguf", "tiny", 512, GgufType::kQ8_0).ok());
   const std::vector<int32_t> prompt = w->tokenizer()->Encode("the cat sat on");
   Engine engine(*w, {.slots = 1, .max_len = 64}, nullptr);
   std::vector<float> logits(engine.vocab());
@@ -206,16 +285,23 @@ TEST(GgufTest, LlamaCppContinuesAPromptAsTheEngineDoes) {
   SpawnOptions node;
   node.executable = "/usr/bin/node";
   node.env = {{"NODE_LLAMA_CPP", module}};
-  node.args = {std::string(MANTA_SOURCE_DIR) + "/serve/export/llama_peer.mjs", dir.path() + "/m.gguf", prompt_json,
-               "24"};
+  node.args = {std::string(MANTA_SOURCE_DIR) + "/serve/export/llama_peer.mjs",
+               dir.path() + "/m.gguf",
+               prompt_json,
+               "24",
+               dir.path() + "/bf16.gguf",
+               dir.path() + "/q8_0.gguf"};
   absl::StatusOr<CommandResult> r = RunAndCapture(node, absl::Seconds(120));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->exit_code, 0) << r->err;
-  std::string got = r->out.substr(0, r->out.find('\n'));
   std::string want_json = "[";
   for (size_t i = 0; i < want.size(); ++i) want_json += (i ? "," : "") + std::to_string(want[i]);
   want_json += "]";
-  EXPECT_EQ(got, want_json);
+  const std::vector<std::string> got = absl::StrSplit(r->out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(got.size(), 3u) << r->out;
+  EXPECT_EQ(got[0], want_json) << "F32";
+  EXPECT_EQ(got[1], want_json) << "BF16";
+  EXPECT_EQ(got[2], want_json) << "Q8_0";
 }
 
 }  // namespace
