@@ -41,6 +41,10 @@ class ObjectRef {
   core::ObjectRefInfo info_;
 };
 
+// The ObjectRef a Python object is, without pybind11's per-call type
+// lookup for the exact type; a TypeError for anything else.
+const ObjectRef* RefOf(py::handle h);
+
 // While entered (a `with` block), every ObjectRef pickled on this thread is
 // listed here; a put or submit given it keeps those refs alive for whoever
 // unpickles the value.

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/id_hash.h"
 #include "python/src/binding.h"
 #include "python/src/large_values.h"
 
@@ -25,15 +26,24 @@ std::string Join(const py::list& parts) {
 
 namespace {
 
-std::vector<core::ObjectRefInfo> Infos(const std::vector<const ObjectRef*>& refs) {
+// The refs of a Python sequence of ObjectRefs.
+std::vector<core::ObjectRefInfo> Infos(const py::handle& refs) {
   std::vector<core::ObjectRefInfo> out;
-  out.reserve(refs.size());
-  for (const ObjectRef* r : refs) out.push_back(r->info());
+  if (PyList_Check(refs.ptr())) {
+    const Py_ssize_t n = PyList_GET_SIZE(refs.ptr());
+    out.reserve(n);
+    for (Py_ssize_t i = 0; i < n; ++i) out.push_back(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info());
+  } else {
+    for (const py::handle& h : refs) out.push_back(RefOf(h)->info());
+  }
   return out;
 }
 
-std::vector<core::ObjectRefInfo> Contained(const RefCollection* c) {
-  return c == nullptr ? std::vector<core::ObjectRefInfo>() : c->refs();
+// The refs a value's pickling collected (None: none). Taken as an object:
+// a None for a pointer parameter makes pybind11 convert every argument
+// twice.
+std::vector<core::ObjectRefInfo> Contained(const py::handle& c) {
+  return c.is_none() ? std::vector<core::ObjectRefInfo>() : c.cast<const RefCollection&>().refs();
 }
 
 // The arguments of a call to another language's function: each a value
@@ -53,12 +63,11 @@ std::vector<core::Arg> RawArgs(const py::list& values) {
 
 // A call's arguments: the pickled value (with the refs inside it), then
 // each top-level ref, resolved to its value before the callee runs.
-std::vector<core::Arg> Args(const py::list& value, const RefCollection* contained,
-                            const std::vector<const ObjectRef*>& ref_args) {
+std::vector<core::Arg> Args(const py::list& value, const py::object& contained, const py::list& ref_args) {
   std::vector<core::Arg> args;
   args.reserve(1 + ref_args.size());
   args.push_back(core::Arg::Value(Join(value), Contained(contained)));
-  for (const ObjectRef* r : ref_args) args.push_back(core::Arg::Ref(r->info()));
+  for (const py::handle& h : ref_args) args.push_back(core::Arg::Ref(RefOf(h)->info()));
   return args;
 }
 
@@ -176,7 +185,7 @@ void Sliced(double timeout_s, Step step) {
 // Per ref: its value (HeldBytes), or (error type, message, data) when it
 // failed or was not ready by the deadline (type 100); `data` is the front
 // end's form of the error (b"" when none was attached).
-py::list Get(const std::vector<const ObjectRef*>& refs, double timeout_s) {
+py::list Get(const py::object& refs, double timeout_s) {
   core::CoreWorker& core = Core();
   std::vector<core::ObjectRefInfo> infos = Infos(refs);
   std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> results(infos.size(),
@@ -213,10 +222,9 @@ py::list Get(const std::vector<const ObjectRef*>& refs, double timeout_s) {
 
 // Which refs are ready once `num_returns` are or the timeout passes
 // (`fetch_local`: as CoreWorker::Wait's).
-std::vector<bool> Wait(const std::vector<const ObjectRef*>& refs, int num_returns, double timeout_s,
+std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, double timeout_s,
                        bool fetch_local) {
   core::CoreWorker& core = Core();
-  std::vector<core::ObjectRefInfo> infos = Infos(refs);
   std::vector<bool> ready(infos.size(), false);
   Sliced(timeout_s, [&](absl::Duration slice, bool) {
     ready = core.Wait(infos, num_returns, slice, fetch_local);
@@ -232,14 +240,14 @@ void DefineCalls(py::module_& m) {
   // its own for its life).
   py::class_<core::TaskOptions>(m, "TaskOptions").def(py::init(&TaskOptionsFrom));
   m.def("submit_task",
-        [](const std::string& name, const py::list& value, const RefCollection* contained,
-           const std::vector<const ObjectRef*>& ref_args, const core::TaskOptions& options) {
+        [](const std::string& name, const py::list& value, const py::object& contained, const py::list& ref_args,
+           const core::TaskOptions& options) {
           std::vector<core::Arg> args = Args(value, contained, ref_args);
           return Refs(Take(Core().SubmitTask(name, std::move(args), options)));
         });
   m.def("create_actor",
-        [](const std::string& factory, const py::list& value, const RefCollection* contained,
-           const std::vector<const ObjectRef*>& ref_args, const py::dict& options) {
+        [](const std::string& factory, const py::list& value, const py::object& contained, const py::list& ref_args,
+           const py::dict& options) {
           core::ActorOptions o = ActorOptionsFrom(options);
           std::vector<core::Arg> args = Args(value, contained, ref_args);
           core::CoreWorker& core = Core();
@@ -252,7 +260,7 @@ void DefineCalls(py::module_& m) {
         });
   m.def("submit_actor_task",
         [](const py::bytes& actor, const std::string& method, const py::list& value,
-           const RefCollection* contained, const std::vector<const ObjectRef*>& ref_args, int num_returns) {
+           const py::object& contained, const py::list& ref_args, int num_returns) {
           core::ActorTaskOptions o;
           o.num_returns = num_returns;
           ActorId id = Take(ActorId::FromBinary(std::string(actor)));
@@ -298,7 +306,7 @@ void DefineCalls(py::module_& m) {
     }
     Check(status);
   });
-  m.def("put", [](const py::list& value, const RefCollection* contained) {
+  m.def("put", [](const py::list& value, const py::object& contained) {
     std::shared_ptr<const std::string> data = LargeValues::Get().Share(Join(value));
     auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
     return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
@@ -313,29 +321,33 @@ void DefineCalls(py::module_& m) {
     Check(status);
   });
   m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
-  m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0,
-        py::arg("fetch_local") = true);
+  m.def("wait", [](const py::object& refs, int num_returns, double timeout_s, bool fetch_local) {
+    return Wait(Infos(refs), num_returns, timeout_s, fetch_local);
+  }, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
   // Ray's wait: (ready, not_ready), the first num_returns ready refs in the
   // order given, the rest after; ValueError for a ref given twice.
   m.def("wait_split", [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
-    std::vector<const ObjectRef*> ptrs;
-    ptrs.reserve(refs.size());
-    absl::flat_hash_set<ObjectId> seen;
-    seen.reserve(refs.size());
-    for (const py::handle& h : refs) {
-      const ObjectRef* r = h.cast<const ObjectRef*>();
-      if (!seen.insert(r->info().id).second) throw py::value_error("Wait requires a list of unique object refs.");
-      ptrs.push_back(r);
+    std::vector<core::ObjectRefInfo> infos = Infos(refs);
+    absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
+    seen.reserve(infos.size());
+    for (const core::ObjectRefInfo& r : infos) {
+      if (!seen.insert(r.id).second) throw py::value_error("Wait requires a list of unique object refs.");
     }
-    std::vector<bool> flags = Wait(ptrs, num_returns, timeout_s, fetch_local);
-    py::list ready, not_ready;
-    int taken = 0;
+    std::vector<bool> flags = Wait(std::move(infos), num_returns, timeout_s, fetch_local);
+    if (static_cast<size_t>(PyList_GET_SIZE(refs.ptr())) != flags.size()) {
+      throw std::runtime_error("the list of refs changed during wait");  // another thread's
+    }
+    size_t n_ready = 0;
+    for (size_t i = 0; i < flags.size() && n_ready < static_cast<size_t>(num_returns); ++i) n_ready += flags[i];
+    py::list ready(n_ready), not_ready(flags.size() - n_ready);
+    size_t r = 0, w = 0;
     for (size_t i = 0; i < flags.size(); ++i) {
-      if (flags[i] && taken < num_returns) {
-        ready.append(refs[i]);
-        ++taken;
+      PyObject* item = PyList_GET_ITEM(refs.ptr(), i);
+      Py_INCREF(item);
+      if (flags[i] && r < n_ready) {
+        PyList_SET_ITEM(ready.ptr(), r++, item);
       } else {
-        not_ready.append(refs[i]);
+        PyList_SET_ITEM(not_ready.ptr(), w++, item);
       }
     }
     return py::make_tuple(ready, not_ready);

@@ -51,6 +51,17 @@ ObjectRef::ObjectRef(core::ObjectRefInfo info, bool counted) : info_(std::move(i
   }
 }
 
+const ObjectRef* RefOf(py::handle h) {
+  static py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
+  if (type != nullptr && Py_TYPE(h.ptr()) == type->type) {
+    return reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder(type).value_ptr<ObjectRef>();
+  }
+  if (!py::isinstance<ObjectRef>(h)) {
+    throw py::type_error("expected an ObjectRef, got " + std::string(py::str(py::type::of(h).attr("__name__"))));
+  }
+  return h.cast<const ObjectRef*>();
+}
+
 ObjectRef::~ObjectRef() {
   if (info_.id.IsNil()) return;
   if (core::CoreWorker* core = core::CoreWorker::Current()) core->RemoveLocalReference(info_.id);

@@ -159,6 +159,8 @@ def test_wait_returns_ready_first_and_respects_timeout(driver):
         time.sleep(s)
         return s
 
+    a, b, c = slow.remote(0), slow.remote(0), slow.remote(0)
+    manta.get([a, b, c])
     fast, slower = slow.remote(0), slow.remote(30)
     ready, not_ready = manta.wait([slower, fast], num_returns=1, timeout=20)
     assert ready == [fast] and not_ready == [slower]
@@ -168,6 +170,11 @@ def test_wait_returns_ready_first_and_respects_timeout(driver):
         manta.get(slower, timeout=0.2)
     with pytest.raises(ValueError):
         manta.wait([fast, fast])
+    with pytest.raises(TypeError):
+        manta.wait([fast, 3])
+    # The first num_returns ready, in the order given; the rest keep theirs.
+    ready, not_ready = manta.wait([slower, c, a, b], num_returns=2, timeout=20)
+    assert ready == [c, a] and not_ready == [slower, b]
     with pytest.raises(ValueError):
         manta.wait([fast], num_returns=2)
 

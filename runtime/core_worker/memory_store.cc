@@ -13,7 +13,7 @@ void MemoryStore::Put(const ObjectId& id, Value value) { MakeReady(id, std::move
 
 void MemoryStore::Fail(const ObjectId& id, const absl::Status& error) { MakeReady(id, error); }
 
-bool MemoryStore::EraseLocked(absl::flat_hash_map<ObjectId, Entry>::iterator it) {
+bool MemoryStore::EraseLocked(Entries::iterator it) {
   Entry& e = it->second;
   if (e.ready && e.value.ok() && *e.value) bytes_ -= static_cast<int64_t>((*e.value)->size());
   const bool notify = e.notify_erase;
@@ -36,7 +36,10 @@ bool MemoryStore::PutIfPresent(const ObjectId& id, absl::StatusOr<Value> value) 
 void MemoryStore::MarkReadyElsewhere(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
-  if (it != entries_.end() && !it->second.ready) it->second.elsewhere = true;
+  if (it != entries_.end() && !it->second.ready && !it->second.elsewhere) {
+    it->second.elsewhere = true;
+    ++readiness_;
+  }
 }
 
 bool MemoryStore::ReadyElsewhere(const ObjectId& id) {
@@ -58,6 +61,7 @@ bool MemoryStore::MakeReady(const ObjectId& id, absl::StatusOr<Value> value, boo
     Entry& e = it->second;
     if (e.ready) return true;
     e.ready = true;
+    ++readiness_;
     if (value.ok() && *value) bytes_ += static_cast<int64_t>((*value)->size());
     if (e.callbacks.empty()) {
       // Nothing to run outside the lock: settle the entry now.
@@ -125,28 +129,42 @@ bool MemoryStore::Contains(const ObjectId& id) {
   return entries_.contains(id);
 }
 
+std::vector<bool> MemoryStore::Ready(const std::vector<ObjectId>& ids, bool count_elsewhere) {
+  absl::MutexLock lock(&mu_);
+  std::vector<bool> r(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) r[i] = IsReadyLocked(ids[i], count_elsewhere);
+  return r;
+}
+
+bool MemoryStore::IsReadyLocked(const ObjectId& id, bool count_elsewhere) {
+  auto it = entries_.find(id);
+  return it != entries_.end() && (it->second.ready || (count_elsewhere && it->second.elsewhere));
+}
+
 std::vector<bool> MemoryStore::Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline,
                                     bool count_elsewhere) {
   absl::MutexLock lock(&mu_);
-  auto is_ready = [&](const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = entries_.find(id);
-    return it != entries_.end() && (it->second.ready || (count_elsewhere && it->second.elsewhere));
-  };
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<bool> r(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) r[i] = is_ready(ids[i]);
-    return r;
-  };
+  std::vector<bool> r(ids.size());
+  int n = 0;
+  // The condition runs on every unlock of the store by any thread: it
+  // rescans (only the ids not yet ready) only when some entry has become
+  // ready since its last scan. Ready entries stay ready while held.
+  uint64_t seen = readiness_ - 1;
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int n = 0;
-    for (const auto& id : ids) {
-      n += is_ready(id);
-      if (n >= num_ready) return true;
+    if (seen != readiness_) {
+      seen = readiness_;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (!r[i] && IsReadyLocked(ids[i], count_elsewhere)) {
+          r[i] = true;
+          ++n;
+        }
+      }
     }
     return n >= num_ready;
   };
   mu_.AwaitWithDeadline(absl::Condition(&enough), deadline);
-  return ready();
+  enough();
+  return r;
 }
 
 void MemoryStore::OnReady(const ObjectId& id, std::function<void(const absl::StatusOr<Value>&)> cb) {

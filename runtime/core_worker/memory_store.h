@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/id.h"
+#include "common/id_hash.h"
 
 namespace manta::core {
 
@@ -52,6 +53,8 @@ class MemoryStore {
   // are. `count_elsewhere`: those ready at their owners count as ready.
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_ready, absl::Time deadline,
                          bool count_elsewhere = false);
+  // Non-blocking: which of `ids` are ready now, under one lock.
+  std::vector<bool> Ready(const std::vector<ObjectId>& ids, bool count_elsewhere = false);
   // Runs `cb` (outside the lock) once `id` is ready; at once if it is.
   void OnReady(const ObjectId& id, std::function<void(const absl::StatusOr<Value>&)> cb);
 
@@ -90,16 +93,22 @@ class MemoryStore {
   // False, storing nothing, when `if_present` and the store lacks `id`.
   bool MakeReady(const ObjectId& id, absl::StatusOr<Value> value, bool if_present = false);
   // Erases `it`; true when the listener must be told (after unlocking).
-  bool EraseLocked(absl::flat_hash_map<ObjectId, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using Entries = absl::flat_hash_map<ObjectId, Entry, IdHash, IdEq>;
+  bool EraseLocked(Entries::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const ObjectId& id) {
     if (erase_listener_) erase_listener_(id);
   }
 
+  bool IsReadyLocked(const ObjectId& id, bool count_elsewhere) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::function<void(const ObjectId&)> erase_listener_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  Entries entries_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts entries becoming ready (here or at their owners): a waiter
+  // rescans only when it moved.
+  uint64_t readiness_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace manta::core

@@ -117,6 +117,30 @@ TEST(MemoryStoreTest, WaitReturnsOnceEnoughAreReadyAndOnReadyFires) {
   EXPECT_TRUE(ready[1]);
 }
 
+TEST(MemoryStoreTest, ABlockedWaitSeesEveryPutAndUnrelatedChangesDoNotWakeItEarly) {
+  MemoryStore store;
+  std::vector<ObjectId> ids;
+  for (int i = 0; i < 6; ++i) {
+    ids.push_back(ObjectId::FromRandom());
+    store.Expect(ids.back());
+  }
+  ObjectId other = ObjectId::FromRandom();
+  store.Expect(other);
+  store.Put(ids[4], std::make_shared<const std::string>("4"));
+  std::thread putter([&] {
+    store.AddReference(other);  // changes the store, readies nothing waited on
+    store.Put(other, std::make_shared<const std::string>("o"));
+    store.Put(ids[1], std::make_shared<const std::string>("1"));
+    store.Fail(ids[2], absl::InternalError("failed"));  // an error is ready too
+  });
+  std::vector<bool> ready = store.Wait(ids, 3, absl::InfiniteFuture());
+  putter.join();
+  EXPECT_EQ(ready, (std::vector<bool>{false, true, true, false, true, false}));
+  // Not enough by the deadline: which are ready now, nothing more.
+  EXPECT_EQ(store.Wait(ids, 4, absl::Now() + absl::Milliseconds(20)), ready);
+  EXPECT_EQ(store.Ready(ids), ready);
+}
+
 TEST(MemoryStoreTest, AValueReadyElsewhereCountsOnlyForAWaitThatSaysSoAndOnlyHeldOnesAreStored) {
   MemoryStore store;
   ObjectId borrowed = ObjectId::FromRandom(), gone = ObjectId::FromRandom();

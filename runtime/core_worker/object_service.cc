@@ -53,28 +53,21 @@ std::vector<bool> ObjectService::Wait(const std::vector<ObjectRefInfo>& refs, in
   const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<ObjectId> ids;
   ids.reserve(refs.size());
+  for (const auto& r : refs) ids.push_back(r.id);
+  std::vector<bool> now = store_->Ready(ids, /*count_elsewhere=*/!fetch_local);
+  if (std::count(now.begin(), now.end(), true) >= num_ready) return now;
   // Values owned elsewhere and not known ready: watched at their owners
   // (each watch settles the entry in the store) while this Wait lasts.
-  std::vector<const ObjectRefInfo*> unknown;
-  int ready = 0;
-  for (const auto& r : refs) {
-    ids.push_back(r.id);
-    if (store_->TryGet(r.id) || (!fetch_local && store_->ReadyElsewhere(r.id))) {
-      ++ready;
-    } else if (OwnedElsewhere(r.owner_address)) {
-      unknown.push_back(&r);
-    }
-  }
   auto live = std::make_shared<std::atomic<bool>>(true);
-  if (ready < num_ready) {
-    for (const ObjectRefInfo* r : unknown) {
-      const std::string owner = OwnerKey(r->owner_address);
-      if (owner.empty()) {
-        store_->PutIfPresent(r->id, MakeError(ErrorType::kInvalidArgument, "malformed owner address"));
-        continue;
-      }
-      WatchOwner(owner, r->id, deadline, fetch_local, live);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const ObjectRefInfo& r = refs[i];
+    if (now[i] || !OwnedElsewhere(r.owner_address)) continue;
+    const std::string owner = OwnerKey(r.owner_address);
+    if (owner.empty()) {
+      store_->PutIfPresent(r.id, MakeError(ErrorType::kInvalidArgument, "malformed owner address"));
+      continue;
     }
+    WatchOwner(owner, r.id, deadline, fetch_local, live);
   }
   std::vector<bool> which = store_->Wait(ids, num_ready, deadline, /*count_elsewhere=*/!fetch_local);
   live->store(false);
