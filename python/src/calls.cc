@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/id_hash.h"
 #include "python/src/binding.h"
+#include "python/src/frames.h"
 #include "python/src/large_values.h"
 
 namespace manta::python {
@@ -182,16 +183,27 @@ void Sliced(double timeout_s, Step step) {
   }
 }
 
-// Per ref: its value (HeldBytes), or (error type, message, data) when it
-// failed or was not ready by the deadline (type 100); `data` is the front
-// end's form of the error (b"" when none was attached).
-py::list Get(const py::object& refs, double timeout_s) {
+using HeldValue = std::shared_ptr<const std::string>;
+
+// The values of `refs`, waiting up to `timeout_s` (< 0: for ever) with the
+// GIL released; per ref the value, or a timeout error.
+std::vector<absl::StatusOr<HeldValue>> Fetch(const std::vector<core::ObjectRefInfo>& infos, double timeout_s) {
   core::CoreWorker& core = Core();
-  std::vector<core::ObjectRefInfo> infos = Infos(refs);
-  std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> results(infos.size(),
-      core::MakeError(core::ErrorType::kTimeout, "not fetched"));
-  std::vector<size_t> pending(infos.size());
-  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  // Values this process owns and has ready: no wait, no hand-off of the GIL.
+  const bool all_owned = std::all_of(infos.begin(), infos.end(), [](const auto& r) { return r.owner_address.empty(); });
+  std::vector<absl::StatusOr<HeldValue>> results;
+  std::vector<size_t> pending;
+  if (all_owned) {
+    results = core.Get(infos, absl::ZeroDuration());
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].ok() && core::GetErrorType(results[i].status()) == core::ErrorType::kTimeout) pending.push_back(i);
+    }
+    if (pending.empty()) return results;
+  } else {
+    results.resize(infos.size(), core::MakeError(core::ErrorType::kTimeout, "not fetched"));
+    pending.resize(infos.size());
+    for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  }
   Sliced(timeout_s, [&](absl::Duration slice, bool last) {
     std::vector<core::ObjectRefInfo> ask;
     for (size_t i : pending) ask.push_back(infos[i]);
@@ -200,24 +212,42 @@ py::list Get(const py::object& refs, double timeout_s) {
     for (size_t j = 0; j < pending.size(); ++j) {
       if (!got[j].ok() && core::GetErrorType(got[j].status()) == core::ErrorType::kTimeout) {
         still.push_back(pending[j]);
-      } else {
-        results[pending[j]] = std::move(got[j]);
       }
+      results[pending[j]] = std::move(got[j]);
     }
     pending = std::move(still);
     return pending.empty();
   });
-  py::list out;
-  for (auto& r : results) {
+  return results;
+}
+
+// (values, rest): each ref's value where it is a frame pickled in-band
+// (None in its place otherwise), and, in order, (index, HeldBytes) for
+// the values the Python side decodes and (index, (error type, message,
+// data)) for errors and values not ready by the deadline (type 100);
+// `data` is the front end's form of the error (b"" when none).
+py::tuple Get(const py::object& refs, double timeout_s) {
+  std::vector<absl::StatusOr<HeldValue>> results = Fetch(Infos(refs), timeout_s);
+  py::list values(results.size());
+  py::list rest;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const absl::StatusOr<HeldValue>& r = results[i];
+    std::optional<py::object> decoded;
+    if (r.ok() && (decoded = DecodeInBand(*r))) {
+      PyList_SET_ITEM(values.ptr(), i, decoded->release().ptr());
+      continue;
+    }
+    PyList_SET_ITEM(values.ptr(), i, py::none().release().ptr());
     if (r.ok()) {
-      out.append(py::cast(HeldBytes{*r}));
+      rest.append(py::make_tuple(i, HeldBytes{*r}));
     } else {
       std::optional<std::string> data = core::ErrorData(r.status());
-      out.append(py::make_tuple(static_cast<int>(core::GetErrorType(r.status())), std::string(r.status().message()),
-                                Bytes(data.value_or(std::string()))));
+      rest.append(py::make_tuple(i, py::make_tuple(static_cast<int>(core::GetErrorType(r.status())),
+                                                   std::string(r.status().message()),
+                                                   Bytes(data.value_or(std::string())))));
     }
   }
-  return out;
+  return py::make_tuple(values, rest);
 }
 
 // Which refs are ready once `num_returns` are or the timeout passes
@@ -305,6 +335,12 @@ void DefineCalls(py::module_& m) {
       status = core.KillActor(id, no_restart);
     }
     Check(status);
+  });
+  // A value pickled in-band here (no refs inside: the caller checked).
+  m.def("put_plain", [](const py::handle& value) {
+    std::shared_ptr<const std::string> data = LargeValues::Get().Share(EncodePlain(value));
+    auto ref = Take(Core().PutWithRefs(std::move(data), {}));
+    return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
   });
   m.def("put", [](const py::list& value, const py::object& contained) {
     std::shared_ptr<const std::string> data = LargeValues::Get().Share(Join(value));

@@ -207,16 +207,15 @@ def get(object_refs, *, timeout=None):
     """The values of the refs (a list for a list), raising the first error."""
     auto_init()
     refs, single = _as_list(object_refs, "manta.get()")
-    results = _core.get(refs, _timeout(timeout))
-    values = []
-    for ref, r in zip(refs, results):
+    values, rest = _core.get(refs, _timeout(timeout))
+    for i, r in rest:  # errors, and values not pickled in-band, in order
         if isinstance(r, tuple):
             error_type, message, data = r
             if error_type == 100:
                 raise exceptions.GetTimeoutError(
-                    "Get timed out: some object(s) not ready after %ss (%s)" % (timeout, ref))
+                    "Get timed out: some object(s) not ready after %ss (%s)" % (timeout, refs[i]))
             raise exceptions.from_error(error_type, message, data)
-        values.append(serialization.deserialize_any(r))
+        values[i] = serialization.deserialize_any(r)
     return values[0] if single else values
 
 
@@ -227,7 +226,7 @@ def put(value):
         raise TypeError("Calling 'put' on an ObjectRef is not allowed. If you really want to do "
                         "this, you can wrap the ObjectRef in a list and call 'put' on it.")
     if serialization.is_plain(value):
-        return _core.put(serialization.serialize_plain(value), None)
+        return _core.put_plain(value)
     collection = _core.RefCollection()
     with collection:
         parts = serialization.serialize(value)
