@@ -1,12 +1,17 @@
 #include "common/token.h"
 
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/id.h"
+#include "common/status.h"
 
 namespace manta {
 
@@ -32,12 +37,25 @@ absl::Status ValidateToken(std::string_view token) {
   return absl::OkStatus();
 }
 
+absl::Status CheckTokenFileAccess(const std::string& path, unsigned mode, unsigned gid, bool read_only_mount,
+                                  const std::vector<unsigned>& groups) {
+  if ((mode & 077) == 0) return absl::OkStatus();
+  // Group read alone, on a mount no one can change, for the caller's group.
+  const bool callers_group = std::find(groups.begin(), groups.end(), gid) != groups.end();
+  if ((mode & 037) == 0 && read_only_mount && callers_group) return absl::OkStatus();
+  return absl::FailedPreconditionError("token file " + path + " is readable by others; expected mode 0600");
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return absl::NotFoundError("no token file at " + path);
-  if ((st.st_mode & 077) != 0) {
-    return absl::FailedPreconditionError("token file " + path + " is readable by others; expected mode 0600");
-  }
+  struct statvfs fs;
+  const bool read_only = statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+  std::vector<unsigned> groups = {static_cast<unsigned>(getegid())};
+  gid_t supplementary[NGROUPS_MAX];
+  const int n = getgroups(NGROUPS_MAX, supplementary);
+  for (int i = 0; i < n; ++i) groups.push_back(static_cast<unsigned>(supplementary[i]));
+  RETURN_IF_ERROR(CheckTokenFileAccess(path, st.st_mode, st.st_gid, read_only, groups));
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
   std::string token(absl::StripAsciiWhitespace(*text));

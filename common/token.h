@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -20,7 +21,17 @@ absl::Status WriteTokenFile(const std::string& path, const std::string& token);
 
 // Reads a token file. FailedPrecondition when the file is readable by group
 // or others (someone loosened it); InvalidArgument when it is not a token.
+// One exception: a file that only its group may also read, where the group
+// is the caller's own and the file system is mounted read-only, is how
+// Kubernetes mounts a Secret for a pod that runs as a non-root user (the
+// pod's fsGroup): no one else can read it, and no one can loosen it.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// ReadTokenFile's check of a file's mode (st_mode), group (st_gid) and
+// mount, for a caller in `groups`: FailedPrecondition naming `path` when the
+// file is not private to the caller.
+absl::Status CheckTokenFileAccess(const std::string& path, unsigned mode, unsigned gid, bool read_only_mount,
+                                  const std::vector<unsigned>& groups);
 
 // Checks the syntax of a token from a flag or the environment.
 absl::Status ValidateToken(std::string_view token);
