@@ -4,6 +4,7 @@
 #
 #   scripts/install_deps.sh          # to build and run Manta (scripts/demo.sh)
 #   scripts/install_deps.sh --test   # and what the test suite starts or drives
+#   scripts/install_deps.sh --image  # and what builds and runs the image (scripts/build_image.sh)
 set -euo pipefail
 
 # Building and running: compilers, the libraries, Python's headers and the
@@ -31,15 +32,20 @@ TEST_PACKAGES=(redis-server prometheus chromium yamllint clang curl python3-pyte
 TEST_NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 playwright-core@1.65.1 node-llama-cpp@3.22.1
                  @node-llama-cpp/linux-x64@3.22.1)
 
+# The image: mmdebstrap for its Debian base, buildah to build it, podman
+# and runc to run it where this machine can run containers.
+IMAGE_PACKAGES=(mmdebstrap buildah podman runc)
+
 case "${1:-}" in
   "") ;;
+  --image) PACKAGES+=("${IMAGE_PACKAGES[@]}") ;;
   --test)
     PACKAGES+=("${TEST_PACKAGES[@]}")
     NODE_TOOLS+=("${TEST_NODE_TOOLS[@]}")
     # kubectl may come from a cloud SDK rather than Debian.
     command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
     ;;
-  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test|--image]" >&2; exit 2 ;;
 esac
 # Node.js and npm may come from elsewhere than Debian's archive (NodeSource's
 # nodejs bundles npm): their Debian packages only where the command is missing.

@@ -2,9 +2,13 @@
 // Kubernetes API schemas (kubernetes-models), and every TPU worker group
 // against the TPU rules a GKE slice follows (as the TPU webhook does): its
 // replicas (numOfHosts) and google.com/tpu chips per host must match its
-// accelerator and topology node selectors.
+// accelerator and topology node selectors. With the image's Containerfile,
+// every pod must run as the image's user (USER uid:gid, fsGroup its gid so
+// the Secret is readable), on a read-only root file system with an emptyDir
+// at /tmp, and read its --token-file from a read-only Secret mount that
+// only the owner and the group may read.
 //
-//   kubectl kustomize deploy/kubernetes | node check.mjs -
+//   kubectl kustomize deploy/kubernetes | node check.mjs - [Containerfile]
 //
 // Needs js-yaml and kubernetes-models on NODE_PATH (scripts/install_deps.sh
 // puts them under ~/.cache/manta/node_tools). Exits 1 listing every problem.
@@ -70,7 +74,66 @@ function checkTpuGroup(obj, problems) {
   }
 }
 
+// The image's user and group: the Containerfile's numeric USER uid[:gid].
+function imageUser(containerfile) {
+  const m = /^USER\s+(\d+)(?::(\d+))?\s*$/m.exec(readFileSync(containerfile, "utf8"));
+  return m ? { uid: Number(m[1]), gid: Number(m[2] ?? m[1]) } : null;
+}
+
+function checkRunsTheImage(obj, user, problems) {
+  const name = `${obj.kind}/${obj.metadata?.name}`;
+  const pod = obj.spec?.template?.spec ?? {};
+  const security = pod.securityContext ?? {};
+  if (security.runAsNonRoot !== true) problems.push(`${name}: the pod does not set runAsNonRoot`);
+  if (security.runAsUser !== user.uid) {
+    problems.push(`${name}: runAsUser ${security.runAsUser} is not the image's user ${user.uid}`);
+  }
+  if (security.runAsGroup !== user.gid) {
+    problems.push(`${name}: runAsGroup ${security.runAsGroup} is not the image's group ${user.gid}`);
+  }
+  if (security.fsGroup !== user.gid) {
+    problems.push(`${name}: fsGroup ${security.fsGroup} is not the image's group ${user.gid}: ` +
+                  "its user could not read the token's Secret");
+  }
+  const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
+  for (const c of pod.containers ?? []) {
+    const where = `${name}: container ${c.name}`;
+    if (c.securityContext?.readOnlyRootFilesystem !== true) problems.push(`${where}: no readOnlyRootFilesystem`);
+    if (c.securityContext?.allowPrivilegeEscalation !== false) {
+      problems.push(`${where}: allowPrivilegeEscalation is not false`);
+    }
+    const mounts = c.volumeMounts ?? [];
+    const tmp = mounts.find((m) => m.mountPath === "/tmp");
+    if (!tmp || !volumes.get(tmp.name)?.emptyDir) {
+      problems.push(`${where}: no emptyDir at /tmp, where the sessions are written under a read-only root`);
+    }
+    const flag = /--token-file[= ]("?)([^\s"]+)\1/.exec([...(c.command ?? []), ...(c.args ?? [])].join(" "));
+    if (!flag) {
+      problems.push(`${where}: no --token-file`);
+      continue;
+    }
+    const path = flag[2];
+    const dir = path.slice(0, path.lastIndexOf("/"));
+    const file = path.slice(path.lastIndexOf("/") + 1);
+    const mount = mounts.find((m) => m.mountPath.replace(/\/$/, "") === dir);
+    const secret = mount ? volumes.get(mount.name)?.secret : undefined;
+    if (!secret) {
+      problems.push(`${where}: --token-file ${path} is not on a Secret's mount`);
+      continue;
+    }
+    if (mount.readOnly !== true) problems.push(`${where}: the Secret at ${dir} is not mounted readOnly`);
+    const keys = secret.items ? secret.items.map((i) => i.path) : ["token"];
+    if (!keys.includes(file)) problems.push(`${where}: --token-file ${path} names no key of Secret ${secret.secretName}`);
+    const mode = secret.defaultMode ?? 0o644;
+    if ((mode & 0o037) !== 0) {
+      problems.push(`${where}: Secret mode ${mode.toString(8)} lets others read the token, which manta start refuses`);
+    }
+  }
+}
+
 const source = process.argv[2] ?? "-";
+const containerfile = process.argv[3];
+const user = containerfile ? imageUser(containerfile) : null;
 const text = readFileSync(source === "-" ? 0 : source, "utf8");
 const problems = [];
 let objects = 0;
@@ -88,9 +151,13 @@ for (const obj of yaml.loadAll(text)) {
   } catch (e) {
     problems.push(`${name}: ${e.message}`);
   }
-  if (obj.kind === "StatefulSet" || obj.kind === "Deployment") checkTpuGroup(obj, problems);
+  if (obj.kind === "StatefulSet" || obj.kind === "Deployment") {
+    checkTpuGroup(obj, problems);
+    if (user) checkRunsTheImage(obj, user, problems);
+  }
 }
 if (objects === 0) problems.push("no objects");
+if (containerfile && !user) problems.push(`${containerfile}: no numeric USER uid:gid`);
 for (const p of problems) console.error(p);
 console.log(`${objects} objects, ${problems.length} problems`);
 process.exit(problems.length === 0 ? 0 : 1);
