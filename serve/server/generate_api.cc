@@ -38,6 +38,9 @@ absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t de
     } else if (key == "stream") {
       if (!value.is_boolean()) return Bad("\"stream\" must be true or false");
       out.stream = value.get<bool>();
+    } else if (key == "ignore_eos") {
+      if (!value.is_boolean()) return Bad("\"ignore_eos\" must be true or false");
+      out.ignore_eos = value.get<bool>();
     } else if (key == "temperature") {
       if (!value.is_number()) return Bad("\"temperature\" must be a number");
       const double t = value.get<double>();
@@ -55,7 +58,7 @@ absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t de
                                                      : static_cast<uint64_t>(value.get<int64_t>());
     } else {
       return Bad(absl::StrCat("unknown key \"", ValidUtf8(key), "\" (known: prompt, max_tokens, stream, ",
-                              "temperature, top_k, seed)"));
+                              "temperature, top_k, seed, ignore_eos)"));
     }
   }
   if (!j.contains("prompt")) return Bad("\"prompt\" is missing");

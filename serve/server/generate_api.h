@@ -5,7 +5,9 @@
 //     -> 200 {"response": " Because ..."}
 //   {"prompt": ..., "stream": true} -> 200 text/event-stream,
 //     one `data: {"response": "<piece>"}` event per piece, then `data: [DONE]`
-//   optional: "temperature" (0: greedy), "top_k" (0: all), "seed"
+//   optional: "temperature" (0: greedy), "top_k" (0: all), "seed",
+//   "ignore_eos" (true: go on past end-of-text, which adds no text, up to
+//   max_tokens, as vLLM's benchmarks ask for outputs of one length)
 //
 // A bad request (not JSON, no prompt, an empty one, max_tokens not a
 // positive integer, an unknown key's wrong type...) is a 400 whose body says
@@ -27,6 +29,7 @@ struct GenerateBody {
   std::string prompt;
   int64_t max_tokens = 0;
   bool stream = false;
+  bool ignore_eos = false;
   SamplingParams sampling;
 };
 

@@ -11,7 +11,9 @@ namespace {
 
 TEST(GenerateApiTest, ReadsAPromptAndItsOptions) {
   absl::StatusOr<GenerateBody> b = ParseGenerateBody(
-      R"({"prompt": "Why", "max_tokens": 7, "stream": true, "temperature": 0.5, "top_k": 3, "seed": 9})", 100);
+      R"({"prompt": "Why", "max_tokens": 7, "stream": true, "temperature": 0.5, "top_k": 3, "seed": 9,
+          "ignore_eos": true})",
+      100);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->prompt, "Why");
   EXPECT_EQ(b->max_tokens, 7);
@@ -19,10 +21,12 @@ TEST(GenerateApiTest, ReadsAPromptAndItsOptions) {
   EXPECT_FLOAT_EQ(b->sampling.temperature, 0.5f);
   EXPECT_EQ(b->sampling.top_k, 3);
   EXPECT_EQ(b->sampling.seed, 9u);
+  EXPECT_TRUE(b->ignore_eos);
   absl::StatusOr<GenerateBody> plain = ParseGenerateBody(R"({"prompt": "x"})", 100);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->max_tokens, 100);
   EXPECT_FALSE(plain->stream);
+  EXPECT_FALSE(plain->ignore_eos);
   EXPECT_EQ(plain->sampling.temperature, 0);
 }
 
@@ -40,6 +44,7 @@ TEST(GenerateApiTest, EachBadBodySaysWhatIsWrong) {
       {R"({"prompt": "a", "max_tokens": 1.5})", "integer"},
       {R"({"prompt": "a", "max_tokens": "9"})", "integer"},
       {R"({"prompt": "a", "stream": "yes"})", "true or false"},
+      {R"({"prompt": "a", "ignore_eos": 1})", "\"ignore_eos\" must be true or false"},
       {R"({"prompt": "a", "temperature": -1})", "temperature"},
       {R"({"prompt": "a", "temperature": 1e300})", "temperature"},
       {R"({"prompt": "a", "top_k": -1})", "top_k"},

@@ -81,7 +81,7 @@ void ServingLoop::Generate(const GenerateBody& body, std::function<void(const st
   const size_t prompt_tokens = r.prompt.size();
   r.max_tokens = body.max_tokens;
   r.sampling = body.sampling;
-  r.eos_id = tokenizer_->eos_id();
+  r.eos_id = body.ignore_eos ? -1 : tokenizer_->eos_id();
   r.cancelled = std::move(cancelled);
   r.on_token = [this, state, on_piece](int32_t token) {
     if (state->tokens++ == 0) state->first = Now();
