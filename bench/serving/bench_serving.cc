@@ -3,6 +3,10 @@
 //
 //   build/bin/bench_serving --checkpoint=/tmp/ft/fortunes/checkpoints/400 --json out.json
 //   build/bin/bench_serving --model=115m --json out.json   # makes (once) its own checkpoint
+//   build/bin/bench_serving --model=115m --weights=int8     # against llama.cpp's Q8_0
+//
+// Each side decodes max_tokens for every request, past end-of-text (a model
+// trained a step or two often ends a prompt within a few tokens).
 //
 // Manta, over HTTP with streaming (one SSE event per token):
 //   * single-stream decode rate: one request at a time, tokens after the
@@ -16,6 +20,11 @@
 // Bandwidth: the bytes of weights a decode step reads times the single-stream
 // rate, beside this machine's streaming read of as many bytes in this run.
 //
+// --weights=bfloat16 or int8 serves the projections in that format
+// (manta_serve --weights) and gives the peer the same checkpoint exported
+// as BF16 or Q8_0 (llama.cpp's 8-bit format: blocks of 32 with an fp16
+// scale); float32 (the default) exports F32.
+//
 // --model=17m or 115m trains one step of that shape on --dataset (Debian's
 // fortunes by default) into --work_dir, unless a checkpoint is already there:
 // the weights' values do not matter to the figures, their size does.
@@ -23,8 +32,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -35,6 +44,7 @@
 #include "common/process.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "serve/engine/packed_matrix.h"
 #include "serve/export/gguf.h"
 #include "train/kernels/buffer.h"
 
@@ -57,7 +67,8 @@ Timing Stream(int port, const std::string& prompt, int max_tokens) {
   httplib::Request req;
   req.method = "POST";
   req.path = "/generate";
-  req.body = nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", true}}.dump();
+  req.body =
+      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", true}, {"ignore_eos", true}}.dump();
   req.set_header("Content-Type", "application/json");
   const Clock::time_point start = Clock::now();
   Clock::time_point first, last;
@@ -110,11 +121,29 @@ double Concurrent(int port, const std::vector<std::string>& prompts, int max_tok
 }
 
 // Bytes of weights one decode step reads: every projection and the output
-// head (F32), and one embedding row.
-double WeightBytesPerStep(const manta::train::ModelShape& m) {
-  const double qw = m.num_query_heads * m.head_dim, kvw = m.num_kv_heads * m.head_dim, d = m.emb_dim;
-  const double layer = d * qw * 2 + d * kvw * 2 + 3 * d * m.mlp_dim;
-  return 4 * (m.num_layers * layer + d * m.vocab_size + d);
+// head as the engine packs them in `format`, and one F32 embedding row.
+double WeightBytesPerStep(const manta::train::ModelShape& m, manta::serve::WeightFormat format) {
+  using manta::serve::PackedMatrix;
+  const int64_t qw = m.num_query_heads * m.head_dim, kvw = m.num_kv_heads * m.head_dim, d = m.emb_dim;
+  double layer = 0;
+  for (const auto& [k, n] : std::initializer_list<std::pair<int64_t, int64_t>>{
+           {d, qw}, {d, kvw}, {d, kvw}, {qw, d}, {d, m.mlp_dim}, {d, m.mlp_dim}, {m.mlp_dim, d}}) {
+    layer += static_cast<double>(PackedMatrix::Layout(k, n, format).bytes);
+  }
+  return m.num_layers * layer + static_cast<double>(PackedMatrix::Layout(d, m.vocab_size, format).bytes) + 4.0 * d;
+}
+
+// The peer's export of the same weights for each of Manta's formats.
+manta::serve::GgufType PeerType(manta::serve::WeightFormat format) {
+  switch (format) {
+    case manta::serve::WeightFormat::kBf16:
+      return manta::serve::GgufType::kBf16;
+    case manta::serve::WeightFormat::kInt8:
+      return manta::serve::GgufType::kQ8_0;
+    case manta::serve::WeightFormat::kF32:
+      break;
+  }
+  return manta::serve::GgufType::kF32;
 }
 
 // This machine's streaming read, bytes per second: the best of 5 passes over
@@ -172,6 +201,7 @@ int main(int argc, char** argv) {
   int prompts_n = 64, max_tokens = 128, concurrency = 16, threads = 1;
   double rate = 4;
   std::string model, work_dir = "/tmp/manta_bench_serving", dataset = "/usr/share/games/fortunes";
+  std::string weights_name = "float32";
   app.add_option("--checkpoint", checkpoint, "A checkpoint step folder of a text run");
   app.add_option("--model", model, "Instead of --checkpoint: 17m or 115m, trained for one step here");
   app.add_option("--work_dir", work_dir, "Where --model keeps its checkpoint between runs");
@@ -182,7 +212,15 @@ int main(int argc, char** argv) {
   app.add_option("--max_tokens", max_tokens, "Output tokens per request");
   app.add_option("--concurrency", concurrency, "Requests at once for the concurrent rate");
   app.add_option("--threads", threads, "Compute threads of each side");
+  app.add_option("--weights", weights_name,
+                 "Manta's weights: float32, bfloat16 or int8 (the peer's: F32, BF16 or Q8_0)");
   CLI11_PARSE(app, argc, argv);
+  manta::serve::WeightFormat format;
+  if (!manta::serve::ParseWeightFormat(weights_name.c_str(), &format)) {
+    std::fprintf(stderr, "bench_serving: --weights must be float32, bfloat16 or int8, got '%s'\n",
+                 weights_name.c_str());
+    return 1;
+  }
   if (checkpoint.empty() == model.empty()) {
     std::fprintf(stderr, "bench_serving: give --checkpoint or --model\n");
     return 1;
@@ -204,11 +242,11 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/bench_serving_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string gguf = dir + "/model.gguf";
-  if (absl::Status s = manta::serve::WriteGguf(*w, gguf, "bench", 4096); !s.ok()) {
+  if (absl::Status s = manta::serve::WriteGguf(*w, gguf, "bench", 4096, PeerType(format)); !s.ok()) {
     std::fprintf(stderr, "bench_serving: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  const double weight_bytes = WeightBytesPerStep(w->shape());
+  const double weight_bytes = WeightBytesPerStep(w->shape(), format);
   const double stream_bytes_per_s = StreamReadBytesPerSecond(weight_bytes);
   const std::string prompt = "What are the top 5 programming languages";
   const std::vector<int32_t> prompt_ids = w->tokenizer()->Encode(prompt);
@@ -217,9 +255,15 @@ int main(int argc, char** argv) {
   manta::SpawnOptions serve;
   serve.executable = bin_dir + "/manta_serve";
   const std::string ready = dir + "/ready";
-  serve.args = {"--auth=none", "--port=0", "--ready_file=" + ready, "--",
-                std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "load_parameters_path=" + checkpoint,
-                absl::StrCat("per_device_batch_size=", concurrency), "max_prefill_predict_length=64",
+  serve.args = {"--auth=none",
+                "--port=0",
+                "--ready_file=" + ready,
+                "--weights=" + weights_name,
+                "--",
+                std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml",
+                "load_parameters_path=" + checkpoint,
+                absl::StrCat("per_device_batch_size=", concurrency),
+                "max_prefill_predict_length=64",
                 absl::StrCat("max_target_length=", 64 + max_tokens)};
   serve.env = {{"OPENBLAS_NUM_THREADS", std::to_string(threads)}};
   serve.log_file = dir + "/serve.log";
@@ -301,6 +345,8 @@ int main(int argc, char** argv) {
   const double peer_concurrent = p["concurrent_tokens_per_s"].get<double>();
   std::filesystem::remove_all(dir);
 
+  std::printf("manta_serve with %s weights against llama.cpp on the %s export, %d thread(s)\n", weights_name.c_str(),
+              manta::serve::GgufTypeName(PeerType(format)), threads);
   manta::bench::Report report;
   report.Add("single_stream_decode_tokens_per_s", single, "tokens/s", peer_single);
   report.Add("concurrent_output_tokens_per_s", concurrent, "tokens/s", peer_concurrent);
@@ -311,6 +357,8 @@ int main(int argc, char** argv) {
   report.Add("poisson_requests_per_s", (prompts_n - failed) / wall, "req/s");
   report.Add("poisson_output_tokens_per_s", tokens / wall, "tokens/s");
   report.Add("poisson_failed_requests", failed, "requests");
+  report.Add("poisson_output_tokens_per_request", prompts_n > failed ? tokens / double(prompts_n - failed) : 0,
+             "tokens");
   for (const auto& [name, values] : {std::pair{"ttft", &ttft}, {"tpot", &tpot}, {"latency", &latency}}) {
     report.Add(absl::StrCat(name, "_mean_ms"), 1000 * Mean(*values), "ms");
     report.Add(absl::StrCat(name, "_p50_ms"), 1000 * Percentile(*values, 0.5), "ms");

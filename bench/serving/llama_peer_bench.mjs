@@ -12,22 +12,23 @@ const tokens = Number(tokensArg), concurrency = Number(concurrencyArg), threads 
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
 
-// Generates `count` tokens after the prompt; returns [first token time, end time] in ms.
+// Generates `count` tokens after the prompt, past end-of-text as Manta's side
+// does; returns [first token time, end time] in ms and the tokens generated.
 async function run(sequence, count) {
   let first = 0, n = 0;
-  for await (const _ of sequence.evaluate(prompt, {temperature: 0})) {
+  for await (const _ of sequence.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
     if (n++ === 0) first = performance.now();
     if (n >= count) break;
   }
-  return [first, performance.now()];
+  return [first, performance.now(), n];
 }
 
 const single = await model.createContext({contextSize: 1024, threads});
 const rates = [];
 for (let i = 0; i < 3; ++i) {
   const seq = single.getSequence();
-  const [first, end] = await run(seq, tokens);
-  rates.push((tokens - 1) / ((end - first) / 1000));
+  const [first, end, n] = await run(seq, tokens);
+  rates.push((n - 1) / ((end - first) / 1000));
   seq.dispose();
 }
 rates.sort((a, b) => a - b);
@@ -37,7 +38,8 @@ const batch = await model.createContext({contextSize: 1024 * concurrency, sequen
                                          batchSize: 512});
 const seqs = Array.from({length: concurrency}, () => batch.getSequence());
 const start = performance.now();
-await Promise.all(seqs.map((s) => run(s, tokens)));
+const counts = await Promise.all(seqs.map(async (s) => (await run(s, tokens))[2]));
 const seconds = (performance.now() - start) / 1000;
-console.log(JSON.stringify({single_tokens_per_s: rates[1], concurrent_tokens_per_s: concurrency * tokens / seconds}));
+const generated = counts.reduce((a, b) => a + b, 0);
+console.log(JSON.stringify({single_tokens_per_s: rates[1], concurrent_tokens_per_s: generated / seconds}));
 process.exit(0);
