@@ -11,6 +11,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/synchronization/notification.h"
 
 #include "absl/time/time.h"
 #include "common/event_loop.h"
@@ -21,5 +25,24 @@ namespace manta::metrics {
 MetricsRegistry::Collector OnLoop(EventLoop* loop, const MetricsRegistry* registry, std::weak_ptr<void> alive,
                                   std::function<void(Exposition& out)> collect,
                                   absl::Duration timeout = absl::Seconds(2));
+
+// For a collector that reads files off the loop: runs `get` on the loop and
+// returns its value, or nullopt when the loop did not answer within
+// `timeout` or `alive` had expired.
+template <typename T>
+std::optional<T> FromLoop(EventLoop* loop, std::weak_ptr<void> alive, std::function<T()> get,
+                          absl::Duration timeout = absl::Seconds(2)) {
+  struct Shared {
+    absl::Notification done;
+    std::optional<T> value;
+  };
+  auto shared = std::make_shared<Shared>();
+  loop->Post([alive = std::move(alive), get = std::move(get), shared] {
+    if (auto held = alive.lock()) shared->value = get();
+    shared->done.Notify();
+  });
+  if (!shared->done.WaitForNotificationWithTimeout(timeout)) return std::nullopt;
+  return std::move(shared->value);
+}
 
 }  // namespace manta::metrics

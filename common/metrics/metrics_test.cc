@@ -104,6 +104,8 @@ TEST(NodeStatsTest, ProcFilesAreReadAsRayReportsThem) {
   EXPECT_EQ(ParseMeminfo(meminfo, "MemAvailable"), 22427012LL * 1024);
   EXPECT_EQ(ParseMeminfo(meminfo, "Mem"), -1);
   EXPECT_EQ(ParseMeminfo(meminfo, "SwapTotal"), -1);
+  EXPECT_EQ(ParseVmstat("nr_free_pages 30\noom_kill 2\nnr_zspages 0\n", "oom_kill"), 2);
+  EXPECT_EQ(ParseVmstat("nr_free_pages 30\n", "oom_kill"), -1);
   // This host's own figures.
   MetricsRegistry registry;
   NodeStats stats("10.0.0.7");

@@ -52,6 +52,16 @@ int64_t ParseMeminfo(const std::string& text, const std::string& field) {
   return -1;
 }
 
+int64_t ParseVmstat(const std::string& text, const std::string& field) {
+  std::istringstream in(text);
+  std::string name;
+  int64_t value = 0;
+  while (in >> name >> value) {
+    if (name == field) return value;
+  }
+  return -1;
+}
+
 NetBytes ParseNetDev(const std::string& text) {
   NetBytes out;
   std::istringstream in(text);

@@ -34,6 +34,8 @@ struct CpuTimes {
 CpuTimes ParseProcStat(const std::string& text);
 // A field of /proc/meminfo's text ("MemTotal"), in bytes; -1 when absent.
 int64_t ParseMeminfo(const std::string& text, const std::string& field);
+// A counter of /proc/vmstat's text ("oom_kill"); -1 when absent.
+int64_t ParseVmstat(const std::string& text, const std::string& field);
 
 struct NetBytes {
   uint64_t received = 0;
