@@ -50,6 +50,12 @@ absl::Status CheckNumberMap(const std::string& field, const google::protobuf::Ma
   return absl::OkStatus();
 }
 
+// A duration: finite and not negative.
+absl::Status CheckSeconds(const std::string& field, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return Invalid(field, "must be a finite, non-negative number of seconds");
+  return absl::OkStatus();
+}
+
 absl::Status ValidateWorker(const TrainWorkerInfo& w, const std::string& where) {
   if (!TrainWorkerInfo::Status_IsValid(w.status())) return Invalid(where + ".status", "is out of range");
   if (auto s = CheckOptionalId(where + ".node_id", w.node_id(), NodeId::kSize); !s.ok()) return s;
@@ -57,6 +63,9 @@ absl::Status ValidateWorker(const TrainWorkerInfo& w, const std::string& where) 
   if (auto s = CheckText(where + ".node_ip", w.node_ip(), 255); !s.ok()) return s;
   if (auto s = CheckText(where + ".slice_name", w.slice_name(), TrainRunManager::kMaxNameBytes); !s.ok()) return s;
   if (w.pid() < 0) return Invalid(where + ".pid", "is negative");
+  if (auto s = CheckSeconds(where + ".report_total_blocked_time_s", w.report_total_blocked_time_s()); !s.ok()) {
+    return s;
+  }
   return CheckNumberMap(where + ".resources", w.resources(), /*allow_negative=*/false);
 }
 
@@ -101,6 +110,13 @@ absl::Status ValidateRun(const TrainRunInfo& run) {
   if (run.max_failures() < -1) return Invalid("run.max_failures", "must be -1 (unlimited) or more");
   if (run.min_workers() < 0 || run.max_workers() < 0) return Invalid("run.min_workers/max_workers", "is negative");
   if (run.version() < 0) return Invalid("run.version", "is negative");
+  if (auto s = CheckSeconds("run.worker_group_start_total_time_s", run.worker_group_start_total_time_s()); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckSeconds("run.worker_group_shutdown_total_time_s", run.worker_group_shutdown_total_time_s());
+      !s.ok()) {
+    return s;
+  }
   if (run.attempts_size() > TrainRunManager::kMaxAttempts) {
     return Invalid("run.attempts", absl::StrCat("has more than ", TrainRunManager::kMaxAttempts));
   }

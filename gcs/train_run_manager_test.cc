@@ -258,6 +258,12 @@ TEST_F(TrainRunManagerTest, BadReportsChangeNothing) {
        [](TrainRunInfo& r, auto&) {
          r.add_attempts()->add_workers()->set_status(static_cast<TrainWorkerInfo::Status>(5));
        }},
+      {"run.attempts[0].workers[0].report_total_blocked_time_s",
+       [](TrainRunInfo& r, auto&) { r.add_attempts()->add_workers()->set_report_total_blocked_time_s(-1); }},
+      {"run.worker_group_start_total_time_s",
+       [nan](TrainRunInfo& r, auto&) { r.set_worker_group_start_total_time_s(nan); }},
+      {"run.worker_group_shutdown_total_time_s",
+       [inf](TrainRunInfo& r, auto&) { r.set_worker_group_shutdown_total_time_s(inf); }},
       {"run.attempts",
        [](TrainRunInfo& r, auto&) {
          for (int i = 0; i <= TrainRunManager::kMaxAttempts; ++i) r.add_attempts();

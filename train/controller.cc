@@ -114,7 +114,7 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
     for (state::TrainWorker& w : workers) w.alive = false;
     if (out.finished) {
       RecordAttempt(attempt_id, state::TrainAttemptState::kFinished, "", &workers);
-      (*group)->Shutdown();
+      ShutdownGroup(**group);
       Transition(state::TrainRunState::kFinished);
       return Finish(absl::OkStatus());
     }
@@ -128,7 +128,7 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
     const std::string errors = absl::StrJoin(lines, "\n");
     const bool restart = DecideOnFailure(errors, static_cast<int>(out.failures.size()));
     const absl::Time torn = absl::Now();
-    (*group)->Shutdown();
+    ShutdownGroup(**group);
     log_->info("Shut down the worker group in {:.3f} s.", Seconds(absl::Now() - torn));
     RecordAttempt(attempt_id, state::TrainAttemptState::kErrored, errors, &workers);
     if (!restart) {
@@ -171,6 +171,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
       Transition(state::TrainRunState::kScheduling);
     }
     absl::Status started = (*group)->Start(attempt_id, attempts_, absl::Milliseconds(spec_.worker_start_timeout_ms));
+    AddGroupTime(GroupOperation::kStart, absl::Now() - tried);
     if (started.ok()) {
       log_->info("Started a training worker group of size {}: reserved in {:.3f} s, workers up in {:.3f} s.", n,
                  Seconds(reserved - tried), Seconds(absl::Now() - reserved));
@@ -179,7 +180,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
     // A failed start is retried while time allows; it does not count
     // against max_failures.
     LogRetryingLaunch(*log_, started.message());
-    (*group)->Shutdown();
+    ShutdownGroup(**group);
     if (absl::Now() >= deadline) return started;
     if (state_ != state::TrainRunState::kRescheduling) {
       Transition(state::TrainRunState::kRescheduling, std::string(started.message()));
@@ -255,6 +256,19 @@ std::vector<state::TrainWorker> TrainController::WorkersOf(const WorkerGroup& gr
   return out;
 }
 
+void TrainController::AddGroupTime(GroupOperation op, absl::Duration took) {
+  recorder_.UpdateLater([&](state::TrainRun& r) {
+    (op == GroupOperation::kStart ? r.worker_group_start_total_time_s : r.worker_group_shutdown_total_time_s) +=
+        absl::ToDoubleSeconds(took);
+  });
+}
+
+void TrainController::ShutdownGroup(WorkerGroup& group) {
+  const absl::Time began = absl::Now();
+  group.Shutdown();
+  AddGroupTime(GroupOperation::kShutdown, absl::Now() - began);
+}
+
 void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s,
                                     const std::string& detail, const std::vector<state::TrainWorker>* workers) {
   const bool ended = s == state::TrainAttemptState::kFinished || s == state::TrainAttemptState::kErrored ||
@@ -271,8 +285,15 @@ void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainA
     a.status_detail = detail;
     if (ended) a.end_time_ms = NowUnixMs();
     if (workers == nullptr) return;
+    // A worker's report time is the record's, not the caller's copy's.
+    std::map<std::string, double> blocked;
+    for (const state::TrainWorker& w : a.workers) blocked[w.actor_id.Hex()] = w.report_total_blocked_time_s;
     a.num_workers = static_cast<int>(workers->size());
     a.workers = *workers;
+    for (state::TrainWorker& w : a.workers) {
+      auto it = blocked.find(w.actor_id.Hex());
+      if (it != blocked.end()) w.report_total_blocked_time_s = it->second;
+    }
   });
   if (s != state::TrainAttemptState::kRunning || workers == nullptr) return;
   // A new group: no node of it drains (a draining node takes no new work).
@@ -358,6 +379,7 @@ void TrainController::CommitCheckpoint(const Checkpoint& checkpoint) {
 }
 
 ReportReply TrainController::WorkerReport(ReportRequest request) {
+  const absl::Time arrived = absl::Now();
   ReportReply reply;
   bool paused_now = false;
   {
@@ -388,6 +410,15 @@ ReportReply TrainController::WorkerReport(ReportRequest request) {
     reply.committed = checkpoints_.Latest();
     reply.preemption = preemption_;
   }
+  // How long the rank waited for its round: Ray's report blocked time.
+  recorder_.UpdateLater([&, blocked = absl::ToDoubleSeconds(absl::Now() - arrived)](state::TrainRun& r) {
+    for (state::TrainAttempt& a : r.attempts) {
+      if (a.attempt_id != request.attempt_id) continue;
+      for (state::TrainWorker& w : a.workers) {
+        if (w.alive && w.world_rank == request.rank) w.report_total_blocked_time_s += blocked;
+      }
+    }
+  });
   if (paused_now && elastic_) elastic_->OnPaused();
   return reply;
 }

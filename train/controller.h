@@ -65,6 +65,7 @@ class TrainController : private RunControl {
   ReportState Snapshot() override ABSL_LOCKS_EXCLUDED(mu_);
   void CommitCheckpoint(const Checkpoint& checkpoint) override ABSL_LOCKS_EXCLUDED(mu_);
   void UpdateRecord(const std::function<void(state::TrainRun&)>& change) override { recorder_.Update(change); }
+  void AddGroupTime(GroupOperation op, absl::Duration took) override;
   state::TrainRunState State() const override { return state_; }
   int Attempts() const override { return attempts_; }
   int Failures() const override { return failures_; }
@@ -79,6 +80,8 @@ class TrainController : private RunControl {
   // RESCHEDULING while the resources are not there, up to the scheduling
   // timeout (DeadlineExceeded then).
   absl::StatusOr<std::unique_ptr<WorkerGroup>> Schedule(int n, const std::string& attempt_id);
+  // Shuts `group` down, counting the time it took.
+  void ShutdownGroup(WorkerGroup& group);
   // Runs the loops of a started group to their end.
   WorkerGroup::Outcome RunAttempt(WorkerGroup& group, const std::string& attempt_id,
                                   const ActorHandle<TrainController>& self);

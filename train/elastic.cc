@@ -370,7 +370,9 @@ void ElasticDriver::Drop(const std::string& name) {
       if (arrived_.erase(key) > 0) plans_[key].leave = true;
     }
   }
+  const absl::Time began = absl::Now();
   slice->Release();
+  c_->AddGroupTime(RunControl::GroupOperation::kShutdown, absl::Now() - began);
 }
 
 int ElasticDriver::AcquireSlices(int want) {
@@ -379,10 +381,12 @@ int ElasticDriver::AcquireSlices(int want) {
   LogReservingSlices(c_->Log(), want, sc.topology);
   int got = 0;
   for (int i = 0; i < want; ++i) {
+    const absl::Time tried = absl::Now();
     auto slice = HeldSlice::Reserve(sc, kReserveTry);
     if (!slice.ok()) break;
     absl::Status started = (*slice)->StartWorkers(attempt_id_, sc.resources_per_worker, c_->Spec().worker_env,
                                                   absl::Milliseconds(c_->Spec().worker_start_timeout_ms));
+    c_->AddGroupTime(RunControl::GroupOperation::kStart, absl::Now() - tried);
     if (!started.ok()) {
       LogRetryingLaunch(c_->Log(), started.message());
       continue;  // the slice is given back; the next event tries again

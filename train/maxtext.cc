@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "manta/errors.h"
+#include "train/chip_publisher.h"
 #include "train/kernels/config.h"
 #include "train/kernels/memory.h"
 #include "train/kernels/session.h"
@@ -41,6 +42,8 @@ std::map<std::string, double> StepReport(const StepMetrics& m, double total_weig
 absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
   const auto began = std::chrono::steady_clock::now();
   RunOptions options;
+  std::unique_ptr<ChipPublisher> chips = ChipPublisher::FromEnvironment(ctx.chips);
+  options.activity = chips.get();
   if (std::optional<Checkpoint> committed = GetCheckpoint(); committed.has_value()) {
     options.restore_from = committed->path;
   } else if (ctx.attempt_number > 1) {
@@ -91,6 +94,7 @@ class ElasticLoop {
     auto session = TrainingSession::Create(config_, global_batch);
     if (!session.ok()) return session.status();
     session_ = std::move(*session);
+    chips_ = ChipPublisher::FromEnvironment(first.chips);
     internal::SetInterruptHandler([this](const std::string& why) { session_->Interrupt(why); });
     JoinInstruction join = internal::CurrentJoin();
     while (true) {
@@ -147,6 +151,7 @@ class ElasticLoop {
  private:
   RunOptions Options() {
     RunOptions o;
+    o.activity = chips_.get();
     const bool replicated = session_->mesh() != nullptr && session_->mesh()->dcn(1) == 1 && session_->mesh()->dcn(2) == 1;
     const double total_weights = static_cast<double>(session_->global_batch() * config_.max_target_length);
     o.commit = [this, replicated, total_weights](const StepMetrics& m) {
@@ -180,6 +185,7 @@ class ElasticLoop {
   }
 
   const Config config_;
+  std::unique_ptr<ChipPublisher> chips_;  // before the session, which calls it
   std::unique_ptr<TrainingSession> session_;
   std::optional<Checkpoint> pending_checkpoint_;  // saved after a step, reported with the next
   std::map<std::string, double> last_metrics_;    // of the last step this worker reported

@@ -59,6 +59,10 @@ class RunControl {
   virtual void CommitCheckpoint(const Checkpoint& checkpoint) = 0;
   // Applies `change` to the run's record; sent at once.
   virtual void UpdateRecord(const std::function<void(state::TrainRun&)>& change) = 0;
+  // Adds `took` to the run's time spent starting or shutting down worker
+  // groups (Ray's ray_train_worker_group_*_total_time_s); sent within a second.
+  enum class GroupOperation { kStart, kShutdown };
+  virtual void AddGroupTime(GroupOperation op, absl::Duration took) = 0;
   // The record of attempt `attempt_id`: its state, detail and (when given) workers.
   virtual void RecordAttempt(const std::string& attempt_id, state::TrainAttemptState s, const std::string& detail,
                              const std::vector<state::TrainWorker>* workers) = 0;

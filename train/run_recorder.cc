@@ -34,6 +34,12 @@ void RunRecorder::Update(const std::function<void(state::TrainRun&)>& change) {
   urgent_ = true;
 }
 
+void RunRecorder::UpdateLater(const std::function<void(state::TrainRun&)>& change) {
+  absl::MutexLock lock(&mu_);
+  change(run_);
+  ++run_.version;
+}
+
 void RunRecorder::AddMetrics(int64_t step, const std::map<std::string, double>& metrics) {
   absl::MutexLock lock(&mu_);
   state::TrainMetricPoint p;

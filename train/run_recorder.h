@@ -32,6 +32,8 @@ class RunRecorder {
 
   // Applies `change` to the record and bumps its version; sent at once.
   void Update(const std::function<void(state::TrainRun&)>& change) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, for a change that may wait: sent within a second.
+  void UpdateLater(const std::function<void(state::TrainRun&)>& change) ABSL_LOCKS_EXCLUDED(mu_);
   // Appends a point of rank 0's metrics; sent within a second.
   void AddMetrics(int64_t step, const std::map<std::string, double>& metrics) ABSL_LOCKS_EXCLUDED(mu_);
   state::TrainRun Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -50,6 +50,7 @@ rpc::TrainRunInfo ToProto(const TrainRunData& d, const JobId& job) {
       wo->set_slice_name(w.slice_name);
       wo->set_status(w.alive ? rpc::TrainWorkerInfo::ACTIVE : rpc::TrainWorkerInfo::DEAD);
       ToProto(w.resources, wo->mutable_resources());
+      wo->set_report_total_blocked_time_s(w.report_total_blocked_time_s);
     }
   }
   info.set_num_failures(d.num_failures);
@@ -59,6 +60,8 @@ rpc::TrainRunInfo ToProto(const TrainRunData& d, const JobId& job) {
   info.set_max_workers(d.max_workers);
   info.set_storage_path(d.storage_path);
   info.set_version(d.version);
+  info.set_worker_group_start_total_time_s(d.worker_group_start_total_time_s);
+  info.set_worker_group_shutdown_total_time_s(d.worker_group_shutdown_total_time_s);
   return info;
 }
 
@@ -93,6 +96,7 @@ TrainRunData FromProto(const rpc::TrainRunInfo& info) {
       wo.slice_name = w.slice_name();
       wo.alive = w.status() == rpc::TrainWorkerInfo::ACTIVE;
       wo.resources.insert(w.resources().begin(), w.resources().end());
+      wo.report_total_blocked_time_s = w.report_total_blocked_time_s();
       out.workers.push_back(std::move(wo));
     }
     d.attempts.push_back(std::move(out));
@@ -111,6 +115,8 @@ TrainRunData FromProto(const rpc::TrainRunInfo& info) {
   d.max_workers = info.max_workers();
   d.storage_path = info.storage_path();
   d.version = info.version();
+  d.worker_group_start_total_time_s = info.worker_group_start_total_time_s();
+  d.worker_group_shutdown_total_time_s = info.worker_group_shutdown_total_time_s();
   return d;
 }
 

@@ -78,6 +78,19 @@ void DeviceTrainer::Init() {
   }
 }
 
+int64_t DeviceTrainer::BytesHeld() const {
+  int64_t floats = model_.allocated_floats();
+  int64_t doubles = 0;
+  using Buffers = const std::vector<FloatBuffer>*;
+  for (Buffers buffers : std::initializer_list<Buffers>{&state_->param, &state_->m, &state_->v, &grad_, &full_, &acc_}) {
+    for (const FloatBuffer& b : *buffers) floats += static_cast<int64_t>(b.size());
+  }
+  for (const DoubleBuffer& b : acc64_) doubles += static_cast<int64_t>(b.size());
+  const int64_t ints = static_cast<int64_t>(inputs_.size() + targets_.size());
+  return floats * static_cast<int64_t>(sizeof(float)) + doubles * static_cast<int64_t>(sizeof(double)) +
+         ints * static_cast<int64_t>(sizeof(int32_t));
+}
+
 ShardView DeviceTrainer::View() {
   ShardView v;
   v.fields.resize(3);

@@ -73,6 +73,9 @@ class DeviceTrainer : public BlockOps {
   // The state's arrays, for checkpoints.
   ShardView View();
   bool state_reused() const { return state_reused_; }
+  // Bytes of the arrays this device holds: its state, gradients, gathered
+  // parameters and the model's activations.
+  int64_t BytesHeld() const;
   // Gives the state up (the trainer is done with it).
   std::unique_ptr<DeviceState> TakeState() { return std::move(state_); }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -30,6 +31,28 @@ std::shared_ptr<spdlog::logger> Logger() {
   auto l = spdlog::get("train");
   return l ? l : spdlog::default_logger();
 }
+
+// Tells a DeviceActivity (if any) that a device's step ended: at Now(), or
+// on leaving the scope for a step that was discarded or broke.
+class StepEnd {
+ public:
+  StepEnd(DeviceActivity* activity, int local, std::function<double()> transfer_seconds,
+          std::function<int64_t()> bytes_held)
+      : activity_(activity), local_(local), transfer_(std::move(transfer_seconds)), bytes_(std::move(bytes_held)) {}
+  ~StepEnd() { Now(); }
+  void Now() {
+    if (activity_ == nullptr || done_) return;
+    done_ = true;
+    activity_->StepEnded(local_, transfer_(), bytes_());
+  }
+
+ private:
+  DeviceActivity* const activity_;
+  const int local_;
+  const std::function<double()> transfer_;
+  const std::function<int64_t()> bytes_;
+  bool done_ = false;
+};
 
 // Rows of the global batch each device takes at once: per_device_batch_size
 // when it is whole and divides the device's rows, else all of them.
@@ -430,6 +453,11 @@ void TrainingSession::DeviceLoop(int local, const RunOptions& options, std::ofst
       const auto t0 = std::chrono::steady_clock::now();
       const StepSnapshot before{comm_->SecondsInCollectives(dev.device()), dev.reducer().busy_seconds(),
                                 dev.reducer().drain_seconds()};
+      if (options.activity != nullptr) options.activity->StepBegan(local);
+      // Ends the step for the activity however it ends (applied, discarded, broken).
+      StepEnd ended(
+          options.activity, local, [&] { return comm_->SecondsInCollectives(dev.device()) - before.comm; },
+          [&] { return dev.BytesHeld(); });
       const DeviceStepResult r = dev.ComputeGradients(step, data);
       // A trainer's commit decides before anything changes; without one the
       // processes vote on stopping once the step is applied, as before.
@@ -443,6 +471,7 @@ void TrainingSession::DeviceLoop(int local, const RunOptions& options, std::ofst
         return;
       }
       dev.ApplyUpdate(step, r);
+      ended.Now();
       StepMetrics m;
       if (local == 0) {
         next_step_ = step + 1;

@@ -52,6 +52,18 @@ enum class StepDecision {
   kDiscard,          // apply nothing and return: the group broke or is re-formed
 };
 
+// Told by each local device when it begins and ends a step, from the
+// device's own thread: how a host publishes what its chips do (the kernels
+// measure; the caller decides where it goes).
+class DeviceActivity {
+ public:
+  virtual ~DeviceActivity() = default;
+  virtual void StepBegan(int local_device) = 0;
+  // The step of `local_device` ended (applied or not): `transfer_seconds`
+  // of it went to collectives, and the device holds `bytes_held`.
+  virtual void StepEnded(int local_device, double transfer_seconds, int64_t bytes_held) = 0;
+};
+
 struct RunOptions {
   // OpenBLAS threads per product; 0 keeps the library's setting when one
   // device is local and uses 1 when several devices share the process.
@@ -82,6 +94,8 @@ struct RunOptions {
   // otherwise that checkpoint's step directory (.../checkpoints/<step>),
   // whatever enable_checkpointing says.
   std::optional<std::string> restore_from;
+  // Told of every local device's steps; null: nobody. Not owned.
+  DeviceActivity* activity = nullptr;
 };
 
 struct TrainingResult {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,43 @@ TEST(TrainLoopTest, LossFallsWellBelowLogVocab) {
   ASSERT_EQ(result->steps.size(), 30u);
   EXPECT_NEAR(result->steps[0].loss, std::log(256.0), 1.0);
   EXPECT_LT(result->steps.back().loss, 0.4 * std::log(256.0));
+}
+
+// Each local device tells the activity of every step it runs, from its own
+// thread, with what it moved and what it holds.
+TEST(TrainLoopTest, EveryDeviceReportsItsStepsToTheActivity) {
+  class Counting : public DeviceActivity {
+   public:
+    void StepBegan(int d) override {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_FALSE(in_step[d]);
+      in_step[d] = true;
+    }
+    void StepEnded(int d, double transfer_seconds, int64_t bytes_held) override {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_TRUE(in_step[d]);
+      in_step[d] = false;
+      ++ended[d];
+      transfer[d] += transfer_seconds;
+      bytes[d] = bytes_held;
+    }
+    std::mutex mu;
+    bool in_step[4] = {};
+    int ended[4] = {};
+    double transfer[4] = {};
+    int64_t bytes[4] = {};
+  } activity;
+  RunOptions options;
+  options.activity = &activity;
+  auto result = RunTraining(TinyConfig({"steps=3", "per_device_batch_size=2", "ici_fsdp_parallelism=4"}),
+                            LocalEnv(4), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(activity.ended[d], 3) << d;
+    EXPECT_FALSE(activity.in_step[d]);
+    EXPECT_GT(activity.transfer[d], 0) << "fsdp gathers the parameters";
+    EXPECT_GT(activity.bytes[d], 0);
+  }
 }
 
 class TrainMeshEquivalenceTest : public ::testing::TestWithParam<std::vector<std::string>> {};

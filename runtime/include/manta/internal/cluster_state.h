@@ -70,6 +70,7 @@ struct TrainWorkerData {
   std::string slice_name;
   bool alive = true;
   std::map<std::string, double> resources;
+  double report_total_blocked_time_s = 0;  // waiting for the controller's answers
 };
 
 struct TrainAttemptData {
@@ -106,6 +107,9 @@ struct TrainRunData {
   int max_workers = 0;
   std::string storage_path;
   int64_t version = 0;
+  // Seconds spent starting and shutting down worker groups, all attempts.
+  double worker_group_start_total_time_s = 0;
+  double worker_group_shutdown_total_time_s = 0;
 };
 
 class ClusterState {
