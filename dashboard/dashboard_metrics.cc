@@ -1,5 +1,7 @@
 #include "dashboard/dashboard_metrics.h"
 
+#include <unistd.h>
+
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -15,11 +17,16 @@ DashboardMetrics::DashboardMetrics(std::string session_name)
                                      "Requests the dashboard answered.", {"method", "endpoint", "http_status"})),
       duration_(registry_.AddHistogram("ray_dashboard_api_requests_duration_seconds",
                                        "Time the dashboard took to answer a request.", {"method", "endpoint"},
-                                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10})) {}
+                                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10})) {
+  registry_.AddCollector([this](metrics::Exposition& out) {
+    if (components_) components_->Collect({{::getpid(), "dashboard", true}}, out);
+  });
+}
 
 DashboardMetrics::~DashboardMetrics() { Stop(); }
 
 absl::Status DashboardMetrics::Start(const std::string& host, int port, const std::string& token) {
+  components_ = std::make_unique<metrics::ComponentStats>(host);  // before anything is served
   ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start({.host = host, .port = port, .token = token}, &registry_));
   return absl::OkStatus();
 }

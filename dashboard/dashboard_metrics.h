@@ -3,7 +3,9 @@
 // ray_dashboard_api_requests_count_requests_total{method,endpoint,http_status}
 // and ray_dashboard_api_requests_duration_seconds{method,endpoint}, where
 // endpoint is the route ("/api/jobs/{submission_id}/logs"), never a raw
-// path, so ids cannot grow the series. Every series carries SessionName.
+// path, so ids cannot grow the series; and its own process's
+// ray_component_*{Component="dashboard"} (component_stats.h). Every series
+// carries SessionName.
 //
 // Thread-safe: requests are counted from the HTTP server's threads.
 #pragma once
@@ -13,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/metrics/component_stats.h"
 #include "common/metrics/metrics.h"
 #include "common/metrics/metrics_server.h"
 
@@ -38,6 +41,7 @@ class DashboardMetrics {
   metrics::MetricsRegistry registry_;
   metrics::Counter* const requests_;
   metrics::Histogram* const duration_;
+  std::unique_ptr<metrics::ComponentStats> components_;  // set by Start, before serving
   std::unique_ptr<metrics::MetricsServer> server_;
 };
 

@@ -1,11 +1,14 @@
 #include "gcs/gcs_metrics.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <string_view>
 #include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -16,6 +19,7 @@
 #include "gcs/kv_manager.h"
 #include "gcs/node_manager.h"
 #include "gcs/placement_group_manager.h"
+#include "gcs/resource_manager.h"
 #include "gcs/task_event_manager.h"
 #include "gcs/train_run_manager.h"
 #include "nlohmann/json.hpp"
@@ -63,6 +67,46 @@ void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
   });
   Emit(out, "ray_cluster_active_nodes", "Nodes alive, by node type.", {"node_type"}, active);
   Emit(out, "ray_cluster_failed_nodes", "Nodes that died unexpectedly, by node type.", {"node_type"}, failed);
+  // What Ray's autoscaler reports, from what the head knows: Manta starts
+  // no nodes itself, so none is ever pending.
+  Counts pending;
+  for (const auto& [type, n] : active) pending[type] = 0;
+  Emit(out, "autoscaler_active_nodes", "Nodes alive, by node type.", {"NodeType"}, active);
+  Emit(out, "autoscaler_recently_failed_nodes", "Nodes that died unexpectedly, by node type.", {"NodeType"}, failed);
+  Emit(out, "autoscaler_pending_nodes", "Nodes being started, by node type (Manta starts none itself).",
+       {"NodeType"}, pending);
+}
+
+// autoscaler_cluster_resources and autoscaler_pending_resources: the alive
+// nodes' plain resources, and what work waiting for a node asks for (queued
+// and infeasible leases, placement groups' bundles without a node).
+void CollectClusterResources(ResourceManager* resources, PlacementGroupManager* groups, metrics::Exposition& out) {
+  rpc::GetClusterResourcesRequest request;
+  request.set_totals_only(true);
+  request.set_fold(true);
+  rpc::GetClusterResourcesReply reply;
+  resources->HandleGetClusterResources(request, &reply, Ignore);
+  Counts total, pending;
+  for (const auto& [name, q] : reply.totals().total()) {
+    total[{name}] = q;
+    pending[{name}] = 0;
+  }
+  for (const rpc::ResourceDemand& d : reply.demands()) {
+    const double n = static_cast<double>(d.num_ready_requests_queued() + d.num_infeasible_requests_queued());
+    for (const auto& [name, q] : d.shape()) pending[{name}] += q * n;
+  }
+  groups->ForEachGroup([&](const rpc::PlacementGroupInfo& g) {
+    if (g.state() != rpc::PlacementGroupInfo::PENDING && g.state() != rpc::PlacementGroupInfo::RESCHEDULING) return;
+    for (const rpc::Bundle& b : g.bundles()) {
+      if (!b.node_id().empty()) continue;
+      for (const auto& [name, q] : b.resources()) pending[{name}] += q;
+    }
+  });
+  Emit(out, "autoscaler_cluster_resources", "Resources of the alive nodes, by name.", {"resource"}, total);
+  Emit(out, "autoscaler_pending_resources",
+       "Resources that work waiting for a node asks for (queued and infeasible tasks and actors, placement groups "
+       "not yet placed), by name.",
+       {"resource"}, pending);
 }
 
 // Counts by (name, state, one more label) over entries read in place: the
@@ -84,20 +128,35 @@ class NameStateCounts {
   absl::flat_hash_map<std::tuple<std::string_view, int, std::string_view>, double> counts_;
 };
 
-void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups, metrics::Exposition& out) {
-  // Source is Ray's: "gcs" for states the head decides (all of them here).
-  NameStateCounts by_state;
-  actors->ForEachActor([&](const rpc::ActorInfo& a) { by_state.Add(a.class_name(), a.state(), a.address().ip()); });
-  Counts actor_states =
-      by_state.Done([](int s) { return rpc::ActorInfo::State_Name(static_cast<rpc::ActorInfo::State>(s)); });
-  Counts with_source;
-  for (auto& [labels, n] : actor_states) {
+// Labels (name, state, node) with `source` appended, into `into`.
+void AddSource(const Counts& counts, const std::string& source, Counts* into) {
+  for (const auto& [labels, n] : counts) {
     std::vector<std::string> l = labels;
-    l.push_back("gcs");
-    with_source[std::move(l)] = n;
+    l.push_back(source);
+    (*into)[std::move(l)] = n;
   }
-  Emit(out, "ray_actors", "Actors by class, state and the node they run on.", {"Name", "State", "NodeAddress", "Source"},
-       with_source);
+}
+
+// Source is Ray's: "gcs" for the states the head decides; "executor" for
+// what alive actors' workers do, as their task events show it (RUNNING_TASK
+// while one of its calls runs, else IDLE). `running`: the actors with a
+// call running.
+void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups,
+                            const absl::flat_hash_set<std::string_view>& running, metrics::Exposition& out) {
+  NameStateCounts by_state, by_activity;
+  actors->ForEachActor([&](const rpc::ActorInfo& a) {
+    by_state.Add(a.class_name(), a.state(), a.address().ip());
+    if (a.state() == rpc::ActorInfo::ALIVE) {
+      by_activity.Add(a.class_name(), running.contains(a.actor_id()) ? 1 : 0, a.address().ip());
+    }
+  });
+  Counts with_source;
+  AddSource(by_state.Done([](int s) { return rpc::ActorInfo::State_Name(static_cast<rpc::ActorInfo::State>(s)); }),
+            "gcs", &with_source);
+  AddSource(by_activity.Done([](int s) { return std::string(s == 1 ? "RUNNING_TASK" : "IDLE"); }), "executor",
+            &with_source);
+  Emit(out, "ray_actors", "Actors by class, state, the node they run on and who tells the state.",
+       {"Name", "State", "NodeAddress", "Source"}, with_source);
   Counts group_states;
   groups->ForEachGroup([&](const rpc::PlacementGroupInfo& g) {
     group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1;
@@ -105,13 +164,20 @@ void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups,
   Emit(out, "ray_placement_groups", "Placement groups by state.", {"State"}, group_states);
 }
 
-void CollectTasks(TaskEventManager* tasks, metrics::Exposition& out) {
+// ray_tasks; returns the actors with a call running (views into the table,
+// valid until the loop moves on).
+absl::flat_hash_set<std::string_view> CollectTasks(TaskEventManager* tasks, metrics::Exposition& out) {
   NameStateCounts by_state;
-  tasks->ForEachTask([&](const rpc::TaskEvent& t) { by_state.Add(t.name(), t.state(), t.attempt() > 0 ? "1" : "0"); });
+  absl::flat_hash_set<std::string_view> running;
+  tasks->ForEachTask([&](const rpc::TaskEvent& t) {
+    by_state.Add(t.name(), t.state(), t.attempt() > 0 ? "1" : "0");
+    if (t.type() == rpc::TaskSpec::ACTOR_TASK && t.state() == rpc::TaskEvent::RUNNING) running.insert(t.actor_id());
+  });
   Emit(out, "ray_tasks",
        "Tasks by function, state and whether the attempt is a retry (the latest state of each attempt kept).",
        {"Name", "State", "IsRetry"},
        by_state.Done([](int s) { return rpc::TaskEvent::State_Name(static_cast<rpc::TaskEvent::State>(s)); }));
+  return running;
 }
 
 void CollectTrainRuns(TrainRunManager* runs, metrics::Exposition& out) {
@@ -127,8 +193,16 @@ void CollectTrainRuns(TrainRunManager* runs, metrics::Exposition& out) {
       {"ray_train_tokens_per_second_per_device", "tokens_per_second_per_device"},
       {"ray_train_tflops_per_device", "tflops_per_device"}};
   std::map<std::string, Counts> points;
-  Counts steps;
+  Counts steps, started, shut_down, blocked;
   for (const rpc::TrainRunInfo& run : reply.runs()) {
+    started[{run.name(), run.run_id()}] = run.worker_group_start_total_time_s();
+    shut_down[{run.name(), run.run_id()}] = run.worker_group_shutdown_total_time_s();
+    if (!run.attempts().empty()) {
+      for (const rpc::TrainWorkerInfo& w : run.attempts().rbegin()->workers()) {
+        blocked[{run.name(), run.run_id(), std::to_string(w.world_rank()), ToHex(w.actor_id())}] =
+            w.report_total_blocked_time_s();
+      }
+    }
     for (int s = rpc::TrainRunInfo::State_MIN; s <= rpc::TrainRunInfo::State_MAX; ++s) {
       if (!rpc::TrainRunInfo::State_IsValid(s)) continue;
       states[{run.name(), rpc::TrainRunInfo::State_Name(static_cast<rpc::TrainRunInfo::State>(s))}] =
@@ -145,6 +219,15 @@ void CollectTrainRuns(TrainRunManager* runs, metrics::Exposition& out) {
   Emit(out, "ray_train_controller_state", "1 for a training run's current controller state, 0 for the others.",
        {"ray_train_run_name", "ray_train_controller_state"}, states);
   Emit(out, "ray_train_step", "The latest step a training run reported.", {"ray_train_run_name"}, steps);
+  Emit(out, "ray_train_worker_group_start_total_time_s",
+       "Seconds the run's controller spent reserving and starting worker groups, over all attempts.",
+       {"ray_train_run_name", "ray_train_run_id"}, started);
+  Emit(out, "ray_train_worker_group_shutdown_total_time_s",
+       "Seconds the run's controller spent shutting worker groups down, over all attempts.",
+       {"ray_train_run_name", "ray_train_run_id"}, shut_down);
+  Emit(out, "ray_train_report_total_blocked_time_s",
+       "Seconds each worker of the run's latest attempt waited in its reports for the controller's answer.",
+       {"ray_train_run_name", "ray_train_run_id", "ray_train_worker_world_rank", "ray_train_worker_actor_id"}, blocked);
   for (const auto& [name, key] : kPoint) {
     Emit(out, name, "The latest step's " + key + ", as the training run reported it.", {"ray_train_run_name"},
          points[name]);
@@ -158,10 +241,12 @@ GcsMetrics::GcsMetrics(GcsMetricsOptions options, EventLoop* loop, Tables tables
       loop_(loop),
       tables_(tables),
       registry_(metrics::Labels{{"SessionName", options_.session_name}}),
-      server_metrics_(&registry_) {
+      server_metrics_(&registry_),
+      component_(options_.host) {
   // Scrapes come on the server's threads; the tables live on the loop.
   registry_.AddCollector(metrics::OnLoop(loop_, &registry_, alive_, [this](metrics::Exposition& out) { Collect(out); },
                                          kCollectTimeout));
+  registry_.AddCollector([this](metrics::Exposition& out) { component_.Collect({{::getpid(), "gcs", true}}, out); });
 }
 
 GcsMetrics::~GcsMetrics() { Stop(); }
@@ -204,8 +289,9 @@ void GcsMetrics::Stop() {
 void GcsMetrics::Collect(metrics::Exposition& out) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   CollectNodes(tables_.nodes, out);
-  CollectActorsAndGroups(tables_.actors, tables_.groups, out);
-  CollectTasks(tables_.tasks, out);
+  CollectClusterResources(tables_.resources, tables_.groups, out);
+  const absl::flat_hash_set<std::string_view> running = CollectTasks(tables_.tasks, out);
+  CollectActorsAndGroups(tables_.actors, tables_.groups, running, out);
   CollectTrainRuns(tables_.train_runs, out);
 }
 

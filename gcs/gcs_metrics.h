@@ -5,10 +5,19 @@
 // --metrics_export_port, and <session_dir>/prom_metrics_service_discovery.json.
 // At each scrape it reads the GCS's tables on the loop and reports, in Ray's
 // names: ray_cluster_active_nodes{node_type}, ray_cluster_failed_nodes{node_type},
-// ray_actors{Name,State}, ray_placement_groups{State}, ray_tasks{Name,State},
-// ray_train_controller_state{ray_train_run_name,ray_train_controller_state}
-// and each run's latest step (ray_train_step, _loss, _step_time_s,
-// _tokens_per_second_per_device, _tflops_per_device). Every series carries
+// what Ray's autoscaler reports from what the head knows
+// (autoscaler_active_nodes, _recently_failed_nodes and _pending_nodes by
+// NodeType; autoscaler_cluster_resources and _pending_resources by
+// resource), ray_actors{Name,State,NodeAddress,Source} (Source "gcs": the
+// head's states; "executor": IDLE or RUNNING_TASK for alive actors, from
+// their workers' task events), ray_placement_groups{State},
+// ray_tasks{Name,State,IsRetry},
+// ray_train_controller_state{ray_train_run_name,ray_train_controller_state},
+// each run's latest step (ray_train_step, _loss, _step_time_s,
+// _tokens_per_second_per_device, _tflops_per_device), its controller's
+// ray_train_worker_group_start_total_time_s and _shutdown_total_time_s, and
+// ray_train_report_total_blocked_time_s of its latest attempt's workers; and
+// its own process's ray_component_*{Component="gcs"}. Every series carries
 // SessionName.
 //
 // The discovery file lists every live metrics target, as Ray's does:
@@ -30,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/event_loop.h"
+#include "common/metrics/component_stats.h"
 #include "common/metrics/discovery.h"
 #include "common/metrics/metrics.h"
 #include "common/metrics/metrics_server.h"
@@ -44,6 +54,7 @@ class PlacementGroupManager;
 class TaskEventManager;
 class TrainRunManager;
 class KvManager;
+class ResourceManager;
 
 struct GcsMetricsOptions {
   int port = -1;  // -1: no metrics port (and no discovery file)
@@ -71,6 +82,7 @@ class GcsMetrics {
     TaskEventManager* tasks;
     TrainRunManager* train_runs;
     KvManager* kv;
+    ResourceManager* resources;
   };
 
   GcsMetrics(GcsMetricsOptions options, EventLoop* loop, Tables tables);
@@ -98,6 +110,7 @@ class GcsMetrics {
   const Tables tables_;
   metrics::MetricsRegistry registry_;
   rpc::ServerMetrics server_metrics_;
+  metrics::ComponentStats component_;  // this process
   std::unique_ptr<metrics::MetricsServer> server_;
   // Writes the discovery file off the loop, one write at a time.
   ThreadPool writer_{1};

@@ -184,7 +184,8 @@ class GcsServer::Impl {
     });
     metrics_ = std::make_unique<GcsMetrics>(
         options_.metrics, loop_,
-        GcsMetrics::Tables{nodes_.get(), actors_.get(), pgs_.get(), task_events_.get(), train_runs_.get(), kv_.get()});
+        GcsMetrics::Tables{nodes_.get(), actors_.get(), pgs_.get(), task_events_.get(), train_runs_.get(), kv_.get(),
+                           resources_.get()});
     kv_->SetChangeListener([this](const std::string& ns) {
       if (ns == kMetricsKvNamespace) metrics_->OnTargetsChanged();
     });

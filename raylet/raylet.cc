@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/id.h"
+#include "common/metrics/stats_page.h"
 #include "common/package_name.h"
 #include "raylet/raylet_log.h"
 #include "common/rpc/connection_gate.h"
@@ -62,13 +63,24 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     rpc::ConfigureServerBuilder(&builder);
     std::string address = options_.node_ip + ":" + std::to_string(options_.port);
     builder.RegisterService(this);
+    // Workers publish pages for the metrics in the node's stats directory.
+    std::string stats_dir;
+    if (options_.metrics_port >= 0 && !options_.session_dir.empty()) {
+      stats_dir = metrics::NodeStatsDir(options_.session_dir, node_id_.Hex());
+      if (absl::Status made = MakeDirs(stats_dir); !made.ok()) {
+        Log()->warn("no stats pages: {}", made.ToString());
+        stats_dir.clear();
+      }
+    }
     metrics_ = std::make_unique<RayletMetrics>(
         RayletMetricsOptions{.port = options_.metrics_port,
                              .host = options_.node_ip,
                              .token = options_.metrics_token,
                              .session_name = options_.session_name,
-                             .is_head = options_.is_head},
-        loop_, [this] { return Resources(); });
+                             .is_head = options_.is_head,
+                             .stats_dir = stats_dir,
+                             .tpu = TpuHostOf(options_.resources, options_.node_ip)},
+        loop_, [this] { return Resources(); }, [this] { return WorkerProcesses(); });
     if (metrics_->enabled()) metrics_->server_metrics()->Install(&builder);
     auto server = rpc::GatedServer::Start(&builder, address, options_.token);
     if (!server.ok()) return server.status();
@@ -234,6 +246,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     popts.token_file = options_.token.empty() ? "" : options_.token_file;
     popts.token = options_.token;
     popts.session_dir = options_.session_dir;
+    popts.stats_dir = metrics_ ? metrics_->stats_dir() : "";
     popts.max_workers = options_.max_workers;
     popts.idle_timeout = options_.idle_worker_timeout;
     popts.start_timeout = options_.worker_start_timeout;
@@ -253,10 +266,14 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     local_.SetChangeListener([this] { reports_->Request(); });
     leases_->SetDemandsListener([this] { reports_->Request(); });
     leases_->SetGrantListener([this](const rpc::TaskSpec& spec, const LeasedWorker& worker) {
-      if (spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) return;
+      if (spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) {
+        worker_names_[worker.worker_id] = {spec.function_name(), false};
+        return;
+      }
       std::string name = spec.actor_creation().class_name();
       if (name.empty()) name = spec.function_name().substr(0, spec.function_name().find("::"));
       logs_->SetName(worker.worker_id, name);
+      worker_names_[worker.worker_id] = {name, true};
     });
     leases_->SetGroupCheck([this](const PlacementGroupId& group, std::function<void(bool)> answer) {
       rpc::GetPlacementGroupRequest req;
@@ -302,7 +319,27 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                                 [this](const JobId& job) { return pool_ && pool_->HasWorkersOf(job); });
   }
 
+  // The live workers and what each runs, for the metrics.
+  std::vector<WorkerProcess> WorkerProcesses() const {
+    std::vector<WorkerProcess> out;
+    if (!pool_) return out;
+    pool_->ForEachProcess([&](const WorkerId& id, int pid, bool leased) {
+      auto it = worker_names_.find(id);
+      // An actor's process is its class's for life; a task worker is its
+      // function's while leased.
+      const bool named = it != worker_names_.end() && (leased || it->second.actor);
+      out.push_back({id, pid, "ray::" + (named ? it->second.name : std::string("IDLE"))});
+    });
+    return out;
+  }
+
   void OnWorkerExit(const WorkerExit& exit) {
+    auto named = worker_names_.find(exit.worker_id);
+    const WorkerName name = named == worker_names_.end() ? WorkerName{} : named->second;
+    if (named != worker_names_.end()) worker_names_.erase(named);
+    // "killed by signal 9 (Killed)", not sent by the pool.
+    const bool sigkill = !exit.intentional && exit.detail.rfind("killed by signal 9 ", 0) == 0;
+    if (metrics_) metrics_->OnWorkerExit(exit.worker_id, sigkill, name.name, name.actor);
     logs_->RemoveWorker(exit.worker_id);
     bool held_lease = leases_->OnWorkerExit(exit.worker_id);
     if (!held_lease || shutting_down_ || !link_->registered()) return;
@@ -569,6 +606,12 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   std::unique_ptr<LogForwarder> logs_;
   std::unique_ptr<ReportThrottle> reports_;
   bool logs_failing_ = false;
+  // What each worker was last granted for: an actor's class, or a function.
+  struct WorkerName {
+    std::string name;
+    bool actor = false;
+  };
+  absl::flat_hash_map<WorkerId, WorkerName> worker_names_;
 };
 
 Raylet::Raylet(RayletOptions options, EventLoop* loop) : impl_(std::make_unique<Impl>(std::move(options), loop)) {}

@@ -39,6 +39,7 @@ std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const Wor
       {"MANTA_GCS_ADDRESS", o.gcs_address},
   };
   if (!o.session_dir.empty()) vars.emplace_back("MANTA_SESSION_DIR", o.session_dir);
+  if (!o.stats_dir.empty()) vars.emplace_back("MANTA_STATS_DIR", o.stats_dir);
   if (!o.token_file.empty()) {
     vars.emplace_back("MANTA_TOKEN_FILE", o.token_file);
   } else if (!o.token.empty()) {
@@ -48,7 +49,8 @@ std::vector<std::string> WorkerEnvironment(const WorkerPoolOptions& o, const Wor
     bool overridden = false;
     for (const auto& [k, v] : vars) overridden |= kv.substr(0, k.size() + 1) == k + "=";
     // Variables only the pool sets must not leak in from elsewhere.
-    return overridden || kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=";
+    return overridden || kv.substr(0, 11) == "MANTA_TOKEN" || kv.substr(0, 18) == "MANTA_SESSION_DIR=" ||
+           kv.substr(0, 16) == "MANTA_STATS_DIR=";
   };
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -139,6 +141,13 @@ int WorkerPool::PidOf(const WorkerId& worker) const {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = workers_.find(worker);
   return it == workers_.end() ? 0 : it->second->pid;
+}
+
+void WorkerPool::ForEachProcess(const std::function<void(const WorkerId&, int pid, bool leased)>& visit) const {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  for (const auto& [id, w] : workers_) {
+    if (w->pid > 0 && w->state != State::kKilling) visit(id, w->pid, w->state == State::kLeased);
+  }
 }
 
 bool WorkerPool::HasWorkersOf(const JobId& job) const {

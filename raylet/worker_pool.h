@@ -20,6 +20,9 @@
 //                        killed raylet leaves no workers behind
 //   MANTA_GCS_ADDRESS    ip:port of the GCS
 //   MANTA_SESSION_DIR    the session directory (unset when there is none)
+//   MANTA_STATS_DIR      where the worker publishes its stats pages for the
+//                        raylet's metrics (common/metrics/stats_page.h);
+//                        unset when the raylet serves no metrics
 //   MANTA_TOKEN_FILE     file with the cluster token (or MANTA_TOKEN, the
 //                        token itself, when the raylet has no token file);
 //                        neither is set when auth is off
@@ -71,6 +74,7 @@ struct WorkerPoolOptions {
   std::string token_file;  // preferred over token
   std::string token;       // both empty: auth off
   std::string session_dir;  // empty: logs go to /tmp/manta/worker_logs
+  std::string stats_dir;    // MANTA_STATS_DIR; empty: none
   // Workers started ahead of need (Prestart) only while fewer than this many
   // are alive. Workers for leases that hold resources are always started.
   int max_workers = 4;
@@ -140,6 +144,9 @@ class WorkerPool : public WorkerPoolInterface {
   size_t num_starting() const;
   // The pid of a live worker; 0 when unknown.
   int PidOf(const WorkerId& worker) const;
+  // Visits each live worker process (started, idle or leased, not being
+  // killed): its id, pid and whether a lease holds it.
+  void ForEachProcess(const std::function<void(const WorkerId&, int pid, bool leased)>& visit) const;
   // Whether any worker of `job` (in any state) is still known to the pool.
   bool HasWorkersOf(const JobId& job) const;
 

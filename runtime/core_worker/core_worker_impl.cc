@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -158,6 +159,7 @@ absl::Status CoreWorkerImpl::Start() {
     raylet_address_ = options_.raylet_address;
     if (auto s = RegisterWithRaylet(); !s.ok()) return s;
     ConfigureSubmitters();
+    PublishStats();
     return absl::OkStatus();
   }
   auto cluster =
@@ -211,6 +213,7 @@ bool CoreWorkerImpl::Stop() {
   loop_.Post([this] {
     tasks_.DropTimers();
     task_event_timer_.reset();
+    stats_timer_.reset();
     loop_.Stop();
   });
   if (io_thread_.joinable()) io_thread_.join();
@@ -218,6 +221,24 @@ bool CoreWorkerImpl::Stop() {
   fetches_.Stop();
   if (quiet) pushes_.FreeEnded();
   return quiet;
+}
+
+void CoreWorkerImpl::PublishStats() {
+  const std::string dir = Env("MANTA_STATS_DIR");
+  if (dir.empty()) return;
+  auto page = metrics::StatsPage::Open(metrics::WorkerPagePath(dir, worker_id_.Hex()));
+  if (!page.ok()) {
+    Logger("core_worker")->warn("no stats page for the raylet's metrics: {}", page.status().ToString());
+    return;
+  }
+  stats_page_ = std::move(*page);
+  loop_.Post([this] {
+    stats_timer_ = loop_.RunEvery(absl::Seconds(1), [this] {
+      const auto bytes = static_cast<uint64_t>(std::max<int64_t>(0, store_.bytes()));
+      if (stats_page_->Read()[metrics::kWorkerHeapBytes] == bytes) return;
+      stats_page_->Write([bytes](metrics::StatsPage::Slots& s) { s[metrics::kWorkerHeapBytes] = bytes; });
+    });
+  });
 }
 
 void CoreWorkerImpl::SetSelfAddress(rpc::Address address) {

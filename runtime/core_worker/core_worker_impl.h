@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/event_loop.h"
+#include "common/metrics/stats_page.h"
 #include "common/rpc/connection_gate.h"
 #include "common/rpc/grpc_util.h"
 #include "gcs/client/sync_gcs_client.h"
@@ -248,6 +249,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   // Makes `address` this process's (address_proto_ and address_) and tells
   // the rooms that name it; before any task or ref uses it.
   void SetSelfAddress(rpc::Address address);
+  // A worker with MANTA_STATS_DIR opens its stats page and keeps it current.
+  void PublishStats();
   // Tells the submitters who submits, once registered.
   void ConfigureSubmitters();
   absl::Status RegisterJob();
@@ -339,6 +342,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   std::string log_poll_incarnation_;
   std::unique_ptr<EventLoop::Timer> log_poll_timer_;
   std::unique_ptr<EventLoop::Timer> task_event_timer_;
+  // A worker's stats page (MANTA_STATS_DIR): the bytes its store holds, for
+  // its raylet's metrics, refreshed each second on the io loop.
+  std::unique_ptr<metrics::StatsPage> stats_page_;
+  std::unique_ptr<EventLoop::Timer> stats_timer_;
   std::atomic<bool> stopping_{false};
 
   friend class PushTasksReactor;
