@@ -3,12 +3,16 @@
 // service-discovery file, `promtool check metrics` accepts every endpoint,
 // and a real Prometheus server (Debian's) scraping from that file answers
 // ray_cluster_active_nodes with the live nodes and ray_actors{State="ALIVE"}
-// with the live actors, also after a host dies.
+// with the live actors, also after a host dies. Over a training run on the
+// slice, every panel of Ray's default and train dashboards but the GPU ones
+// draws (each of its targets, as Ray writes it, returns data), and the TPU
+// chips' utilisation rises while steps run and falls back when idle.
 #include <httplib.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +28,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster_fixture.h"
+#include "tests/ray_dashboard_panels.h"
+#include "tests/train_config.h"
 
 namespace manta::testing {
 namespace {
@@ -80,7 +86,9 @@ std::string PromtoolProblems(const std::string& text, const std::string& dir) {
       "ray_node_mem_total non-counter metrics should not have \"_total\" suffix",
       "ray_node_cpu_count non-histogram and non-summary metrics should not have \"_count\" suffix",
       "ray_grpc_server_req_process_time_ms metric names should not contain abbreviated units",
-      "ray_grpc_server_req_process_time_ms use base unit \"seconds\" instead of \"milliseconds\""};
+      "ray_grpc_server_req_process_time_ms use base unit \"seconds\" instead of \"milliseconds\"",
+      "ray_component_rss_mb metric names should not contain abbreviated units",
+      "ray_tpu_memory_total non-counter metrics should not have \"_total\" suffix"};
   std::string problems;
   for (absl::string_view line : absl::StrSplit(check.out, '\n', absl::SkipEmpty())) {
     bool rays = false;
@@ -112,20 +120,6 @@ void AddServedNames(const std::string& text, std::set<std::string>& names) {
   }
 }
 
-// What Manta's dashboards read of Ray's that no daemon serves yet (issue
-// 41, part 2): this list shrinks to nothing as they come.
-const std::set<std::string>& NotYetServed() {
-  static const auto* names = new std::set<std::string>{
-      "autoscaler_active_nodes", "autoscaler_cluster_resources", "autoscaler_pending_nodes",
-      "autoscaler_pending_resources", "autoscaler_recently_failed_nodes", "ray_component_cpu_percentage",
-      "ray_component_mem_shared_bytes", "ray_component_rss_mb", "ray_memory_manager_worker_eviction_total",
-      "ray_object_store_memory", "ray_tpu_duty_cycle", "ray_tpu_memory_bandwidth_utilization",
-      "ray_tpu_memory_total", "ray_tpu_memory_used", "ray_tpu_tensorcore_utilization",
-      "ray_train_report_total_blocked_time_s", "ray_train_worker_group_shutdown_total_time_s",
-      "ray_train_worker_group_start_total_time_s"};
-  return *names;
-}
-
 // Manta's Grafana dashboards as the head wrote them into the session: each
 // is JSON with panels, and every metric of Ray's (ray_, autoscaler_) that a
 // panel or variable reads is one that `served` has. (The model server's
@@ -139,7 +133,7 @@ void ExpectDashboardsReadServedMetrics(const std::string& session, const std::se
     ASSERT_TRUE(model.is_object() && model["panels"].is_array() && !model["panels"].empty()) << file;
     for (const std::string& name : metrics::DashboardMetricNames(model)) {
       if (!absl::StartsWith(name, "ray_") && !absl::StartsWith(name, "autoscaler_")) continue;
-      EXPECT_TRUE(served.count(name) || NotYetServed().count(name))
+      EXPECT_TRUE(served.count(name))
           << file << " reads " << name << ", which no daemon serves";
     }
   }
@@ -193,11 +187,70 @@ class PrometheusServer {
     return last;
   }
 
+  // How many series `promql` gives points for over [start, now] at 1 s
+  // steps, as a Grafana panel asks; -1 when the query fails.
+  int SeriesWithData(const std::string& promql, absl::Time start) {
+    httplib::Client client("127.0.0.1", port_);
+    auto res = client.Get("/api/v1/query_range",
+                          httplib::Params{{"query", promql},
+                                          {"start", absl::StrCat(absl::ToUnixSeconds(start))},
+                                          {"end", absl::StrCat(absl::ToUnixSeconds(absl::Now()) + 1)},
+                                          {"step", "1"}},
+                          httplib::Headers{});
+    if (!res || res->status != 200) return -1;
+    nlohmann::json answer = nlohmann::json::parse(res->body, nullptr, false);
+    if (!answer.is_object() || answer["status"] != "success") return -1;
+    int n = 0;
+    for (const auto& series : answer["data"]["result"]) n += series["values"].empty() ? 0 : 1;
+    return n;
+  }
+
  private:
   const std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
+
+// The tiny model over the slice's 16 chips, `steps` steps, as a job that
+// `manta job submit` starts and does not wait for.
+CommandResult SubmitTraining(Cluster& cluster, const std::string& temp, int steps) {
+  const std::string dir = cluster.temp_dir() + "/train";
+  return cluster.RunManta({"job", "submit", "--temp-dir=" + temp, "--no-wait", "--",
+                           std::filesystem::absolute(Cluster::BinDir()).string() + "/maxtext_trainer",
+                           "--scheduling_timeout_s=60", kBaseConfig, "model_name=tiny",
+                           "steps=" + std::to_string(steps), "per_device_batch_size=1", "ici_fsdp_parallelism=4",
+                           "ici_tensor_parallelism=4", "base_output_directory=" + dir, "run_name=panels"});
+}
+
+// Evaluates every non-GPU panel of Ray's dashboards over [start, now], as
+// Grafana would draw it; prints one line per panel (its id, title, lines,
+// whether it draws) and expects each to draw, every line but those no TPU
+// cluster draws having data.
+void ExpectEveryPanelDraws(PrometheusServer& prometheus, absl::Time start) {
+  int drawing = 0, evaluated = 0;
+  for (const RayPanel& panel : RayDashboardPanels()) {
+    if (IsGpuPanel(panel)) continue;
+    ++evaluated;
+    const char* dashboard = panel.dashboard == RayPanel::kDefault ? "default" : "train";
+    std::string lines;
+    bool draws = false;
+    for (size_t t = 0; t < panel.targets.size(); ++t) {
+      const int series = prometheus.SeriesWithData(PanelQuery(panel, panel.targets[t]), start);
+      draws |= series > 0;
+      absl::StrAppend(&lines, t == 0 ? "" : " ", series);
+      if (!ExpectedEmpty(panel, t)) {
+        EXPECT_GT(series, 0) << dashboard << " panel " << panel.id << " (" << panel.title << ") target " << t
+                             << ": " << PanelQuery(panel, panel.targets[t]);
+      }
+    }
+    drawing += draws;
+    std::cout << "[panel] " << dashboard << " " << panel.id << " | " << panel.title << " | "
+              << panel.targets.size() << " | " << (draws ? "yes" : "no") << " | series per line: " << lines
+              << std::endl;
+  }
+  std::cout << "[panel] " << drawing << " of " << evaluated << " panels draw" << std::endl;
+  EXPECT_EQ(drawing, evaluated);
+}
 
 TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   if (!Installed("prometheus") || !Installed("promtool")) GTEST_SKIP() << "prometheus is not installed";
@@ -228,6 +281,10 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   }
   ExpectDashboardsReadServedMetrics(session, served);
 
+  PrometheusServer prometheus(cluster.temp_dir());
+  const absl::Time began = absl::Now();
+  ASSERT_TRUE(prometheus.Start(session + "/" + kSdFile, session + "/token").ok());
+
   // Three actors held by a driver.
   const std::string go = cluster.temp_dir() + "/go";
   auto driver = cluster.RunManta({"job", "submit", "--temp-dir=" + temp, "--no-wait", "--",
@@ -235,15 +292,14 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
                                   "held_actors", "3", go});
   ASSERT_EQ(driver.exit_code, 0) << driver.out << driver.err;
 
-  PrometheusServer prometheus(cluster.temp_dir());
-  ASSERT_TRUE(prometheus.Start(session + "/" + kSdFile, session + "/token").ok());
   EXPECT_EQ(prometheus.WaitFor("sum(ray_cluster_active_nodes)", 5, absl::Seconds(60)), 5);
   // With the labels Ray's panels filter on: where each runs, from the head.
   EXPECT_EQ(prometheus.WaitFor("sum(ray_actors{State=\"ALIVE\",Source=\"gcs\",NodeAddress!=\"\"})", 3,
                                absl::Seconds(60)),
             3);
   // Each actor's creation is a task the GCS keeps (ray_tasks counts them in place).
-  EXPECT_GE(prometheus.WaitFor("sum(ray_tasks{IsRetry=\"0\"})", 3, absl::Seconds(30)), 3);
+  EXPECT_TRUE(Cluster::WaitFor([&] { return prometheus.Query("sum(ray_tasks{IsRetry=\"0\"})") >= 3; },
+                               absl::Seconds(30)));
   EXPECT_EQ(prometheus.WaitFor("count(up{job=\"ray\"} == 1)", 7, absl::Seconds(30)), 7);
   EXPECT_GT(prometheus.WaitFor("sum(ray_resources{Name=\"TPU\",State=\"AVAILABLE\"})", 16, absl::Seconds(30)), 0);
   EXPECT_GT(prometheus.Query("sum(ray_grpc_server_req_finished_total)"), 0);
@@ -251,6 +307,23 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   EXPECT_EQ(prometheus.Query("count(ray_node_mem_total{IsHeadNode=\"true\",RayNodeType=\"head\"})"), 1);
   EXPECT_EQ(prometheus.Query("count(ray_node_mem_total{IsHeadNode=\"false\",RayNodeType=\"worker\"})"), 4);
   EXPECT_EQ(prometheus.Query("sum(ray_cluster_failed_nodes)"), 0) << "no failures is 0, not no data";
+
+  // The slice's 16 chips, idle; then busy while a training run steps, and
+  // idle again once it is done.
+  EXPECT_EQ(prometheus.WaitFor("count(ray_tpu_duty_cycle == 0)", 16, absl::Seconds(30)), 16);
+  auto train = SubmitTraining(cluster, temp, 15);
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  EXPECT_EQ(prometheus.WaitFor(R"(sum(ray_train_controller_state{ray_train_controller_state="FINISHED"}))", 1,
+                               absl::Seconds(60)),
+            1);
+  const absl::Duration since = absl::Now() - began;
+  for (const char* metric : {"ray_tpu_tensorcore_utilization", "ray_tpu_duty_cycle", "ray_tpu_memory_used"}) {
+    EXPECT_GT(prometheus.Query(absl::StrCat("min(max_over_time(", metric, "[", absl::ToInt64Seconds(since) + 1, "s]))")),
+              0)
+        << metric << ": every chip computed, holding its arrays, while the steps ran";
+  }
+  EXPECT_EQ(prometheus.WaitFor("sum(ray_tpu_duty_cycle) + sum(ray_tpu_memory_used)", 0, absl::Seconds(30)), 0)
+      << "idle chips, holding nothing, once the run is over";
 
   // A host dies: it leaves the discovery file and the live count.
   const pid_t host = AHostsRaylet(session);
@@ -260,6 +333,7 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   EXPECT_EQ(prometheus.WaitFor("sum(ray_cluster_active_nodes)", 4, absl::Seconds(60)), 4);
   EXPECT_EQ(prometheus.WaitFor("sum(ray_cluster_failed_nodes)", 1, absl::Seconds(30)), 1);
 
+  ExpectEveryPanelDraws(prometheus, began);
   std::ofstream(go) << "go";
   EXPECT_EQ(cluster.RunManta({"down", "--temp-dir=" + temp}, {}, absl::Seconds(60)).exit_code, 0);
 }
