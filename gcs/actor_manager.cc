@@ -196,7 +196,7 @@ void ActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& request,
   info.set_detached(o.detached());
   *info.mutable_owner_address() = spec.caller_address();
   *reply->mutable_actor() = info;
-  Logger("gcs")->info("actor registered actor_id={} class={} job_id={} name={}", id.Hex(), info.class_name(),
+  Logger("gcs")->debug("actor registered actor_id={} class={} job_id={} name={}", id.Hex(), info.class_name(),
                       job.Hex(), info.name());
   store_->Put(kSpecTable, spec.actor_id(), spec.SerializeAsString(), nullptr);
   // Writes apply in order: once the info is durable, so is the spec.
@@ -422,7 +422,7 @@ void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
       if (info.start_time_ms() == 0) info.set_start_time_ms(NowUnixMs());
       info.clear_death_cause();
       by_worker_[r.worker_address.worker_id()] = id;
-      Logger("gcs")->info("actor alive actor_id={} node_id={} pid={} restarts={}", id.Hex(), r.node.Hex(), r.pid,
+      Logger("gcs")->debug("actor alive actor_id={} node_id={} pid={} restarts={}", id.Hex(), r.node.Hex(), r.pid,
                           info.num_restarts());
       ReportCreation(a, rpc::TaskEvent::FINISHED, &r);
       PersistAndPublish(a, nullptr);

@@ -176,35 +176,56 @@ bool ActorScheduler::AvailableFits(const NodeId& node, const ResourceSet& demand
   return Holds(r->available(), demand);
 }
 
+std::optional<NodeId> ActorScheduler::FreeNode(const Attempt& a) {
+  // A soft node affinity: that node when it has room now.
+  const rpc::SchedulingStrategy& strategy = a.spec.scheduling_strategy();
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY) {
+    auto id = NodeId::FromBinary(strategy.node_id());
+    auto it = id.ok() ? nodes_.find(*id) : nodes_.end();
+    if (it != nodes_.end() && Fits(it->first, it->second, a) && !a.refused.contains(it->first) &&
+        AvailableFits(it->first, a.demand)) {
+      return it->first;
+    }
+  }
+  // The first node with room now, going round from the one after the last
+  // chosen: successive actors spread over equally good nodes, and a cluster
+  // with room anywhere costs a step or two, not a scan of every node.
+  auto start = next_node_ ? nodes_.lower_bound(*next_node_) : nodes_.begin();
+  auto it = start;
+  for (size_t seen = 0; seen < nodes_.size(); ++seen, ++it) {
+    if (it == nodes_.end()) it = nodes_.begin();
+    if (a.refused.contains(it->first) || !Fits(it->first, it->second, a) || !AvailableFits(it->first, a.demand)) {
+      continue;
+    }
+    auto after = std::next(it);
+    next_node_ = after == nodes_.end() ? std::nullopt : std::optional<NodeId>(after->first);
+    return it->first;
+  }
+  return std::nullopt;
+}
+
 void ActorScheduler::TrySchedule(const ActorId& actor) {
   auto it = attempts_.find(actor);
   if (it == attempts_.end()) return;
   Attempt& a = it->second;
   a.retry.reset();
   a.phase = Attempt::kWaiting;
-  std::vector<NodeId> fit, free_now;
+  if (std::optional<NodeId> node = FreeNode(a)) {
+    a.infeasible = false;
+    return Lease(actor, a, *node);
+  }
+  // No node has room by its last report.
+  std::vector<NodeId> untried;
+  a.infeasible = true;
   for (const auto& [id, node] : nodes_) {
     if (!Fits(id, node, a)) continue;
-    fit.push_back(id);
-    if (!a.refused.contains(id) && AvailableFits(id, a.demand)) free_now.push_back(id);
-  }
-  a.infeasible = fit.empty();
-  if (a.infeasible) return;  // OnNodeAdded tries again
-  std::vector<NodeId> untried;
-  for (const NodeId& id : fit) {
+    a.infeasible = false;
     if (!a.refused.contains(id)) untried.push_back(id);
   }
+  if (a.infeasible) return;  // OnNodeAdded tries again
   // A report may be stale: a node that looks full is still worth asking
   // before backing off.
-  const std::vector<NodeId>& candidates = free_now.empty() ? untried : free_now;
-  // A soft node affinity: that node when it has room now.
-  const rpc::SchedulingStrategy& strategy = a.spec.scheduling_strategy();
-  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY) {
-    for (const NodeId& id : free_now) {
-      if (id.Binary() == strategy.node_id()) return Lease(actor, a, id);
-    }
-  }
-  if (candidates.empty()) {
+  if (untried.empty()) {
     a.backoff = a.backoff == absl::ZeroDuration() ? options_.min_backoff
                                                   : std::min(a.backoff * 2, options_.max_backoff);
     uint64_t generation = a.generation;
@@ -216,7 +237,7 @@ void ActorScheduler::TrySchedule(const ActorId& actor) {
     });
     return;
   }
-  Lease(actor, a, candidates[rotation_++ % candidates.size()]);
+  Lease(actor, a, untried[rotation_++ % untried.size()]);
 }
 
 void ActorScheduler::Lease(const ActorId& actor, Attempt& a, const NodeId& node) {

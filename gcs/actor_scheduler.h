@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,9 @@ class ActorScheduler {
   bool Fits(const NodeId& id, const Node& node, const Attempt& a) const;
   bool AvailableFits(const NodeId& node, const ResourceSet& demand) const;
   void TrySchedule(const ActorId& actor);
+  // A node that fits `a`, has not refused it and has room now by its last
+  // report; nullopt when none has.
+  std::optional<NodeId> FreeNode(const Attempt& a);
   void Lease(const ActorId& actor, Attempt& a, const NodeId& node);
   void OnLeaseReply(const ActorId& actor, uint64_t generation, const NodeId& node, const LeaseId& lease,
                     const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply);
@@ -138,7 +142,10 @@ class ActorScheduler {
   std::map<NodeId, Node> nodes_;  // alive; ordered, for a stable rotation
   absl::flat_hash_map<ActorId, Attempt> attempts_;
   uint64_t next_generation_ = 1;
-  size_t rotation_ = 0;  // spreads successive actors over equally good nodes
+  size_t rotation_ = 0;  // spreads retries over nodes that look full
+  // Where the next search for a node with room starts (the node after the
+  // last chosen; none: the first).
+  std::optional<NodeId> next_node_;
   // The loop thread, which every handler and listener runs on.
   ThreadChecker thread_;
 };

@@ -148,7 +148,9 @@ TEST_F(TaskEventManagerTest, WhatRanOnAGoneProcessEndsFailedUntilItsRealEndArriv
   ASSERT_TRUE(AddEvents(m, {on_actor(running, rpc::TaskEvent::FINISHED, a1)}).ok());
   const rpc::ListTasksReply after = List(m);
   for (const auto& t : after.tasks()) {
-    if (t.task_id() == running) EXPECT_EQ(t.state(), rpc::TaskEvent::FINISHED);
+    if (t.task_id() == running) {
+      EXPECT_EQ(t.state(), rpc::TaskEvent::FINISHED);
+    }
   }
 }
 
