@@ -1,7 +1,8 @@
-// maxtext_trainer: the seeds' maxtext_ray_trainer.py in C++. A JaxTrainer
-// runs MaxText's train loop (the training kernels) on one worker per TPU host
-// of whole slices; every worker prints MaxText's step line and the driver
-// collapses the repeats.
+// maxtext_trainer: the C++ counterpart of the GKE TPU tutorial's
+// maxtext_ray_trainer.py (examples/python/maxtext_ray_trainer.py is that
+// script on Manta). A JaxTrainer runs MaxText's train loop (the training
+// kernels) on one worker per TPU host of whole slices; every worker prints
+// MaxText's step line and the driver collapses the repeats.
 //
 //   manta job submit --working-dir . -- build/bin/maxtext_trainer train/kernels/configs/base.yml
 //       base_output_directory=/tmp/data dataset_type=synthetic per_device_batch_size=1
