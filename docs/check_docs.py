@@ -107,7 +107,9 @@ class Tree:
                 self.cmake_words |= found
         self.binaries = set(os.listdir(bin_dir)) if os.path.isdir(bin_dir) else set()
         self._help = {}
-        self._tmp = tempfile.mkdtemp(prefix="check_docs_")
+        # Where the programs run (removed with this object).
+        self._tmp_dir = tempfile.TemporaryDirectory(prefix="check_docs_")
+        self._tmp = self._tmp_dir.name
 
     def _tracked(self):
         try:
