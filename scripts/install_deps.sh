@@ -23,12 +23,14 @@ NODE_TOOLS=(uplot@1.6.32)
 
 # Testing: the servers the tests start (Redis, Prometheus), the browser the
 # page's test drives, the checkers of the Kubernetes manifests, clang for the
-# lock annotation check, curl as a plain HTTP client; from npm the manifests'
+# lock annotation check, clang-format 14 and yapf for the format check
+# (scripts/format.sh), curl as a plain HTTP client; from npm the manifests'
 # schemas, playwright-core (which drives Debian's chromium and downloads no
 # browser) and llama.cpp as node-llama-cpp with its prebuilt x64 library only
 # (the peer that loads Manta's GGUF exports); fortunes, the text the
 # README's and bench_serving's training runs read (/usr/share/games/fortunes).
-TEST_PACKAGES=(redis-server prometheus chromium yamllint clang curl python3-pytest python3-grpcio fortunes)
+TEST_PACKAGES=(redis-server prometheus chromium yamllint clang clang-format-14 yapf3 curl python3-pytest python3-grpcio
+               fortunes)
 TEST_NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 playwright-core@1.65.1 node-llama-cpp@3.22.1
                  @node-llama-cpp/linux-x64@3.22.1)
 
