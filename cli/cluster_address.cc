@@ -15,8 +15,8 @@ absl::StatusOr<std::string> ResolveAddress(const std::string& flag, const std::s
   if (const char* env = std::getenv(kAddressEnv); env != nullptr && *env != '\0') return std::string(env);
   auto session = LatestSession(temp_dir);
   if (!session.ok()) {
-    return absl::NotFoundError(absl::StrCat("no running cluster found under ", temp_dir,
-                                            " (pass --address or set ", kAddressEnv, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("no running cluster found under ", temp_dir, " (pass --address or set ", kAddressEnv, ")"));
   }
   auto text = ReadFile(session->gcs_address());
   if (!text.ok()) {

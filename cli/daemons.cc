@@ -40,8 +40,8 @@ absl::StatusOr<std::string> DaemonBinDir() {
   for (const char* program : {kGcsServer, kRaylet}) {
     std::string path = dir + "/" + program;
     if (access(path.c_str(), X_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat("cannot find ", path, " (set MANTA_BIN_DIR to the directory of ",
-                                              "gcs_server and raylet)"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot find ", path, " (set MANTA_BIN_DIR to the directory of ", "gcs_server and raylet)"));
     }
   }
   return dir;

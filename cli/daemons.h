@@ -24,9 +24,9 @@ inline constexpr char kRaylet[] = "raylet";
 inline constexpr char kDashboard[] = "dashboard";
 
 struct Daemon {
-  std::string name;        // "gcs_server", "raylet_3f2a91c0"
-  std::string program;     // kGcsServer or kRaylet
-  pid_t pid = 0;           // set once spawned
+  std::string name;     // "gcs_server", "raylet_3f2a91c0"
+  std::string program;  // kGcsServer or kRaylet
+  pid_t pid = 0;        // set once spawned
   std::string pid_file;
   std::string ready_file;
   std::string out_file;

@@ -55,8 +55,8 @@ absl::StatusOr<NodeView> ResolveNodeId(const std::vector<NodeView>& nodes, const
 
 std::string FormatDrainAccepted(const std::string& node_id_hex, const std::string& reason, absl::Duration deadline) {
   std::string when = deadline == absl::ZeroDuration() ? "no deadline" : "deadline in " + absl::FormatDuration(deadline);
-  return absl::StrCat("Node ", node_id_hex.substr(0, kMinNodeIdPrefix), "... is draining (reason: ", reason, ", ",
-                      when, ")");
+  return absl::StrCat("Node ", node_id_hex.substr(0, kMinNodeIdPrefix), "... is draining (reason: ", reason, ", ", when,
+                      ")");
 }
 
 }  // namespace manta::cli

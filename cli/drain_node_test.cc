@@ -97,12 +97,16 @@ TEST(DrainNodeTest, StatusListsDrainingNodesApartFromActive) {
   head.is_head = true;
   view.nodes = {head, Draining(std::string(56, 'b'))};
   std::string out = FormatStatus(view, absl::FromUnixMillis(kDeadlineMs), absl::UTCTimeZone());
-  EXPECT_TRUE(absl::StrContains(out, "Active:\n"
-                                     " 1 node_" + std::string(56, 'a') + "\n"
-                                     "Draining:\n"
-                                     " 1 node_" + std::string(56, 'b') +
-                                     ": draining: preemption (deadline 2026-04-21 10:20:50)\n"
-                                     "Pending:\n"))
+  EXPECT_TRUE(absl::StrContains(out,
+                                "Active:\n"
+                                " 1 node_" +
+                                    std::string(56, 'a') +
+                                    "\n"
+                                    "Draining:\n"
+                                    " 1 node_" +
+                                    std::string(56, 'b') +
+                                    ": draining: preemption (deadline 2026-04-21 10:20:50)\n"
+                                    "Pending:\n"))
       << out;
   // Without draining nodes the layout is as before: no Draining block.
   view.nodes = {head};

@@ -31,19 +31,26 @@ std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const std::s
 
 absl::Status HttpError(const std::string& url, const httplib::Result& r) {
   if (!r) {
-    return absl::UnavailableError(absl::StrCat("cannot reach the dashboard at ", url, ": ", httplib::to_string(r.error())));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the dashboard at ", url, ": ", httplib::to_string(r.error())));
   }
   std::string message(absl::StripAsciiWhitespace(r->body));
   if (message.empty()) message = absl::StrCat("HTTP ", r->status);
   switch (r->status) {
-    case 400: return absl::InvalidArgumentError(message);
+    case 400:
+      return absl::InvalidArgumentError(message);
     case 401:
       return absl::UnauthenticatedError(absl::StrCat(message, " (set MANTA_TOKEN to the cluster token)"));
-    case 403: return absl::PermissionDeniedError(message);
-    case 404: return absl::NotFoundError(message);
-    case 413: return absl::ResourceExhaustedError(message);
-    case 503: return absl::UnavailableError(message);
-    default: return absl::InternalError(absl::StrCat("HTTP ", r->status, ": ", message));
+    case 403:
+      return absl::PermissionDeniedError(message);
+    case 404:
+      return absl::NotFoundError(message);
+    case 413:
+      return absl::ResourceExhaustedError(message);
+    case 503:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(absl::StrCat("HTTP ", r->status, ": ", message));
   }
 }
 
@@ -180,7 +187,8 @@ absl::StatusOr<std::string> ResolveDashboardUrl(const std::string& flag, const s
 absl::StatusOr<std::string> ResolveDashboardToken(const std::string& url, const std::string& temp_dir) {
   if (const char* env = std::getenv(kTokenEnv); env != nullptr && *env != '\0') {
     std::string token(absl::StripAsciiWhitespace(env));
-    if (auto s = ValidateToken(token); !s.ok()) return absl::InvalidArgumentError(absl::StrCat(kTokenEnv, ": ", s.message()));
+    if (auto s = ValidateToken(token); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(kTokenEnv, ": ", s.message()));
     return token;
   }
   auto session = LatestSession(temp_dir);

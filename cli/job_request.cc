@@ -51,7 +51,8 @@ std::string ShellJoin(const std::vector<std::string>& words) {
     if (!out.empty()) out += ' ';
     bool plain = !w.empty();
     for (char c : w) {
-      if (!(isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-").find(c) != std::string_view::npos)) {
+      if (!(isalnum(static_cast<unsigned char>(c)) ||
+            std::string_view("_@%+=:,./-").find(c) != std::string_view::npos)) {
         plain = false;
       }
     }

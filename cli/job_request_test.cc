@@ -68,9 +68,11 @@ TEST(BuildSubmitRequestTest, NanInfiniteNegativeAndHugeQuantitiesAreRefused) {
     double value;
     const char* message_part;
   };
-  for (const Case& c : std::initializer_list<Case>{
-           {kNan, "quantity is NaN"}, {kInf, "quantity is infinite"}, {-kInf, "quantity is infinite"},
-           {-1, "quantity -1 is negative"}, {1e15, "quantity 1e+15 is larger than the maximum 9e+14"}}) {
+  for (const Case& c : std::initializer_list<Case>{{kNan, "quantity is NaN"},
+                                                   {kInf, "quantity is infinite"},
+                                                   {-kInf, "quantity is infinite"},
+                                                   {-1, "quantity -1 is negative"},
+                                                   {1e15, "quantity 1e+15 is larger than the maximum 9e+14"}}) {
     for (auto [flag, field] : {std::pair{"--entrypoint-num-cpus", &JobSubmitOptions::entrypoint_num_cpus},
                                std::pair{"--entrypoint-num-gpus", &JobSubmitOptions::entrypoint_num_gpus},
                                std::pair{"--entrypoint-memory", &JobSubmitOptions::entrypoint_memory}}) {

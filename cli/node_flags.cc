@@ -16,8 +16,7 @@ namespace manta::cli {
 namespace {
 
 bool IsLabelChar(char c, bool key) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
-         (key && c == '/');
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || (key && c == '/');
 }
 
 std::string FormatNumber(double v) {

@@ -57,9 +57,9 @@ TEST(NodeFlagsTest, ReservedResourceNamesAreRefused) {
     f.resources = std::string("{\"") + name + "\": 1}";
     auto args = RayletResourceArgs(f);
     ASSERT_FALSE(args.ok()) << name;
-    EXPECT_EQ(std::string(args.status().message()).rfind(std::string("--resources: resource '") + name +
-                                                         "' is reserved", 0),
-              0u)
+    EXPECT_EQ(
+        std::string(args.status().message()).rfind(std::string("--resources: resource '") + name + "' is reserved", 0),
+        0u)
         << args.status();
   }
 }

@@ -106,7 +106,8 @@ absl::Status CheckMetricsFlags(const StartOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics-auth must be token or none, got '", o.metrics_auth, "'"));
   }
   if (o.metrics_export_port < -1 || o.metrics_export_port == 0 || o.metrics_export_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics-export-port ", o.metrics_export_port, " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-export-port ", o.metrics_export_port, " is out of range"));
   }
   return absl::OkStatus();
 }
@@ -123,9 +124,9 @@ int ReadyPort(const std::string& ready_json, const char* key, int port) {
 absl::StatusOr<Daemon> StartDashboard(const std::string& bin, const SessionPaths& session, StartOptions& o,
                                       const std::string& gcs_address, const std::string& token_file,
                                       bool any_port_if_taken) {
-  std::vector<std::string> args = {"--host=" + o.dashboard_host, absl::StrCat("--port=", o.dashboard_port),
+  std::vector<std::string> args = {"--host=" + o.dashboard_host,   absl::StrCat("--port=", o.dashboard_port),
                                    "--session_dir=" + session.dir, "--gcs_address=" + gcs_address,
-                                   "--metrics_export_port=0", "--metrics_auth=" + o.metrics_auth};
+                                   "--metrics_export_port=0",      "--metrics_auth=" + o.metrics_auth};
   if (any_port_if_taken) args.push_back("--port_fallback");
   for (auto& a : AuthArgs(token_file)) args.push_back(a);
   ASSIGN_OR_RETURN(Daemon d,
@@ -194,10 +195,9 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   }
   RETURN_IF_ERROR(WriteFileAtomic(session.gcs_address(), address + "\n", 0644));
 
-  std::vector<std::string> gcs_args = {absl::StrCat("--port=", o.port), "--bind_address=" + o.node_ip,
-                                       "--session_dir=" + session.dir,
-                                       absl::StrCat("--metrics_export_port=", o.metrics_export_port),
-                                       "--metrics_auth=" + o.metrics_auth};
+  std::vector<std::string> gcs_args = {
+      absl::StrCat("--port=", o.port), "--bind_address=" + o.node_ip, "--session_dir=" + session.dir,
+      absl::StrCat("--metrics_export_port=", o.metrics_export_port), "--metrics_auth=" + o.metrics_auth};
   if (default_metrics_port) gcs_args.push_back("--metrics_export_port_fallback");
   for (auto& a : AuthArgs(token_file)) gcs_args.push_back(a);
   if (!o.gcs_storage.empty()) gcs_args.push_back("--storage=" + o.gcs_storage);
@@ -207,9 +207,9 @@ absl::Status StartHead(StartOptions o, std::ostream& out, std::ostream& err) {
   // Where the GCS serves its metrics, from its ready file.
   o.metrics_export_port = ReadyPort(gcs.ready_json, "metrics_port", o.metrics_export_port);
 
-  std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
-                                          "--session_dir=" + session.dir, "--head", "--metrics_export_port=0",
-                                          "--metrics_auth=" + o.metrics_auth};
+  std::vector<std::string> raylet_args = {"--gcs_address=" + address,     "--node_ip_address=" + o.node_ip,
+                                          "--session_dir=" + session.dir, "--head",
+                                          "--metrics_export_port=0",      "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) raylet_args.push_back(a);
   for (auto& a : node_args) raylet_args.push_back(a);
   auto raylet = LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args, o.raylet_ready_timeout);
@@ -276,10 +276,9 @@ absl::Status JoinCluster(StartOptions o, std::ostream& out, std::ostream& err) {
     if (!current.ok() || *current != token) RETURN_IF_ERROR(WriteTokenFile(token_file, token));
   }
 
-  std::vector<std::string> raylet_args = {"--gcs_address=" + address, "--node_ip_address=" + o.node_ip,
-                                          "--session_dir=" + session.dir,
-                                          absl::StrCat("--metrics_export_port=", std::max(o.metrics_export_port, 0)),
-                                          "--metrics_auth=" + o.metrics_auth};
+  std::vector<std::string> raylet_args = {
+      "--gcs_address=" + address, "--node_ip_address=" + o.node_ip, "--session_dir=" + session.dir,
+      absl::StrCat("--metrics_export_port=", std::max(o.metrics_export_port, 0)), "--metrics_auth=" + o.metrics_auth};
   for (auto& a : AuthArgs(token_file)) raylet_args.push_back(a);
   for (auto& a : node_args) raylet_args.push_back(a);
   ASSIGN_OR_RETURN(Daemon raylet, LaunchDaemon(bin, DaemonFiles(session, NewRayletName(), kRaylet), raylet_args,

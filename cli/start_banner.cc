@@ -56,7 +56,8 @@ std::string AuthDisabledWarning(const std::vector<ListenAddress>& addresses) {
   std::string stars(78, '*');
   return absl::StrCat(stars, "\n",
                       "WARNING: AUTHENTICATION IS DISABLED (--auth=none) AND THE CLUSTER LISTENS ON NON-LOOPBACK "
-                      "ADDRESSES: ", absl::StrJoin(exposed, ", "), ".\n",
+                      "ADDRESSES: ",
+                      absl::StrJoin(exposed, ", "), ".\n",
                       "Anyone who can reach these ports can run arbitrary commands on this cluster's hosts as you, "
                       "without a token. Use --auth=token (the default) unless this network is isolated and every "
                       "host on it is trusted.\n",

@@ -17,8 +17,9 @@ HeadBanner Banner(const std::string& token_file) {
 
 TEST(HeadBannerTest, WithATokenSaysWhereItIs) {
   std::string out = FormatHeadBanner(Banner("/tmp/t/session_latest/token"));
-  EXPECT_TRUE(absl::StrContains(out, "    MANTA_TOKEN=<token> manta start --address='127.0.0.1:6379'\n"
-                                     "  where <token> is the content of /tmp/t/session_latest/token (keep it secret).\n"))
+  EXPECT_TRUE(absl::StrContains(out,
+                                "    MANTA_TOKEN=<token> manta start --address='127.0.0.1:6379'\n"
+                                "  where <token> is the content of /tmp/t/session_latest/token (keep it secret).\n"))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "(send 'Authorization: Bearer <token>')")) << out;
   EXPECT_TRUE(absl::StrContains(out, "MANTA_ADDRESS='127.0.0.1:6379' (and MANTA_TOKEN)")) << out;
@@ -36,14 +37,16 @@ TEST(HeadBannerTest, WithoutAuthenticationNeverMentionsAToken) {
 }
 
 TEST(AuthDisabledWarningTest, LoopbackOnlyWarns) {
-  std::string w = AuthDisabledWarning({{"GCS", "127.0.0.1:6379"}, {"raylet", "127.0.0.1"}, {"dashboard", "127.0.0.1:8265"}});
+  std::string w =
+      AuthDisabledWarning({{"GCS", "127.0.0.1:6379"}, {"raylet", "127.0.0.1"}, {"dashboard", "127.0.0.1:8265"}});
   EXPECT_TRUE(absl::StartsWith(w, "WARNING: authentication is disabled (--auth=none)")) << w;
   EXPECT_TRUE(absl::EndsWith(w, "\n"));
   EXPECT_FALSE(absl::StrContains(w, "NON-LOOPBACK")) << w;
 }
 
 TEST(AuthDisabledWarningTest, PublicAddressesMakeItLouderAndAreListed) {
-  std::string w = AuthDisabledWarning({{"GCS", "10.0.0.5:6379"}, {"raylet", "10.0.0.5"}, {"dashboard", "0.0.0.0:8265"}});
+  std::string w =
+      AuthDisabledWarning({{"GCS", "10.0.0.5:6379"}, {"raylet", "10.0.0.5"}, {"dashboard", "0.0.0.0:8265"}});
   EXPECT_TRUE(absl::StartsWith(w, std::string(78, '*') + "\nWARNING: AUTHENTICATION IS DISABLED (--auth=none) AND THE "
                                                          "CLUSTER LISTENS ON NON-LOOPBACK ADDRESSES: 10.0.0.5:6379 "
                                                          "(GCS), 10.0.0.5 (raylet), 0.0.0.0:8265 (dashboard).\n"))

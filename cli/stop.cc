@@ -41,9 +41,9 @@ std::vector<Daemon> FindDaemons(const std::string& temp_dir) {
       if (!absl::EndsWith(file, ".pid")) continue;
       std::string name = file.substr(0, file.size() - 4);
       std::string program = absl::StartsWith(name, kRaylet) ? kRaylet
-                            : name == kGcsServer    ? kGcsServer
-                            : name == kDashboard    ? kDashboard
-                                                    : "";
+                            : name == kGcsServer            ? kGcsServer
+                            : name == kDashboard            ? kDashboard
+                                                            : "";
       if (program.empty()) continue;
       Daemon d = DaemonFiles(session, name, program);
       auto pid = ReadPidFile(d.pid_file);
@@ -116,8 +116,8 @@ absl::Status RunStop(const StopOptions& options, std::ostream& out) {
   stopped += StopGroup(raylets, options.force, SIGINT, absl::Now() + options.grace);
   stopped += StopGroup(gcs_servers, options.force, SIGTERM, absl::Now() + options.grace);
   if (static_cast<size_t>(stopped) != total) {
-    return absl::InternalError(absl::StrCat("stopped ", stopped, " of ", total,
-                                            " Manta processes; the others did not exit after SIGKILL"));
+    return absl::InternalError(
+        absl::StrCat("stopped ", stopped, " of ", total, " Manta processes; the others did not exit after SIGKILL"));
   }
   out << "Stopped all " << stopped << " Manta processes.\n";
   return absl::OkStatus();

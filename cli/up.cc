@@ -136,13 +136,13 @@ absl::Status RunUp(const UpOptions& o, std::ostream& out, std::ostream& err) {
     auto up = ReadFile(running->session.dir + "/" + kUpShapeFile);
     const std::string have = up.ok() ? Trimmed(*up) : "a cluster `manta up` did not start";
     if (have != shape) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another Manta cluster is already up under ", o.temp_dir, " (session ", running->session.dir, "): it is ",
-          have, ", not the ", shape, " asked for; nothing was started. `manta down --temp-dir=", o.temp_dir,
-          "` stops it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another Manta cluster is already up under ", o.temp_dir, " (session ", running->session.dir,
+                       "): it is ", have, ", not the ", shape,
+                       " asked for; nothing was started. `manta down --temp-dir=", o.temp_dir, "` stops it"));
     }
-    out << "A Manta cluster of this shape is already up under " << o.temp_dir << " (session "
-        << running->session.dir << "): " << shape << "; nothing was started.\n";
+    out << "A Manta cluster of this shape is already up under " << o.temp_dir << " (session " << running->session.dir
+        << "): " << shape << "; nothing was started.\n";
     PrintReach(*running, o.temp_dir, out);
     return absl::OkStatus();
   }

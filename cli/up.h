@@ -28,8 +28,8 @@ struct UpOptions {
   int cpu_hosts = 0;  // plain hosts besides the slices
   int host_cpus = 1;  // CPUs each simulated host offers
   std::string temp_dir = kDefaultTempDir;
-  int port = 6379;          // the GCS's
-  int dashboard_port = -1;  // as `manta start`'s
+  int port = 6379;               // the GCS's
+  int dashboard_port = -1;       // as `manta start`'s
   int metrics_export_port = -1;  // the GCS's, as `manta start --head`'s (hosts take free ports)
   absl::Duration timeout = absl::Seconds(120);
 };

@@ -29,9 +29,9 @@ struct Voidify {
 
 }  // namespace manta::internal
 
-#define CHECK(condition)                 \
-  (condition) ? (void)0                  \
-              : ::manta::internal::Voidify() & \
-                    ::manta::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
+#define CHECK(condition) \
+  (condition)            \
+      ? (void)0          \
+      : ::manta::internal::Voidify() & ::manta::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 
 #define CHECK_EQ(a, b) CHECK((a) == (b))

@@ -28,8 +28,7 @@ class EventLoop::TimerImpl : public EventLoop::Timer {
   ~TimerImpl() override {
     uv_timer_stop(handle_);
     handle_->data = nullptr;
-    uv_close(reinterpret_cast<uv_handle_t*>(handle_),
-             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    uv_close(reinterpret_cast<uv_handle_t*>(handle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
   }
   void Start(uint64_t delay_ms, uint64_t repeat_ms) {
     uv_timer_start(

@@ -95,9 +95,8 @@ TEST(EventLoopTest, AMailboxOutlivesItsLoopAndDropsWhatIsPostedAfterIt) {
     loop.Post([&] { ran = true; });  // queued, never run: the loop never runs
   }
   EXPECT_FALSE(ran);
-  std::thread late([&, owned = std::move(owned)]() mutable {
-    mailbox->Post([&ran, owned = std::move(owned)] { ran = true; });
-  });
+  std::thread late(
+      [&, owned = std::move(owned)]() mutable { mailbox->Post([&ran, owned = std::move(owned)] { ran = true; }); });
   late.join();
   EXPECT_FALSE(ran);
   EXPECT_TRUE(watch.expired());  // the dropped closure was destroyed, not kept

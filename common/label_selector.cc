@@ -54,8 +54,9 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(const std::map<std::string, s
         c.values.emplace_back(item);
       }
     } else {
-      if (!ValidValue(v)) return bad("invalid value '" + std::string(v.substr(0, 64)) +
-                                     "' (at most 63 of letters, digits, '.', '_', '-'; or !v, in(a,b), !in(a,b))");
+      if (!ValidValue(v))
+        return bad("invalid value '" + std::string(v.substr(0, 64)) +
+                   "' (at most 63 of letters, digits, '.', '_', '-'; or !v, in(a,b), !in(a,b))");
       c.values.emplace_back(v);
     }
     for (const std::string& value : c.values) {

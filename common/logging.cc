@@ -1,6 +1,5 @@
 #include "common/logging.h"
 
-
 #include "absl/base/attributes.h"
 #include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/basic_file_sink.h"

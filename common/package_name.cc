@@ -23,8 +23,8 @@ absl::Status ValidatePackageRef(std::string_view name) {
     ok &= suffix == ".tar" || suffix == ".tar.gz";
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("'", PrintableAscii(name, 100),
-                                                 "' is not a package name (_manta_pkg_<sha256 hex>.tar[.gz])"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", PrintableAscii(name, 100), "' is not a package name (_manta_pkg_<sha256 hex>.tar[.gz])"));
 }
 
 absl::Status CheckPackageContent(std::string_view name, std::string_view data) {

@@ -99,8 +99,7 @@ void CloseOtherFdsOnExec() {
 // stderr. Returns once exec succeeded or failed.
 absl::StatusOr<pid_t> ForkExec(const SpawnOptions& options, int in_fd, int out_fd, int err_fd) {
   if (access(options.executable.c_str(), X_OK) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot execute ", options.executable, ": ", ErrnoText(errno)));
+    return absl::InvalidArgumentError(absl::StrCat("cannot execute ", options.executable, ": ", ErrnoText(errno)));
   }
   ExecPlan plan = MakePlan(options);
   int report[2];

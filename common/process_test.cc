@@ -174,8 +174,8 @@ TEST_F(ProcessTest, PidFilesRoundTrip) {
 
 TEST_F(ProcessTest, WaitForFileReturnsContentsOnceWritten) {
   std::string path = dir_ + "/ready.json";
-  pid_t pid = Spawn(Shell("sleep 0.2; echo '{\"port\": 1}' > " + path + ".tmp; mv " + path + ".tmp " + path +
-                          "; sleep 30"));
+  pid_t pid =
+      Spawn(Shell("sleep 0.2; echo '{\"port\": 1}' > " + path + ".tmp; mv " + path + ".tmp " + path + "; sleep 30"));
   auto contents = WaitForFile(path, Soon(), pid);
   ASSERT_TRUE(contents.ok()) << contents.status();
   EXPECT_EQ(*contents, "{\"port\": 1}\n");

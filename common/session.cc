@@ -17,9 +17,8 @@ namespace manta {
 
 absl::StatusOr<SessionPaths> CreateSession(const std::string& temp_dir) {
   RETURN_IF_ERROR(MakeDirs(temp_dir, 0755));
-  std::string name =
-      absl::StrCat("session_", absl::FormatTime("%Y-%m-%d_%H-%M-%E6S", absl::Now(), absl::LocalTimeZone()), "_",
-                   getpid());
+  std::string name = absl::StrCat(
+      "session_", absl::FormatTime("%Y-%m-%d_%H-%M-%E6S", absl::Now(), absl::LocalTimeZone()), "_", getpid());
   for (char& c : name) {
     if (c == '.') c = '_';
   }

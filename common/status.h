@@ -14,15 +14,14 @@
 #define MANTA_STATUS_CONCAT_(a, b) MANTA_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-OK status.
-#define RETURN_IF_ERROR(expr)                       \
-  do {                                              \
-    ::absl::Status manta_status_ = (expr);          \
-    if (!manta_status_.ok()) return manta_status_;  \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status manta_status_ = (expr);         \
+    if (!manta_status_.ok()) return manta_status_; \
   } while (0)
 
 // `lhs` = value of the StatusOr `expr`, or returns its status.
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL_(MANTA_STATUS_CONCAT_(manta_statusor_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL_(MANTA_STATUS_CONCAT_(manta_statusor_, __LINE__), lhs, expr)
 
 #define ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                           \

@@ -30,8 +30,8 @@ absl::Status ValidateToken(std::string_view token) {
     return absl::InvalidArgumentError("token must be 16 to 256 characters");
   }
   for (char c : token) {
-    bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
-              c == '_' || c == '.';
+    bool ok =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.';
     if (!ok) return absl::InvalidArgumentError("token has a character outside [A-Za-z0-9._-]");
   }
   return absl::OkStatus();

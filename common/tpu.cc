@@ -32,9 +32,8 @@ struct Generation {
 };
 
 constexpr Generation kGenerations[] = {
-    {"v2", 2, false},  {"v3", 2, false},       {"v4", 2, false},
-    {"v5p", 2, false}, {"v5litepod", 1, true}, {"v6e", 1, true},
-    {"v7x", 2, false},
+    {"v2", 2, false},       {"v3", 2, false}, {"v4", 2, false},  {"v5p", 2, false},
+    {"v5litepod", 1, true}, {"v6e", 1, true}, {"v7x", 2, false},
 };
 
 const Generation* FindGeneration(absl::string_view name) {
@@ -44,16 +43,13 @@ const Generation* FindGeneration(absl::string_view name) {
   return nullptr;
 }
 
-absl::Status UnknownGeneration(absl::string_view generation,
-                               absl::string_view input) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown TPU generation \"", generation, "\" in \"", input,
-      "\"; known generations: ", absl::StrJoin(KnownGenerations(), ", ")));
+absl::Status UnknownGeneration(absl::string_view generation, absl::string_view input) {
+  return absl::InvalidArgumentError(absl::StrCat("unknown TPU generation \"", generation, "\" in \"", input,
+                                                 "\"; known generations: ", absl::StrJoin(KnownGenerations(), ", ")));
 }
 
 // The generation named by a generation, accelerator type or pod type.
-absl::StatusOr<const Generation*> GenerationOf(
-    std::string_view version_or_type) {
+absl::StatusOr<const Generation*> GenerationOf(std::string_view version_or_type) {
   const std::string normalized = NormalizeGeneration(version_or_type);
   const std::string name = normalized.substr(0, normalized.find('-'));
   const Generation* generation = FindGeneration(name);
@@ -64,9 +60,8 @@ absl::StatusOr<const Generation*> GenerationOf(
 }
 
 bool IsDigits(absl::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return absl::ascii_isdigit(static_cast<unsigned char>(c));
-  });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
 
 // Ray's table of topologies a slice placement group accepts, for the
@@ -75,13 +70,9 @@ const std::map<std::string, std::set<std::string>>& ExplicitTopologies() {
   static const auto* table = new std::map<std::string, std::set<std::string>>{
       {"v2", {"4x4", "4x8", "8x8", "8x16", "16x16"}},
       {"v3", {"4x4", "4x8", "8x8", "8x16", "16x16", "16x32", "32x32"}},
-      {"v5litepod",
-       {"1x1", "2x2", "2x4", "2x8", "4x4", "4x8", "8x8", "8x16", "16x16"}},
-      {"v6e",
-       {"1x1", "2x2", "2x4", "2x8", "4x4", "4x8", "8x8", "8x16", "16x16"}},
-      {"v7x",
-       {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8",
-        "8x8x16", "8x16x16"}},
+      {"v5litepod", {"1x1", "2x2", "2x4", "2x8", "4x4", "4x8", "8x8", "8x16", "16x16"}},
+      {"v6e", {"1x1", "2x2", "2x4", "2x8", "4x4", "4x8", "8x8", "8x16", "16x16"}},
+      {"v7x", {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16"}},
   };
   return *table;
 }
@@ -92,8 +83,7 @@ struct CubeBounds {
   const char* generation;
   int max_x, max_y, max_z;
 };
-constexpr CubeBounds kCubeGenerations[] = {{"v4", 12, 12, 16},
-                                           {"v5p", 16, 16, 24}};
+constexpr CubeBounds kCubeGenerations[] = {{"v4", 12, 12, 16}, {"v5p", 16, 16, 24}};
 
 }  // namespace
 
@@ -120,36 +110,30 @@ int PodType::NumChips() const {
   return cores_per_chip == 0 ? 0 : num_cores / cores_per_chip;
 }
 
-std::string PodType::ToString() const {
-  return absl::StrCat(generation, "-", num_cores);
-}
+std::string PodType::ToString() const { return absl::StrCat(generation, "-", num_cores); }
 
 absl::StatusOr<PodType> ParsePodType(std::string_view s) {
   const std::string normalized = NormalizeGeneration(s);
   std::vector<absl::string_view> parts = absl::StrSplit(normalized, '-');
   PodType pod_type;
   if (parts.size() != 2 || parts[0].empty() || !IsDigits(parts[1]) ||
-      !absl::SimpleAtoi(parts[1], &pod_type.num_cores) ||
-      pod_type.num_cores <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid TPU pod type \"", View(s),
-        "\": expected <generation>-<TensorCores>, such as v6e-16 or v4-8"));
+      !absl::SimpleAtoi(parts[1], &pod_type.num_cores) || pod_type.num_cores <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid TPU pod type \"", View(s),
+                                                   "\": expected <generation>-<TensorCores>, such as v6e-16 or v4-8"));
   }
   const Generation* generation = FindGeneration(parts[0]);
   if (generation == nullptr) return UnknownGeneration(parts[0], View(s));
   pod_type.generation = generation->name;
   if (pod_type.num_cores % generation->cores_per_chip != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid TPU pod type \"", View(s), "\": ", generation->name, " has ",
-        generation->cores_per_chip, " cores per chip, so ", pod_type.num_cores,
-        " cores is not a whole number of chips"));
+    return absl::InvalidArgumentError(absl::StrCat("invalid TPU pod type \"", View(s), "\": ", generation->name,
+                                                   " has ", generation->cores_per_chip, " cores per chip, so ",
+                                                   pod_type.num_cores, " cores is not a whole number of chips"));
   }
   return pod_type;
 }
 
 absl::StatusOr<std::vector<int>> ParseTopology(std::string_view s) {
-  const std::string normalized =
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(View(s)));
+  const std::string normalized = absl::AsciiStrToLower(absl::StripAsciiWhitespace(View(s)));
   std::vector<absl::string_view> parts = absl::StrSplit(normalized, 'x');
   std::vector<int> dims;
   int64_t chips = 1;
@@ -161,18 +145,15 @@ absl::StatusOr<std::vector<int>> ParseTopology(std::string_view s) {
     dims.push_back(dim);
   }
   if ((parts.size() != 2 && parts.size() != 3) || dims.size() != parts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid TPU topology \"", View(s),
-        "\": expected 2 or 3 positive dimensions such as 4x4 or 2x2x2, at "
-        "most ",
-        kMaxChipsInTopology, " chips"));
+    return absl::InvalidArgumentError(absl::StrCat("invalid TPU topology \"", View(s),
+                                                   "\": expected 2 or 3 positive dimensions such as 4x4 or 2x2x2, at "
+                                                   "most ",
+                                                   kMaxChipsInTopology, " chips"));
   }
   return dims;
 }
 
-std::string TopologyToString(const std::vector<int>& topology) {
-  return absl::StrJoin(topology, "x");
-}
+std::string TopologyToString(const std::vector<int>& topology) { return absl::StrJoin(topology, "x"); }
 
 int ChipsInTopology(const std::vector<int>& topology) {
   int chips = 1;
@@ -198,8 +179,7 @@ bool IsValidTopology(std::string_view generation, std::string_view topology) {
   }
   for (const CubeBounds& cube : kCubeGenerations) {
     if (name != cube.generation) continue;
-    if (canonical == "2x2x1" || canonical == "2x2x2" || canonical == "2x2x4" ||
-        canonical == "2x4x4") {
+    if (canonical == "2x2x1" || canonical == "2x2x2" || canonical == "2x2x4" || canonical == "2x4x4") {
       return true;
     }
     if (dims->size() != 3) return false;
@@ -213,42 +193,36 @@ bool IsValidTopology(std::string_view generation, std::string_view topology) {
   return false;
 }
 
-absl::StatusOr<int> ChipsPerHost(const PodType& pod_type,
-                                 const std::vector<int>& topology) {
+absl::StatusOr<int> ChipsPerHost(const PodType& pod_type, const std::vector<int>& topology) {
   const Generation* generation = FindGeneration(pod_type.generation);
   if (generation == nullptr) {
     return UnknownGeneration(pod_type.generation, pod_type.ToString());
   }
   const std::string shape = TopologyToString(topology);
   if (!ParseTopology(shape).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid TPU topology \"",
-                                                   shape, "\" for pod type ",
-                                                   pod_type.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid TPU topology \"", shape, "\" for pod type ", pod_type.ToString()));
   }
   const int chips = ChipsInTopology(topology);
   if (chips * generation->cores_per_chip != pod_type.num_cores) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TPU topology ", shape, " has ", chips, " chips (",
-        chips * generation->cores_per_chip, " cores at ",
-        generation->cores_per_chip, " per chip) but pod type ",
-        pod_type.ToString(), " has ", pod_type.num_cores, " cores"));
+    return absl::InvalidArgumentError(absl::StrCat("TPU topology ", shape, " has ", chips, " chips (",
+                                                   chips * generation->cores_per_chip, " cores at ",
+                                                   generation->cores_per_chip, " per chip) but pod type ",
+                                                   pod_type.ToString(), " has ", pod_type.num_cores, " cores"));
   }
-  if (generation->single_host_up_to_8_chips &&
-      (shape == "1x1" || shape == "2x2" || shape == "2x4")) {
+  if (generation->single_host_up_to_8_chips && (shape == "1x1" || shape == "2x2" || shape == "2x4")) {
     return chips;
   }
   return std::min(chips, kDefaultChipsPerHost);
 }
 
-absl::StatusOr<int> HostsPerSlice(const PodType& pod_type,
-                                  const std::vector<int>& topology) {
+absl::StatusOr<int> HostsPerSlice(const PodType& pod_type, const std::vector<int>& topology) {
   ASSIGN_OR_RETURN(const int chips_per_host, ChipsPerHost(pod_type, topology));
   const int chips = ChipsInTopology(topology);
   return (chips + chips_per_host - 1) / chips_per_host;
 }
 
-absl::StatusOr<std::string> AcceleratorTypeName(
-    std::string_view version_or_type) {
+absl::StatusOr<std::string> AcceleratorTypeName(std::string_view version_or_type) {
   ASSIGN_OR_RETURN(const Generation* generation, GenerationOf(version_or_type));
   return absl::StrCat("TPU-", absl::AsciiStrToUpper(generation->name));
 }
@@ -257,18 +231,13 @@ std::string AcceleratorTypeResourceName(std::string_view accelerator_type) {
   return absl::StrCat("accelerator_type:", View(accelerator_type));
 }
 
-std::string HeadResourceName(const PodType& pod_type) {
-  return absl::StrCat("TPU-", pod_type.ToString(), "-head");
-}
+std::string HeadResourceName(const PodType& pod_type) { return absl::StrCat("TPU-", pod_type.ToString(), "-head"); }
 
-absl::StatusOr<PodType> PodTypeFromTopology(
-    std::string_view generation_or_accelerator_type,
-    std::string_view topology) {
-  ASSIGN_OR_RETURN(const Generation* generation,
-                   GenerationOf(generation_or_accelerator_type));
+absl::StatusOr<PodType> PodTypeFromTopology(std::string_view generation_or_accelerator_type,
+                                            std::string_view topology) {
+  ASSIGN_OR_RETURN(const Generation* generation, GenerationOf(generation_or_accelerator_type));
   ASSIGN_OR_RETURN(const std::vector<int> dims, ParseTopology(topology));
-  return PodType{generation->name,
-                 ChipsInTopology(dims) * generation->cores_per_chip};
+  return PodType{generation->name, ChipsInTopology(dims) * generation->cores_per_chip};
 }
 
 std::string TpuHost::AcceleratorType() const {
@@ -287,11 +256,8 @@ std::map<std::string, double> TpuHost::Resources() const {
 
 std::map<std::string, std::string> TpuHost::Labels() const {
   return {
-      {kLabelSliceName, slice_name},
-      {kLabelWorkerId, absl::StrCat(worker_id)},
-      {kLabelTopology, topology_str},
-      {kLabelPodType, pod_type.ToString()},
-      {kLabelAcceleratorType, AcceleratorType()},
+      {kLabelSliceName, slice_name},        {kLabelWorkerId, absl::StrCat(worker_id)},  {kLabelTopology, topology_str},
+      {kLabelPodType, pod_type.ToString()}, {kLabelAcceleratorType, AcceleratorType()},
   };
 }
 
@@ -399,24 +365,21 @@ absl::StatusOr<std::optional<TpuHost>> DetectTpuHost(const EnvLookup& env) {
   return host;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> VisibleChipsEnv(
-    const std::vector<int>& chip_ids, int chips_per_host) {
+absl::StatusOr<std::map<std::string, std::string>> VisibleChipsEnv(const std::vector<int>& chip_ids,
+                                                                   int chips_per_host) {
   const int count = static_cast<int>(chip_ids.size());
   if (chips_per_host <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chips_per_host must be positive, got ", chips_per_host));
+    return absl::InvalidArgumentError(absl::StrCat("chips_per_host must be positive, got ", chips_per_host));
   }
   if (!IsValidTpuRequest(count) || count > chips_per_host) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a process cannot hold ", count, " TPU chips on a host with ",
-        chips_per_host, "; a process holds 1, 2, 4 or 8 chips"));
+    return absl::InvalidArgumentError(absl::StrCat("a process cannot hold ", count, " TPU chips on a host with ",
+                                                   chips_per_host, "; a process holds 1, 2, 4 or 8 chips"));
   }
   std::set<int> seen;
   for (int id : chip_ids) {
     if (id < 0 || id >= chips_per_host || !seen.insert(id).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "invalid TPU chip ids [", absl::StrJoin(chip_ids, ","),
-          "]: expected distinct ids in [0, ", chips_per_host, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("invalid TPU chip ids [", absl::StrJoin(chip_ids, ","),
+                                                     "]: expected distinct ids in [0, ", chips_per_host, ")"));
     }
   }
 
@@ -444,9 +407,8 @@ absl::Status ValidateTpuLabel(std::string_view key, std::string_view value) {
     s = ParseTopology(value).status();
   }
   if (s.ok()) return s;
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", std::string(value.substr(0, 64)), "' is not a valid ", std::string(key.substr(key.find('/') + 1)),
-                   ": ", s.message()));
+  return absl::InvalidArgumentError(absl::StrCat("'", std::string(value.substr(0, 64)), "' is not a valid ",
+                                                 std::string(key.substr(key.find('/') + 1)), ": ", s.message()));
 }
 
 }  // namespace manta::tpu

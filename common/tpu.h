@@ -71,9 +71,7 @@ struct PodType {
   int NumChips() const;
   // "v6e-16".
   std::string ToString() const;
-  bool operator==(const PodType& other) const {
-    return generation == other.generation && num_cores == other.num_cores;
-  }
+  bool operator==(const PodType& other) const { return generation == other.generation && num_cores == other.num_cores; }
 };
 
 // Parses "<generation>-<cores>" after NormalizeGeneration, so "v6e-16",
@@ -108,18 +106,15 @@ bool IsValidTopology(std::string_view generation, std::string_view topology);
 // otherwise a host has 4 chips, or all of them if the slice has fewer.
 // Returns InvalidArgument if the topology's chips disagree with the pod
 // type's cores (e.g. v6e-16 with 2x2).
-absl::StatusOr<int> ChipsPerHost(const PodType& pod_type,
-                                 const std::vector<int>& topology);
+absl::StatusOr<int> ChipsPerHost(const PodType& pod_type, const std::vector<int>& topology);
 
 // Hosts in such a slice: ceil(chips / chips per host). Same errors.
-absl::StatusOr<int> HostsPerSlice(const PodType& pod_type,
-                                  const std::vector<int>& topology);
+absl::StatusOr<int> HostsPerSlice(const PodType& pod_type, const std::vector<int>& topology);
 
 // The accelerator type for a generation, accelerator type or pod type:
 // "v6e", "TPU-V6E", "tpu-v6e" and "v6e-16" all give "TPU-V6E". Returns
 // InvalidArgument for an unknown generation.
-absl::StatusOr<std::string> AcceleratorTypeName(
-    std::string_view version_or_type);
+absl::StatusOr<std::string> AcceleratorTypeName(std::string_view version_or_type);
 
 // "accelerator_type:TPU-V6E": the resource every host of that generation has.
 std::string AcceleratorTypeResourceName(std::string_view accelerator_type);
@@ -130,8 +125,7 @@ std::string HeadResourceName(const PodType& pod_type);
 // The pod type of a slice of `generation_or_accelerator_type` ("v6e",
 // "TPU-V6E") shaped `topology`: v6e + 4x4 -> v6e-16, v4 + 2x2x2 -> v4-16.
 // Returns InvalidArgument for an unknown generation or a malformed topology.
-absl::StatusOr<PodType> PodTypeFromTopology(
-    std::string_view generation_or_accelerator_type, std::string_view topology);
+absl::StatusOr<PodType> PodTypeFromTopology(std::string_view generation_or_accelerator_type, std::string_view topology);
 
 // Everything a raylet derives from a GKE TPU pod's environment.
 struct TpuHost {
@@ -179,8 +173,8 @@ absl::StatusOr<std::optional<TpuHost>> DetectTpuHost(const EnvLookup& env);
 // environment the process inherits, then apply the map.
 // Returns InvalidArgument unless the count is 1, 2, 4 or 8 and at most
 // `chips_per_host`, and the ids are distinct and in [0, chips_per_host).
-absl::StatusOr<std::map<std::string, std::string>> VisibleChipsEnv(
-    const std::vector<int>& chip_ids, int chips_per_host);
+absl::StatusOr<std::map<std::string, std::string>> VisibleChipsEnv(const std::vector<int>& chip_ids,
+                                                                   int chips_per_host);
 
 // Whether a task or actor may hold `num_chips` TPU: 1, 2, 4 or 8.
 bool IsValidTpuRequest(double num_chips);

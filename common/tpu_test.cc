@@ -14,13 +14,11 @@
 namespace manta::tpu {
 namespace {
 
-::testing::AssertionResult Contains(absl::string_view haystack,
-                                    absl::string_view needle) {
+::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
   if (absl::StrContains(haystack, needle)) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure()
-         << "\"" << haystack << "\" does not contain \"" << needle << "\"";
+  return ::testing::AssertionFailure() << "\"" << haystack << "\" does not contain \"" << needle << "\"";
 }
 
 PodType Pod(const std::string& s) {
@@ -36,17 +34,15 @@ std::vector<int> Topo(const std::string& s) {
 }
 
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
-  return
-      [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-        auto it = vars.find(name);
-        if (it == vars.end()) return std::nullopt;
-        return it->second;
-      };
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
 // The environment GKE gives worker `worker_id` of slice "tpu-group-0".
-std::map<std::string, std::string> GkeEnv(const std::string& type,
-                                          const std::string& topology,
+std::map<std::string, std::string> GkeEnv(const std::string& type, const std::string& topology,
                                           const std::string& worker_id) {
   return {{"TPU_ACCELERATOR_TYPE", type},
           {"TPU_TOPOLOGY", topology},
@@ -95,16 +91,14 @@ TEST(PodTypeTest, RejectsUnknownGeneration) {
     absl::StatusOr<PodType> pod_type = ParsePodType(s);
     ASSERT_FALSE(pod_type.ok()) << s;
     EXPECT_EQ(pod_type.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_TRUE(
-        Contains(pod_type.status().message(), "unknown TPU generation"));
+    EXPECT_TRUE(Contains(pod_type.status().message(), "unknown TPU generation"));
     EXPECT_TRUE(Contains(pod_type.status().message(), s));
   }
 }
 
 TEST(PodTypeTest, RejectsBadSyntax) {
   for (const char* s :
-       {"", "v6e", "v6e-", "-16", "v6e-x", "v6e-16-2", "v6e--16", "v6e-0",
-        "v6e--1", "v6e-1.5", "v6e-99999999999"}) {
+       {"", "v6e", "v6e-", "-16", "v6e-x", "v6e-16-2", "v6e--16", "v6e-0", "v6e--1", "v6e-1.5", "v6e-99999999999"}) {
     absl::StatusOr<PodType> pod_type = ParsePodType(s);
     ASSERT_FALSE(pod_type.ok()) << s;
     EXPECT_EQ(pod_type.status().code(), absl::StatusCode::kInvalidArgument);
@@ -130,8 +124,7 @@ TEST(TopologyTest, Parses) {
 }
 
 TEST(TopologyTest, RejectsMalformed) {
-  for (const char* s : {"", "4", "4x", "x4", "0x4", "4x-1", "4x4x4x4", "axb",
-                        "4 x 4", "4x4,", "1024x1024x1024"}) {
+  for (const char* s : {"", "4", "4x", "x4", "0x4", "4x-1", "4x4x4x4", "axb", "4 x 4", "4x4,", "1024x1024x1024"}) {
     absl::StatusOr<std::vector<int>> topology = ParseTopology(s);
     ASSERT_FALSE(topology.ok()) << s;
     EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
@@ -148,9 +141,7 @@ TEST(GenerationTest, CoresPerChip) {
   EXPECT_EQ(CoresPerChip("v5litepod"), 1);
   EXPECT_EQ(CoresPerChip("v6e"), 1);
   EXPECT_EQ(CoresPerChip("v5e"), 0);
-  EXPECT_EQ(KnownGenerations(),
-            (std::vector<std::string>{"v2", "v3", "v4", "v5p", "v5litepod",
-                                      "v6e", "v7x"}));
+  EXPECT_EQ(KnownGenerations(), (std::vector<std::string>{"v2", "v3", "v4", "v5p", "v5litepod", "v6e", "v7x"}));
 }
 
 struct SliceCase {
@@ -162,24 +153,19 @@ struct SliceCase {
 
 TEST(SliceShapeTest, ChipsPerHostAndHostsPerSlice) {
   const SliceCase cases[] = {
-      {"v6e-16", "4x4", 4, 4},       {"v6e-256", "16x16", 4, 64},
-      {"v6e-8", "2x4", 8, 1},        {"v6e-4", "2x2", 4, 1},
-      {"v6e-1", "1x1", 1, 1},        {"v6e-16", "2x8", 4, 4},
-      {"v6e-32", "4x8", 4, 8},       {"v5litepod-8", "2x4", 8, 1},
-      {"v5litepod-16", "4x4", 4, 4}, {"v4-8", "2x2x1", 4, 1},
-      {"v4-16", "2x2x2", 4, 2},      {"v4-128", "4x4x4", 4, 16},
-      {"v5p-8", "2x2x1", 4, 1},      {"v5p-16", "2x2x2", 4, 2},
-      {"v5p-128", "4x4x4", 4, 16},   {"v2-8", "2x2", 4, 1},
-      {"v2-32", "4x4", 4, 4},        {"v3-8", "2x2", 4, 1},
-      {"v3-128", "8x8", 4, 16},      {"v7x-8", "2x2x1", 4, 1},
-      {"v7x-16", "2x2x2", 4, 2},     {"v4-2", "1x1x1", 1, 1},
+      {"v6e-16", "4x4", 4, 4},  {"v6e-256", "16x16", 4, 64},  {"v6e-8", "2x4", 8, 1},
+      {"v6e-4", "2x2", 4, 1},   {"v6e-1", "1x1", 1, 1},       {"v6e-16", "2x8", 4, 4},
+      {"v6e-32", "4x8", 4, 8},  {"v5litepod-8", "2x4", 8, 1}, {"v5litepod-16", "4x4", 4, 4},
+      {"v4-8", "2x2x1", 4, 1},  {"v4-16", "2x2x2", 4, 2},     {"v4-128", "4x4x4", 4, 16},
+      {"v5p-8", "2x2x1", 4, 1}, {"v5p-16", "2x2x2", 4, 2},    {"v5p-128", "4x4x4", 4, 16},
+      {"v2-8", "2x2", 4, 1},    {"v2-32", "4x4", 4, 4},       {"v3-8", "2x2", 4, 1},
+      {"v3-128", "8x8", 4, 16}, {"v7x-8", "2x2x1", 4, 1},     {"v7x-16", "2x2x2", 4, 2},
+      {"v4-2", "1x1x1", 1, 1},
   };
   for (const SliceCase& c : cases) {
     SCOPED_TRACE(std::string(c.pod_type) + " " + c.topology);
-    EXPECT_EQ(ChipsPerHost(Pod(c.pod_type), Topo(c.topology)).value_or(-1),
-              c.chips_per_host);
-    EXPECT_EQ(HostsPerSlice(Pod(c.pod_type), Topo(c.topology)).value_or(-1),
-              c.hosts_per_slice);
+    EXPECT_EQ(ChipsPerHost(Pod(c.pod_type), Topo(c.topology)).value_or(-1), c.chips_per_host);
+    EXPECT_EQ(HostsPerSlice(Pod(c.pod_type), Topo(c.topology)).value_or(-1), c.hosts_per_slice);
   }
 }
 
@@ -196,8 +182,7 @@ TEST(SliceShapeTest, RejectsTopologyThatContradictsPodType) {
 }
 
 TEST(AcceleratorTypeTest, Normalizes) {
-  for (const char* s :
-       {"v6e", "V6E", "TPU-V6E", "tpu-v6e", " Tpu-V6e ", "v6e-16", "tpuv6e"}) {
+  for (const char* s : {"v6e", "V6E", "TPU-V6E", "tpu-v6e", " Tpu-V6e ", "v6e-16", "tpuv6e"}) {
     EXPECT_EQ(AcceleratorTypeName(s).value_or(""), "TPU-V6E") << s;
   }
   EXPECT_EQ(AcceleratorTypeName("v5litepod").value_or(""), "TPU-V5LITEPOD");
@@ -220,28 +205,20 @@ TEST(HeadResourceTest, NamesPodType) {
 }
 
 TEST(PodTypeFromTopologyTest, Derives) {
-  EXPECT_EQ(PodTypeFromTopology("v6e", "4x4").value_or(PodType{}),
-            (PodType{"v6e", 16}));
-  EXPECT_EQ(PodTypeFromTopology("TPU-V4", "2x2x2").value_or(PodType{}),
-            (PodType{"v4", 16}));
-  EXPECT_EQ(PodTypeFromTopology("v5p", "2x2x2").value_or(PodType{}),
-            (PodType{"v5p", 16}));
-  EXPECT_EQ(PodTypeFromTopology("TPU-V5LITEPOD", "2x4").value_or(PodType{}),
-            (PodType{"v5litepod", 8}));
-  EXPECT_EQ(PodTypeFromTopology("v6e", "16x16").value_or(PodType{}),
-            (PodType{"v6e", 256}));
+  EXPECT_EQ(PodTypeFromTopology("v6e", "4x4").value_or(PodType{}), (PodType{"v6e", 16}));
+  EXPECT_EQ(PodTypeFromTopology("TPU-V4", "2x2x2").value_or(PodType{}), (PodType{"v4", 16}));
+  EXPECT_EQ(PodTypeFromTopology("v5p", "2x2x2").value_or(PodType{}), (PodType{"v5p", 16}));
+  EXPECT_EQ(PodTypeFromTopology("TPU-V5LITEPOD", "2x4").value_or(PodType{}), (PodType{"v5litepod", 8}));
+  EXPECT_EQ(PodTypeFromTopology("v6e", "16x16").value_or(PodType{}), (PodType{"v6e", 256}));
 }
 
 TEST(PodTypeFromTopologyTest, RoundTrips) {
-  const std::pair<const char*, const char*> slices[] = {
-      {"v6e-16", "4x4"}, {"v4-16", "2x2x2"},     {"v5p-128", "4x4x4"},
-      {"v2-32", "4x4"},  {"v5litepod-8", "2x4"}, {"v7x-16", "2x2x2"}};
+  const std::pair<const char*, const char*> slices[] = {{"v6e-16", "4x4"}, {"v4-16", "2x2x2"},     {"v5p-128", "4x4x4"},
+                                                        {"v2-32", "4x4"},  {"v5litepod-8", "2x4"}, {"v7x-16", "2x2x2"}};
   for (const auto& [pod, topology] : slices) {
     const PodType pod_type = Pod(pod);
-    const std::string accelerator_type =
-        AcceleratorTypeName(pod_type.generation).value_or("");
-    absl::StatusOr<PodType> derived =
-        PodTypeFromTopology(accelerator_type, topology);
+    const std::string accelerator_type = AcceleratorTypeName(pod_type.generation).value_or("");
+    absl::StatusOr<PodType> derived = PodTypeFromTopology(accelerator_type, topology);
     ASSERT_TRUE(derived.ok()) << derived.status();
     EXPECT_EQ(*derived, pod_type) << pod;
     EXPECT_EQ(HeadResourceName(*derived), HeadResourceName(pod_type));
@@ -250,10 +227,8 @@ TEST(PodTypeFromTopologyTest, RoundTrips) {
 }
 
 TEST(PodTypeFromTopologyTest, RejectsBadInput) {
-  EXPECT_EQ(PodTypeFromTopology("v5e", "4x4").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PodTypeFromTopology("v6e", "4x").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PodTypeFromTopology("v5e", "4x4").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PodTypeFromTopology("v6e", "4x").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ValidTopologyTest, FollowsPerGenerationTable) {
@@ -283,8 +258,7 @@ TEST(DetectTpuHostTest, NotATpuHost) {
   absl::StatusOr<std::optional<TpuHost>> host = DetectTpuHost(FakeEnv({}));
   ASSERT_TRUE(host.ok());
   EXPECT_FALSE(host->has_value());
-  host =
-      DetectTpuHost(FakeEnv({{"TPU_ACCELERATOR_TYPE", ""}, {"TPU_NAME", "x"}}));
+  host = DetectTpuHost(FakeEnv({{"TPU_ACCELERATOR_TYPE", ""}, {"TPU_NAME", "x"}}));
   ASSERT_TRUE(host.ok());
   EXPECT_FALSE(host->has_value());
 }
@@ -301,61 +275,48 @@ TEST(DetectTpuHostTest, V6e16Worker0) {
   EXPECT_EQ(host.worker_id, 0);
   EXPECT_EQ(host.chips_per_host, 4);
   EXPECT_EQ(host.hosts_per_slice, 4);
-  EXPECT_EQ(host.worker_hostnames,
-            (std::vector<std::string>{"h0", "h1", "h2", "h3"}));
+  EXPECT_EQ(host.worker_hostnames, (std::vector<std::string>{"h0", "h1", "h2", "h3"}));
   EXPECT_EQ(host.AcceleratorType(), "TPU-V6E");
   EXPECT_EQ(host.Resources(),
-            (std::map<std::string, double>{{"TPU", 4},
-                                           {"accelerator_type:TPU-V6E", 1},
-                                           {"tpu-group-0", 1},
-                                           {"TPU-v6e-16-head", 1}}));
-  EXPECT_EQ(host.Labels(), (std::map<std::string, std::string>{
-                               {"manta.io/tpu-slice-name", "tpu-group-0"},
-                               {"manta.io/tpu-worker-id", "0"},
-                               {"manta.io/tpu-topology", "4x4"},
-                               {"manta.io/tpu-pod-type", "v6e-16"},
-                               {"manta.io/accelerator-type", "TPU-V6E"}}));
+            (std::map<std::string, double>{
+                {"TPU", 4}, {"accelerator_type:TPU-V6E", 1}, {"tpu-group-0", 1}, {"TPU-v6e-16-head", 1}}));
+  EXPECT_EQ(host.Labels(), (std::map<std::string, std::string>{{"manta.io/tpu-slice-name", "tpu-group-0"},
+                                                               {"manta.io/tpu-worker-id", "0"},
+                                                               {"manta.io/tpu-topology", "4x4"},
+                                                               {"manta.io/tpu-pod-type", "v6e-16"},
+                                                               {"manta.io/accelerator-type", "TPU-V6E"}}));
 }
 
 TEST(DetectTpuHostTest, V6e16Worker3HasNoHead) {
   const TpuHost host = Detect(GkeEnv("v6e-16", "4x4", "3"));
   EXPECT_EQ(host.worker_id, 3);
   EXPECT_TRUE((host.worker_hostnames).empty());
-  EXPECT_EQ(
-      host.Resources(),
-      (std::map<std::string, double>{
-          {"TPU", 4}, {"accelerator_type:TPU-V6E", 1}, {"tpu-group-0", 1}}));
-  EXPECT_EQ(host.Labels(), (std::map<std::string, std::string>{
-                               {"manta.io/tpu-slice-name", "tpu-group-0"},
-                               {"manta.io/tpu-worker-id", "3"},
-                               {"manta.io/tpu-topology", "4x4"},
-                               {"manta.io/tpu-pod-type", "v6e-16"},
-                               {"manta.io/accelerator-type", "TPU-V6E"}}));
+  EXPECT_EQ(host.Resources(),
+            (std::map<std::string, double>{{"TPU", 4}, {"accelerator_type:TPU-V6E", 1}, {"tpu-group-0", 1}}));
+  EXPECT_EQ(host.Labels(), (std::map<std::string, std::string>{{"manta.io/tpu-slice-name", "tpu-group-0"},
+                                                               {"manta.io/tpu-worker-id", "3"},
+                                                               {"manta.io/tpu-topology", "4x4"},
+                                                               {"manta.io/tpu-pod-type", "v6e-16"},
+                                                               {"manta.io/accelerator-type", "TPU-V6E"}}));
 }
 
 TEST(DetectTpuHostTest, V4With2CoresPerChip) {
   const TpuHost host = Detect(GkeEnv("v4-16", "2x2x2", "1"));
   EXPECT_EQ(host.chips_per_host, 4);
   EXPECT_EQ(host.hosts_per_slice, 2);
-  EXPECT_EQ(
-      host.Resources(),
-      (std::map<std::string, double>{
-          {"TPU", 4}, {"accelerator_type:TPU-V4", 1}, {"tpu-group-0", 1}}));
+  EXPECT_EQ(host.Resources(),
+            (std::map<std::string, double>{{"TPU", 4}, {"accelerator_type:TPU-V4", 1}, {"tpu-group-0", 1}}));
   EXPECT_EQ(host.Labels().at("manta.io/tpu-topology"), "2x2x2");
 }
 
 TEST(DetectTpuHostTest, SingleHostV5litepodDefaultsWorkerId) {
-  const TpuHost host = Detect({{"TPU_ACCELERATOR_TYPE", "v5litepod-8"},
-                               {"TPU_TOPOLOGY", "2x4"},
-                               {"TPU_NAME", "lite"}});
+  const TpuHost host = Detect({{"TPU_ACCELERATOR_TYPE", "v5litepod-8"}, {"TPU_TOPOLOGY", "2x4"}, {"TPU_NAME", "lite"}});
   EXPECT_EQ(host.worker_id, 0);
   EXPECT_EQ(host.chips_per_host, 8);
   EXPECT_EQ(host.hosts_per_slice, 1);
-  EXPECT_EQ(host.Resources(), (std::map<std::string, double>{
-                                  {"TPU", 8},
-                                  {"accelerator_type:TPU-V5LITEPOD", 1},
-                                  {"lite", 1},
-                                  {"TPU-v5litepod-8-head", 1}}));
+  EXPECT_EQ(host.Resources(),
+            (std::map<std::string, double>{
+                {"TPU", 8}, {"accelerator_type:TPU-V5LITEPOD", 1}, {"lite", 1}, {"TPU-v5litepod-8-head", 1}}));
 }
 
 TEST(DetectTpuHostTest, OtherGenerations) {
@@ -390,8 +351,7 @@ TEST(DetectTpuHostTest, RejectsUnknownType) {
   const absl::Status status = DetectError(GkeEnv("v5e-16", "4x4", "0"));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status.message(), "TPU_ACCELERATOR_TYPE=\"v5e-16\""));
-  EXPECT_TRUE(Contains(DetectError(GkeEnv("v6e", "4x4", "0")).message(),
-                       "TPU_ACCELERATOR_TYPE"));
+  EXPECT_TRUE(Contains(DetectError(GkeEnv("v6e", "4x4", "0")).message(), "TPU_ACCELERATOR_TYPE"));
 }
 
 TEST(DetectTpuHostTest, RejectsContradictingTopology) {
@@ -399,8 +359,7 @@ TEST(DetectTpuHostTest, RejectsContradictingTopology) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status.message(), "TPU_TOPOLOGY=\"2x2\""));
   EXPECT_TRUE(Contains(status.message(), "v6e-16"));
-  EXPECT_TRUE(Contains(DetectError(GkeEnv("v6e-16", "4by4", "0")).message(),
-                       "TPU_TOPOLOGY=\"4by4\""));
+  EXPECT_TRUE(Contains(DetectError(GkeEnv("v6e-16", "4by4", "0")).message(), "TPU_TOPOLOGY=\"4by4\""));
 }
 
 TEST(DetectTpuHostTest, RejectsBadWorkerId) {
@@ -415,8 +374,7 @@ TEST(DetectTpuHostTest, RejectsBadWorkerId) {
 TEST(DetectTpuHostTest, RequiresWorkerIdOnMultiHostSlice) {
   auto vars = GkeEnv("v6e-16", "4x4", "0");
   vars.erase("TPU_WORKER_ID");
-  EXPECT_TRUE(
-      Contains(DetectError(vars).message(), "TPU_WORKER_ID is not set"));
+  EXPECT_TRUE(Contains(DetectError(vars).message(), "TPU_WORKER_ID is not set"));
 }
 
 TEST(DetectTpuHostTest, RequiresNameAndTopology) {
@@ -435,8 +393,7 @@ TEST(DetectTpuHostTest, ChecksChipsPerHostBounds) {
   for (const char* bounds : {"2,2,1", "2,4,2", "2,x,1", "2,,1", "0,4,1"}) {
     vars["TPU_CHIPS_PER_HOST_BOUNDS"] = bounds;
     const absl::Status status = DetectError(vars);
-    EXPECT_TRUE(Contains(status.message(), "TPU_CHIPS_PER_HOST_BOUNDS=\""))
-        << bounds;
+    EXPECT_TRUE(Contains(status.message(), "TPU_CHIPS_PER_HOST_BOUNDS=\"")) << bounds;
     EXPECT_TRUE(Contains(status.message(), "8 chips per host")) << bounds;
   }
 }
@@ -444,34 +401,27 @@ TEST(DetectTpuHostTest, ChecksChipsPerHostBounds) {
 TEST(DetectTpuHostTest, ChecksWorkerHostnames) {
   auto vars = GkeEnv("v4-16", "2x2x2", "0");
   vars["TPU_WORKER_HOSTNAMES"] = " a , b ";
-  EXPECT_EQ(Detect(vars).worker_hostnames,
-            (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(Detect(vars).worker_hostnames, (std::vector<std::string>{"a", "b"}));
   vars["TPU_WORKER_HOSTNAMES"] = "a,b,c";
-  EXPECT_TRUE(Contains(DetectError(vars).message(),
-                       "TPU_WORKER_HOSTNAMES=\"a,b,c\": lists 3 hosts"));
+  EXPECT_TRUE(Contains(DetectError(vars).message(), "TPU_WORKER_HOSTNAMES=\"a,b,c\": lists 3 hosts"));
 }
 
 TEST(VisibleChipsEnvTest, OneChip) {
   EXPECT_EQ(VisibleChipsEnv({2}, 4).value(),
             (std::map<std::string, std::string>{
-                {"TPU_VISIBLE_CHIPS", "2"},
-                {"TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"},
-                {"TPU_HOST_BOUNDS", "1,1,1"}}));
+                {"TPU_VISIBLE_CHIPS", "2"}, {"TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"}, {"TPU_HOST_BOUNDS", "1,1,1"}}));
 }
 
 TEST(VisibleChipsEnvTest, TwoChips) {
   EXPECT_EQ(VisibleChipsEnv({0, 1}, 4).value(),
             (std::map<std::string, std::string>{
-                {"TPU_VISIBLE_CHIPS", "0,1"},
-                {"TPU_CHIPS_PER_HOST_BOUNDS", "1,2,1"},
-                {"TPU_HOST_BOUNDS", "1,1,1"}}));
+                {"TPU_VISIBLE_CHIPS", "0,1"}, {"TPU_CHIPS_PER_HOST_BOUNDS", "1,2,1"}, {"TPU_HOST_BOUNDS", "1,1,1"}}));
   EXPECT_EQ(VisibleChipsEnv({3, 2}, 8).value().at("TPU_VISIBLE_CHIPS"), "3,2");
 }
 
 TEST(VisibleChipsEnvTest, FourOfEightChipsGetsNoBounds) {
-  EXPECT_EQ(
-      VisibleChipsEnv({4, 5, 6, 7}, 8).value(),
-      (std::map<std::string, std::string>{{"TPU_VISIBLE_CHIPS", "4,5,6,7"}}));
+  EXPECT_EQ(VisibleChipsEnv({4, 5, 6, 7}, 8).value(),
+            (std::map<std::string, std::string>{{"TPU_VISIBLE_CHIPS", "4,5,6,7"}}));
 }
 
 TEST(VisibleChipsEnvTest, WholeHostGetsNothing) {
@@ -481,13 +431,11 @@ TEST(VisibleChipsEnvTest, WholeHostGetsNothing) {
 }
 
 TEST(VisibleChipsEnvTest, RejectsInvalidCounts) {
-  const std::pair<std::vector<int>, int> cases[] = {
-      {{}, 4},     {{0, 1, 2}, 4},      {{0, 1, 2, 3, 4, 5, 6, 7}, 4},
-      {{0, 0}, 4}, {{0, 4}, 4},         {{-1}, 4},
-      {{0}, 0},    {{0, 1, 2, 3, 4}, 8}};
+  const std::pair<std::vector<int>, int> cases[] = {{{}, 4},     {{0, 1, 2}, 4},      {{0, 1, 2, 3, 4, 5, 6, 7}, 4},
+                                                    {{0, 0}, 4}, {{0, 4}, 4},         {{-1}, 4},
+                                                    {{0}, 0},    {{0, 1, 2, 3, 4}, 8}};
   for (const auto& [ids, chips_per_host] : cases) {
-    absl::StatusOr<std::map<std::string, std::string>> env =
-        VisibleChipsEnv(ids, chips_per_host);
+    absl::StatusOr<std::map<std::string, std::string>> env = VisibleChipsEnv(ids, chips_per_host);
     ASSERT_FALSE(env.ok()) << ids.size() << " of " << chips_per_host;
     EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
   }

@@ -86,11 +86,20 @@ std::string EscapeForTerminal(std::string_view s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f) {
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case 0x1b: out += "\\e"; break;
-        default: hex(c);
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case 0x1b:
+          out += "\\e";
+          break;
+        default:
+          hex(c);
       }
       ++i;
       continue;

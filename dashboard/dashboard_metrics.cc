@@ -57,9 +57,10 @@ std::string DashboardMetrics::Endpoint(const std::string& path) {
     return parts.size() > 6 ? "other" : route;
   }
   if (parts[2] == "packages") return "/api/packages/{protocol}/{name}";
-  static const char* kFixed[] = {"/api/version", "/api/login", "/api/logout", "/api/gcs_healthz",
-                                 "/api/cluster_status", "/api/v0/nodes", "/api/v0/actors",
-                                 "/api/v0/placement_groups", "/api/v0/tasks", "/api/train/v2/runs/v1"};
+  static const char* kFixed[] = {
+      "/api/version",        "/api/login",           "/api/logout",    "/api/gcs_healthz",
+      "/api/cluster_status", "/api/v0/nodes",        "/api/v0/actors", "/api/v0/placement_groups",
+      "/api/v0/tasks",       "/api/train/v2/runs/v1"};
   for (const char* fixed : kFixed) {
     if (path == fixed) return path;
   }

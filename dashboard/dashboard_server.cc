@@ -150,7 +150,8 @@ absl::Status DashboardServer::StartMetrics() {
     req.set_overwrite(true);
     c.KvPut(std::move(req), std::move(done));
   });
-  if (!put.ok()) Logger("dashboard")->warn("cannot register the metrics address with the GCS: {}", put.status().ToString());
+  if (!put.ok())
+    Logger("dashboard")->warn("cannot register the metrics address with the GCS: {}", put.status().ToString());
   Logger("dashboard")->info("metrics on {}", metrics_address_);
   return absl::OkStatus();
 }

@@ -53,7 +53,7 @@ void InstallRoutes(httplib::Server* http, std::shared_ptr<const GuardConfig> con
 
 struct DashboardOptions {
   std::string host = "127.0.0.1";
-  int port = 8265;  // 0: any free port
+  int port = 8265;                 // 0: any free port
   bool any_port_if_taken = false;  // `port` taken: serve on a free one (the ready file says which)
   std::string session_dir;
   std::string gcs_address;
@@ -64,7 +64,7 @@ struct DashboardOptions {
   uint64_t max_unpacked_bytes = 100ull << 20;
   absl::Duration stop_grace = absl::Seconds(10);
   int http_threads = 24;
-  int metrics_port = -1;  // -1: no metrics port
+  int metrics_port = -1;      // -1: no metrics port
   std::string metrics_token;  // empty: scrapes need no token
 };
 

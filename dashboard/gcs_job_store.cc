@@ -72,10 +72,9 @@ class GcsJobStore::Impl {
     rpc::KvKeysRequest keys;
     keys.set_ns(kPackageKvNamespace);
     keys.set_prefix(name);
-    ASSIGN_OR_RETURN(rpc::KvKeysReply there, Call<rpc::KvKeysReply>("looking up a working_dir package",
-                                                                    [keys](GcsClient& c, auto done) {
-                                                                      c.KvKeys(keys, std::move(done));
-                                                                    }));
+    ASSIGN_OR_RETURN(rpc::KvKeysReply there,
+                     Call<rpc::KvKeysReply>("looking up a working_dir package",
+                                            [keys](GcsClient& c, auto done) { c.KvKeys(keys, std::move(done)); }));
     for (const std::string& k : there.keys()) {
       if (k == name) return absl::OkStatus();
     }

@@ -58,11 +58,12 @@ absl::Status ParseRuntimeEnv(const json& env, JobSubmitRequest* req) {
       ASSIGN_OR_RETURN(req->env_vars, StringMap(value, "runtime_env.env_vars"));
       for (const auto& [name, v] : req->env_vars) {
         if (!IsEnvName(name)) return Invalid(absl::StrCat("runtime_env.env_vars: '", name, "' is not a variable name"));
-        if (v.find('\0') != std::string::npos) return Invalid(absl::StrCat("runtime_env.env_vars: '", name, "' holds a NUL byte"));
+        if (v.find('\0') != std::string::npos)
+          return Invalid(absl::StrCat("runtime_env.env_vars: '", name, "' holds a NUL byte"));
       }
     } else {
-      return Invalid(absl::StrCat("runtime_env field '", key,
-                                  "' is not supported (Manta supports working_dir and env_vars)"));
+      return Invalid(
+          absl::StrCat("runtime_env field '", key, "' is not supported (Manta supports working_dir and env_vars)"));
     }
   }
   req->runtime_env = env;
@@ -81,18 +82,23 @@ std::optional<double> ReadOptional(const json& j, const char* key) {
 
 const char* JobStatusName(JobStatus status) {
   switch (status) {
-    case JobStatus::kPending: return "PENDING";
-    case JobStatus::kRunning: return "RUNNING";
-    case JobStatus::kStopped: return "STOPPED";
-    case JobStatus::kSucceeded: return "SUCCEEDED";
-    case JobStatus::kFailed: return "FAILED";
+    case JobStatus::kPending:
+      return "PENDING";
+    case JobStatus::kRunning:
+      return "RUNNING";
+    case JobStatus::kStopped:
+      return "STOPPED";
+    case JobStatus::kSucceeded:
+      return "SUCCEEDED";
+    case JobStatus::kFailed:
+      return "FAILED";
   }
   return "FAILED";
 }
 
 std::optional<JobStatus> ParseJobStatus(std::string_view name) {
-  for (JobStatus s : {JobStatus::kPending, JobStatus::kRunning, JobStatus::kStopped, JobStatus::kSucceeded,
-                      JobStatus::kFailed}) {
+  for (JobStatus s :
+       {JobStatus::kPending, JobStatus::kRunning, JobStatus::kStopped, JobStatus::kSucceeded, JobStatus::kFailed}) {
     if (JobStatusName(s) == name) return s;
   }
   return std::nullopt;
@@ -104,10 +110,9 @@ absl::StatusOr<JobSubmitRequest> ParseSubmitRequest(std::string_view body) {
   if (j.is_discarded()) return Invalid("the request body is not valid JSON");
   if (!j.is_object()) return Invalid("the request body must be a JSON object");
   JobSubmitRequest req;
-  static const std::set<std::string> kKnown = {
-      "entrypoint",          "submission_id",        "job_id",          "runtime_env",
-      "metadata",            "entrypoint_num_cpus",  "entrypoint_num_gpus", "entrypoint_memory",
-      "entrypoint_resources"};
+  static const std::set<std::string> kKnown = {"entrypoint",          "submission_id",     "job_id",
+                                               "runtime_env",         "metadata",          "entrypoint_num_cpus",
+                                               "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources"};
   for (const auto& [key, value] : j.items()) {
     if (kKnown.count(key) == 0) return Invalid(absl::StrCat("unknown field '", key, "' in the request"));
   }
@@ -196,9 +201,8 @@ json ToApiJson(const JobRecord& job) {
   j["metadata"] = job.metadata;
   j["runtime_env"] = job.runtime_env;
   if (job.runner_pid > 0) {
-    j["driver_info"] = {{"id", job.submission_id},
-                        {"node_ip_address", job.driver_node_ip},
-                        {"pid", std::to_string(job.runner_pid)}};
+    j["driver_info"] = {
+        {"id", job.submission_id}, {"node_ip_address", job.driver_node_ip}, {"pid", std::to_string(job.runner_pid)}};
   } else {
     j["driver_info"] = nullptr;
   }
@@ -262,8 +266,6 @@ absl::StatusOr<JobRecord> FromStoredJson(std::string_view text) {
   }
 }
 
-std::string DumpJson(const json& j, int indent) {
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
+std::string DumpJson(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace manta::dashboard

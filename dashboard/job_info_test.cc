@@ -71,12 +71,12 @@ TEST(ParseSubmitRequestTest, RejectsBadInputWithClearMessages) {
 
 TEST(ParseSubmitRequestTest, InvalidUtf8AnywhereIsRefusedAsSuch) {
   const std::string bad = "\xff";
-  for (const std::string& body : {R"({"entrypoint": "echo )" + bad + R"("})",
-                                  R"({"entrypoint": "x", "submission_id": "id)" + bad + R"("})",
-                                  R"({"entrypoint": "x", "metadata": {"k": ")" + bad + R"("}})",
-                                  R"({"entrypoint": "x", "metadata": {")" + bad + R"(": "v"}})",
-                                  R"({"entrypoint": "x", "entrypoint_resources": {")" + bad + R"(": 1}})",
-                                  R"({"entrypoint": "x", "runtime_env": {"env_vars": {"A": ")" + bad + R"("}}})"}) {
+  for (const std::string& body :
+       {R"({"entrypoint": "echo )" + bad + R"("})", R"({"entrypoint": "x", "submission_id": "id)" + bad + R"("})",
+        R"({"entrypoint": "x", "metadata": {"k": ")" + bad + R"("}})",
+        R"({"entrypoint": "x", "metadata": {")" + bad + R"(": "v"}})",
+        R"({"entrypoint": "x", "entrypoint_resources": {")" + bad + R"(": 1}})",
+        R"({"entrypoint": "x", "runtime_env": {"env_vars": {"A": ")" + bad + R"("}}})"}) {
     auto req = ParseSubmitRequest(body);
     ASSERT_FALSE(req.ok()) << body;
     EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument);

@@ -19,7 +19,6 @@ namespace {
 
 constexpr size_t kLogTailInMessage = 2000;
 
-
 std::shared_ptr<spdlog::logger> Log() { return Logger("dashboard"); }
 
 // The last `n` bytes of a file (for failure messages).
@@ -98,7 +97,8 @@ absl::Status JobManager::Start() {
     absl::MutexLock lock(&mu_);
     for (auto& [id, e] : jobs_) {
       if (e.record.status == JobStatus::kRunning && e.record.stop_requested) {
-        loop_->Post([this, id = id, r = Runner{e.record.runner_pid, e.record.runner_start_ticks}] { BeginStop(id, r); });
+        loop_->Post(
+            [this, id = id, r = Runner{e.record.runner_pid, e.record.runner_start_ticks}] { BeginStop(id, r); });
       }
     }
   }
@@ -130,7 +130,8 @@ absl::StatusOr<std::string> JobManager::Submit(const JobSubmitRequest& request) 
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the dashboard is shutting down");
-    if (jobs_.count(id) > 0) return absl::AlreadyExistsError(absl::StrCat("Job with submission_id ", id, " already exists"));
+    if (jobs_.count(id) > 0)
+      return absl::AlreadyExistsError(absl::StrCat("Job with submission_id ", id, " already exists"));
     Entry& e = jobs_[id];
     e.record = record;
     e.busy = true;
@@ -193,9 +194,9 @@ absl::Status JobManager::Delete(const std::string& id) {
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.busy) return absl::NotFoundError(absl::StrCat("Job ", id, " does not exist"));
     if (!IsTerminal(it->second.record.status)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Attempted to delete job '", id, "', but it is in a non-terminal state ",
-                       JobStatusName(it->second.record.status), "; stop it first"));
+      return absl::FailedPreconditionError(absl::StrCat("Attempted to delete job '", id,
+                                                        "', but it is in a non-terminal state ",
+                                                        JobStatusName(it->second.record.status), "; stop it first"));
     }
     it->second.busy = true;
   }
@@ -241,8 +242,8 @@ absl::Status JobManager::CheckFits(const ResourceSet& demand) {
   ASSIGN_OR_RETURN(ResourceSet total, ResourceSet::FromMap(head.resources_total));
   if (!total.Contains(demand)) {
     return absl::ResourceExhaustedError(absl::StrCat("The entrypoint resources ", demand.DebugString(),
-                                                     " do not fit on the head node, which has ",
-                                                     total.DebugString(), " in total."));
+                                                     " do not fit on the head node, which has ", total.DebugString(),
+                                                     " in total."));
   }
   return absl::OkStatus();
 }
@@ -506,7 +507,8 @@ void JobManager::Flush() {
   for (const JobRecord& job : dirty) {
     absl::Status s = store_->Put(job);
     if (s.ok()) continue;
-    Log()->warn("cannot store job record submission_id={}, will retry: {}", job.submission_id, std::string(s.message()));
+    Log()->warn("cannot store job record submission_id={}, will retry: {}", job.submission_id,
+                std::string(s.message()));
     absl::MutexLock lock(&mu_);
     if (auto it = jobs_.find(job.submission_id); it != jobs_.end()) it->second.dirty = true;
   }

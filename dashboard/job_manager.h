@@ -144,13 +144,13 @@ class JobManager {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   // Loop thread only.
-  std::deque<std::string> queue_;                         // PENDING jobs, in submission order
-  std::set<std::string> reserving_;    // jobs holding or waiting for a reservation
-  std::set<std::string> to_release_;   // reservations to give back
+  std::deque<std::string> queue_;     // PENDING jobs, in submission order
+  std::set<std::string> reserving_;   // jobs holding or waiting for a reservation
+  std::set<std::string> to_release_;  // reservations to give back
   std::map<std::string, std::unique_ptr<EventLoop::Timer>> kill_timers_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;
   std::function<void()> shutdown_done_;
-  absl::Time next_start_attempt_ = absl::InfinitePast();  // while jobs wait for resources
+  absl::Time next_start_attempt_ = absl::InfinitePast();        // while jobs wait for resources
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the SIGCHLD handler
 };
 

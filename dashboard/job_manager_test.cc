@@ -205,7 +205,8 @@ TEST_F(JobManagerTest, EntrypointResourcesMustFitTheHead) {
   EXPECT_NE(job.message.find("do not fit on the head node"), std::string::npos) << job.message;
   EXPECT_EQ(job.runner_pid, 0);
 
-  std::string a = Submit(R"({"entrypoint": "sleep 300", "entrypoint_num_cpus": 3, "entrypoint_resources": {"TPU": 4}})");
+  std::string a =
+      Submit(R"({"entrypoint": "sleep 300", "entrypoint_num_cpus": 3, "entrypoint_resources": {"TPU": 4}})");
   WaitFor(a, JobStatus::kRunning);
   std::string b = Submit(R"({"entrypoint": "echo b ran", "entrypoint_num_cpus": 2})");
   PollUntil([&] { return jobs_->Get(b)->message.find("waiting") != std::string::npos; },
@@ -280,15 +281,16 @@ TEST_F(JobManagerTest, WorkingDirIsUnpackedForTheJob) {
   ASSERT_TRUE(packages_->Put(name, *archive).ok());
   // The driver learns the job's runtime env, to register the job with it;
   // the package is where every node can fetch it.
-  std::string id = Submit(absl::StrCat(R"({"entrypoint": "cat hello.txt; echo; echo $MANTA_RUNTIME_ENV", )",
-                                       R"("runtime_env": {"env_vars": {"V": "1"}, "working_dir": "gcs://)", name,
-                                       R"("}})"));
+  std::string id =
+      Submit(absl::StrCat(R"({"entrypoint": "cat hello.txt; echo; echo $MANTA_RUNTIME_ENV", )",
+                          R"("runtime_env": {"env_vars": {"V": "1"}, "working_dir": "gcs://)", name, R"("}})"));
   WaitFor(id, JobStatus::kSucceeded);
-  EXPECT_EQ(Log(id), absl::StrCat("hello from the package\n\n{\"env_vars\":{\"V\":\"1\"},\"working_dir\":\"gcs://", name,
-                                  "\"}\n"));
+  EXPECT_EQ(Log(id), absl::StrCat("hello from the package\n\n{\"env_vars\":{\"V\":\"1\"},\"working_dir\":\"gcs://",
+                                  name, "\"}\n"));
   EXPECT_EQ(store_.Published(name), *archive);
 
-  std::string missing = Submit(R"({"entrypoint": "true", "runtime_env": {"working_dir": "gcs://_manta_pkg_no.tar.gz"}})");
+  std::string missing =
+      Submit(R"({"entrypoint": "true", "runtime_env": {"working_dir": "gcs://_manta_pkg_no.tar.gz"}})");
   JobRecord job = WaitFor(missing, JobStatus::kFailed);
   EXPECT_EQ(job.error_type, "RUNTIME_ENV_SETUP_FAILURE");
 }
@@ -306,8 +308,8 @@ TEST_F(JobManagerTest, RestartAdoptsLiveJobsAndSettlesTheRest) {
 
   DestroyManager();
   killpg(killed_job.runner_pid, SIGKILL);
-  ASSERT_TRUE(PollUntil([&] { return PathExists(session_ + "/jobs/" + finishes + ".exit"); },
-                        absl::Now() + absl::Seconds(5)));
+  ASSERT_TRUE(
+      PollUntil([&] { return PathExists(session_ + "/jobs/" + finishes + ".exit"); }, absl::Now() + absl::Seconds(5)));
   StartManager();
 
   EXPECT_EQ(jobs_->Get(done_before)->status, JobStatus::kSucceeded);

@@ -61,7 +61,8 @@ absl::Status SignalRunnerGroup(const Runner& runner, int sig) {
   if (!ticks || (runner.start_ticks != 0 && *ticks != runner.start_ticks)) {
     return absl::NotFoundError(absl::StrCat("job runner ", runner.pid, " is gone"));
   }
-  if (killpg(runner.pid, sig) != 0) return absl::NotFoundError(absl::StrCat("killpg ", runner.pid, ": ", std::strerror(errno)));
+  if (killpg(runner.pid, sig) != 0)
+    return absl::NotFoundError(absl::StrCat("killpg ", runner.pid, ": ", std::strerror(errno)));
   return absl::OkStatus();
 }
 

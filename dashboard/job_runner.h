@@ -36,8 +36,8 @@ struct RunnerSpec {
 };
 
 struct Runner {
-  pid_t pid = 0;                // also the job's process group id
-  uint64_t start_ticks = 0;     // /proc/<pid>/stat starttime
+  pid_t pid = 0;             // also the job's process group id
+  uint64_t start_ticks = 0;  // /proc/<pid>/stat starttime
 };
 
 // Spawns the runner in a new session. Errors from SpawnDaemon.

@@ -22,9 +22,7 @@ namespace manta::dashboard {
 // per job named EntrypointReservationName(submission id).
 inline constexpr char kEntrypointNamespace[] = "_manta_job_entrypoints";
 inline constexpr char kHeadNodeResource[] = "node:__internal_head__";
-inline std::string EntrypointReservationName(const std::string& submission_id) {
-  return "entrypoint:" + submission_id;
-}
+inline std::string EntrypointReservationName(const std::string& submission_id) { return "entrypoint:" + submission_id; }
 
 struct HeadNode {
   std::string node_ip;

@@ -137,9 +137,10 @@ void JobsApi::Submit(const httplib::Request& req, httplib::Response& res) {
   auto request = ParseSubmitRequest(req.body);
   if (!request.ok()) return Error(res, request.status());
   if (!request->working_dir_package.empty() && !packages_->Exists(request->working_dir_package)) {
-    return Text(res, 400, absl::StrCat("runtime_env working_dir gcs://", request->working_dir_package,
-                                       " was not uploaded; PUT it to /api/packages/gcs/",
-                                       request->working_dir_package, " first."));
+    return Text(
+        res, 400,
+        absl::StrCat("runtime_env working_dir gcs://", request->working_dir_package,
+                     " was not uploaded; PUT it to /api/packages/gcs/", request->working_dir_package, " first."));
   }
   auto id = jobs_->Submit(*request);
   if (!id.ok()) return Error(res, id.status());
@@ -196,8 +197,8 @@ void JobsApi::Logs(const httplib::Request& req, httplib::Response& res) {
   }
   // Ray's {"logs": "..."}, written as the file is read: a request holds one
   // piece of the log at a time, never the whole of it.
-  auto reader = std::make_shared<LogJsonReader>(open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW), max_bytes,
-                                                &log_readers_);
+  auto reader =
+      std::make_shared<LogJsonReader>(open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW), max_bytes, &log_readers_);
   res.status = 200;
   res.set_chunked_content_provider("application/json", [reader](size_t, httplib::DataSink& sink) {
     std::string piece = reader->Next();
@@ -230,30 +231,31 @@ void JobsApi::TailLogs(const httplib::Request& req, httplib::Response& res) {
   follow->path = *path;
   follow->followers = &followers_;
   std::string job_id = *id;
-  res.set_chunked_content_provider("text/plain; charset=utf-8", [this, follow, job_id](size_t, httplib::DataSink& sink) {
-    constexpr size_t kChunk = 64 << 10;
-    for (int idle = 0; !stopping_; ++idle) {
-      if (!sink.is_writable()) return false;
-      if (follow->fd < 0) follow->fd = open(follow->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      // Whether the job had ended before this read: then the read sees all
-      // it will ever write.
-      auto job = jobs_->Get(job_id);
-      bool ended = !job.ok() || IsTerminal(job->status);
-      std::string data = follow->fd >= 0 ? ReadFrom(follow->fd, follow->offset, kChunk) : "";
-      if (!data.empty()) {
-        follow->offset += static_cast<off_t>(data.size());
-        return sink.write(data.data(), data.size());
-      }
-      if (ended) {
+  res.set_chunked_content_provider(
+      "text/plain; charset=utf-8", [this, follow, job_id](size_t, httplib::DataSink& sink) {
+        constexpr size_t kChunk = 64 << 10;
+        for (int idle = 0; !stopping_; ++idle) {
+          if (!sink.is_writable()) return false;
+          if (follow->fd < 0) follow->fd = open(follow->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+          // Whether the job had ended before this read: then the read sees all
+          // it will ever write.
+          auto job = jobs_->Get(job_id);
+          bool ended = !job.ok() || IsTerminal(job->status);
+          std::string data = follow->fd >= 0 ? ReadFrom(follow->fd, follow->offset, kChunk) : "";
+          if (!data.empty()) {
+            follow->offset += static_cast<off_t>(data.size());
+            return sink.write(data.data(), data.size());
+          }
+          if (ended) {
+            sink.done();
+            return true;
+          }
+          // Keep-alive for idle streams is unnecessary: clients read without timeouts.
+          std::this_thread::sleep_for(std::chrono::milliseconds(idle < 10 ? 20 : 100));
+        }
         sink.done();
         return true;
-      }
-      // Keep-alive for idle streams is unnecessary: clients read without timeouts.
-      std::this_thread::sleep_for(std::chrono::milliseconds(idle < 10 ? 20 : 100));
-    }
-    sink.done();
-    return true;
-  });
+      });
 }
 
 void JobsApi::PackageExists(const httplib::Request& req, httplib::Response& res) {

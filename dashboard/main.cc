@@ -19,7 +19,8 @@
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to serve HTTP on; loopback unless told otherwise.");
 ABSL_FLAG(int, port, 8265, "HTTP port (0: any free port).");
-ABSL_FLAG(bool, port_fallback, false, "When --port is taken, serve on a free port instead (the ready file says which).");
+ABSL_FLAG(bool, port_fallback, false,
+          "When --port is taken, serve on a free port instead (the ready file says which).");
 ABSL_FLAG(std::string, session_dir, "", "The cluster's session directory (required).");
 ABSL_FLAG(std::string, gcs_address, "", "The GCS, HOST:PORT (required).");
 ABSL_FLAG(std::string, token_file, "", "File holding the cluster token (required unless --auth=none).");
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
   if (!token.ok()) return Fail(std::string(token.status().message()));
   options.token = *token;
   options.metrics_port = absl::GetFlag(FLAGS_metrics_export_port);
-  if (options.metrics_port < -1 || options.metrics_port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  if (options.metrics_port < -1 || options.metrics_port > 65535)
+    return Fail("--metrics_export_port must be -1 to 65535");
   auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
   if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
   options.metrics_token = *metrics_token;

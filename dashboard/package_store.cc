@@ -16,9 +16,7 @@ absl::Status PackageStore::Init() {
   return MakeDirs(root_ + "/working_dir", 0700);
 }
 
-std::string PackageStore::PackagePath(std::string_view name) const {
-  return root_ + "/packages/" + std::string(name);
-}
+std::string PackageStore::PackagePath(std::string_view name) const { return root_ + "/packages/" + std::string(name); }
 
 std::string PackageStore::WorkingDirPath(std::string_view submission_id) const {
   return root_ + "/working_dir/" + std::string(submission_id);
@@ -58,8 +56,7 @@ absl::StatusOr<std::string> PackageStore::Read(std::string_view name) const {
   return data;
 }
 
-absl::StatusOr<std::string> PackageStore::PrepareWorkingDir(std::string_view submission_id,
-                                                            std::string_view package) {
+absl::StatusOr<std::string> PackageStore::PrepareWorkingDir(std::string_view submission_id, std::string_view package) {
   RETURN_IF_ERROR(ValidateSubmissionId(submission_id));
   std::string dir = WorkingDirPath(submission_id);
   RETURN_IF_ERROR(RemoveTree(dir));

@@ -56,8 +56,11 @@ http::FrontPolicy FrontFor(const GuardConfig* config) {
   for (const WebAsset& asset : WebAssets()) {
     front.routes.push_back({.method = "GET", .path = std::string(asset.path), .is_public = true});
   }
-  front.routes.push_back({.method = "POST", .path = "/api/login", .is_public = true,
-                          .max_body = config->max_login_bytes, .json_body = true});
+  front.routes.push_back({.method = "POST",
+                          .path = "/api/login",
+                          .is_public = true,
+                          .max_body = config->max_login_bytes,
+                          .json_body = true});
   front.routes.push_back({.method = "POST", .path = "/api/logout", .is_public = true});
   front.routes.push_back({.method = "PUT", .path = "/api/packages/*", .max_body = config->max_package_bytes});
   // Every other path (the Jobs API, the State API, and what is not there)

@@ -122,30 +122,34 @@ void StateApi::Register(httplib::Server* server) {
   };
   state::ClusterView one_node;
   one_node.nodes.emplace_back();
-  list("/api/v0/nodes", ColumnsOf(NodesWithAvailable(one_node)), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto view = state::FetchClusterView(*gcs_, state::ClusterViewOptions());
-    if (!view.ok()) return view.status();
-    *total = static_cast<int64_t>(view->nodes.size());
-    // Only the page's nodes (and those before them) become JSON.
-    if (limit > 0 && view->nodes.size() > static_cast<size_t>(limit)) view->nodes.resize(limit);
-    return NodesWithAvailable(*view);
-  });
-  list("/api/v0/actors", ColumnsOf(state::ActorListJson({state::ActorView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto actors = state::FetchActors(*gcs_, limit, total);
-    if (!actors.ok()) return actors.status();
-    return state::ActorListJson(*actors);
-  });
-  list("/api/v0/placement_groups", ColumnsOf(state::PlacementGroupListJson({state::PlacementGroupView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto groups = state::FetchPlacementGroups(*gcs_, limit, total);
-    if (!groups.ok()) return groups.status();
-    return state::PlacementGroupListJson(*groups);
-  });
-  list("/api/v0/tasks", ColumnsOf(state::TaskListJson({state::TaskView{}})), [this](int limit, int64_t* total) -> absl::StatusOr<json> {
-    auto tasks = state::FetchTasks(*gcs_, limit);
-    if (!tasks.ok()) return tasks.status();
-    *total = tasks->total;
-    return state::TaskListJson(tasks->tasks);
-  });
+  list("/api/v0/nodes", ColumnsOf(NodesWithAvailable(one_node)),
+       [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+         auto view = state::FetchClusterView(*gcs_, state::ClusterViewOptions());
+         if (!view.ok()) return view.status();
+         *total = static_cast<int64_t>(view->nodes.size());
+         // Only the page's nodes (and those before them) become JSON.
+         if (limit > 0 && view->nodes.size() > static_cast<size_t>(limit)) view->nodes.resize(limit);
+         return NodesWithAvailable(*view);
+       });
+  list("/api/v0/actors", ColumnsOf(state::ActorListJson({state::ActorView{}})),
+       [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+         auto actors = state::FetchActors(*gcs_, limit, total);
+         if (!actors.ok()) return actors.status();
+         return state::ActorListJson(*actors);
+       });
+  list("/api/v0/placement_groups", ColumnsOf(state::PlacementGroupListJson({state::PlacementGroupView{}})),
+       [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+         auto groups = state::FetchPlacementGroups(*gcs_, limit, total);
+         if (!groups.ok()) return groups.status();
+         return state::PlacementGroupListJson(*groups);
+       });
+  list("/api/v0/tasks", ColumnsOf(state::TaskListJson({state::TaskView{}})),
+       [this](int limit, int64_t* total) -> absl::StatusOr<json> {
+         auto tasks = state::FetchTasks(*gcs_, limit);
+         if (!tasks.ok()) return tasks.status();
+         *total = tasks->total;
+         return state::TaskListJson(tasks->tasks);
+       });
   server->Get("/api/train/v2/runs/v1", [this](const httplib::Request&, httplib::Response& res) {
     auto runs = state::FetchTrainRuns(*gcs_, 0, /*with_metrics=*/true);
     if (!runs.ok()) return Error(res, runs.status());

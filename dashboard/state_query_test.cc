@@ -117,8 +117,11 @@ TEST(StateQueryTest, AnOffsetSkipsTheMatchingEntriesBeforeThePage) {
   EXPECT_EQ((*page)["result"][0]["i"], 3);
   EXPECT_EQ((*page)["num_filtered"], 10);
   // With a filter the offset counts matching entries only.
-  auto evens = ParseListQuery(
-      {{"limit", "2"}, {"offset", "1"}, {"filter_keys", "even"}, {"filter_predicates", "="}, {"filter_values", "true"}});
+  auto evens = ParseListQuery({{"limit", "2"},
+                               {"offset", "1"},
+                               {"filter_keys", "even"},
+                               {"filter_predicates", "="},
+                               {"filter_values", "true"}});
   ASSERT_TRUE(evens.ok());
   auto even_page = AnswerListQuery(*evens, entries);
   ASSERT_TRUE(even_page.ok());

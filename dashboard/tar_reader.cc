@@ -73,8 +73,8 @@ absl::StatusOr<std::string> NormalizePath(std::string_view raw, const TarLimits&
   if (raw.empty()) return Bad(raw, "has an empty name");
   if (raw[0] == '/') return Bad(raw, "has an absolute path");
   if (raw.size() > limits.max_path_bytes) {
-    return Bad(raw, absl::StrCat("has a path of ", raw.size(), " bytes; at most ", limits.max_path_bytes,
-                                 " are allowed"));
+    return Bad(raw,
+               absl::StrCat("has a path of ", raw.size(), " bytes; at most ", limits.max_path_bytes, " are allowed"));
   }
   std::string out;
   size_t depth = 0;
@@ -82,8 +82,8 @@ absl::StatusOr<std::string> NormalizePath(std::string_view raw, const TarLimits&
     if (part.empty() || part == ".") continue;
     if (part == "..") return Bad(raw, "contains '..'");
     if (part.size() > limits.max_name_bytes) {
-      return Bad(raw, absl::StrCat("has a name of ", part.size(), " bytes; at most ", limits.max_name_bytes,
-                                   " are allowed"));
+      return Bad(
+          raw, absl::StrCat("has a name of ", part.size(), " bytes; at most ", limits.max_name_bytes, " are allowed"));
     }
     if (++depth > limits.max_depth) {
       return Bad(raw, absl::StrCat("is more than ", limits.max_depth, " directories deep"));

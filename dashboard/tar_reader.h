@@ -46,7 +46,7 @@ struct TarEntry {
   // kSymlink: the link text (relative). kHardlink: the normalized path of an
   // earlier kFile entry.
   std::string link_target;
-  uint32_t mode = 0644;  // permission bits only
+  uint32_t mode = 0644;   // permission bits only
   std::string_view data;  // kFile: points into the archive passed to ParseTar
 };
 

@@ -305,8 +305,7 @@ TEST_F(TarTest, DeepTreesAndLongNamesAreRefusedAtUpload) {
   FinishTar(&one_name);
   parsed = ParseTar(one_name, TarLimits{});
   ASSERT_FALSE(parsed.ok());
-  EXPECT_NE(parsed.status().message().find("a name of 300 bytes; at most 255"), std::string::npos)
-      << parsed.status();
+  EXPECT_NE(parsed.status().message().find("a name of 300 bytes; at most 255"), std::string::npos) << parsed.status();
   std::string linked;
   AppendTarEntry(&linked, "link", '2', "", std::string(2000, 'l'));
   FinishTar(&linked);

@@ -55,8 +55,7 @@ absl::StatusOr<PackedDirectory> PackDirectoryWithReport(const std::string& dir, 
                                                         const PackOptions& options = {});
 
 // PackDirectoryWithReport's archive.
-absl::StatusOr<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes,
-                                          const PackOptions& options = {});
+absl::StatusOr<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes, const PackOptions& options = {});
 
 // gzip of `data`.
 absl::StatusOr<std::string> Gzip(std::string_view data);

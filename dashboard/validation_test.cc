@@ -32,8 +32,8 @@ TEST(SubmissionIdTest, AcceptsUserChosenNames) {
 }
 
 TEST(SubmissionIdTest, RejectsPathsAndOddCharacters) {
-  for (const char* id : {"", ".", "..", "../etc", "a/b", "..%2F", "-rf", ".hidden", "a b", "a\nb", "a\\b",
-                         "x:y", "a\x01"}) {
+  for (const char* id :
+       {"", ".", "..", "../etc", "a/b", "..%2F", "-rf", ".hidden", "a b", "a\nb", "a\\b", "x:y", "a\x01"}) {
     EXPECT_FALSE(ValidateSubmissionId(id).ok()) << id;
   }
   EXPECT_FALSE(ValidateSubmissionId(std::string(129, 'a')).ok());

@@ -50,9 +50,10 @@ void RegisterWebPage(httplib::Server* server, std::shared_ptr<const GuardConfig>
     if (config->throttle != nullptr) config->throttle->Succeeded(req.remote_addr);
     if (config->sessions == nullptr) return Text(res, 503, "Sign-in sessions are not available.");
     res.status = 204;
-    res.set_header("Set-Cookie",
-                   absl::StrCat(kSessionCookie, "=", config->sessions->Create(), "; HttpOnly; SameSite=Strict; Path=/; "
-                                "Max-Age=", absl::ToInt64Seconds(config->sessions->lifetime())));
+    res.set_header("Set-Cookie", absl::StrCat(kSessionCookie, "=", config->sessions->Create(),
+                                              "; HttpOnly; SameSite=Strict; Path=/; "
+                                              "Max-Age=",
+                                              absl::ToInt64Seconds(config->sessions->lifetime())));
   });
   server->Post("/api/logout", [config](const httplib::Request& req, httplib::Response& res) {
     SecurityHeaders(res);

@@ -63,9 +63,12 @@ int Main(int argc, char** argv, bool elastic) {
     return 1;
   }
 
-  std::map<std::string, std::string> flags = {{"topology", "4x4"},     {"accelerator_type", "TPU-V6E"},
-                                              {"max_failures", "3"},   {"num_to_keep", "0"},
-                                              {"num_workers", ""},     {"storage_path", ""},
+  std::map<std::string, std::string> flags = {{"topology", "4x4"},
+                                              {"accelerator_type", "TPU-V6E"},
+                                              {"max_failures", "3"},
+                                              {"num_to_keep", "0"},
+                                              {"num_workers", ""},
+                                              {"storage_path", ""},
                                               {"scheduling_timeout_s", "600"}};
   int i = 1;
   for (; i < argc && std::string(argv[i]).rfind("--", 0) == 0; ++i) {
@@ -96,7 +99,7 @@ int Main(int argc, char** argv, bool elastic) {
   } catch (const std::exception&) {
     return Usage("--num_workers, --max_failures, --num_to_keep and --scheduling_timeout_s take integers");
   }
-  if (max_workers == 0) {  // every whole slice of that shape the cluster has
+  if (max_workers == 0) {                    // every whole slice of that shape the cluster has
     auto slices = manta::tpu::ListSlices();  // kept: ranging over a temporary's member would read freed memory
     for (const auto& s : slices[shape->pod_type]) max_workers += s.num_hosts;
     if (max_workers == 0) {
@@ -115,8 +118,8 @@ int Main(int argc, char** argv, bool elastic) {
   scaling.placement_strategy = "SPREAD";
   manta::train::RunConfig run;
   run.name = ArgValue(maxtext_args, "run_name");
-  run.storage_path = flags["storage_path"].empty() ? ArgValue(maxtext_args, "base_output_directory")
-                                                   : flags["storage_path"];
+  run.storage_path =
+      flags["storage_path"].empty() ? ArgValue(maxtext_args, "base_output_directory") : flags["storage_path"];
   run.failure_config.max_failures = max_failures;
   run.checkpoint_config.num_to_keep = num_to_keep;
   run.scheduling_timeout = absl::Seconds(timeout_s);

@@ -23,8 +23,8 @@ std::string Env(const char* name) {
 // What a host-centric process sees: its slice, its worker id, its chips.
 std::string DescribeHost() {
   std::string chips = Env("TPU_VISIBLE_CHIPS");
-  return "slice=" + Env("TPU_NAME") + " worker=" + Env("TPU_WORKER_ID") +
-         " chips=" + (chips.empty() ? "all" : chips) + " pid=" + std::to_string(getpid());
+  return "slice=" + Env("TPU_NAME") + " worker=" + Env("TPU_WORKER_ID") + " chips=" + (chips.empty() ? "all" : chips) +
+         " pid=" + std::to_string(getpid());
 }
 MANTA_REMOTE(DescribeHost);
 
@@ -39,11 +39,11 @@ int main(int argc, char** argv) {
   std::string slice = argc > 1 ? argv[1] : "tpu-group-0";
   std::vector<manta::ObjectRef<std::string>> hosts;
   for (int worker = 0; worker < 4; ++worker) {
-    hosts.push_back(manta::Task(DescribeHost)
-                        .SetResources({{"TPU", 4}})
-                        .SetLabelSelector({{"manta.io/tpu-slice-name", slice},
-                                           {"manta.io/tpu-worker-id", std::to_string(worker)}})
-                        .Remote());
+    hosts.push_back(
+        manta::Task(DescribeHost)
+            .SetResources({{"TPU", 4}})
+            .SetLabelSelector({{"manta.io/tpu-slice-name", slice}, {"manta.io/tpu-worker-id", std::to_string(worker)}})
+            .Remote());
   }
   for (auto& h : hosts) std::cout << *manta::Get(h) + "\n" << std::flush;
   manta::Shutdown();

@@ -54,10 +54,9 @@ class HostProcess {
   std::string Report() {
     std::string visible = Env("TPU_VISIBLE_CHIPS");
     std::string slice_id = Env("MEGASCALE_SLICE_ID").empty() ? "0" : Env("MEGASCALE_SLICE_ID");
-    std::string line = "slice " + slice_id + " (" + Env("TPU_NAME") + ") worker " + Env("TPU_WORKER_ID") +
-                       ": chips " + (visible.empty() ? "all" : visible) + ", sees " +
-                       std::to_string(GlobalDevices()) + " devices, node " + Env("MANTA_NODE_ID").substr(0, 8) +
-                       " pid " + std::to_string(getpid());
+    std::string line = "slice " + slice_id + " (" + Env("TPU_NAME") + ") worker " + Env("TPU_WORKER_ID") + ": chips " +
+                       (visible.empty() ? "all" : visible) + ", sees " + std::to_string(GlobalDevices()) +
+                       " devices, node " + Env("MANTA_NODE_ID").substr(0, 8) + " pid " + std::to_string(getpid());
     if (!Env("MEGASCALE_COORDINATOR_ADDRESS").empty()) {
       line += ", coordinator " + Env("MEGASCALE_COORDINATOR_ADDRESS") + ":" + Env("MEGASCALE_PORT");
     }

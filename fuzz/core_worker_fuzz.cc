@@ -107,7 +107,8 @@ class World {
       calls.push_back([this, peer](std::string_view b) { RemoveBorrower(*peer, b); });
       calls.push_back([this, peer](std::string_view b) { CheckWorker(*peer, b); });
     }
-    RunRecords(input, calls, [] {}, 16);
+    RunRecords(
+        input, calls, [] {}, 16);
     CheckAlive();
   }
 
@@ -153,14 +154,21 @@ class World {
   void Count(const grpc::Status& s) {
     ++calls_;
     switch (s.error_code()) {
-      case grpc::StatusCode::OK: ++answered_[0]; break;
-      case grpc::StatusCode::DEADLINE_EXCEEDED: ++answered_[2]; break;
+      case grpc::StatusCode::OK:
+        ++answered_[0];
+        break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        ++answered_[2];
+        break;
       case grpc::StatusCode::INVALID_ARGUMENT:
       case grpc::StatusCode::FAILED_PRECONDITION:
       case grpc::StatusCode::NOT_FOUND:
-      case grpc::StatusCode::OUT_OF_RANGE: ++answered_[1]; break;
+      case grpc::StatusCode::OUT_OF_RANGE:
+        ++answered_[1];
+        break;
       default:
-        if (++answered_[3] <= 5) std::fprintf(stderr, "core_worker_fuzz: answer %d: %s\n", s.error_code(), s.error_message().c_str());
+        if (++answered_[3] <= 5)
+          std::fprintf(stderr, "core_worker_fuzz: answer %d: %s\n", s.error_code(), s.error_message().c_str());
     }
   }
 };

@@ -190,13 +190,12 @@ class World final : public TaskHost {
 
   void Run(std::string_view input) {
     const std::vector<fuzz::Call> calls = {
-        [this](std::string_view b) { PushTask(b); },
-        [this](std::string_view b) { GetObjectStatus(b); },
-        [this](std::string_view b) { GetObject(b); },
-        [this](std::string_view b) { AddBorrower(b); },
+        [this](std::string_view b) { PushTask(b); },       [this](std::string_view b) { GetObjectStatus(b); },
+        [this](std::string_view b) { GetObject(b); },      [this](std::string_view b) { AddBorrower(b); },
         [this](std::string_view b) { RemoveBorrower(b); },
     };
-    fuzz::RunRecords(input, calls, [this] { timers_.RunDue(); }, 32);
+    fuzz::RunRecords(
+        input, calls, [this] { timers_.RunDue(); }, 32);
     for (auto& p : pushes_) {
       if (!p->actor_call()) FUZZ_CHECK(p->Done(kFinishWait));
     }

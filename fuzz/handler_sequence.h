@@ -60,8 +60,8 @@ inline void RunRecords(std::string_view input, const std::vector<Call>& calls, c
                        int max_records = 64) {
   for (int records = 0; input.size() >= 3 && records < max_records; ++records) {
     const size_t method = static_cast<uint8_t>(input[0]) % calls.size();
-    const size_t length =
-        std::min<size_t>(static_cast<uint8_t>(input[1]) | size_t{static_cast<uint8_t>(input[2])} << 8, input.size() - 3);
+    const size_t length = std::min<size_t>(static_cast<uint8_t>(input[1]) | size_t{static_cast<uint8_t>(input[2])} << 8,
+                                           input.size() - 3);
     calls[method](input.substr(3, length));
     input.remove_prefix(3 + length);
     after();

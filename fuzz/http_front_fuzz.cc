@@ -28,9 +28,7 @@ const FrontPolicy& Policy() {
                  {.method = "POST", .path = "/generate", .max_body = 512, .chunked = true, .json_body = true},
                  {.method = "PUT", .path = "/api/packages/*", .max_body = 1 << 20},
                  {.method = "GET", .path = "/metrics"}};
-    p->authenticate = [](const manta::http::RequestHead& head) {
-      return manta::http::BearerCredential(head, "token");
-    };
+    p->authenticate = [](const manta::http::RequestHead& head) { return manta::http::BearerCredential(head, "token"); };
     return p;
   }();
   return *policy;

@@ -61,9 +61,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > (1 << 16)) return 0;
   const std::string in(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 3) {
-    case 0: Body(in); break;
-    case 1: Pieces(in); break;
-    default: TokenizerFile(in); break;
+    case 0:
+      Body(in);
+      break;
+    case 1:
+      Pieces(in);
+      break;
+    default:
+      TokenizerFile(in);
+      break;
   }
   return 0;
 }

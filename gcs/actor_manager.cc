@@ -13,7 +13,6 @@
 namespace manta::gcs {
 namespace {
 
-
 rpc::ErrorInfo ErrorOf(rpc::ErrorInfo::Type type, const std::string& message) {
   rpc::ErrorInfo e;
   e.set_type(type);
@@ -36,7 +35,8 @@ void LogStoreError(const char* what, const ActorId& id, const absl::Status& s) {
 
 absl::Status ValidateActorCreationSpec(const rpc::TaskSpec& spec) {
   if (spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) return Invalid("the task must be ACTOR_CREATION_TASK");
-  if (spec.actor_id().size() != ActorId::kSize) return Invalid(absl::StrCat("actor_id must be ", ActorId::kSize, " bytes"));
+  if (spec.actor_id().size() != ActorId::kSize)
+    return Invalid(absl::StrCat("actor_id must be ", ActorId::kSize, " bytes"));
   if (spec.job_id().size() != JobId::kSize) return Invalid(absl::StrCat("job_id must be ", JobId::kSize, " bytes"));
   if (!spec.task_id().empty() && spec.task_id().size() != TaskId::kSize) {
     return Invalid(absl::StrCat("task_id must be ", TaskId::kSize, " bytes"));
@@ -45,7 +45,8 @@ absl::Status ValidateActorCreationSpec(const rpc::TaskSpec& spec) {
   if (auto s = CheckLength(spec.function_name(), 1024, "function_name"); !s.ok()) return s;
   if (spec.resources_size() > 1024) return Invalid("too many resources");
   std::map<std::string, double> resources(spec.resources().begin(), spec.resources().end());
-  if (auto r = ResourceSet::FromMap(resources); !r.ok()) return Invalid(absl::StrCat("resources: ", r.status().message()));
+  if (auto r = ResourceSet::FromMap(resources); !r.ok())
+    return Invalid(absl::StrCat("resources: ", r.status().message()));
   if (auto selector = LabelSelector::Parse(spec.label_selector()); !selector.ok()) return selector.status();
   const rpc::ActorCreationOptions& o = spec.actor_creation();
   if (o.max_restarts() < -1) return Invalid("max_restarts must be -1 (unlimited) or more");
@@ -197,7 +198,7 @@ void ActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& request,
   *info.mutable_owner_address() = spec.caller_address();
   *reply->mutable_actor() = info;
   Logger("gcs")->debug("actor registered actor_id={} class={} job_id={} name={}", id.Hex(), info.class_name(),
-                      job.Hex(), info.name());
+                       job.Hex(), info.name());
   store_->Put(kSpecTable, spec.actor_id(), spec.SerializeAsString(), nullptr);
   // Writes apply in order: once the info is durable, so is the spec.
   PersistAndPublish(a, std::move(done));
@@ -224,8 +225,8 @@ void ActorManager::HandleGetNamedActor(const rpc::GetNamedActorRequest& request,
   }
   auto it = names_.find(NameKey{request.ray_namespace(), request.name()});
   if (it == names_.end()) {
-    return done(absl::NotFoundError(absl::StrCat("no live actor named '", request.name(), "' in namespace '",
-                                                 request.ray_namespace(), "'")));
+    return done(absl::NotFoundError(
+        absl::StrCat("no live actor named '", request.name(), "' in namespace '", request.ray_namespace(), "'")));
   }
   const Actor& a = actors_.at(it->second);
   *reply->mutable_actor() = a.info;
@@ -423,7 +424,7 @@ void ActorManager::OnCreation(const ActorId& id, ActorCreationResult r) {
       info.clear_death_cause();
       by_worker_[r.worker_address.worker_id()] = id;
       Logger("gcs")->debug("actor alive actor_id={} node_id={} pid={} restarts={}", id.Hex(), r.node.Hex(), r.pid,
-                          info.num_restarts());
+                           info.num_restarts());
       ReportCreation(a, rpc::TaskEvent::FINISHED, &r);
       PersistAndPublish(a, nullptr);
       return;
@@ -505,9 +506,8 @@ void ActorManager::StopWorker(const Actor& actor, bool no_restart) {
     // Whether or not the worker heard, make sure it goes.
     rpc::ExitRequest exit;
     exit.set_force(true);
-    workers_->Exit(worker, exit, [this, id = worker.worker_id()](const absl::Status&, rpc::ExitReply&&) {
-      workers_->Forget(id);
-    });
+    workers_->Exit(worker, exit,
+                   [this, id = worker.worker_id()](const absl::Status&, rpc::ExitReply&&) { workers_->Forget(id); });
   });
   auto node = NodeId::FromBinary(worker.node_id());
   const rpc::NodeInfo* info = node.ok() ? scheduler_->GetNode(*node) : nullptr;
@@ -516,9 +516,11 @@ void ActorManager::StopWorker(const Actor& actor, bool no_restart) {
   ret.set_lease_id(actor.info.lease_id());
   ret.set_worker_id(worker.worker_id());
   ret.set_disconnect_worker(true);
-  raylets_->ReturnWorker(*node, RayletAddress(*info), ret, [node = *node](const absl::Status& s, rpc::ReturnWorkerReply&&) {
-    if (!s.ok()) Logger("gcs")->warn("ReturnWorker to node_id={} failed: {}", node.Hex(), s.ToString());
-  });
+  raylets_->ReturnWorker(*node, RayletAddress(*info), ret,
+                         [node = *node](const absl::Status& s, rpc::ReturnWorkerReply&&) {
+                           if (!s.ok())
+                             Logger("gcs")->warn("ReturnWorker to node_id={} failed: {}", node.Hex(), s.ToString());
+                         });
 }
 
 void ActorManager::Detach(Actor& actor) {

@@ -53,8 +53,7 @@ class ActorManager {
 
   // `jobs` may be null (then any job is taken as alive).
   ActorManager(Store* store, Publisher* publisher, ActorScheduler* scheduler, RayletClientPool* raylets,
-               CoreWorkerClientPool* workers, const JobManager* jobs,
-               size_t max_dead_actors = kDefaultMaxDeadActors);
+               CoreWorkerClientPool* workers, const JobManager* jobs, size_t max_dead_actors = kDefaultMaxDeadActors);
 
   // Loads both tables. Call after the node table is recovered: actors
   // PENDING_CREATION or RESTARTING are scheduled again, and ALIVE ones whose
@@ -67,13 +66,11 @@ class ActorManager {
   // the request's, and nothing is registered); FailedPrecondition when the
   // job finished. Idempotent by actor id: a known id replies with the
   // actor as it is. Replies once the actor is durable.
-  void HandleRegisterActor(const rpc::RegisterActorRequest& request, rpc::RegisterActorReply* reply,
-                           rpc::Done done);
+  void HandleRegisterActor(const rpc::RegisterActorRequest& request, rpc::RegisterActorReply* reply, rpc::Done done);
   // NotFound for an unknown id.
   void HandleGetActorInfo(const rpc::GetActorInfoRequest& request, rpc::GetActorInfoReply* reply, rpc::Done done);
   // NotFound unless a live actor holds the name.
-  void HandleGetNamedActor(const rpc::GetNamedActorRequest& request, rpc::GetNamedActorReply* reply,
-                           rpc::Done done);
+  void HandleGetNamedActor(const rpc::GetNamedActorRequest& request, rpc::GetNamedActorReply* reply, rpc::Done done);
   // Registration order; limit <= 0 means all.
   void HandleListActors(const rpc::ListActorsRequest& request, rpc::ListActorsReply* reply, rpc::Done done);
   // Kills (or, worker_died, reports the death of) an actor. NotFound for an
@@ -81,8 +78,8 @@ class ActorManager {
   // changes nothing: a kill with restart restarts the actor once.
   void HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done);
   // A raylet's worker exited; its actor, if any, restarts or dies.
-  void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
-                                 rpc::ReportWorkerFailureReply* reply, rpc::Done done);
+  void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request, rpc::ReportWorkerFailureReply* reply,
+                                 rpc::Done done);
 
   // Wired to NodeManager's dead listener (after the scheduler's).
   void OnNodeDead(const rpc::NodeInfo& node);
@@ -109,7 +106,7 @@ class ActorManager {
   struct Actor {
     rpc::ActorInfo info;
     rpc::TaskSpec spec;
-    uint64_t order = 0;  // registration order, for listing
+    uint64_t order = 0;     // registration order, for listing
     bool creating = false;  // an attempt was reported pending and has not ended
   };
   using NameKey = std::pair<std::string, std::string>;  // namespace, name
@@ -140,8 +137,8 @@ class ActorManager {
 
   absl::flat_hash_map<ActorId, Actor> actors_;
   absl::flat_hash_map<std::string, ActorId> by_worker_;  // worker id -> ALIVE actor
-  absl::flat_hash_map<NameKey, ActorId> names_;         // actors not DEAD
-  std::deque<ActorId> dead_order_;                      // DEAD actors, oldest first
+  absl::flat_hash_map<NameKey, ActorId> names_;          // actors not DEAD
+  std::deque<ActorId> dead_order_;                       // DEAD actors, oldest first
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;
   StoppedSink stopped_;

@@ -172,7 +172,7 @@ class ActorManagerTest : public ::testing::Test {
   JobId job_ = JobIdFromInt(1);
   std::unique_ptr<ActorScheduler> scheduler_;
   std::unique_ptr<ActorManager> actors_;
-  std::vector<rpc::TaskEvent> events_;  // creation attempts reported
+  std::vector<rpc::TaskEvent> events_;                             // creation attempts reported
   std::vector<std::pair<ActorId, rpc::ErrorInfo::Type>> stopped_;  // processes lost
 };
 
@@ -329,7 +329,8 @@ TEST_F(ActorManagerTest, WorkerFailureRestartsUntilOutOfRestarts) {
   EXPECT_EQ(raylets_.leases.size(), 0u);
   // Each lost process ended the calls it was running (the task table hears it).
   using Stop = std::pair<ActorId, rpc::ErrorInfo::Type>;
-  EXPECT_EQ(stopped_, (std::vector<Stop>{{Id(spec), rpc::ErrorInfo::WORKER_DIED}, {Id(spec), rpc::ErrorInfo::ACTOR_DIED}}));
+  EXPECT_EQ(stopped_,
+            (std::vector<Stop>{{Id(spec), rpc::ErrorInfo::WORKER_DIED}, {Id(spec), rpc::ErrorInfo::ACTOR_DIED}}));
 }
 
 TEST_F(ActorManagerTest, NodeDeathRestartsElsewhereOrKills) {

@@ -226,8 +226,8 @@ void ActorScheduler::TrySchedule(const ActorId& actor) {
   // A report may be stale: a node that looks full is still worth asking
   // before backing off.
   if (untried.empty()) {
-    a.backoff = a.backoff == absl::ZeroDuration() ? options_.min_backoff
-                                                  : std::min(a.backoff * 2, options_.max_backoff);
+    a.backoff =
+        a.backoff == absl::ZeroDuration() ? options_.min_backoff : std::min(a.backoff * 2, options_.max_backoff);
     uint64_t generation = a.generation;
     a.retry = run_after_(a.backoff, [this, actor, generation] {
       auto it = attempts_.find(actor);
@@ -250,17 +250,15 @@ void ActorScheduler::Lease(const ActorId& actor, Attempt& a, const NodeId& node)
   *request.mutable_spec() = a.spec;
   request.mutable_spec()->clear_args();  // not needed to choose a worker
   request.set_grant_or_reject(true);
-  raylets_->RequestWorkerLease(
-      node, RayletAddress(nodes_.at(node).info), request,
-      [this, actor, generation = a.generation, node, lease = a.lease](const absl::Status& s,
-                                                                      rpc::RequestWorkerLeaseReply&& reply) {
-        OnLeaseReply(actor, generation, node, lease, s, std::move(reply));
-      });
+  raylets_->RequestWorkerLease(node, RayletAddress(nodes_.at(node).info), request,
+                               [this, actor, generation = a.generation, node, lease = a.lease](
+                                   const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
+                                 OnLeaseReply(actor, generation, node, lease, s, std::move(reply));
+                               });
 }
 
-void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, const NodeId& node,
-                                  const LeaseId& lease, const absl::Status& s,
-                                  rpc::RequestWorkerLeaseReply&& reply) {
+void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, const NodeId& node, const LeaseId& lease,
+                                  const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
   MANTA_CHECK_THREAD(thread_);
   bool granted = s.ok() && reply.outcome() == rpc::RequestWorkerLeaseReply::GRANTED;
   auto it = attempts_.find(actor);
@@ -290,11 +288,10 @@ void ActorScheduler::OnLeaseReply(const ActorId& actor, uint64_t generation, con
     push.set_intended_worker_id(worker.worker_id());
     *push.mutable_tpu_chip_ids() = reply.tpu_chip_ids();
     push.set_tpu_chips_per_host(reply.tpu_chips_per_host());
-    workers_->PushTask(worker, push, options_.creation_timeout,
-                       [this, actor, generation = a.generation, pid = reply.worker_pid()](
-                           const absl::Status& s, rpc::PushTaskReply&& r) {
-                         OnPushReply(actor, generation, pid, s, std::move(r));
-                       });
+    workers_->PushTask(
+        worker, push, options_.creation_timeout,
+        [this, actor, generation = a.generation, pid = reply.worker_pid()](
+            const absl::Status& s, rpc::PushTaskReply&& r) { OnPushReply(actor, generation, pid, s, std::move(r)); });
     return;
   }
   if (s.ok() && reply.outcome() == rpc::RequestWorkerLeaseReply::INVALID) {

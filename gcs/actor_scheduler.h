@@ -69,8 +69,8 @@ class ActorScheduler {
   // The latest resource report of an alive node; null when none.
   using ResourceView = std::function<const rpc::NodeResources*(const NodeId&)>;
 
-  ActorScheduler(ResourceView resources, RayletClientPool* raylets, CoreWorkerClientPool* workers,
-                 RunAfter run_after, ActorSchedulerOptions options = {});
+  ActorScheduler(ResourceView resources, RayletClientPool* raylets, CoreWorkerClientPool* workers, RunAfter run_after,
+                 ActorSchedulerOptions options = {});
 
   void OnNodeAdded(const rpc::NodeInfo& info);
   // The node drains: no new attempt goes to it (attempts already there go on).

@@ -21,8 +21,7 @@ class FakeRayletClientPool : public RayletClientPool {
   };
   using LeaseCall = Call<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>;
 
-  void RequestWorkerLease(const NodeId& node, const std::string& address,
-                          const rpc::RequestWorkerLeaseRequest& request,
+  void RequestWorkerLease(const NodeId& node, const std::string& address, const rpc::RequestWorkerLeaseRequest& request,
                           Callback<rpc::RequestWorkerLeaseReply> cb) override {
     leases.push_back({node, address, request, std::move(cb)});
   }

@@ -73,8 +73,8 @@ void CollectNodes(NodeManager* nodes, metrics::Exposition& out) {
   for (const auto& [type, n] : active) pending[type] = 0;
   Emit(out, "autoscaler_active_nodes", "Nodes alive, by node type.", {"NodeType"}, active);
   Emit(out, "autoscaler_recently_failed_nodes", "Nodes that died unexpectedly, by node type.", {"NodeType"}, failed);
-  Emit(out, "autoscaler_pending_nodes", "Nodes being started, by node type (Manta starts none itself).",
-       {"NodeType"}, pending);
+  Emit(out, "autoscaler_pending_nodes", "Nodes being started, by node type (Manta starts none itself).", {"NodeType"},
+       pending);
 }
 
 // autoscaler_cluster_resources and autoscaler_pending_resources: the alive
@@ -158,9 +158,8 @@ void CollectActorsAndGroups(ActorManager* actors, PlacementGroupManager* groups,
   Emit(out, "ray_actors", "Actors by class, state, the node they run on and who tells the state.",
        {"Name", "State", "NodeAddress", "Source"}, with_source);
   Counts group_states;
-  groups->ForEachGroup([&](const rpc::PlacementGroupInfo& g) {
-    group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1;
-  });
+  groups->ForEachGroup(
+      [&](const rpc::PlacementGroupInfo& g) { group_states[{rpc::PlacementGroupInfo::State_Name(g.state())}] += 1; });
   Emit(out, "ray_placement_groups", "Placement groups by state.", {"State"}, group_states);
 }
 
@@ -244,8 +243,8 @@ GcsMetrics::GcsMetrics(GcsMetricsOptions options, EventLoop* loop, Tables tables
       server_metrics_(&registry_),
       component_(options_.host) {
   // Scrapes come on the server's threads; the tables live on the loop.
-  registry_.AddCollector(metrics::OnLoop(loop_, &registry_, alive_, [this](metrics::Exposition& out) { Collect(out); },
-                                         kCollectTimeout));
+  registry_.AddCollector(metrics::OnLoop(
+      loop_, &registry_, alive_, [this](metrics::Exposition& out) { Collect(out); }, kCollectTimeout));
   registry_.AddCollector([this](metrics::Exposition& out) { component_.Collect({{::getpid(), "gcs", true}}, out); });
 }
 
@@ -254,12 +253,11 @@ GcsMetrics::~GcsMetrics() { Stop(); }
 absl::Status GcsMetrics::Start() {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   if (options_.port < 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start(
-                                {.host = options_.host,
-                                 .port = options_.port,
-                                 .token = options_.token,
-                                 .any_port_if_taken = options_.any_port_if_taken},
-                                &registry_));
+  ASSIGN_OR_RETURN(server_, metrics::MetricsServer::Start({.host = options_.host,
+                                                           .port = options_.port,
+                                                           .token = options_.token,
+                                                           .any_port_if_taken = options_.any_port_if_taken},
+                                                          &registry_));
   Logger("gcs")->info("metrics on {}:{}", options_.host, server_->port());
   OnTargetsChanged();
   if (!options_.session_dir.empty()) {

@@ -57,7 +57,7 @@ class KvManager;
 class ResourceManager;
 
 struct GcsMetricsOptions {
-  int port = -1;  // -1: no metrics port (and no discovery file)
+  int port = -1;                   // -1: no metrics port (and no discovery file)
   bool any_port_if_taken = false;  // MetricsServerOptions::any_port_if_taken
   std::string host = "127.0.0.1";
   std::string token;  // empty: scrapes need no token

@@ -120,15 +120,15 @@ class GcsServer::Impl {
     raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token, [this](const NodeId& node) {
       if (health_ != nullptr) health_->Suspect(node);
     });
-    nodes_ = std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_,
-                                           raylet_clients_.get());
+    nodes_ =
+        std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_, raylet_clients_.get());
     resources_ = std::make_unique<ResourceManager>(nodes_.get(), publisher_.get());
     kv_ = std::make_unique<KvManager>(store_.get());
     auto run_after = [this](absl::Duration delay, std::function<void()> fn) {
       return loop_->RunAfter(delay, std::move(fn));
     };
-    jobs_ = std::make_unique<JobManager>(store_.get(), publisher_.get(), raylet_clients_.get(),
-                                         [this] { return AliveNodes(); }, run_after);
+    jobs_ = std::make_unique<JobManager>(
+        store_.get(), publisher_.get(), raylet_clients_.get(), [this] { return AliveNodes(); }, run_after);
     task_events_ = std::make_unique<TaskEventManager>(publisher_.get());
     train_runs_ = std::make_unique<TrainRunManager>(store_.get(), jobs_.get());
     worker_clients_ = MakeGrpcCoreWorkerClientPool(loop_, options_.token);
@@ -136,15 +136,15 @@ class GcsServer::Impl {
       // Gone: nothing listens at its address (refused, after the pool's
       // retries), or another worker does. A timeout says nothing.
       if (driver.ip().empty() || driver.port() <= 0 || driver.worker_id().empty()) return answer(false);
-      worker_clients_->CheckWorker(driver, [this, driver, answer](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
-        bool gone = s.ok() ? !reply.same() : absl::IsUnavailable(s);
-        if (gone) worker_clients_->Forget(driver.worker_id());
-        answer(gone);
-      });
+      worker_clients_->CheckWorker(driver,
+                                   [this, driver, answer](const absl::Status& s, rpc::CheckWorkerReply&& reply) {
+                                     bool gone = s.ok() ? !reply.same() : absl::IsUnavailable(s);
+                                     if (gone) worker_clients_->Forget(driver.worker_id());
+                                     answer(gone);
+                                   });
     });
-    actor_scheduler_ = std::make_unique<ActorScheduler>(
-        [this](const NodeId& node) { return resources_->Get(node); }, raylet_clients_.get(), worker_clients_.get(),
-        run_after);
+    actor_scheduler_ = std::make_unique<ActorScheduler>([this](const NodeId& node) { return resources_->Get(node); },
+                                                        raylet_clients_.get(), worker_clients_.get(), run_after);
     actors_ = std::make_unique<ActorManager>(store_.get(), publisher_.get(), actor_scheduler_.get(),
                                              raylet_clients_.get(), worker_clients_.get(), jobs_.get());
     actors_->SetTaskEventSink([this](const rpc::TaskEvent& e) { task_events_->Record(e); });
@@ -182,10 +182,10 @@ class GcsServer::Impl {
       pgs_->OnJobFinished(job.job_id());
       train_runs_->OnJobFinished(TableJobId(job));
     });
-    metrics_ = std::make_unique<GcsMetrics>(
-        options_.metrics, loop_,
-        GcsMetrics::Tables{nodes_.get(), actors_.get(), pgs_.get(), task_events_.get(), train_runs_.get(), kv_.get(),
-                           resources_.get()});
+    metrics_ =
+        std::make_unique<GcsMetrics>(options_.metrics, loop_,
+                                     GcsMetrics::Tables{nodes_.get(), actors_.get(), pgs_.get(), task_events_.get(),
+                                                        train_runs_.get(), kv_.get(), resources_.get()});
     kv_->SetChangeListener([this](const std::string& ns) {
       if (ns == kMetricsKvNamespace) metrics_->OnTargetsChanged();
     });
@@ -195,8 +195,7 @@ class GcsServer::Impl {
   void ListenToNodes() {
     health_client_ = std::make_unique<GrpcHealthCheckClient>(loop_, options_.token, incarnation_);
     health_ = std::make_unique<HealthCheckManager>(
-        health_client_.get(), options_.health_check,
-        [this](const NodeId& node, const std::string& reason) {
+        health_client_.get(), options_.health_check, [this](const NodeId& node, const std::string& reason) {
           nodes_->MarkNodeDead(node, "NodeTerminated: " + reason, /*expected=*/false);
         });
     nodes_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {

@@ -24,10 +24,10 @@ namespace manta::gcs {
 struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 6379;
-  std::string token;                 // empty: auth off
-  StorageConfig storage;             // sqlite needs its path
+  std::string token;      // empty: auth off
+  StorageConfig storage;  // sqlite needs its path
   HealthCheckOptions health_check;
-  GcsMetricsOptions metrics;         // port -1: no metrics port
+  GcsMetricsOptions metrics;  // port -1: no metrics port
 };
 
 class GcsServer {

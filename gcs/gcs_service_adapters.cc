@@ -26,13 +26,12 @@ namespace {
 
 // One unary method: check the token, post to the loop, run the manager's
 // handler there.
-#define MANTA_GCS_HANDLER(Method, Req, Reply, manager, handler)                                        \
-  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const rpc::Req* req, rpc::Reply* reply) \
-      override {                                                                                       \
-    return rpc::Dispatch(ctx, context_->loop, context_->token,                                         \
-                         [m = context_->manager, req, reply](rpc::Done done) {                        \
-                           m->handler(*req, reply, std::move(done));                                   \
-                         });                                                                           \
+#define MANTA_GCS_HANDLER(Method, Req, Reply, manager, handler)                                                      \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* ctx, const rpc::Req* req, rpc::Reply* reply)         \
+      override {                                                                                                     \
+    return rpc::Dispatch(ctx, context_->loop, context_->token, [m = context_->manager, req, reply](rpc::Done done) { \
+      m->handler(*req, reply, std::move(done));                                                                      \
+    });                                                                                                              \
   }
 
 class NodeInfoService : public rpc::NodeInfoGcsService::CallbackService {
@@ -140,8 +139,7 @@ class PlacementGroupService : public rpc::PlacementGroupGcsService::CallbackServ
                     HandleCreatePlacementGroup)
   MANTA_GCS_HANDLER(RemovePlacementGroup, RemovePlacementGroupRequest, RemovePlacementGroupReply, pgs,
                     HandleRemovePlacementGroup)
-  MANTA_GCS_HANDLER(GetPlacementGroup, GetPlacementGroupRequest, GetPlacementGroupReply, pgs,
-                    HandleGetPlacementGroup)
+  MANTA_GCS_HANDLER(GetPlacementGroup, GetPlacementGroupRequest, GetPlacementGroupReply, pgs, HandleGetPlacementGroup)
   MANTA_GCS_HANDLER(ListPlacementGroups, ListPlacementGroupsRequest, ListPlacementGroupsReply, pgs,
                     HandleListPlacementGroups)
   MANTA_GCS_HANDLER(WaitPlacementGroupReady, WaitPlacementGroupReadyRequest, WaitPlacementGroupReadyReply, pgs,

@@ -7,8 +7,8 @@
 
 namespace manta::gcs {
 
-HealthCheckManager::HealthCheckManager(HealthCheckClient* client, HealthCheckOptions options,
-                                       DeathCallback on_dead, Clock clock)
+HealthCheckManager::HealthCheckManager(HealthCheckClient* client, HealthCheckOptions options, DeathCallback on_dead,
+                                       Clock clock)
     : client_(client), options_(options), on_dead_(std::move(on_dead)), clock_(std::move(clock)) {}
 
 void HealthCheckManager::AddNode(const NodeId& node, const std::string& address) {
@@ -83,9 +83,10 @@ void HealthCheckManager::OnResult(const NodeId& node, uint64_t generation, const
     }
     return;  // slow, perhaps not gone: keep checking
   }
-  std::string reason = absl::StrCat("health check failed ", state.failures, " times in a row (last: ",
-                                    status.message(), ")");
-  if (state.timed_out) absl::StrAppend(&reason, "; no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))));
+  std::string reason =
+      absl::StrCat("health check failed ", state.failures, " times in a row (last: ", status.message(), ")");
+  if (state.timed_out)
+    absl::StrAppend(&reason, "; no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))));
   nodes_.erase(it);
   client_->Forget(node);
   on_dead_(node, reason);

@@ -14,8 +14,8 @@ class FakeHealthCheckClient : public HealthCheckClient {
     NodeId node;
     std::function<void(const absl::Status&)> done;
   };
-  void Check(const NodeId& node, const std::string&, absl::Duration, std::function<void(const absl::Status&)> done)
-      override {
+  void Check(const NodeId& node, const std::string&, absl::Duration,
+             std::function<void(const absl::Status&)> done) override {
     pending.push_back({node, std::move(done)});
   }
   void Forget(const NodeId& node) override { forgotten.push_back(node); }
@@ -51,7 +51,8 @@ class HealthCheckManagerTest : public ::testing::Test {
 };
 
 TEST_F(HealthCheckManagerTest, RoutineChecksFollowThePeriod) {
-  HealthCheckManager m(&client_, Options(), [](const NodeId&, const std::string&) {}, Clock());
+  HealthCheckManager m(
+      &client_, Options(), [](const NodeId&, const std::string&) {}, Clock());
   m.AddNode(NodeId::FromRandom(), "127.0.0.1:1");
   Advance(m, absl::Seconds(1));
   EXPECT_TRUE(client_.pending.empty());
@@ -61,8 +62,8 @@ TEST_F(HealthCheckManagerTest, RoutineChecksFollowThePeriod) {
 
 TEST_F(HealthCheckManagerTest, DeclaresDeathAfterThresholdConsecutiveFailures) {
   std::vector<NodeId> dead;
-  HealthCheckManager m(&client_, Options(), [&](const NodeId& n, const std::string&) { dead.push_back(n); },
-                       Clock());
+  HealthCheckManager m(
+      &client_, Options(), [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   for (int i = 0; i < 2; ++i) {
@@ -80,8 +81,8 @@ TEST_F(HealthCheckManagerTest, DeclaresDeathAfterThresholdConsecutiveFailures) {
 
 TEST_F(HealthCheckManagerTest, SuspectedNodeIsCheckedAtOnceAndOften) {
   std::vector<NodeId> dead;
-  HealthCheckManager m(&client_, Options(), [&](const NodeId& n, const std::string&) { dead.push_back(n); },
-                       Clock());
+  HealthCheckManager m(
+      &client_, Options(), [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   m.Suspect(a);
@@ -96,7 +97,8 @@ TEST_F(HealthCheckManagerTest, SuspectedNodeIsCheckedAtOnceAndOften) {
 
 TEST_F(HealthCheckManagerTest, SuccessResetsTheCountAndClearsSuspicion) {
   int deaths = 0;
-  HealthCheckManager m(&client_, Options(), [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
+  HealthCheckManager m(
+      &client_, Options(), [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   for (int round = 0; round < 5; ++round) {
@@ -118,7 +120,8 @@ TEST_F(HealthCheckManagerTest, OneCheckInFlightPerNodeAndLateResultsIgnored) {
   int deaths = 0;
   HealthCheckOptions o = Options();
   o.failure_threshold = 1;
-  HealthCheckManager m(&client_, o, [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
+  HealthCheckManager m(
+      &client_, o, [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   Advance(m, absl::Seconds(2));
@@ -140,7 +143,8 @@ TEST_F(HealthCheckManagerTest, ANodeThatOnlyTimesOutIsDeadOnlyAfterTheUnresponsi
   std::vector<std::string> reasons;
   HealthCheckOptions o = Options();
   o.unresponsive_timeout = absl::Seconds(15);
-  HealthCheckManager m(&client_, o, [&](const NodeId&, const std::string& why) { reasons.push_back(why); }, Clock());
+  HealthCheckManager m(
+      &client_, o, [&](const NodeId&, const std::string& why) { reasons.push_back(why); }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   // 7 timed-out checks, 2 s apart: 14 s without an answer, far past the threshold of 3.
@@ -169,7 +173,8 @@ TEST_F(HealthCheckManagerTest, RefusalsAloneAreFastEvenWithALongUnresponsiveTime
   int deaths = 0;
   HealthCheckOptions o = Options();
   o.unresponsive_timeout = absl::Minutes(10);
-  HealthCheckManager m(&client_, o, [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
+  HealthCheckManager m(
+      &client_, o, [&](const NodeId&, const std::string&) { ++deaths; }, Clock());
   NodeId a = NodeId::FromRandom();
   m.AddNode(a, "127.0.0.1:1");
   m.Suspect(a);

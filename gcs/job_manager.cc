@@ -36,8 +36,7 @@ absl::Status ValidateRuntimeEnv(const rpc::RuntimeEnv& env) {
 }  // namespace
 
 JobId JobIdFromInt(uint32_t n) {
-  char b[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-               static_cast<char>(n)};
+  char b[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
   return *JobId::FromBinary(std::string_view(b, 4));
 }
 
@@ -146,8 +145,7 @@ void JobManager::HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobRepl
   jobs_[id] = info;
   if (!info.driver_address().worker_id().empty()) by_driver_[info.driver_address().worker_id()] = id;
   reply->set_job_id(id.Binary());
-  Logger("gcs")->info("job added job_id={} driver_pid={} driver_ip={}", id.Hex(), info.driver_pid(),
-                      info.driver_ip());
+  Logger("gcs")->info("job added job_id={} driver_pid={} driver_ip={}", id.Hex(), info.driver_pid(), info.driver_ip());
   // Writes apply in order: once the job is durable, so is the counter.
   store_->Put(kTable, id.Binary(), info.SerializeAsString(), std::move(done));
   Publish(info);

@@ -68,8 +68,8 @@ class JobManager {
   static constexpr char kCounterTable[] = "job_counter";
   static constexpr size_t kMaxEntrypointBytes = 64 << 10;
 
-  JobManager(Store* store, Publisher* publisher, RayletClientPool* raylets, AliveNodes alive_nodes,
-             RunAfter run_after, JobManagerOptions options = {});
+  JobManager(Store* store, Publisher* publisher, RayletClientPool* raylets, AliveNodes alive_nodes, RunAfter run_after,
+             JobManagerOptions options = {});
 
   // Loads the table and the counter from the store.
   absl::Status Initialize();
@@ -86,8 +86,7 @@ class JobManager {
   // NotFound for an unknown job; finishing a finished job is OK.
   void HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& request, rpc::MarkJobFinishedReply* reply,
                              rpc::Done done);
-  void HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest& request, rpc::GetAllJobInfoReply* reply,
-                           rpc::Done done);
+  void HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest& request, rpc::GetAllJobInfoReply* reply, rpc::Done done);
 
   // From the poll adapter: a poll with subscriber_job_id started or ended
   // (`connection_lost`: the client went away while the poll was held).
@@ -120,10 +119,10 @@ class JobManager {
   const RunAfter run_after_;
   const JobManagerOptions options_;
 
-  std::map<JobId, rpc::JobInfo> jobs_;  // ordered by id, so by age
+  std::map<JobId, rpc::JobInfo> jobs_;                 // ordered by id, so by age
   absl::flat_hash_map<std::string, JobId> by_driver_;  // driver worker id -> its job
-  uint32_t next_job_ = 1;               // persisted before an id is handed out
-  absl::flat_hash_map<JobId, DriverWatch> drivers_;  // alive jobs whose driver polled
+  uint32_t next_job_ = 1;                              // persisted before an id is handed out
+  absl::flat_hash_map<JobId, DriverWatch> drivers_;    // alive jobs whose driver polled
   std::vector<Listener> finished_listeners_;
   DriverProbe probe_;
   // The loop thread, which every handler and listener runs on.

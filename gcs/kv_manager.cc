@@ -34,8 +34,8 @@ void KvManager::HandlePut(const rpc::KvPutRequest& request, rpc::KvPutReply* rep
   if (request.ns() == kPackageKvNamespace) {
     // Stored by content: what a raylet fetches under a name has that name.
     if (request.value().size() > kMaxKvPackageBytes) {
-      return done(absl::ResourceExhaustedError(absl::StrCat("a package is at most ", kMaxKvPackageBytes,
-                                                            " bytes; this one is ", request.value().size())));
+      return done(absl::ResourceExhaustedError(
+          absl::StrCat("a package is at most ", kMaxKvPackageBytes, " bytes; this one is ", request.value().size())));
     }
     if (auto s = CheckPackageContent(request.key(), request.value()); !s.ok()) return done(s);
   }

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
 
   options.metrics.port = absl::GetFlag(FLAGS_metrics_export_port);
   options.metrics.any_port_if_taken = absl::GetFlag(FLAGS_metrics_export_port_fallback);
-  if (options.metrics.port < -1 || options.metrics.port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  if (options.metrics.port < -1 || options.metrics.port > 65535)
+    return Fail("--metrics_export_port must be -1 to 65535");
   auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
   if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
   options.metrics.token = *metrics_token;

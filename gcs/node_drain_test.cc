@@ -17,7 +17,6 @@
 namespace manta::gcs {
 namespace {
 
-
 rpc::NodeInfo MakeDrainNode(NodeId id, double cpus = 2) {
   rpc::NodeInfo n;
   n.set_node_id(id.Binary());
@@ -37,7 +36,9 @@ rpc::DrainNodeRequest Drain(const NodeId& id, const std::string& reason = "preem
 
 class NodeDrainTest : public ::testing::Test {
  protected:
-  NodeDrainTest() { manager_->AddNodeDrainingListener([this](const rpc::NodeInfo& n) { drained_.push_back(n); }); }
+  NodeDrainTest() {
+    manager_->AddNodeDrainingListener([this](const rpc::NodeInfo& n) { drained_.push_back(n); });
+  }
 
   absl::Status Register(const rpc::NodeInfo& n) {
     rpc::RegisterNodeRequest req;

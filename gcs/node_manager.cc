@@ -14,7 +14,6 @@
 namespace manta::gcs {
 namespace {
 
-
 absl::Status ValidateLabel(const std::string& key, const std::string& value) {
   if (key.empty() || key.size() > 253) return absl::InvalidArgumentError("label key must be 1 to 253 characters");
   if (value.size() > 1024) return absl::InvalidArgumentError("label '" + key + "' value is too long");
@@ -35,8 +34,8 @@ int64_t EarlierDeadline(int64_t a, int64_t b) {
 
 absl::Status ValidateDrainRequest(const rpc::DrainNodeRequest& request, int64_t now_ms) {
   if (!NodeId::FromBinary(request.node_id()).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ",
-                                                   request.node_id().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ", request.node_id().size()));
   }
   const std::string& reason = request.reason();
   if (reason.empty()) return absl::InvalidArgumentError("reason is required (e.g. \"preemption\")");
@@ -48,8 +47,8 @@ absl::Status ValidateDrainRequest(const rpc::DrainNodeRequest& request, int64_t 
   int64_t deadline = request.deadline_ms();
   if (deadline < 0) return absl::InvalidArgumentError(absl::StrCat("deadline_ms ", deadline, " is negative"));
   if (deadline != 0 && deadline < now_ms - NodeManager::kDeadlineSlackMs) {
-    return absl::InvalidArgumentError(absl::StrCat("deadline_ms ", deadline, " is ", now_ms - deadline,
-                                                   " ms in the past (0: no deadline)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("deadline_ms ", deadline, " is ", now_ms - deadline, " ms in the past (0: no deadline)"));
   }
   return absl::OkStatus();
 }
@@ -123,8 +122,7 @@ absl::Status NodeManager::Initialize() {
   return absl::OkStatus();
 }
 
-void NodeManager::HandleGetClusterId(const rpc::GetClusterIdRequest&, rpc::GetClusterIdReply* reply,
-                                     rpc::Done done) {
+void NodeManager::HandleGetClusterId(const rpc::GetClusterIdRequest&, rpc::GetClusterIdReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   reply->set_cluster_id(cluster_id_.Binary());
   reply->set_gcs_incarnation(incarnation_);
@@ -137,9 +135,8 @@ void NodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request, rp
   const rpc::NodeInfo& in = request.node_info();
   if (auto s = ValidateNodeInfo(in); !s.ok()) return done(s);
   if (!request.cluster_id().empty() && request.cluster_id() != cluster_id_.Binary()) {
-    return done(absl::FailedPreconditionError(
-        absl::StrCat("the node belongs to cluster ", ToHex(request.cluster_id()), " but this GCS serves cluster ",
-                     cluster_id_.Hex())));
+    return done(absl::FailedPreconditionError(absl::StrCat("the node belongs to cluster ", ToHex(request.cluster_id()),
+                                                           " but this GCS serves cluster ", cluster_id_.Hex())));
   }
   NodeId id = *NodeId::FromBinary(in.node_id());
   if (dead_.contains(id)) {
@@ -185,8 +182,8 @@ void NodeManager::HandleUnregisterNode(const rpc::UnregisterNodeRequest& request
   MANTA_CHECK_THREAD(thread_);
   auto id = NodeId::FromBinary(request.node_id());
   if (!id.ok()) {
-    return done(absl::InvalidArgumentError(absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ",
-                                                        request.node_id().size())));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("node_id must be ", NodeId::kSize, " bytes, got ", request.node_id().size())));
   }
   if (!alive_.contains(*id)) {
     // Already dead or never known: unregistering twice is not an error.
@@ -241,8 +238,7 @@ void NodeManager::ForEachNode(const std::function<void(const rpc::NodeInfo&)>& v
   for (const auto& [id, info] : dead_) visit(info);
 }
 
-void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply,
-                                  rpc::Done done) {
+void NodeManager::HandleDrainNode(const rpc::DrainNodeRequest& request, rpc::DrainNodeReply* reply, rpc::Done done) {
   MANTA_CHECK_THREAD(thread_);
   if (auto s = ValidateDrainRequest(request, NowUnixMs()); !s.ok()) return done(s);
   NodeId id = *NodeId::FromBinary(request.node_id());
@@ -296,8 +292,9 @@ void NodeManager::MarkNodeDead(const NodeId& node, const std::string& reason, bo
   info.set_end_time_ms(NowUnixMs());
   info.set_death_reason(reason);
   info.set_death_expected(expected);
-  Logger("gcs")->log(expected ? spdlog::level::info : spdlog::level::warn, "node dead node_id={} address={}:{} reason={}",
-                     node.Hex(), info.node_ip(), info.node_manager_port(), reason);
+  Logger("gcs")->log(expected ? spdlog::level::info : spdlog::level::warn,
+                     "node dead node_id={} address={}:{} reason={}", node.Hex(), info.node_ip(),
+                     info.node_manager_port(), reason);
   dead_[node] = info;
   dead_order_.push_back(node);
   Persist(info, nullptr);

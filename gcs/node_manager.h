@@ -55,10 +55,8 @@ class NodeManager {
 
   void HandleGetClusterId(const rpc::GetClusterIdRequest& request, rpc::GetClusterIdReply* reply, rpc::Done done);
   void HandleRegisterNode(const rpc::RegisterNodeRequest& request, rpc::RegisterNodeReply* reply, rpc::Done done);
-  void HandleUnregisterNode(const rpc::UnregisterNodeRequest& request, rpc::UnregisterNodeReply* reply,
-                            rpc::Done done);
-  void HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, rpc::GetAllNodeInfoReply* reply,
-                            rpc::Done done);
+  void HandleUnregisterNode(const rpc::UnregisterNodeRequest& request, rpc::UnregisterNodeReply* reply, rpc::Done done);
+  void HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& request, rpc::GetAllNodeInfoReply* reply, rpc::Done done);
   // Marks an alive node draining: persisted (the reply waits for the store),
   // published on NODE_INFO at once, draining listeners told, DrainRaylet
   // sent to its raylet. Idempotent; a repeated drain keeps the earlier of

@@ -17,7 +17,6 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 constexpr absl::Duration kSyncRetry = absl::Seconds(1);
 constexpr int kSyncAttempts = 5;
 
-
 std::shared_ptr<spdlog::logger> Log() { return Logger("gcs"); }
 
 bool Waiting(const rpc::PlacementGroupInfo& info) {
@@ -33,8 +32,8 @@ absl::Status ValidatePlacementGroupSpec(const rpc::PlacementGroupInfo& spec) {
   }
   if (spec.bundles().empty()) return absl::InvalidArgumentError("a placement group needs at least one bundle");
   if (spec.bundles_size() > static_cast<int>(PlacementGroupManager::kMaxBundles)) {
-    return absl::InvalidArgumentError(absl::StrCat("a placement group holds at most ",
-                                                   PlacementGroupManager::kMaxBundles, " bundles"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a placement group holds at most ", PlacementGroupManager::kMaxBundles, " bundles"));
   }
   if (!rpc::PlacementGroupInfo::Strategy_IsValid(spec.strategy())) {
     return absl::InvalidArgumentError("unknown strategy (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
@@ -58,7 +57,10 @@ absl::Status ValidatePlacementGroupSpec(const rpc::PlacementGroupInfo& spec) {
 
 PlacementGroupManager::PlacementGroupManager(Store* store, Publisher* publisher, PlacementGroupScheduler* scheduler,
                                              RayletClientPool* raylets, RunAfter run_after)
-    : store_(store), publisher_(publisher), scheduler_(scheduler), raylets_(raylets),
+    : store_(store),
+      publisher_(publisher),
+      scheduler_(scheduler),
+      raylets_(raylets),
       run_after_(std::move(run_after)) {}
 
 PlacementGroupManager::~PlacementGroupManager() = default;
@@ -158,8 +160,8 @@ void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacemen
   MANTA_CHECK_THREAD(thread_);
   auto id = PlacementGroupId::FromBinary(request.placement_group_id());
   if (!id.ok()) {
-    return done(absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize,
-                                                        " bytes")));
+    return done(
+        absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize, " bytes")));
   }
   if (!groups_.contains(*id)) return done(absl::NotFoundError("no placement group " + id->Hex()));
   Remove(*id, "removed by RemovePlacementGroup");
@@ -183,8 +185,8 @@ void PlacementGroupManager::HandleGetPlacementGroup(const rpc::GetPlacementGroup
   }
   auto id = PlacementGroupId::FromBinary(request.placement_group_id());
   if (!id.ok()) {
-    return done(absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize,
-                                                        " bytes")));
+    return done(
+        absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize, " bytes")));
   }
   const rpc::PlacementGroupInfo* info = Get(*id);
   if (info == nullptr) return done(absl::NotFoundError("no placement group " + id->Hex()));
@@ -216,8 +218,8 @@ void PlacementGroupManager::HandleWaitPlacementGroupReady(const rpc::WaitPlaceme
   MANTA_CHECK_THREAD(thread_);
   auto id = PlacementGroupId::FromBinary(request.placement_group_id());
   if (!id.ok()) {
-    return done(absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize,
-                                                        " bytes")));
+    return done(
+        absl::InvalidArgumentError(absl::StrCat("placement_group_id must be ", PlacementGroupId::kSize, " bytes")));
   }
   if (request.timeout_ms() < 0) return done(absl::InvalidArgumentError("timeout_ms must not be negative"));
   auto it = groups_.find(*id);

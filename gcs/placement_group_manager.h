@@ -68,8 +68,8 @@ class PlacementGroupManager {
                                   rpc::RemovePlacementGroupReply* reply, rpc::Done done);
   void HandleGetPlacementGroup(const rpc::GetPlacementGroupRequest& request, rpc::GetPlacementGroupReply* reply,
                                rpc::Done done);
-  void HandleListPlacementGroups(const rpc::ListPlacementGroupsRequest& request,
-                                 rpc::ListPlacementGroupsReply* reply, rpc::Done done);
+  void HandleListPlacementGroups(const rpc::ListPlacementGroupsRequest& request, rpc::ListPlacementGroupsReply* reply,
+                                 rpc::Done done);
   void HandleWaitPlacementGroupReady(const rpc::WaitPlacementGroupReadyRequest& request,
                                      rpc::WaitPlacementGroupReadyReply* reply, rpc::Done done);
 

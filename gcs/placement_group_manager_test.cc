@@ -30,8 +30,7 @@ class PlacementGroupManagerTest : public ::testing::Test {
           return it == view_.end() ? nullptr : &it->second;
         },
         [this](const rpc::NodeResources& r) { view_[*NodeId::FromBinary(r.node_id())] = r; }, &raylets_);
-    manager_ = std::make_unique<PlacementGroupManager>(&store_, &pub_, scheduler_.get(), &raylets_,
-                                                       timers_.RunAfter());
+    manager_ = std::make_unique<PlacementGroupManager>(&store_, &pub_, scheduler_.get(), &raylets_, timers_.RunAfter());
     manager_->SetRemovedListener([this](const std::string& id) { removed_.push_back(id); });
     ASSERT_TRUE(manager_->Initialize().ok());
   }
@@ -152,9 +151,9 @@ class PlacementGroupManagerTest : public ::testing::Test {
 
 TEST_F(PlacementGroupManagerTest, BadSpecsAreRefusedAndChangeNothing) {
   std::vector<Info> bad;
-  bad.push_back(Spec(Info::PACK, {}));                                                    // no bundles
-  bad.push_back(Spec(Info::PACK, {{}}));                                                  // empty bundle
-  bad.push_back(Spec(Info::PACK, {{{"CPU", -1}}}));                                       // negative
+  bad.push_back(Spec(Info::PACK, {}));                                                     // no bundles
+  bad.push_back(Spec(Info::PACK, {{}}));                                                   // empty bundle
+  bad.push_back(Spec(Info::PACK, {{{"CPU", -1}}}));                                        // negative
   bad.push_back(Spec(Info::PACK, {{{"CPU", std::numeric_limits<double>::quiet_NaN()}}}));  // NaN
   Info strategy = Spec(Info::PACK, {{{"CPU", 1}}});
   strategy.set_strategy(static_cast<Info::Strategy>(42));

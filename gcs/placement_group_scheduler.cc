@@ -34,8 +34,8 @@ absl::StatusOr<std::pair<ResourceSet, LabelSelector>> ParseBundle(const rpc::Bun
     return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), ": ", resources.status().message()));
   }
   if (resources->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("bundle ", bundle.index(), " is empty: a bundle must reserve ",
-                                                   "at least one resource"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bundle ", bundle.index(), " is empty: a bundle must reserve ", "at least one resource"));
   }
   for (const auto& [name, q] : resources->entries()) {
     if (pg::ParseGroupResource(name)) {
@@ -304,8 +304,9 @@ void PlacementGroupScheduler::OnPrepared(const PlacementGroupId& group, uint64_t
   ReleaseFlight(*a, node);
   if (!s.ok() || !reply.success()) {
     a->failed = true;
-    a->message = absl::StrCat("node ", node.Hex().substr(0, 8), " refused the bundles: ",
-                              s.ok() ? reply.message().substr(0, 512) : std::string(s.message()));
+    a->message =
+        absl::StrCat("node ", node.Hex().substr(0, 8),
+                     " refused the bundles: ", s.ok() ? reply.message().substr(0, 512) : std::string(s.message()));
   }
   if (!a->outstanding.empty()) return;
   if (a->failed || a->cancelled) return Abandon(*a);

@@ -105,7 +105,7 @@ class PlacementGroupScheduler {
   struct Attempt {
     uint64_t generation = 0;
     PlacementGroupId group;
-    std::vector<rpc::Bundle> bundles;           // the ones this attempt places
+    std::vector<rpc::Bundle> bundles;            // the ones this attempt places
     std::map<NodeId, std::vector<int>> by_node;  // node -> bundle indices
     std::map<NodeId, ResourceSet> reserving;     // counted in flight_
     std::set<NodeId> outstanding;                // replies still due

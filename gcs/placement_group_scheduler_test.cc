@@ -55,8 +55,8 @@ class PlacementGroupSchedulerTest : public ::testing::Test {
   }
 
   // A raylet's reply after reserving: its available less what it reserved.
-  rpc::PrepareBundlesReply PrepareOk(const FakeRayletClientPool::Call<rpc::PrepareBundlesRequest,
-                                                                      rpc::PrepareBundlesReply>& call) {
+  rpc::PrepareBundlesReply PrepareOk(
+      const FakeRayletClientPool::Call<rpc::PrepareBundlesRequest, rpc::PrepareBundlesReply>& call) {
     rpc::PrepareBundlesReply reply;
     reply.set_success(true);
     reply.set_committed(call.request.commit());
@@ -99,8 +99,8 @@ TEST_F(PlacementGroupSchedulerTest, StrictSpreadPutsEachBundleOnItsOwnNode) {
   PlacementResult r = scheduler_.Choose(Group(Info::STRICT_SPREAD, {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
   ASSERT_EQ(r.outcome, PlacementResult::kCreated) << r.message;
   EXPECT_EQ(Nodes(r).size(), 3u);
-  PlacementResult too_many = scheduler_.Choose(Group(Info::STRICT_SPREAD, std::vector<std::map<std::string, double>>(
-                                                                             5, {{"TPU", 4}})));
+  PlacementResult too_many =
+      scheduler_.Choose(Group(Info::STRICT_SPREAD, std::vector<std::map<std::string, double>>(5, {{"TPU", 4}})));
   EXPECT_EQ(too_many.outcome, PlacementResult::kNoFit);
   EXPECT_TRUE(too_many.infeasible);
 }
@@ -160,8 +160,9 @@ TEST_F(PlacementGroupSchedulerTest, TwoPhaseCommitCreates) {
   AddNode({{"CPU", 4}});
   std::optional<PlacementResult> result;
   bool prepared = false;
-  scheduler_.Schedule(Group(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}}),
-                      [&](PlacementResult r) { result = std::move(r); }, [&] { prepared = true; });
+  scheduler_.Schedule(
+      Group(Info::STRICT_SPREAD, {{{"CPU", 4}}, {{"CPU", 4}}}), [&](PlacementResult r) { result = std::move(r); },
+      [&] { prepared = true; });
   ASSERT_EQ(raylets_.prepares.size(), 2u);
   EXPECT_TRUE(raylets_.commits.empty());
   // A second group sees the first's reservations in flight: nothing fits.

@@ -107,9 +107,8 @@ bool Publisher::Fill(const rpc::PollRequest& request, rpc::PollReply* reply) con
   }
   std::vector<const Stored*> picked;
   while (!cursors.empty()) {
-    auto next = std::min_element(cursors.begin(), cursors.end(), [](const Cursor& a, const Cursor& b) {
-      return a.at->sequence < b.at->sequence;
-    });
+    auto next = std::min_element(cursors.begin(), cursors.end(),
+                                 [](const Cursor& a, const Cursor& b) { return a.at->sequence < b.at->sequence; });
     if (WantsKey(request, next->at->key)) picked.push_back(&*next->at);
     if (++next->at == next->end) cursors.erase(next);
   }

@@ -116,8 +116,8 @@ class Publisher {
   const size_t window_;
   std::map<int, Window> windows_;  // by channel
   int64_t next_sequence_ = 1;
-  std::list<Waiting> waiting_;  // answered as soon as something they want arrives
-  std::list<Waiting> batched_;  // read NODE_RESOURCES: answered by flushes when many
+  std::list<Waiting> waiting_;                     // answered as soon as something they want arrives
+  std::list<Waiting> batched_;                     // read NODE_RESOURCES: answered by flushes when many
   std::unique_ptr<EventLoop::Timer> flush_timer_;  // set while a batch waits
   bool shut_down_ = false;
 };

@@ -146,7 +146,7 @@ TEST(PublisherTest, SeveralChannelsAreMergedInSequenceOrder) {
   pub.Publish(NodeMsg("b"));  // 4
   rpc::PubMessage actor;
   actor.set_channel(rpc::PubMessage::ACTOR);
-  pub.Publish(actor);         // 5
+  pub.Publish(actor);  // 5
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::NODE_INFO);
   req.add_channels(rpc::PubMessage::LOGS);

@@ -40,8 +40,8 @@ class RayletClientPool {
                                   Callback<rpc::RequestWorkerLeaseReply> cb) = 0;
   virtual void ReturnWorker(const NodeId& node, const std::string& address, const rpc::ReturnWorkerRequest& request,
                             Callback<rpc::ReturnWorkerReply> cb) = 0;
-  virtual void KillJobWorkers(const NodeId& node, const std::string& address,
-                              const rpc::KillJobWorkersRequest& request, Callback<rpc::KillJobWorkersReply> cb) = 0;
+  virtual void KillJobWorkers(const NodeId& node, const std::string& address, const rpc::KillJobWorkersRequest& request,
+                              Callback<rpc::KillJobWorkersReply> cb) = 0;
   // Placement-group bundles (two-phase reservation; every call idempotent).
   virtual void PrepareBundles(const NodeId& node, const std::string& address, const rpc::PrepareBundlesRequest& request,
                               Callback<rpc::PrepareBundlesReply> cb) = 0;

@@ -32,8 +32,8 @@ class ResourceManager {
 
   void HandleReportResources(const rpc::ReportResourcesRequest& request, rpc::ReportResourcesReply* reply,
                              rpc::Done done);
-  void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request,
-                                 rpc::GetClusterResourcesReply* reply, rpc::Done done);
+  void HandleGetClusterResources(const rpc::GetClusterResourcesRequest& request, rpc::GetClusterResourcesReply* reply,
+                                 rpc::Done done);
 
   // Takes the view of itself a raylet returns with a bundle reply: ignored
   // for an unknown or dead node, malformed maps, or an older version.

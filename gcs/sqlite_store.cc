@@ -28,8 +28,8 @@ absl::Status Exec(sqlite3* db, const char* sql) {
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path, EventLoop* loop) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
     auto s = absl::InternalError("cannot open " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close(db);
     return s;

@@ -38,8 +38,7 @@ class TaskEventManager {
   explicit TaskEventManager(Publisher* publisher, size_t max_tasks = kDefaultMaxTasks);
 
   // InvalidArgument (and nothing stored) when any event is malformed.
-  void HandleAddTaskEvents(const rpc::AddTaskEventsRequest& request, rpc::AddTaskEventsReply* reply,
-                           rpc::Done done);
+  void HandleAddTaskEvents(const rpc::AddTaskEventsRequest& request, rpc::AddTaskEventsReply* reply, rpc::Done done);
   // Oldest first; limit <= 0 means all.
   void HandleListTasks(const rpc::ListTasksRequest& request, rpc::ListTasksReply* reply, rpc::Done done);
   // InvalidArgument for a bad job id or a batch over kMaxLogBatchBytes.

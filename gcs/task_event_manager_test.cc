@@ -127,8 +127,8 @@ TEST_F(TaskEventManagerTest, WhatRanOnAGoneProcessEndsFailedUntilItsRealEndArriv
   const std::string a1 = ActorId::FromRandom().Binary(), a2 = ActorId::FromRandom().Binary();
   const std::string running = TaskId::FromRandom().Binary(), done = TaskId::FromRandom().Binary(),
                     other = TaskId::FromRandom().Binary();
-  ASSERT_TRUE(AddEvents(m, {on_actor(running, rpc::TaskEvent::RUNNING, a1), on_actor(done, rpc::TaskEvent::FINISHED, a1),
-                            on_actor(other, rpc::TaskEvent::RUNNING, a2)})
+  ASSERT_TRUE(AddEvents(m, {on_actor(running, rpc::TaskEvent::RUNNING, a1),
+                            on_actor(done, rpc::TaskEvent::FINISHED, a1), on_actor(other, rpc::TaskEvent::RUNNING, a2)})
                   .ok());
   rpc::ErrorInfo died;
   died.set_type(rpc::ErrorInfo::ACTOR_DIED);

@@ -35,7 +35,7 @@ class ClusterView {
     ResourceSet available;
     ResourceSet registered_total;  // NodeInfo.resources_total (no groups)
     std::map<std::string, std::string> labels;
-    int64_t version = -1;  // of the last resource report applied
+    int64_t version = -1;   // of the last resource report applied
     bool draining = false;  // takes no new work: never picked
   };
 

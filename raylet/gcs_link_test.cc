@@ -109,8 +109,7 @@ class GcsLinkTest : public ::testing::Test {
   void Start() {
     OnLoop([&] {
       gcs_ = std::make_unique<gcs::FakeGcsClient>(&loop_);
-      link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_,
-                                        clock_.AsClock());
+      link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_, clock_.AsClock());
       link_->Start();
     });
   }
@@ -147,7 +146,8 @@ class GcsLinkTest : public ::testing::Test {
 TEST_F(GcsLinkTest, RegistersReportsAndFollowsOtherNodes) {
   StartRegistered();
   EXPECT_TRUE(Read<bool>([&] { return link_->registered(); }));
-  EXPECT_EQ(Read<std::string>([&] { return link_->cluster_id(); }), Read<std::string>([&] { return gcs_->cluster_id(); }));
+  EXPECT_EQ(Read<std::string>([&] { return link_->cluster_id(); }),
+            Read<std::string>([&] { return gcs_->cluster_id(); }));
   {
     absl::MutexLock lock(&raylet_.mu);
     EXPECT_EQ(raylet_.firsts, 1);
@@ -172,8 +172,7 @@ TEST_F(GcsLinkTest, AGcsThatNeverAnswersEndsTheFirstRegistrationAfterTheConnectT
   OnLoop([&] {
     gcs_ = std::make_unique<gcs::FakeGcsClient>(&loop_);
     gcs_->SetReachable(false);
-    link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_,
-                                      clock_.AsClock());
+    link_ = std::make_unique<GcsLink>(options_, &loop_, gcs_.get(), &raylet_, clock_.AsClock());
     link_->Start();
   });
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->calls("RegisterNode") >= 3; }));  // retried meanwhile

@@ -83,8 +83,7 @@ class LeaseManager {
  public:
   static constexpr size_t kMaxEndedLeases = 10000;
 
-  LeaseManager(LeaseManagerOptions options, LocalResourceManager* local, ClusterView* view,
-               WorkerPoolInterface* pool);
+  LeaseManager(LeaseManagerOptions options, LocalResourceManager* local, ClusterView* view, WorkerPoolInterface* pool);
   ~LeaseManager();
 
   // Replies (status OK) GRANTED, SPILLBACK, REJECTED, INFEASIBLE (only with
@@ -103,8 +102,7 @@ class LeaseManager {
                                rpc::Done done);
   // Cancels the job's waiting leases and stops its workers, except those
   // running detached actors (their lease's spec says detached).
-  void HandleKillJobWorkers(const rpc::KillJobWorkersRequest& request, rpc::KillJobWorkersReply* reply,
-                            rpc::Done done);
+  void HandleKillJobWorkers(const rpc::KillJobWorkersRequest& request, rpc::KillJobWorkersReply* reply, rpc::Done done);
 
   // Ends the leases of `group` that run or wait in bundles being returned,
   // before the bundles' resources go: a granted lease's worker is
@@ -177,7 +175,7 @@ class LeaseManager {
   };
   struct Lease {
     std::string id;
-    uint64_t seq = 0;  // unique per lease object: tells a reused id apart
+    uint64_t seq = 0;    // unique per lease object: tells a reused id apart
     rpc::TaskSpec spec;  // without args
     ResourceSet demand;
     LabelSelector selector;

@@ -111,16 +111,14 @@ TEST_F(LeaseManagerTest, GrantsChipIdsAndWorkerAddress) {
   Call* a = Request("a", {{"TPU", 2}});
   ASSERT_TRUE(a->done);
   EXPECT_EQ(a->reply.outcome(), Reply::GRANTED);
-  EXPECT_EQ(std::vector<int>(a->reply.tpu_chip_ids().begin(), a->reply.tpu_chip_ids().end()),
-            std::vector<int>({0, 1}));
+  EXPECT_EQ(std::vector<int>(a->reply.tpu_chip_ids().begin(), a->reply.tpu_chip_ids().end()), std::vector<int>({0, 1}));
   EXPECT_EQ(a->reply.tpu_chips_per_host(), 4);
   EXPECT_EQ(a->reply.worker_address().ip(), "10.0.0.1");
   EXPECT_EQ(a->reply.worker_address().node_id(), self_.Binary());
   EXPECT_EQ(a->reply.worker_address().worker_id().size(), WorkerId::kSize);
   EXPECT_GT(a->reply.worker_pid(), 0);
   Call* b = Request("b", {{"TPU", 2}});
-  EXPECT_EQ(std::vector<int>(b->reply.tpu_chip_ids().begin(), b->reply.tpu_chip_ids().end()),
-            std::vector<int>({2, 3}));
+  EXPECT_EQ(std::vector<int>(b->reply.tpu_chip_ids().begin(), b->reply.tpu_chip_ids().end()), std::vector<int>({2, 3}));
   Return("a");
   Return("b");
   EXPECT_EQ(local_.available(), local_.total());
@@ -333,7 +331,8 @@ TEST_F(LeaseManagerTest, PlacementGroupLeaseTakesTheBundlesChips) {
   ASSERT_TRUE(local_.CommitBundles(g, {0}).ok());
   Call* outside = Request("outside", {{"TPU", 1}});
   EXPECT_EQ(std::vector<int>(outside->reply.tpu_chip_ids().begin(), outside->reply.tpu_chip_ids().end()),
-            std::vector<int>({2})) << "chips 0 and 1 belong to the bundle";
+            std::vector<int>({2}))
+      << "chips 0 and 1 belong to the bundle";
   Call* a = Request("a", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = 0});
   Call* b = Request("b", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = -1});
   Call* c = Request("c", {{"TPU", 1}}, {.placement_group = g.Binary(), .bundle_index = 0});
@@ -381,21 +380,19 @@ TEST_F(LeaseManagerTest, PlacementGroupLeaseSpillsToTheGroupsNodeOrWaits) {
   (*info.mutable_resources_total())["CPU"] = 4;
   view_.OnNodeInfo(info);
   EXPECT_EQ(view_.nodes().at(holder).total.Get(pg::WildcardName("CPU", g)).ToDouble(), 2.0);
-  Call* wrong = Request("wrong", {{"CPU", 1}}, {.fail_if_infeasible = true, .placement_group = g.Binary(),
-                                                 .bundle_index = 0});
+  Call* wrong =
+      Request("wrong", {{"CPU", 1}}, {.fail_if_infeasible = true, .placement_group = g.Binary(), .bundle_index = 0});
   EXPECT_EQ(wrong->reply.outcome(), Reply::INFEASIBLE) << "bundle 0 is nowhere";
 }
 
 TEST_F(LeaseManagerTest, RejectsMalformedPlacementGroupFields) {
   std::string g = PlacementGroupId::FromRandom().Binary();
   EXPECT_EQ(Request("a", {{"CPU", 1}}, {.placement_group = "short"})->reply.outcome(), Reply::INVALID);
-  EXPECT_EQ(Request("b", {{"CPU", 1}}, {.placement_group = g, .bundle_index = -2})->reply.outcome(),
-            Reply::INVALID);
-  EXPECT_EQ(Request("c", {{"TPU", 3}}, {.placement_group = g, .bundle_index = 0})->reply.outcome(),
-            Reply::INVALID);
-  EXPECT_EQ(Request("d", {{"CPU", 1}}, {.placement_group = std::string(PlacementGroupId::kSize, '\0')})
-                ->reply.outcome(),
-            Reply::INVALID);
+  EXPECT_EQ(Request("b", {{"CPU", 1}}, {.placement_group = g, .bundle_index = -2})->reply.outcome(), Reply::INVALID);
+  EXPECT_EQ(Request("c", {{"TPU", 3}}, {.placement_group = g, .bundle_index = 0})->reply.outcome(), Reply::INVALID);
+  EXPECT_EQ(
+      Request("d", {{"CPU", 1}}, {.placement_group = std::string(PlacementGroupId::kSize, '\0')})->reply.outcome(),
+      Reply::INVALID);
   EXPECT_EQ(Request("e", {{std::string(240, 'x'), 1}}, {.placement_group = g})->reply.outcome(), Reply::INVALID);
   EXPECT_EQ(leases_.num_leases(), 0u);
 }
@@ -420,9 +417,8 @@ namespace {
 
 TEST_F(LeaseManagerTest, LeasesForARemovedGroupFailInsteadOfWaiting) {
   std::vector<std::pair<PlacementGroupId, std::function<void(bool)>>> asked;
-  leases_.SetGroupCheck([&](const PlacementGroupId& g, std::function<void(bool)> answer) {
-    asked.emplace_back(g, std::move(answer));
-  });
+  leases_.SetGroupCheck(
+      [&](const PlacementGroupId& g, std::function<void(bool)> answer) { asked.emplace_back(g, std::move(answer)); });
   PlacementGroupId pending = PlacementGroupId::FromRandom();
   PlacementGroupId removed = PlacementGroupId::FromRandom();
   Call* waits = Request("waits", {{"TPU", 1}}, {.placement_group = pending.Binary(), .bundle_index = 0});

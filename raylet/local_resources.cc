@@ -15,9 +15,7 @@ namespace {
 bool LabelKeyChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '/';
 }
-bool LabelValueChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-}
+bool LabelValueChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'; }
 
 int64_t ReadCgroupLimit() {
   std::ifstream f("/sys/fs/cgroup/memory.max");
@@ -80,16 +78,15 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const std::string
   return labels;
 }
 
-absl::StatusOr<LocalResources> DetectLocalResources(const LocalResourceOptions& options,
-                                                    const tpu::EnvLookup& env) {
+absl::StatusOr<LocalResources> DetectLocalResources(const LocalResourceOptions& options, const tpu::EnvLookup& env) {
   LocalResources out;
   if (!options.resources_json.empty()) {
     auto user = ParseResourcesJson(options.resources_json);
     if (!user.ok()) return Annotate(user.status(), "--resources");
     for (const char* reserved : {"CPU", "memory"}) {
       if (!user->Get(reserved).IsZero()) {
-        return absl::InvalidArgumentError(absl::StrCat("--resources: use --num-cpus / --memory instead of '",
-                                                       reserved, "' in --resources"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--resources: use --num-cpus / --memory instead of '", reserved, "' in --resources"));
       }
     }
     for (const auto& [name, q] : user->entries()) {

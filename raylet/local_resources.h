@@ -16,10 +16,10 @@
 namespace manta::raylet {
 
 struct LocalResourceOptions {
-  double num_cpus = -1;       // < 0: detect
-  double memory_bytes = -1;   // < 0: detect
-  std::string resources_json; // user resources, '{"name": quantity}'
-  std::string labels;         // "k=v,k2=v2"
+  double num_cpus = -1;        // < 0: detect
+  double memory_bytes = -1;    // < 0: detect
+  std::string resources_json;  // user resources, '{"name": quantity}'
+  std::string labels;          // "k=v,k2=v2"
   std::string node_ip = "127.0.0.1";
   bool is_head = false;
 };
@@ -33,8 +33,7 @@ struct LocalResources {
 // Errors (InvalidArgument, naming the flag or variable): malformed or
 // negative/NaN/infinite/absurd quantities, CPU or memory given through
 // --resources, malformed labels, an invalid TPU environment.
-absl::StatusOr<LocalResources> DetectLocalResources(const LocalResourceOptions& options,
-                                                    const tpu::EnvLookup& env);
+absl::StatusOr<LocalResources> DetectLocalResources(const LocalResourceOptions& options, const tpu::EnvLookup& env);
 
 // Parses "k=v,k2=v2". Keys: 1-253 of [A-Za-z0-9._/-]; values: at most 63 of
 // [A-Za-z0-9._-] (Kubernetes' label rules, which Ray follows).

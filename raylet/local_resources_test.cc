@@ -47,8 +47,8 @@ TEST(LocalResourcesTest, NonHeadWorkerHasNoHeadResource) {
 }
 
 TEST(LocalResourcesTest, ReservedNamesAndDuplicatesInResourcesAreRefused) {
-  for (const char* json : {R"({"node:__internal_head__": 1})", R"({"node:10.0.0.9": 1})", R"({"TPU": 4})",
-                           R"({"TPU-v6e-16-head": 1})"}) {
+  for (const char* json :
+       {R"({"node:__internal_head__": 1})", R"({"node:10.0.0.9": 1})", R"({"TPU": 4})", R"({"TPU-v6e-16-head": 1})"}) {
     LocalResourceOptions opts;
     opts.resources_json = json;
     auto r = DetectLocalResources(opts, Env({}));
@@ -103,11 +103,11 @@ TEST(LocalResourcesTest, BadInputIsRejectedWithTheFlagNamed) {
   bad_labels.labels = "manta.io/tpu-slice-name=x";
   EXPECT_FALSE(DetectLocalResources(bad_labels, no_env).ok());
   EXPECT_FALSE(DetectLocalResources({}, Env({{"TPU_ACCELERATOR_TYPE", "v9z-16"}})).ok());
-  EXPECT_FALSE(DetectLocalResources({}, Env({{"TPU_ACCELERATOR_TYPE", "v6e-16"},
-                                             {"TPU_TOPOLOGY", "2x2"},
-                                             {"TPU_NAME", "s"},
-                                             {"TPU_WORKER_ID", "0"}}))
-                   .ok());
+  EXPECT_FALSE(
+      DetectLocalResources(
+          {},
+          Env({{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "2x2"}, {"TPU_NAME", "s"}, {"TPU_WORKER_ID", "0"}}))
+          .ok());
 }
 
 }  // namespace

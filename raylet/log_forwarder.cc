@@ -30,7 +30,7 @@ struct LogForwarder::Tail {
   std::string path;
   int fd = -1;  // -1 until the open is answered
   int64_t offset = 0;
-  uint64_t reads = 0;  // reads started
+  uint64_t reads = 0;   // reads started
   std::string partial;  // bytes after the last newline
   uv_fs_event_t* watch = nullptr;
   uv_fs_t req;
@@ -326,7 +326,8 @@ bool LogForwarder::Flush() {
     const auto& key = entry.first;
     auto& p = entry.second;  // a plain reference: lambdas below capture it (C++17)
     if (p.dropped > 0) {
-      p.lines.push_back(absl::StrCat("[manta: ", p.dropped, " lines dropped: output came faster than it could be forwarded]"));
+      p.lines.push_back(
+          absl::StrCat("[manta: ", p.dropped, " lines dropped: output came faster than it could be forwarded]"));
     }
     auto name = names_.find(key.first);
     rpc::LogBatch batch;

@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
   }
   options.rejoin_when_dead = absl::GetFlag(FLAGS_rejoin_when_dead);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_export_port);
-  if (options.metrics_port < -1 || options.metrics_port > 65535) return Fail("--metrics_export_port must be -1 to 65535");
+  if (options.metrics_port < -1 || options.metrics_port > 65535)
+    return Fail("--metrics_export_port must be -1 to 65535");
   auto metrics_token = manta::metrics::MetricsToken(absl::GetFlag(FLAGS_metrics_auth), options.token);
   if (!metrics_token.ok()) return Fail(std::string(metrics_token.status().message()));
   options.metrics_token = *metrics_token;
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
   if (!rejoin) return code;
   // The new run writes the ready file again, with its new node id.
   if (!options.ready_file.empty()) unlink(options.ready_file.c_str());
-  auto s = manta::raylet::ReExec(manta::raylet::RejoinArgs(
-      original_args, cluster, absl::GetFlag(FLAGS_gcs_reconnect_timeout_s)));
+  auto s = manta::raylet::ReExec(
+      manta::raylet::RejoinArgs(original_args, cluster, absl::GetFlag(FLAGS_gcs_reconnect_timeout_s)));
   return Fail("cannot rejoin: " + std::string(s.message()));
 }

@@ -253,16 +253,16 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     StartRuntimeEnvs();
     popts.job_envs = envs_.get();
     pool_ = std::make_unique<WorkerPool>(popts, loop_);
-    leases_ = std::make_unique<LeaseManager>(
-        LeaseManagerOptions{node_id_, options_.node_ip, options_.resources.labels}, &local_, &view_, pool_.get());
+    leases_ = std::make_unique<LeaseManager>(LeaseManagerOptions{node_id_, options_.node_ip, options_.resources.labels},
+                                             &local_, &view_, pool_.get());
     bundles_ = std::make_unique<BundleManager>(BundleManagerOptions{node_id_, options_.resources.labels}, &local_,
                                                leases_.get());
     logs_ = std::make_unique<LogForwarder>(LogForwarderOptions{.node_ip = options_.node_ip}, loop_,
                                            [this](rpc::LogBatch batch, std::function<void()> answered) {
                                              PublishLogs(std::move(batch), std::move(answered));
                                            });
-    reports_ = std::make_unique<ReportThrottle>(loop_, kReportInterval,
-                                                [this](std::function<void()> done) { link_->SendReport(std::move(done)); });
+    reports_ = std::make_unique<ReportThrottle>(
+        loop_, kReportInterval, [this](std::function<void()> done) { link_->SendReport(std::move(done)); });
     local_.SetChangeListener([this] { reports_->Request(); });
     leases_->SetDemandsListener([this] { reports_->Request(); });
     leases_->SetGrantListener([this](const rpc::TaskSpec& spec, const LeasedWorker& worker) {
@@ -314,9 +314,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
         cb(std::move(*reply.mutable_value()));
       });
     };
-    envs_ = std::make_unique<RuntimeEnvManager>(std::move(options), loop_, std::move(get_job_env),
-                                                std::move(get_package),
-                                                [this](const JobId& job) { return pool_ && pool_->HasWorkersOf(job); });
+    envs_ =
+        std::make_unique<RuntimeEnvManager>(std::move(options), loop_, std::move(get_job_env), std::move(get_package),
+                                            [this](const JobId& job) { return pool_ && pool_->HasWorkersOf(job); });
   }
 
   // The live workers and what each runs, for the metrics.

@@ -10,9 +10,8 @@ namespace {
 TEST(ReportThrottleTest, CoalescesWhileInFlightAndWithinTheInterval) {
   EventLoop loop;
   std::vector<std::function<void()>> pending;
-  ReportThrottle throttle(&loop, absl::Milliseconds(20), [&](std::function<void()> done) {
-    pending.push_back(std::move(done));
-  });
+  ReportThrottle throttle(&loop, absl::Milliseconds(20),
+                          [&](std::function<void()> done) { pending.push_back(std::move(done)); });
   throttle.Request();
   throttle.Request();
   throttle.Request();

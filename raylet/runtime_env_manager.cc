@@ -61,8 +61,8 @@ void RuntimeEnvManager::OnJobEnv(const JobId& job, absl::StatusOr<rpc::RuntimeEn
   if (!env.ok() && absl::IsNotFound(env.status())) env = rpc::RuntimeEnv();  // a job the GCS does not know
   if (!env.ok() && RetryLater(job, env.status(), [this, job] { FetchJobEnv(job); })) return;
   if (!env.ok()) {
-    return Complete(job, absl::FailedPreconditionError(
-                             absl::StrCat("cannot read the runtime env of job ", job.Hex(), ": ", env.status().message())));
+    return Complete(job, absl::FailedPreconditionError(absl::StrCat("cannot read the runtime env of job ", job.Hex(),
+                                                                    ": ", env.status().message())));
   }
   it->second.env.env_vars.insert(env->env_vars().begin(), env->env_vars().end());
   const std::string name = env->working_dir_package();
@@ -79,8 +79,8 @@ void RuntimeEnvManager::OnPackage(const JobId& job, const std::string& name, abs
   const std::string what = absl::StrCat("the working_dir package ", name, " of job ", job.Hex());
   if (!data.ok() && RetryLater(job, data.status(), [this, job, name] { FetchPackage(job, name); })) return;
   if (!data.ok()) {
-    return Complete(job, absl::FailedPreconditionError(absl::StrCat("cannot fetch ", what, " from the GCS: ",
-                                                                    data.status().message())));
+    return Complete(job, absl::FailedPreconditionError(
+                             absl::StrCat("cannot fetch ", what, " from the GCS: ", data.status().message())));
   }
   const std::string dir = DirOf(job);
   // Checking and unpacking read and write the disk: off the loop.

@@ -180,9 +180,10 @@ absl::Status WorkerPool::Start(const rpc::TaskSpec& spec, PopCallback pop) {
   if (options_.job_envs == nullptr) {
     OnJobEnv(id, std::move(args), base, JobEnv());
   } else {
-    options_.job_envs->Prepare(*job, [this, alive = alive_, id, args = std::move(args), base](absl::StatusOr<JobEnv> e) {
-      if (*alive) OnJobEnv(id, args, base, std::move(e));
-    });
+    options_.job_envs->Prepare(*job,
+                               [this, alive = alive_, id, args = std::move(args), base](absl::StatusOr<JobEnv> e) {
+                                 if (*alive) OnJobEnv(id, args, base, std::move(e));
+                               });
   }
   return absl::OkStatus();
 }
@@ -439,8 +440,9 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
   if (options_.job_envs != nullptr) options_.job_envs->OnWorkerGone(w->job);
   uv_close(reinterpret_cast<uv_handle_t*>(&w->process->handle),
            [](uv_handle_t* h) { delete reinterpret_cast<Process*>(h); });
-  WorkerExit exit{w->id, w->job, static_cast<int>(w->pid), ExitDetail(exit_status, term_signal),
-                  w->state == State::kKilling, w->port != 0};
+  WorkerExit exit{
+      w->id,       w->job, static_cast<int>(w->pid), ExitDetail(exit_status, term_signal), w->state == State::kKilling,
+      w->port != 0};
   if (exit.intentional) {
     Log()->info("worker exited worker_id={} pid={}: {}", id.Hex(), w->pid, exit.detail);
   } else {
@@ -448,8 +450,8 @@ void WorkerPool::OnProcessExit(const WorkerId& id, int64_t exit_status, int term
                 w->err_path);
   }
   if (w->pop) {
-    w->pop(absl::FailedPreconditionError(absl::StrCat("worker ", id.Hex(), " ", exit.detail,
-                                                      " before it registered (see ", w->err_path, ")")));
+    w->pop(absl::FailedPreconditionError(
+        absl::StrCat("worker ", id.Hex(), " ", exit.detail, " before it registered (see ", w->err_path, ")")));
   }
   if (auto n = naming_logs_.find(id); n != naming_logs_.end()) {
     n->second = std::move(exit);  // reported after its log files (OnLogsNamed)

@@ -71,8 +71,8 @@ struct WorkerPoolOptions {
   std::string node_ip = "127.0.0.1";
   std::string raylet_address;  // ip:port
   std::string gcs_address;
-  std::string token_file;  // preferred over token
-  std::string token;       // both empty: auth off
+  std::string token_file;   // preferred over token
+  std::string token;        // both empty: auth off
   std::string session_dir;  // empty: logs go to /tmp/manta/worker_logs
   std::string stats_dir;    // MANTA_STATS_DIR; empty: none
   // Workers started ahead of need (Prestart) only while fewer than this many

@@ -272,7 +272,8 @@ TEST_F(WorkerPoolTest, WorkersStartInTheirJobsDirectoryWithItsVariables) {
   pool_->SetExitListener([this](const WorkerExit& e) { exits_.push_back(e); });
   pool_->SetLogListener([this](const WorkerLogFiles& l) { logs_.push_back(l); });
   setenv("HOME", "/raylet-home", 1);
-  pool_->PopWorker(Spec("echo \"$(pwd) $JOB_VAR home=${HOME-unset} $MANTA_JOB_ID\""), [](absl::StatusOr<LeasedWorker>) {});
+  pool_->PopWorker(Spec("echo \"$(pwd) $JOB_VAR home=${HOME-unset} $MANTA_JOB_ID\""),
+                   [](absl::StatusOr<LeasedWorker>) {});
   ASSERT_TRUE(RunUntil([&] { return exits_.size() == 1; }));
   EXPECT_EQ(ReadAll(logs_[0].out_path), cwd + " from-job home=unset 00000002\n");
 

@@ -55,9 +55,9 @@ struct PlacementGroupView {
   std::string placement_group_id;  // hex
   std::string name;                // empty: anonymous
   std::string ray_namespace;
-  std::string creator_job_id;  // hex
-  std::string strategy;        // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
-  std::string state;           // PENDING, PREPARED, CREATED, REMOVED, RESCHEDULING
+  std::string creator_job_id;       // hex
+  std::string strategy;             // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  std::string state;                // PENDING, PREPARED, CREATED, REMOVED, RESCHEDULING
   std::vector<BundleView> bundles;  // in index order
   bool detached = false;
   std::string state_message;  // why the group is not CREATED

@@ -30,12 +30,14 @@ TEST(ListActorsTest, TableLikeRayListActors) {
                      "RESTARTS\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find(" 0  9f1c      Counter     ALIVE             00000001  counter  6b1f     4321                 2\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(" 0  9f1c      Counter     ALIVE             00000001  counter  6b1f     4321                 2\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find(" 1  aa00      Trainer     PENDING_CREATION  00000001"), std::string::npos) << out;
-  EXPECT_NE(FormatActorList({alive}, 1, testing::RayExampleSecond(), absl::UTCTimeZone()).find("Showing at most 1 entries"),
-            std::string::npos);
+  EXPECT_NE(
+      FormatActorList({alive}, 1, testing::RayExampleSecond(), absl::UTCTimeZone()).find("Showing at most 1 entries"),
+      std::string::npos);
 }
 
 TEST(ListActorsTest, JsonHasLowerCaseKeys) {

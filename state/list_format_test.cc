@@ -88,7 +88,9 @@ TEST(ListFormatTest, IndexColumnGrowsWithRows) {
 }
 
 TEST(ListFormatTest, NothingAUserNamedReachesTheTerminalRaw) {
-  const std::string hostile = "x\x1b]0;PWNED\a\x1b[2J\nsecond row\xc2\x9b" "1m\xff";
+  const std::string hostile =
+      "x\x1b]0;PWNED\a\x1b[2J\nsecond row\xc2\x9b"
+      "1m\xff";
   const std::string table = FormatTable({"NAME"}, {{{hostile}}});
   EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
   EXPECT_EQ(table.find('\a'), std::string::npos);
@@ -96,8 +98,8 @@ TEST(ListFormatTest, NothingAUserNamedReachesTheTerminalRaw) {
   EXPECT_NE(table.find("x\\e]0;PWNED\\x07\\e[2J\\nsecond row\\x9b1m\\xff"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << "one header, one row";
   const std::string jobs = FormatJobList(
-      nlohmann::json::array({{{"submission_id", "raysubmit_a"}, {"status", "RUNNING"}, {"start_time", 0},
-                              {"entrypoint", hostile}}}),
+      nlohmann::json::array(
+          {{{"submission_id", "raysubmit_a"}, {"status", "RUNNING"}, {"start_time", 0}, {"entrypoint", hostile}}}),
       absl::UTCTimeZone());
   EXPECT_EQ(jobs.find('\x1b'), std::string::npos) << jobs;
   EXPECT_EQ(std::count(jobs.begin(), jobs.end(), '\n'), 2) << jobs;

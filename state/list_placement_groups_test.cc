@@ -41,7 +41,8 @@ std::vector<PlacementGroupView> Groups() {
 }
 
 TEST(ListPlacementGroupsTest, TableLikeRayListPlacementGroups) {
-  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/false, testing::RayExampleSecond(), absl::UTCTimeZone());
+  std::string out =
+      FormatPlacementGroupList(Groups(), 100, /*detail=*/false, testing::RayExampleSecond(), absl::UTCTimeZone());
   EXPECT_EQ(out,
             "======== List: 2026-04-21 10:20:20.000000 ========\n"
             "Stats:\n"
@@ -58,14 +59,17 @@ TEST(ListPlacementGroupsTest, TableLikeRayListPlacementGroups) {
 }
 
 TEST(ListPlacementGroupsTest, DetailListsEveryBundleWithItsNode) {
-  std::string out = FormatPlacementGroupList(Groups(), 100, /*detail=*/true, testing::RayExampleSecond(), absl::UTCTimeZone());
-  EXPECT_NE(out.find("    PLACEMENT_GROUP_ID  NAME   CREATOR_JOB_ID  STATE    STRATEGY       RAY_NAMESPACE  IS_DETACHED  "
-                     "NUM_RESCHEDULES  BUNDLES"),
-            std::string::npos)
+  std::string out =
+      FormatPlacementGroupList(Groups(), 100, /*detail=*/true, testing::RayExampleSecond(), absl::UTCTimeZone());
+  EXPECT_NE(
+      out.find("    PLACEMENT_GROUP_ID  NAME   CREATOR_JOB_ID  STATE    STRATEGY       RAY_NAMESPACE  IS_DETACHED  "
+               "NUM_RESCHEDULES  BUNDLES"),
+      std::string::npos)
       << out;
-  EXPECT_NE(out.find(" 0  5e0c                train  01000000        CREATED  STRICT_SPREAD  default        True         "
-                     "0                0: {'TPU': 4.0} labels={'manta.io/tpu-slice-name': 'tpu-group-0'} node=b0\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(" 0  5e0c                train  01000000        CREATED  STRICT_SPREAD  default        True         "
+               "0                0: {'TPU': 4.0} labels={'manta.io/tpu-slice-name': 'tpu-group-0'} node=b0\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("  1: {'TPU': 4.0} node=b1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("  3: {'TPU': 4.0} node=b3\n"), std::string::npos) << out;

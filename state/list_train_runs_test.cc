@@ -79,7 +79,8 @@ TEST(ListTrainRunsTest, TableHasOneRowPerRun) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;  // only the detail's first line
-  EXPECT_NE(FormatTrainRunList(Runs(), 2, false, testing::RayExampleSecond(), absl::UTCTimeZone()).find("Showing at most 2 entries"),
+  EXPECT_NE(FormatTrainRunList(Runs(), 2, false, testing::RayExampleSecond(), absl::UTCTimeZone())
+                .find("Showing at most 2 entries"),
             std::string::npos);
 }
 

@@ -108,9 +108,7 @@ std::string DemandReport(const ClusterView& view) {
 
 }  // namespace
 
-std::string FormatTimestamp(absl::Time t, absl::TimeZone tz) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%E6S", t, tz);
-}
+std::string FormatTimestamp(absl::Time t, absl::TimeZone tz) { return absl::FormatTime("%Y-%m-%d %H:%M:%E6S", t, tz); }
 
 std::string FormatDrainMessage(const NodeView& node, absl::TimeZone tz) {
   std::string out = "draining: " + node.drain_reason;
@@ -207,8 +205,8 @@ std::string FormatStatus(const ClusterView& view, absl::Time now, absl::TimeZone
   for (const NodeView* n : failed) {
     absl::StrAppend(&out, " ", NodeLabel(*n), ": NodeTerminated (ip: ", n->node_ip, ")\n");
   }
-  absl::StrAppend(&out, "\nResources\n", separator, "\nUsage:\n", UsageReport(view), "\nDemands:\n",
-                  DemandReport(view), "\n");
+  absl::StrAppend(&out, "\nResources\n", separator, "\nUsage:\n", UsageReport(view), "\nDemands:\n", DemandReport(view),
+                  "\n");
   return out;
 }
 

@@ -48,7 +48,8 @@ TEST(StatusFormatTest, TwoV6eSlicesMatchRayLayout) {
   std::string sep(header.size(), '-');
   std::string expected = header + "\nNode status\n" + sep +
                          "\nActive:\n"
-                         " 1 node_" + Hex('a') + "\n";
+                         " 1 node_" +
+                         Hex('a') + "\n";
   for (int i = 0; i < 8; ++i) absl::StrAppend(&expected, " 1 node_", std::string(55, 'b'), i, "\n");
   absl::StrAppend(&expected,
                   "Pending:\n"
@@ -79,9 +80,8 @@ TEST(StatusFormatTest, ClusterWithoutAuthenticationGetsAWarningUnderTheHeader) {
   EXPECT_EQ(plain.find("WARNING"), std::string::npos) << plain;
   view.auth_disabled = true;
   std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
-  EXPECT_EQ(out.rfind(header +
-                          "WARNING: this cluster runs without authentication (--auth=none): anyone who can reach "
-                          "its ports can run commands on its hosts.\nNode status\n",
+  EXPECT_EQ(out.rfind(header + "WARNING: this cluster runs without authentication (--auth=none): anyone who can reach "
+                               "its ports can run commands on its hosts.\nNode status\n",
                       0),
             0u)
       << out;
@@ -110,8 +110,9 @@ TEST(StatusFormatTest, AClusterOfManyLargeHostsSumsWithoutOverflow) {
   // The same as one folded sum, as the GCS sends it to `manta status`.
   ClusterView summary;
   summary.usage.push_back({"", {{"memory", 2000 * 720.0 * (1LL << 30)}}, {{"memory", 2000 * 360.0 * (1LL << 30)}}});
-  EXPECT_NE(FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()).find("\n 703.12TiB/1406.25TiB memory\n"),
-            std::string::npos);
+  EXPECT_NE(
+      FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()).find("\n 703.12TiB/1406.25TiB memory\n"),
+      std::string::npos);
 }
 
 TEST(StatusFormatTest, UnexpectedDeathsAreRecentFailuresNewestFirst) {
@@ -123,9 +124,9 @@ TEST(StatusFormatTest, UnexpectedDeathsAreRecentFailuresNewestFirst) {
   view.nodes[3].alive = false;
   view.nodes[3].death_expected = true;  // stopped cleanly: not a failure
   std::string out = FormatStatus(view, testing::RayExampleTime(), absl::UTCTimeZone());
-  std::string failures = absl::StrCat("Recent failures:\n node_", view.nodes[2].node_id,
-                                      ": NodeTerminated (ip: 127.0.0.1)\n node_", view.nodes[1].node_id,
-                                      ": NodeTerminated (ip: 127.0.0.1)\n\nResources");
+  std::string failures =
+      absl::StrCat("Recent failures:\n node_", view.nodes[2].node_id, ": NodeTerminated (ip: 127.0.0.1)\n node_",
+                   view.nodes[1].node_id, ": NodeTerminated (ip: 127.0.0.1)\n\nResources");
   EXPECT_NE(out.find(failures), std::string::npos) << out;
   EXPECT_EQ(out.find(" 1 node_" + view.nodes[1].node_id), std::string::npos);
   EXPECT_EQ(out.find("node_" + view.nodes[3].node_id), std::string::npos);
@@ -214,9 +215,11 @@ ClusterView SliceReserved() {
   ClusterView view = TwoSlices();
   for (int worker = 0; worker < 4; ++worker) Commit(&view.usage[1 + worker], Group('1'), worker, {{"TPU", 4}});
   RunInBundle(&view.usage[1], Group('1'), 0, {{"TPU", 4}});
-  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(
+      Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
   view.pending_placement_groups.push_back(Pending("PACK", {{{"CPU", 1}}, {{"TPU", 8}}, {{"TPU", 8}}}, true));
-  view.pending_placement_groups.push_back(Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
+  view.pending_placement_groups.push_back(
+      Pending("STRICT_SPREAD", {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}}));
   view.pending_placement_groups.back().state = "RESCHEDULING";
   return view;
 }
@@ -225,20 +228,19 @@ TEST(StatusFormatTest, PlacementGroupsLikeRayStatus) {
   std::string out = FormatStatus(SliceReserved(), testing::RayExampleTime(), absl::UTCTimeZone());
   std::string resources = out.substr(out.find("\nResources\n"));
   std::string sep(std::string("======== Cluster status: 2026-04-21 10:20:20.945431 ========").size(), '-');
-  EXPECT_EQ(resources,
-            "\nResources\n" + sep +
-                "\nUsage:\n"
-                " 0.0/10.0 CPU\n"
-                " 4.0/32.0 TPU (4.0 used of 16.0 reserved in placement groups)\n"
-                " 0.0/2.0 TPU-v6e-16-head\n"
-                " 0.0/8.0 accelerator_type:TPU-V6E\n"
-                " 0B/16.00GiB memory\n"
-                " 0.0/4.0 tpu-group-0\n"
-                " 0.0/4.0 tpu-group-1\n"
-                "\n"
-                "Demands:\n"
-                " {'TPU': 4.0} * 4 (STRICT_SPREAD): 2+ pending placement groups\n"
-                " {'CPU': 1.0} * 1, {'TPU': 8.0} * 2 (PACK): 1+ pending placement groups (infeasible)\n");
+  EXPECT_EQ(resources, "\nResources\n" + sep +
+                           "\nUsage:\n"
+                           " 0.0/10.0 CPU\n"
+                           " 4.0/32.0 TPU (4.0 used of 16.0 reserved in placement groups)\n"
+                           " 0.0/2.0 TPU-v6e-16-head\n"
+                           " 0.0/8.0 accelerator_type:TPU-V6E\n"
+                           " 0B/16.00GiB memory\n"
+                           " 0.0/4.0 tpu-group-0\n"
+                           " 0.0/4.0 tpu-group-1\n"
+                           "\n"
+                           "Demands:\n"
+                           " {'TPU': 4.0} * 4 (STRICT_SPREAD): 2+ pending placement groups\n"
+                           " {'CPU': 1.0} * 1, {'TPU': 8.0} * 2 (PACK): 1+ pending placement groups (infeasible)\n");
   EXPECT_EQ(out.find("_group_"), std::string::npos) << out;
 }
 
@@ -267,7 +269,8 @@ TEST(StatusFormatTest, ASummaryFormatsAsTheFullView) {
   EXPECT_EQ(summary.usage.size(), 1u);
   EXPECT_EQ(summary.reserved.total.at("TPU"), 16);
   EXPECT_EQ(summary.reserved.available.at("TPU"), 12);
-  EXPECT_EQ(FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()), FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
+  EXPECT_EQ(FormatStatus(summary, testing::RayExampleTime(), absl::UTCTimeZone()),
+            FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
 }
 
 TEST(StatusFormatTest, UnfoldedTotalsFromAnOlderGcsFormatAsTheFullView) {
@@ -279,7 +282,8 @@ TEST(StatusFormatTest, UnfoldedTotalsFromAnOlderGcsFormatAsTheFullView) {
     for (const auto& [name, v] : node.total) unfolded.usage[0].total[name] += v;
     for (const auto& [name, v] : node.available) unfolded.usage[0].available[name] += v;
   }
-  EXPECT_EQ(FormatStatus(unfolded, testing::RayExampleTime(), absl::UTCTimeZone()), FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
+  EXPECT_EQ(FormatStatus(unfolded, testing::RayExampleTime(), absl::UTCTimeZone()),
+            FormatStatus(full, testing::RayExampleTime(), absl::UTCTimeZone()));
 }
 
 TEST(StatusFormatTest, ReservedButIdleIsNotUsed) {

@@ -42,80 +42,91 @@ void ExpectEveryCallRefused(const Stubs& stubs, const std::string& token, const 
   const auto& pubsub = stubs.pubsub;
   const auto& raylet = stubs.raylet;
   const auto kUnauth = grpc::StatusCode::UNAUTHENTICATED;
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::GetClusterIdReply r;
-              return nodes->GetClusterId(c, rpc::GetClusterIdRequest(), &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::GetClusterIdReply r;
+                       return nodes->GetClusterId(c, rpc::GetClusterIdRequest(), &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::GetAllNodeInfoReply r;
-              return nodes->GetAllNodeInfo(c, rpc::GetAllNodeInfoRequest(), &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::GetAllNodeInfoReply r;
+                       return nodes->GetAllNodeInfo(c, rpc::GetAllNodeInfoRequest(), &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::RegisterNodeRequest req;
-              req.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
-              req.mutable_node_info()->set_node_ip("127.0.0.1");
-              req.mutable_node_info()->set_node_manager_port(1);
-              rpc::RegisterNodeReply r;
-              return nodes->RegisterNode(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::RegisterNodeRequest req;
+                       req.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
+                       req.mutable_node_info()->set_node_ip("127.0.0.1");
+                       req.mutable_node_info()->set_node_manager_port(1);
+                       rpc::RegisterNodeReply r;
+                       return nodes->RegisterNode(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::UnregisterNodeRequest req;
-              req.set_node_id(victim_id);
-              req.set_reason("attack");
-              rpc::UnregisterNodeReply r;
-              return nodes->UnregisterNode(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::UnregisterNodeRequest req;
+                       req.set_node_id(victim_id);
+                       req.set_reason("attack");
+                       rpc::UnregisterNodeReply r;
+                       return nodes->UnregisterNode(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::ReportResourcesRequest req;
-              req.mutable_resources()->set_node_id(victim_id);
-              (*req.mutable_resources()->mutable_total())["CPU"] = 1000;
-              req.mutable_resources()->set_version(1 << 30);
-              rpc::ReportResourcesReply r;
-              return resources->ReportResources(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::ReportResourcesRequest req;
+                       req.mutable_resources()->set_node_id(victim_id);
+                       (*req.mutable_resources()->mutable_total())["CPU"] = 1000;
+                       req.mutable_resources()->set_version(1 << 30);
+                       rpc::ReportResourcesReply r;
+                       return resources->ReportResources(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::GetClusterResourcesReply r;
-              return resources->GetClusterResources(c, rpc::GetClusterResourcesRequest(), &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::GetClusterResourcesReply r;
+                       return resources->GetClusterResources(c, rpc::GetClusterResourcesRequest(), &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::KvPutRequest req;
-              req.set_ns("test");
-              req.set_key("intruder");
-              req.set_value("x");
-              rpc::KvPutReply r;
-              return kv->Put(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::KvPutRequest req;
+                       req.set_ns("test");
+                       req.set_key("intruder");
+                       req.set_value("x");
+                       rpc::KvPutReply r;
+                       return kv->Put(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::KvGetRequest req;
-              req.set_ns("test");
-              req.set_key("intruder");
-              rpc::KvGetReply r;
-              return kv->Get(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::KvGetRequest req;
+                       req.set_ns("test");
+                       req.set_key("intruder");
+                       rpc::KvGetReply r;
+                       return kv->Get(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::PollRequest req;
-              req.set_max_wait_ms(10);
-              rpc::PollReply r;
-              return pubsub->Poll(c, req, &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::PollRequest req;
+                       req.set_max_wait_ms(10);
+                       rpc::PollReply r;
+                       return pubsub->Poll(c, req, &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::HealthCheckReply r;
-              return raylet->HealthCheck(c, rpc::HealthCheckRequest(), &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::HealthCheckReply r;
+                       return raylet->HealthCheck(c, rpc::HealthCheckRequest(), &r);
+                     }),
             kUnauth);
-  EXPECT_EQ(CallWith(token, [&](grpc::ClientContext* c) {
-              rpc::GetNodeStatsReply r;
-              return raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
-            }),
+  EXPECT_EQ(CallWith(token,
+                     [&](grpc::ClientContext* c) {
+                       rpc::GetNodeStatsReply r;
+                       return raylet->GetNodeStats(c, rpc::GetNodeStatsRequest(), &r);
+                     }),
             kUnauth);
 }
 
@@ -132,8 +143,8 @@ TEST(AuthTest, MissingOrWrongTokenIsRefusedByGcsAndRayletAndChangesNothing) {
   auto resources = rpc::NodeResourceGcsService::NewStub(gcs_channel);
   auto kv = rpc::InternalKvGcsService::NewStub(gcs_channel);
   auto pubsub = rpc::PubSubGcsService::NewStub(gcs_channel);
-  auto raylet = rpc::NodeManagerService::NewStub(
-      rpc::MakeChannel("127.0.0.1:" + std::to_string(cluster.raylet(*worker).port)));
+  auto raylet =
+      rpc::NodeManagerService::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string(cluster.raylet(*worker).port)));
   ASSERT_GT(cluster.raylet(*worker).port, 0);
   auto victim_id = FromHex(cluster.raylet(*worker).node_id);
   ASSERT_TRUE(victim_id.ok());
@@ -165,8 +176,7 @@ TEST(AuthTest, MissingOrWrongTokenIsRefusedByGcsAndRayletAndChangesNothing) {
   for (const auto& n : view->nodes()) EXPECT_LT(n.total().at("CPU"), 1000);
 
   // The CLI says so in one line.
-  CommandResult status =
-      cluster.RunManta({"status", "--address=" + cluster.gcs_address()}, {{"MANTA_TOKEN", wrong}});
+  CommandResult status = cluster.RunManta({"status", "--address=" + cluster.gcs_address()}, {{"MANTA_TOKEN", wrong}});
   EXPECT_NE(status.exit_code, 0);
   EXPECT_TRUE(absl::StartsWith(status.err, "manta: error: ")) << status.err;
   EXPECT_TRUE(absl::StrContains(status.err, "refused")) << status.err;

@@ -26,7 +26,8 @@ std::string HttpRequest(const std::string& method, const std::string& path, cons
   for (const std::string& h : headers) absl::StrAppend(&out, h, "\r\n");
   bool framed = false;
   for (const std::string& h : headers) {
-    framed = framed || absl::StartsWithIgnoreCase(h, "Content-Length:") || absl::StartsWithIgnoreCase(h, "Transfer-Encoding:");
+    framed = framed || absl::StartsWithIgnoreCase(h, "Content-Length:") ||
+             absl::StartsWithIgnoreCase(h, "Transfer-Encoding:");
   }
   if (!framed && (!body.empty() || method == "POST" || method == "PUT")) {
     absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n");
@@ -48,14 +49,18 @@ Outcome SendHttp(int port, const std::string& raw) {
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
       char buf[65536];
       ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) closed = true;
-      else response.append(buf, static_cast<size_t>(n));
+      if (n <= 0)
+        closed = true;
+      else
+        response.append(buf, static_cast<size_t>(n));
       // Stop sending once the server answered: it refused the rest.
       sent = raw.size();
     } else if (p.revents & POLLOUT) {
       ssize_t n = send(fd, raw.data() + sent, std::min<size_t>(raw.size() - sent, 1 << 20), MSG_NOSIGNAL);
-      if (n <= 0) sent = raw.size();
-      else sent += static_cast<size_t>(n);
+      if (n <= 0)
+        sent = raw.size();
+      else
+        sent += static_cast<size_t>(n);
     }
   }
   close(fd);
@@ -91,9 +96,9 @@ struct HttpRows {
   void Upload(const std::string& input, const std::string& archive, int status, const std::string& message,
               std::string name = "") {
     if (name.empty()) name = dashboard::PackageName(archive);
-    std::string raw = HttpRequest("PUT", "/api/packages/gcs/" + name,
-                                  {"Authorization: Bearer " + t.token, "Content-Type: application/octet-stream"},
-                                  archive);
+    std::string raw =
+        HttpRequest("PUT", "/api/packages/gcs/" + name,
+                    {"Authorization: Bearer " + t.token, "Content-Type: application/octet-stream"}, archive);
     int port = t.dashboard_port;
     out->push_back({"PUT /api/packages/gcs/", input, [port, raw] { return SendHttp(port, raw); },
                     absl::StrCat("HTTP ", status), message});
@@ -140,7 +145,8 @@ void SubmitRows(HttpRows& h) {
            R"({"entrypoint": "true", "runtime_env": {"working_dir": "s3://bucket/x.zip"}})", "gcs://");
   h.Submit("env var name with =", R"({"entrypoint": "true", "runtime_env": {"env_vars": {"A=B": "1"}}})",
            "not a variable name");
-  h.Submit("3 MB body", absl::StrCat(R"({"entrypoint": "true", "metadata": {"x": ")", std::string(3 << 20, 'x'), "\"}}"),
+  h.Submit("3 MB body",
+           absl::StrCat(R"({"entrypoint": "true", "metadata": {"x": ")", std::string(3 << 20, 'x'), "\"}}"),
            "larger than", 413);
 }
 
@@ -264,7 +270,8 @@ std::vector<BadInput> CliBadInputs(const Target& t) {
   out.push_back({"manta job submit", "--address not a URL",
                  manta({"job", "submit", "--address", "::not a url::", "--", "true"}, env), "exit 1", "address"});
   out.push_back({"manta job submit", "--address with a closed port",
-                 manta({"job", "submit", "--address", "http://127.0.0.1:1", "--", "true"}, env), "exit 1", "127.0.0.1:1"});
+                 manta({"job", "submit", "--address", "http://127.0.0.1:1", "--", "true"}, env), "exit 1",
+                 "127.0.0.1:1"});
   out.push_back({"manta job submit", "wrong token",
                  manta({"job", "submit", "--address", url, "--", "true"}, {{"MANTA_TOKEN", std::string(64, 'f')}}),
                  "exit 1", "Invalid cluster token"});
@@ -288,7 +295,7 @@ std::vector<BadInput> CliBadInputs(const Target& t) {
   };
   const std::string base = std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml";
   const std::vector<std::pair<std::string, std::string>> cluster_env = {{"MANTA_ADDRESS", t.gcs_address},
-                                                                         {"MANTA_TOKEN", t.token}};
+                                                                        {"MANTA_TOKEN", t.token}};
   out.push_back({"maxtext_trainer", "run_name not UTF-8",
                  trainer({base, "model_name=tiny", "run_name=x\xff"}, cluster_env), "exit 1", "not UTF-8"});
   out.push_back({"maxtext_trainer", "max_target_length 2^60",
@@ -303,8 +310,8 @@ std::vector<BadInput> CliBadInputs(const Target& t) {
            {"negative --memory", "--memory=-1", "--memory"},
            {"reserved TPU in --resources", "--resources={\"TPU\": 4}", "TPU"},
            {"1e300 in --resources", "--resources={\"x\": 1e300}", "larger than the maximum"}}) {
-    out.push_back({"manta start", input,
-                   manta({"start", join, "--temp-dir", c->temp_dir() + "/bad_start", flag}, env), "exit 1", message});
+    out.push_back({"manta start", input, manta({"start", join, "--temp-dir", c->temp_dir() + "/bad_start", flag}, env),
+                   "exit 1", message});
   }
   return out;
 }

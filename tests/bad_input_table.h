@@ -39,9 +39,7 @@ struct BadInput {
   std::string code;     // the expected Outcome::code
   std::string message;  // a substring of the expected message
 
-  bool Matches(const Outcome& got) const {
-    return got.code == code && absl::StrContains(got.message, message);
-  }
+  bool Matches(const Outcome& got) const { return got.code == code && absl::StrContains(got.message, message); }
 };
 
 // Where the head's daemons listen.

@@ -81,8 +81,8 @@ class BadInputTableTest : public ::testing::Test {
       absl::StrAppend(&out, Hex(g.placement_group_id()), " state=", g.state(), "\n");
     }
     rpc::ListActorsReply actors;
-    o = CallGrpc(target_.gcs_address, "/manta.rpc.ActorGcsService/ListActors", rpc::ListActorsRequest(),
-                 target_.token, &actors);
+    o = CallGrpc(target_.gcs_address, "/manta.rpc.ActorGcsService/ListActors", rpc::ListActorsRequest(), target_.token,
+                 &actors);
     absl::StrAppend(&out, "actors: ", o.code, " ", actors.actors_size(), "\n");
     for (const char* ns : {"job", "bad_input", ""}) {
       rpc::KvKeysRequest keys_req;
@@ -91,8 +91,8 @@ class BadInputTableTest : public ::testing::Test {
       o = CallGrpc(target_.gcs_address, "/manta.rpc.InternalKvGcsService/Keys", keys_req, target_.token, &keys);
       absl::StrAppend(&out, "kv ", ns, ": ", o.code, " ", absl::StrJoin(keys.keys(), ","), "\n");
     }
-    Outcome jobs = SendHttp(target_.dashboard_port,
-                            HttpRequest("GET", "/api/jobs/", {"Authorization: Bearer " + target_.token}));
+    Outcome jobs =
+        SendHttp(target_.dashboard_port, HttpRequest("GET", "/api/jobs/", {"Authorization: Bearer " + target_.token}));
     absl::StrAppend(&out, "jobs: ", jobs.code, "\n");
     auto list = nlohmann::json::parse(jobs.message, nullptr, false);
     for (const auto& j : list.is_array() ? list : nlohmann::json::array()) {
@@ -108,8 +108,8 @@ class BadInputTableTest : public ::testing::Test {
   // request and every daemon in the session's pid files is alive.
   std::string WhyNotServing() {
     std::string why;
-    Outcome o = CallGrpc(target_.gcs_address, "/manta.rpc.NodeInfoGcsService/GetClusterId",
-                         rpc::GetClusterIdRequest(), target_.token);
+    Outcome o = CallGrpc(target_.gcs_address, "/manta.rpc.NodeInfoGcsService/GetClusterId", rpc::GetClusterIdRequest(),
+                         target_.token);
     if (o.code != "OK") absl::StrAppend(&why, "GCS: ", o.code, " ", o.message, "; ");
     o = CallGrpc(target_.raylet_address, "/manta.rpc.NodeManagerService/GetNodeStats", rpc::GetNodeStatsRequest(),
                  target_.token);
@@ -191,8 +191,8 @@ std::vector<int> Flood(int port, const std::string& partial) {
 
 TEST_F(BadInputTableTest, IdleAndPartialConnectionsDoNotStarveARealRequest) {
   std::vector<int> dashboard = Flood(target_.dashboard_port, "GET /api/jobs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
-  std::vector<int> gcs = Flood(std::stoi(target_.gcs_address.substr(target_.gcs_address.rfind(':') + 1)),
-                               "PRI * HTTP/2.0\r\n\r\nSM\r\n");
+  std::vector<int> gcs =
+      Flood(std::stoi(target_.gcs_address.substr(target_.gcs_address.rfind(':') + 1)), "PRI * HTTP/2.0\r\n\r\nSM\r\n");
   EXPECT_GE(dashboard.size(), static_cast<size_t>(kFlood));
   EXPECT_GE(gcs.size(), static_cast<size_t>(kFlood));
   Outcome last_http, last_grpc;

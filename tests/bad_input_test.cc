@@ -92,7 +92,8 @@ TEST_F(BadInputTest, InvalidResources) {
 TEST_F(BadInputTest, QuantitiesAboveTheMaximumAreRefusedNotWrapped) {
   ExpectRefused({"--head", Head(), "--resources={\"x\": 9.3e14}"}, {},
                 "--resources: resource 'x': quantity 9.3e+14 is larger than the maximum 9e+14");
-  ExpectRefused({"--head", Head(), "--num-cpus=1e15"}, {}, "--num-cpus: quantity 1e+15 is larger than the maximum 9e+14");
+  ExpectRefused({"--head", Head(), "--num-cpus=1e15"}, {},
+                "--num-cpus: quantity 1e+15 is larger than the maximum 9e+14");
   ExpectRefused({"--head", Head(), "--memory=1e15"}, {}, "--memory: quantity 1e+15 is larger than the maximum 9e+14");
 }
 

@@ -75,11 +75,10 @@ TEST(ChaosTest, TasksAndActorsSurviveRayletsKilledEveryFewSeconds) {
   }
 
   const std::string log = cluster.temp_dir() + "/chaos_driver.out";
-  auto driver = cluster.StartProgram(
-      "chaos_driver",
-      {std::to_string(tasks), std::to_string(actors), std::to_string(calls), std::to_string(task_ms),
-       std::to_string(call_ms)},
-      log);
+  auto driver = cluster.StartProgram("chaos_driver",
+                                     {std::to_string(tasks), std::to_string(actors), std::to_string(calls),
+                                      std::to_string(task_ms), std::to_string(call_ms)},
+                                     log);
   MANTA_ASSERT_OK(driver.status());
   ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(TailFile(log, 5), "READY"); }, absl::Seconds(60)))
       << TailFile(log, 20);

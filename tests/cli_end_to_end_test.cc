@@ -319,7 +319,6 @@ TEST(CliEndToEndTest, UpRefusesABadSliceBeforeStartingAnything) {
   EXPECT_TRUE(RecordedPids(temp).empty());
 }
 
-
 // A head given --token-file enforces that token (a Kubernetes Secret shared
 // with the workers); a token file others can read is refused.
 TEST(CliEndToEndTest, AHeadEnforcesTheTokenItIsGiven) {
@@ -336,11 +335,11 @@ TEST(CliEndToEndTest, AHeadEnforcesTheTokenItIsGiven) {
   auto session_token = ReadFile(temp + "/session_latest/token");
   ASSERT_TRUE(session_token.ok());
   EXPECT_EQ(std::string(absl::StripAsciiWhitespace(*session_token)), token);
-  CommandResult status = cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)},
-                                          {{"MANTA_TOKEN", token}});
+  CommandResult status =
+      cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)}, {{"MANTA_TOKEN", token}});
   EXPECT_EQ(status.exit_code, 0) << status.err;
-  CommandResult wrong = cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)},
-                                         {{"MANTA_TOKEN", GenerateToken()}});
+  CommandResult wrong =
+      cluster.RunManta({"status", absl::StrCat("--address=127.0.0.1:", *port)}, {{"MANTA_TOKEN", GenerateToken()}});
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_EQ(cluster.RunManta({"stop", "--temp-dir=" + temp}).exit_code, 0);
 

@@ -31,7 +31,7 @@ constexpr absl::Duration kRpcTimeout = absl::Seconds(5);
 
 const std::vector<std::string>& TpuVariables() {
   static const std::vector<std::string> vars = {
-      tpu::kEnvAcceleratorType, tpu::kEnvTopology,        tpu::kEnvWorkerId,    tpu::kEnvName,
+      tpu::kEnvAcceleratorType, tpu::kEnvTopology,           tpu::kEnvWorkerId,     tpu::kEnvName,
       tpu::kEnvWorkerHostnames, tpu::kEnvChipsPerHostBounds, tpu::kEnvVisibleChips, tpu::kEnvHostBounds};
   return vars;
 }
@@ -396,8 +396,7 @@ std::optional<rpc::NodeInfo> Cluster::FindNode(const std::string& node_id_hex) {
 }
 
 CommandResult Cluster::RunManta(const std::vector<std::string>& args,
-                                const std::vector<std::pair<std::string, std::string>>& env,
-                                absl::Duration timeout) {
+                                const std::vector<std::pair<std::string, std::string>>& env, absl::Duration timeout) {
   SpawnOptions o;
   o.executable = BinDir() + "/manta";
   o.args = args;

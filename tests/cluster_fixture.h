@@ -41,9 +41,9 @@ class Channel;
 
 namespace manta::testing {
 
-#define MANTA_ASSERT_OK(expr)                      \
-  do {                                             \
-    ::absl::Status manta_assert_status_ = (expr);  \
+#define MANTA_ASSERT_OK(expr)                                       \
+  do {                                                              \
+    ::absl::Status manta_assert_status_ = (expr);                   \
     ASSERT_TRUE(manta_assert_status_.ok()) << manta_assert_status_; \
   } while (0)
 
@@ -51,9 +51,9 @@ struct RayletOptions {
   // Fixed by default so that resource totals in assertions do not depend on
   // the machine.
   double num_cpus = 1;
-  double memory = 1073741824;  // 1 GiB
-  std::string resources;       // JSON object, or empty
-  std::string labels;          // "k=v,...", or empty
+  double memory = 1073741824;                            // 1 GiB
+  std::string resources;                                 // JSON object, or empty
+  std::string labels;                                    // "k=v,...", or empty
   std::vector<std::pair<std::string, std::string>> env;  // e.g. TPU_* variables
   std::vector<std::string> extra_args;
   // The address it serves on and advertises; empty: the cluster's node_ip.
@@ -81,7 +81,7 @@ struct DaemonProcess {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
   std::vector<std::string> wrapper;  // RayletOptions::wrapper
-  std::string out_file;    // its stdout and stderr
+  std::string out_file;              // its stdout and stderr
   std::string ready_file;
   std::string ready_json;  // contents once ready
   std::string node_id;     // raylets: hex node id from the ready file

@@ -332,8 +332,7 @@ TEST(RayletStallTest, ATaskSubmittedDuringAShortStallOfTheLocalRayletRuns) {
   { std::ofstream(dir + "/go") << "go"; }
   absl::SleepFor(absl::Seconds(3));  // the stall itself
   ASSERT_EQ(kill(raylet, SIGCONT), 0);
-  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60)))
-      << output();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60))) << output();
   EXPECT_FALSE(absl::StrContains(output(), "FAIL")) << output();
   TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
 }

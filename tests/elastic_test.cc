@@ -31,7 +31,6 @@ constexpr int kRunsSlower = 4;
 constexpr int kRunsSlower = 1;
 #endif
 
-
 // Losses of a metrics file, every line (a step redone appears twice).
 std::vector<std::pair<int64_t, double>> Lines(const std::string& path) {
   std::vector<std::pair<int64_t, double>> out;

@@ -160,8 +160,8 @@ TEST_P(GcsRestartTest, AJobWhoseDriverDiedWhileTheGcsWasDownIsFinished) {
   const std::string dir = cluster.temp_dir();
   auto driver = cluster.StartProgram("drain_driver", {"hold", dir}, dir + "/driver.out");
   MANTA_ASSERT_OK(driver.status());
-  ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(TailFile(dir + "/driver.out", 20), "HELD"); },
-                               absl::Seconds(30)))
+  ASSERT_TRUE(
+      Cluster::WaitFor([&] { return absl::StrContains(TailFile(dir + "/driver.out", 20), "HELD"); }, absl::Seconds(30)))
       << TailFile(dir + "/driver.out", 20);
   // The GCS hears of the lease with the raylet's next resource report.
   ASSERT_TRUE(Cluster::WaitFor([&] { return !cluster.ResourcesFull(); }, absl::Seconds(10)))
@@ -195,8 +195,7 @@ TEST_P(GcsRestartTest, ADriverStartedWhileTheGcsIsDownWaitsForIt) {
   MANTA_ASSERT_OK(cluster.RestartGcs());
   ASSERT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "READY"); }, absl::Seconds(60))) << output();
   { std::ofstream(dir + "/go") << "go"; }
-  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60)))
-      << output();
+  EXPECT_TRUE(Cluster::WaitFor([&] { return absl::StrContains(output(), "RAN head"); }, absl::Seconds(60))) << output();
   TerminateProcess(*driver, absl::Now() + absl::Seconds(2)).IgnoreError();
 }
 

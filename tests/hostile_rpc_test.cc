@@ -41,7 +41,6 @@ int PrefaceOnly(int port) {
   return fd;
 }
 
-
 // Preface-only connections to `port` until some are dropped for want of
 // descriptors (the process's limit lowered to 300 meanwhile); true when one was.
 bool FloodUntilDropped(pid_t pid, int port) {

@@ -85,7 +85,8 @@ std::vector<std::string> ChunkedBombs(int port, const std::string& path, uint64_
       if (fd < 0) return;
       std::string received;
       const std::string chunk = absl::StrCat("100000\r\n", std::string(1 << 20, 'x'), "\r\n");  // 1 MiB
-      bool open = SendAll(fd, absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+      bool open =
+          SendAll(fd, absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
       // A server that answers from the head answers now: read it before the
       // body's bytes meet a closed connection (whose reset drops them).
       pollfd first{fd, POLLIN, 0};

@@ -22,7 +22,7 @@
 namespace manta::testing {
 
 struct HttpAnswer {
-  int status = 0;          // 0: no answer
+  int status = 0;  // 0: no answer
   std::string status_line;
   std::string body;
 };

@@ -76,10 +76,11 @@ TEST_F(HttpFrontTest, ChunkedBombsWithoutATokenAreRefusedBeforeTheirBodies) {
       answers = ChunkedBombs(f.port, f.attacked, uint64_t{200} << 20, 3);
       real.join();
     });
-    std::printf("%s: RSS %.1f MB before, %.1f MB at most during 3 x 200 MB chunked posts, %.1f MB after; "
-                "a real request meanwhile: %d in %.0f ms\n",
-                f.name.c_str(), before / 1048576.0, peak / 1048576.0, RssOf(f.pid) / 1048576.0, probe.status,
-                absl::ToDoubleMilliseconds(probe_took));
+    std::printf(
+        "%s: RSS %.1f MB before, %.1f MB at most during 3 x 200 MB chunked posts, %.1f MB after; "
+        "a real request meanwhile: %d in %.0f ms\n",
+        f.name.c_str(), before / 1048576.0, peak / 1048576.0, RssOf(f.pid) / 1048576.0, probe.status,
+        absl::ToDoubleMilliseconds(probe_took));
     for (const std::string& a : answers) EXPECT_EQ(a.substr(0, 12), "HTTP/1.1 401") << f.name << ": " << a;
     EXPECT_LE(peak - before, kMaxGrowth) << f.name << " grew from " << before << " to " << peak << " bytes";
     EXPECT_EQ(probe.status, 200) << f.name << ": " << probe.status_line;

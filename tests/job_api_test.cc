@@ -187,8 +187,8 @@ TEST_F(JobApiTest, RayCurlScriptWorksWithTheTokenHeader) {
   EXPECT_EQ(json::parse(stop.out, nullptr, false)["stopped"], false) << stop.out;
   CommandResult del = cluster_.Curl({"-X", "DELETE", cluster_.url() + "/api/jobs/" + job_id, "-H", auth});
   EXPECT_EQ(json::parse(del.out, nullptr, false)["deleted"], true) << del.out;
-  CommandResult gone = cluster_.Curl({"-o", "/dev/null", "-w", "%{http_code}", cluster_.url() + "/api/jobs/" + job_id,
-                                      "-H", auth});
+  CommandResult gone =
+      cluster_.Curl({"-o", "/dev/null", "-w", "%{http_code}", cluster_.url() + "/api/jobs/" + job_id, "-H", auth});
   EXPECT_EQ(gone.out, "404");
 }
 
@@ -230,13 +230,14 @@ TEST_F(JobApiTest, ALargeLogIsReadInPiecesNotHeldWhole) {
   auto pid = cluster_.DashboardPid();
   ASSERT_TRUE(pid.ok());
   const int port = std::stoi(cluster_.url().substr(cluster_.url().rfind(':') + 1));
-  const std::string request = absl::StrCat("GET /api/jobs/", *id, "/logs HTTP/1.1\r\nHost: x\r\n",
-                                           cluster_.AuthHeader(), "\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET /api/jobs/", *id, "/logs HTTP/1.1\r\nHost: x\r\n", cluster_.AuthHeader(), "\r\n\r\n");
   std::vector<HttpAnswer> answers(8);
   const int64_t before = RssOf(*pid);
   const int64_t peak = PeakRssWhile(*pid, [&] {
     std::vector<std::thread> readers;
-    for (int i = 0; i < 8; ++i) readers.emplace_back([&, i] { answers[i] = RawRequest(port, request, absl::Seconds(60)); });
+    for (int i = 0; i < 8; ++i)
+      readers.emplace_back([&, i] { answers[i] = RawRequest(port, request, absl::Seconds(60)); });
     for (auto& t : readers) t.join();
   });
   for (const HttpAnswer& a : answers) {
@@ -261,7 +262,7 @@ TEST_F(JobApiTest, ALargeLogIsReadInPiecesNotHeldWhole) {
   EXPECT_LT(peak - before, 64 << 20) << "the dashboard grew from " << before << " to " << peak << " bytes";
   // The page asks for the end only.
   HttpAnswer tail_only = RawRequest(port, absl::StrCat("GET /api/jobs/", *id, "/logs?max_bytes=1000 HTTP/1.1\r\n",
-                                                      cluster_.AuthHeader(), "\r\n\r\n"));
+                                                       cluster_.AuthHeader(), "\r\n\r\n"));
   EXPECT_NE(tail_only.body.find("bytes of the log are omitted"), std::string::npos);
   EXPECT_LT(tail_only.body.size(), 2000u);
 }

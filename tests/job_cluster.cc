@@ -78,8 +78,8 @@ absl::Status JobCluster::Start() {
   return absl::OkStatus();
 }
 
-absl::Status JobCluster::AddTpuSlice(const std::string& name, const std::string& pod_type,
-                                     const std::string& topology, int hosts) {
+absl::Status JobCluster::AddTpuSlice(const std::string& name, const std::string& pod_type, const std::string& topology,
+                                     int hosts) {
   for (int w = 0; w < hosts; ++w) {
     CommandResult r = RunManta({"start", "--address=" + gcs_address_, "--temp-dir", temp_dir_, "--num-cpus=1"},
                                {{"TPU_ACCELERATOR_TYPE", pod_type},

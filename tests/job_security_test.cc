@@ -55,11 +55,17 @@ class JobSecurityTest : public ::testing::Test {
 
 TEST_F(JobSecurityTest, TokenIsRequiredOnEveryRoute) {
   const std::string u = cluster_.url();
-  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
-           {"GET", "/api/version"}, {"GET", "/api/jobs/"}, {"GET", "/api/jobs/kept-job"},
-           {"GET", "/api/jobs/kept-job/logs"}, {"GET", "/api/jobs/kept-job/logs/tail"},
-           {"POST", "/api/jobs/kept-job/stop"}, {"DELETE", "/api/jobs/kept-job"},
-           {"GET", "/api/packages/gcs/x.tar"}, {"PUT", "/api/packages/gcs/x.tar"}, {"GET", "/no/such/route"}}) {
+  for (const auto& [method, path] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/api/version"},
+                                                        {"GET", "/api/jobs/"},
+                                                        {"GET", "/api/jobs/kept-job"},
+                                                        {"GET", "/api/jobs/kept-job/logs"},
+                                                        {"GET", "/api/jobs/kept-job/logs/tail"},
+                                                        {"POST", "/api/jobs/kept-job/stop"},
+                                                        {"DELETE", "/api/jobs/kept-job"},
+                                                        {"GET", "/api/packages/gcs/x.tar"},
+                                                        {"PUT", "/api/packages/gcs/x.tar"},
+                                                        {"GET", "/no/such/route"}}) {
     EXPECT_EQ(Status({"-X", method, u + path}), "401") << method << " " << path;
     EXPECT_EQ(Status({"-X", method, u + path, "-H", "Authorization: Bearer wrong"}), "403") << method << " " << path;
   }
@@ -76,10 +82,10 @@ TEST_F(JobSecurityTest, TokenIsRequiredOnEveryRoute) {
 TEST_F(JobSecurityTest, CrossSiteMutationsAreRefused) {
   const std::string u = cluster_.url();
   const std::string auth = cluster_.AuthHeader();
-  for (const std::string& marker : {std::string("Sec-Fetch-Site: cross-site"), std::string("Origin: http://evil.example"),
-                                    std::string("Origin: null")}) {
-    EXPECT_EQ(Status({"-X", "POST", u + "/api/jobs/", "-H", auth, "-H", marker, "-H",
-                      "Content-Type: application/json", "-d", R"({"entrypoint": "true"})"}),
+  for (const std::string& marker : {std::string("Sec-Fetch-Site: cross-site"),
+                                    std::string("Origin: http://evil.example"), std::string("Origin: null")}) {
+    EXPECT_EQ(Status({"-X", "POST", u + "/api/jobs/", "-H", auth, "-H", marker, "-H", "Content-Type: application/json",
+                      "-d", R"({"entrypoint": "true"})"}),
               "403")
         << marker;
     EXPECT_EQ(Status({"-X", "DELETE", u + "/api/jobs/kept-job", "-H", auth, "-H", marker}), "403") << marker;
@@ -97,9 +103,8 @@ TEST_F(JobSecurityTest, CrossSiteMutationsAreRefused) {
 TEST_F(JobSecurityTest, PathTraversalIsRejected) {
   const std::string u = cluster_.url();
   const std::string auth = cluster_.AuthHeader();
-  for (std::string path : {"/api/jobs/..%2F..%2F..%2Fetc%2Fpasswd", "/api/jobs/..%2Fkept-job",
-                                  "/api/jobs/..", "/api/jobs/%2E%2E/logs", "/api/jobs/..%2F..%2Ftoken/logs",
-                                  "/api/jobs/a%00b/logs"}) {
+  for (std::string path : {"/api/jobs/..%2F..%2F..%2Fetc%2Fpasswd", "/api/jobs/..%2Fkept-job", "/api/jobs/..",
+                           "/api/jobs/%2E%2E/logs", "/api/jobs/..%2F..%2Ftoken/logs", "/api/jobs/a%00b/logs"}) {
     std::string code = Status({"--path-as-is", u + path, "-H", auth});
     EXPECT_TRUE(code == "400" || code == "404") << path << " -> " << code;
     code = Status({"--path-as-is", "-X", "DELETE", u + path, "-H", auth});
@@ -108,8 +113,8 @@ TEST_F(JobSecurityTest, PathTraversalIsRejected) {
   CommandResult body = cluster_.Curl({"--path-as-is", u + "/api/jobs/..%2F..%2Ftoken/logs", "-H", auth});
   EXPECT_FALSE(absl::StrContains(body.out, cluster_.token()));
   for (std::string name : {"..%2F..%2Fevil.tar", "..%2Ftoken.tar", "x.sh", "%2Ftmp%2Fx.tar"}) {
-    std::string code = Status({"--path-as-is", "-X", "PUT", u + "/api/packages/gcs/" + name, "-H", auth,
-                               "--data-binary", "not a tar"});
+    std::string code = Status(
+        {"--path-as-is", "-X", "PUT", u + "/api/packages/gcs/" + name, "-H", auth, "--data-binary", "not a tar"});
     EXPECT_TRUE(code == "400" || code == "404") << name << " -> " << code;
   }
   // Submissions naming such ids or packages are refused too.
@@ -151,8 +156,9 @@ TEST_F(JobSecurityTest, EscapingArchivesAreRejectedWhole) {
     s = client.UploadPackage(dashboard::PackageName(*gz), *gz);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << i << ": " << s;
   }
-  EXPECT_EQ(client.Submit({{"entrypoint", "true"},
-                           {"runtime_env", {{"working_dir", "gcs://" + dashboard::PackageName(bad[0])}}}})
+  EXPECT_EQ(client
+                .Submit({{"entrypoint", "true"},
+                         {"runtime_env", {{"working_dir", "gcs://" + dashboard::PackageName(bad[0])}}}})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -184,9 +190,9 @@ TEST_F(JobSecurityTest, APackageIsStoredOnlyUnderItsContentsName) {
 TEST_F(JobSecurityTest, ThePageSignsInWithASessionThatSignsOut) {
   const std::string u = cluster_.url();
   const std::string origin = "Origin: " + u;
-  CommandResult login = cluster_.Curl({"-D", "-", "-o", "/dev/null", "-X", "POST", u + "/api/login", "-H", origin,
-                                       "-H", "Content-Type: application/json", "--data-binary",
-                                       json{{"token", cluster_.token()}}.dump()});
+  CommandResult login =
+      cluster_.Curl({"-D", "-", "-o", "/dev/null", "-X", "POST", u + "/api/login", "-H", origin, "-H",
+                     "Content-Type: application/json", "--data-binary", json{{"token", cluster_.token()}}.dump()});
   const size_t at = login.out.find("manta_session=");
   ASSERT_NE(at, std::string::npos) << login.out;
   const std::string cookie = login.out.substr(at, login.out.find(';', at) - at);
@@ -248,7 +254,8 @@ std::string StreamHugeBody(int port, const std::string& token, const std::string
 
 TEST_F(JobSecurityTest, OneGigabyteBodyIsRefusedAndTheServerStaysUp) {
   int port = std::stoi(cluster_.url().substr(cluster_.url().rfind(':') + 1));
-  EXPECT_EQ(StreamHugeBody(port, cluster_.token(), "PUT /api/packages/gcs/_manta_pkg_big.tar"), "HTTP/1.1 413 Payload Too Large");
+  EXPECT_EQ(StreamHugeBody(port, cluster_.token(), "PUT /api/packages/gcs/_manta_pkg_big.tar"),
+            "HTTP/1.1 413 Payload Too Large");
   EXPECT_EQ(StreamHugeBody(port, cluster_.token(), "POST /api/jobs/"), "HTTP/1.1 413 Payload Too Large");
   // curl streaming 1 GiB from a pipe, declared (413), undeclared (chunked:
   // 411) and both at once (curl's default with a Content-Length: 400, as
@@ -277,10 +284,10 @@ TEST_F(JobSecurityTest, OneGigabyteBodyIsRefusedAndTheServerStaysUp) {
 TEST_F(JobSecurityTest, InvalidJsonIsRejectedWithAClearMessage) {
   const std::string u = cluster_.url();
   const std::string auth = cluster_.AuthHeader();
-  for (const std::string& body : {std::string("{not json"), std::string("[]"), std::string("{\"entrypoint\": 5}"),
-                                  std::string("{\"entrypoint\": \"x\", \"extra\": 1}"), std::string(""),
-                                  std::string("{\"entrypoint\": \"x\", \"entrypoint_num_cpus\": -2}"),
-                                  std::string("\xff\xfe{")}) {
+  for (const std::string& body :
+       {std::string("{not json"), std::string("[]"), std::string("{\"entrypoint\": 5}"),
+        std::string("{\"entrypoint\": \"x\", \"extra\": 1}"), std::string(""),
+        std::string("{\"entrypoint\": \"x\", \"entrypoint_num_cpus\": -2}"), std::string("\xff\xfe{")}) {
     CommandResult r = cluster_.Curl({"-w", "\n%{http_code}", "-X", "POST", u + "/api/jobs/", "-H", auth, "-H",
                                      "Content-Type: application/json", "--data-binary", body});
     EXPECT_TRUE(absl::EndsWith(r.out, "\n400")) << body << " -> " << r.out;
@@ -309,8 +316,16 @@ TEST_F(JobSecurityTest, IdleAndSlowConnectionsDoNotHoldTheServer) {
   for (int i = 0; i < 5; ++i) {
     SpawnOptions curl;
     curl.executable = "/usr/bin/curl";
-    curl.args = {"-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H",
-                 "Authorization: Bearer " + cluster_.token(), cluster_.url() + "/api/version"};
+    curl.args = {"-sS",
+                 "-o",
+                 "/dev/null",
+                 "-w",
+                 "%{http_code}",
+                 "--max-time",
+                 "5",
+                 "-H",
+                 "Authorization: Bearer " + cluster_.token(),
+                 cluster_.url() + "/api/version"};
     auto r = RunAndCapture(curl, absl::Seconds(30));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->out, "200") << "request " << i << " was not served under the attack: " << r->err;

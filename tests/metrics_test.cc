@@ -133,8 +133,7 @@ void ExpectDashboardsReadServedMetrics(const std::string& session, const std::se
     ASSERT_TRUE(model.is_object() && model["panels"].is_array() && !model["panels"].empty()) << file;
     for (const std::string& name : metrics::DashboardMetricNames(model)) {
       if (!absl::StartsWith(name, "ray_") && !absl::StartsWith(name, "autoscaler_")) continue;
-      EXPECT_TRUE(served.count(name))
-          << file << " reads " << name << ", which no daemon serves";
+      EXPECT_TRUE(served.count(name)) << file << " reads " << name << ", which no daemon serves";
     }
   }
 }
@@ -154,7 +153,8 @@ class PrometheusServer {
     const std::string config = dir_ + "/prometheus.yml";
     std::ofstream(config) << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                           << "scrape_configs:\n  - job_name: ray\n"
-                          << "    file_sd_configs:\n      - files: ['" << sd_file << "']\n        refresh_interval: 1s\n"
+                          << "    file_sd_configs:\n      - files: ['" << sd_file
+                          << "']\n        refresh_interval: 1s\n"
                           << "    authorization:\n      type: Bearer\n      credentials_file: " << token_file << "\n";
     SpawnOptions o;
     o.executable = "/usr/bin/prometheus";
@@ -239,14 +239,13 @@ void ExpectEveryPanelDraws(PrometheusServer& prometheus, absl::Time start) {
       draws |= series > 0;
       absl::StrAppend(&lines, t == 0 ? "" : " ", series);
       if (!ExpectedEmpty(panel, t)) {
-        EXPECT_GT(series, 0) << dashboard << " panel " << panel.id << " (" << panel.title << ") target " << t
-                             << ": " << PanelQuery(panel, panel.targets[t]);
+        EXPECT_GT(series, 0) << dashboard << " panel " << panel.id << " (" << panel.title << ") target " << t << ": "
+                             << PanelQuery(panel, panel.targets[t]);
       }
     }
     drawing += draws;
-    std::cout << "[panel] " << dashboard << " " << panel.id << " | " << panel.title << " | "
-              << panel.targets.size() << " | " << (draws ? "yes" : "no") << " | series per line: " << lines
-              << std::endl;
+    std::cout << "[panel] " << dashboard << " " << panel.id << " | " << panel.title << " | " << panel.targets.size()
+              << " | " << (draws ? "yes" : "no") << " | series per line: " << lines << std::endl;
   }
   std::cout << "[panel] " << drawing << " of " << evaluated << " panels draw" << std::endl;
   EXPECT_EQ(drawing, evaluated);
@@ -294,12 +293,11 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
 
   EXPECT_EQ(prometheus.WaitFor("sum(ray_cluster_active_nodes)", 5, absl::Seconds(60)), 5);
   // With the labels Ray's panels filter on: where each runs, from the head.
-  EXPECT_EQ(prometheus.WaitFor("sum(ray_actors{State=\"ALIVE\",Source=\"gcs\",NodeAddress!=\"\"})", 3,
-                               absl::Seconds(60)),
-            3);
+  EXPECT_EQ(
+      prometheus.WaitFor("sum(ray_actors{State=\"ALIVE\",Source=\"gcs\",NodeAddress!=\"\"})", 3, absl::Seconds(60)), 3);
   // Each actor's creation is a task the GCS keeps (ray_tasks counts them in place).
-  EXPECT_TRUE(Cluster::WaitFor([&] { return prometheus.Query("sum(ray_tasks{IsRetry=\"0\"})") >= 3; },
-                               absl::Seconds(30)));
+  EXPECT_TRUE(
+      Cluster::WaitFor([&] { return prometheus.Query("sum(ray_tasks{IsRetry=\"0\"})") >= 3; }, absl::Seconds(30)));
   EXPECT_EQ(prometheus.WaitFor("count(up{job=\"ray\"} == 1)", 7, absl::Seconds(30)), 7);
   EXPECT_GT(prometheus.WaitFor("sum(ray_resources{Name=\"TPU\",State=\"AVAILABLE\"})", 16, absl::Seconds(30)), 0);
   EXPECT_GT(prometheus.Query("sum(ray_grpc_server_req_finished_total)"), 0);
@@ -318,8 +316,8 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
             1);
   const absl::Duration since = absl::Now() - began;
   for (const char* metric : {"ray_tpu_tensorcore_utilization", "ray_tpu_duty_cycle", "ray_tpu_memory_used"}) {
-    EXPECT_GT(prometheus.Query(absl::StrCat("min(max_over_time(", metric, "[", absl::ToInt64Seconds(since) + 1, "s]))")),
-              0)
+    EXPECT_GT(
+        prometheus.Query(absl::StrCat("min(max_over_time(", metric, "[", absl::ToInt64Seconds(since) + 1, "s]))")), 0)
         << metric << ": every chip computed, holding its arrays, while the steps ran";
   }
   EXPECT_EQ(prometheus.WaitFor("sum(ray_tpu_duty_cycle) + sum(ray_tpu_memory_used)", 0, absl::Seconds(30)), 0)

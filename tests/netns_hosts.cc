@@ -73,8 +73,8 @@ absl::StatusOr<TunLink::Options> ParseLinkSpec(const std::string& spec) {
       options.loss = percent / 100;
       continue;
     }
-    return absl::InvalidArgumentError(absl::StrCat("the user-space link does not understand '", words[i], " ",
-                                                   value, "' (only: delay <duration>, loss <percent>%)"));
+    return absl::InvalidArgumentError(absl::StrCat("the user-space link does not understand '", words[i], " ", value,
+                                                   "' (only: delay <duration>, loss <percent>%)"));
   }
   return options;
 }
@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<NetnsHosts>> NetnsHosts::Create() {
   std::unique_ptr<NetnsHosts> hosts(new NetnsHosts(ip, prefix, subnet));
   std::string probe = absl::StrCat("manta-", getpid(), "-probe");
   if (auto s = hosts->Ip({"netns", "add", probe}); !s.ok()) {
-    return absl::UnavailableError("cannot create network namespaces (needs CAP_NET_ADMIN): " + std::string(s.message()));
+    return absl::UnavailableError("cannot create network namespaces (needs CAP_NET_ADMIN): " +
+                                  std::string(s.message()));
   }
   hosts->Ip({"netns", "del", probe}).IgnoreError();
   if (auto s = hosts->Ip({"link", "add", hosts->bridge_, "type", "bridge"}); !s.ok()) {

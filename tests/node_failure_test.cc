@@ -53,8 +53,8 @@ TEST(NodeFailureTest, KilledRayletIsARecentFailureUnderLoad) {
   EXPECT_TRUE(IsState(cluster, cluster.raylet(0).node_id, rpc::NodeInfo::ALIVE));
 
   ASSERT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_TRUE(absl::StrContains(
-      status.out, absl::StrCat("Recent failures:\n node_", victim, ": NodeTerminated (ip: 127.0.0.1)\n")))
+  EXPECT_TRUE(absl::StrContains(status.out,
+                                absl::StrCat("Recent failures:\n node_", victim, ": NodeTerminated (ip: 127.0.0.1)\n")))
       << status.out;
   EXPECT_FALSE(absl::StrContains(status.out, " 1 node_" + victim)) << status.out;
   EXPECT_TRUE(absl::StrContains(status.out, " 1 node_" + survivor)) << status.out;

@@ -31,9 +31,9 @@ constexpr char kDriver[] = "partition_driver";
 // Health checks that declare a cut-off node dead within about 2.5 s: a cut
 // host answers nothing, so its checks time out and it is dead once it has
 // been silent for the unresponsive timeout.
-const std::vector<std::string> kFastHealthChecks = {
-    "--health_check_period_ms=300", "--health_check_timeout_ms=300", "--health_check_failure_threshold=3",
-    "--health_check_unresponsive_timeout_ms=2000"};
+const std::vector<std::string> kFastHealthChecks = {"--health_check_period_ms=300", "--health_check_timeout_ms=300",
+                                                    "--health_check_failure_threshold=3",
+                                                    "--health_check_unresponsive_timeout_ms=2000"};
 
 // Where actor NAME and its group's bundle are, from the driver's
 // "PLACED|AT <bundle node> <actor node> <pid>" line.

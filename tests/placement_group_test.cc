@@ -230,8 +230,7 @@ TEST_F(TwoSliceGroupsTest, BadInputIsRefusedAndChangesNothing) {
   // A bundle larger than any node is accepted and reported infeasible.
   auto huge = groups.Create(Spec(Info::PACK, 1, {{"TPU", 64}}));
   ASSERT_TRUE(huge.ok());
-  ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(huge->placement_group_id())->infeasible(); },
-                               absl::Seconds(5)));
+  ASSERT_TRUE(Cluster::WaitFor([&] { return groups.Get(huge->placement_group_id())->infeasible(); }, absl::Seconds(5)));
   EXPECT_TRUE(absl::StrContains(groups.Get(huge->placement_group_id())->state_message(), "TPU: 64"))
       << groups.Get(huge->placement_group_id())->state_message();
   CommandResult status = cluster_->RunManta({"status"}, cluster_->MantaEnv());

@@ -33,6 +33,8 @@ struct RayPanel {
 #define RAY_PENDING_GPUS R"(sum(autoscaler_pending_resources{{resource="GPU",{global_filters}}}))"
 #define RAY_MAX_PLUS_PENDING(max, pending) "(" max " or vector(0)) + (" pending " or vector(0))"
 
+// A table, one panel to a row as Ray writes them, laid out by hand.
+// clang-format off
 inline const std::vector<RayPanel>& RayDashboardPanels() {
   static const auto* panels = new std::vector<RayPanel>{
       // ---- default_dashboard_panels.py ----
@@ -172,6 +174,7 @@ inline const std::vector<RayPanel>& RayDashboardPanels() {
   };
   return *panels;
 }
+// clang-format on
 
 #undef RAY_MAX_PLUS_PENDING
 #undef RAY_PENDING_GPUS
@@ -202,21 +205,27 @@ inline bool ExpectedEmpty(const RayPanel& p, size_t target) {
 // A target as Grafana sends it with every template variable at "All".
 inline std::string PanelQuery(const RayPanel& p, const std::string& expr) {
   auto replace_all = [](std::string s, const std::string& from, const std::string& to) {
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
     return s;
   };
   // standard_global_filters of each DashboardConfig, and the allValue of
   // each variable in its base JSON.
   const bool train = p.dashboard == RayPanel::kTrain;
-  std::string q = replace_all(expr, "{global_filters}",
-                              train ? R"(SessionName=~"$SessionName")"
-                                    : R"(SessionName=~"$SessionName",ray_io_cluster=~"$Cluster")");
+  std::string q = replace_all(
+      expr, "{global_filters}",
+      train ? R"(SessionName=~"$SessionName")" : R"(SessionName=~"$SessionName",ray_io_cluster=~"$Cluster")");
   q = replace_all(replace_all(q, "{{", "{"), "}}", "}");
-  const std::vector<std::pair<std::string, std::string>> all = {
-      {"$SessionName", train ? ".*" : ".+"}, {"$Instance", ".+"},          {"$Cluster", ".*"},
-      {"$RayNodeType", ".+"},                {"$TrainRunName", ".*"},       {"$TrainRunId", ".*"},
-      {"$TrainWorkerWorldRank", ".*"},       {"$TrainWorkerActorId", ".*"}, {"$GpuIndex", ".*"},
-      {"$GpuDeviceName", ".*"}};
+  const std::vector<std::pair<std::string, std::string>> all = {{"$SessionName", train ? ".*" : ".+"},
+                                                                {"$Instance", ".+"},
+                                                                {"$Cluster", ".*"},
+                                                                {"$RayNodeType", ".+"},
+                                                                {"$TrainRunName", ".*"},
+                                                                {"$TrainRunId", ".*"},
+                                                                {"$TrainWorkerWorldRank", ".*"},
+                                                                {"$TrainWorkerActorId", ".*"},
+                                                                {"$GpuIndex", ".*"},
+                                                                {"$GpuDeviceName", ".*"}};
   for (const auto& [var, value] : all) q = replace_all(q, var, value);
   return q;
 }

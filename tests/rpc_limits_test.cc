@@ -62,8 +62,7 @@ TEST_F(RpcLimitsTest, InvalidRegistrationsAreInvalidArgument) {
   std::vector<Case> cases = {
       {"short node id", [](auto* r) { r->mutable_node_info()->set_node_id("abc"); }},
       {"empty node id", [](auto* r) { r->mutable_node_info()->clear_node_id(); }},
-      {"NaN quantity",
-       [](auto* r) { (*r->mutable_node_info()->mutable_resources_total())["CPU"] = std::nan(""); }},
+      {"NaN quantity", [](auto* r) { (*r->mutable_node_info()->mutable_resources_total())["CPU"] = std::nan(""); }},
       {"negative quantity", [](auto* r) { (*r->mutable_node_info()->mutable_resources_total())["CPU"] = -1; }},
       {"infinite quantity",
        [](auto* r) {
@@ -97,8 +96,8 @@ TEST_F(RpcLimitsTest, InvalidResourceReportIsInvalidArgument) {
 }
 
 TEST_F(RpcLimitsTest, LogFlushForAMalformedJobIsInvalidArgument) {
-  auto raylet = rpc::NodeManagerService::NewStub(
-      UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
+  auto raylet =
+      rpc::NodeManagerService::NewStub(UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
   auto flush = [&](const std::string& job_id) {
     grpc::ClientContext ctx;
     rpc::PrepareContext(&ctx, cluster_.token(), kLimitsTimeout);
@@ -128,8 +127,8 @@ TEST_F(RpcLimitsTest, OversizedRequestsAreResourceExhausted) {
   grpc::Status s = kv->Put(&ctx, req, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
 
-  auto raylet = rpc::NodeManagerService::NewStub(
-      UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
+  auto raylet =
+      rpc::NodeManagerService::NewStub(UnlimitedChannel("127.0.0.1:" + std::to_string(cluster_.raylet(0).port)));
   grpc::ClientContext ctx2;
   rpc::PrepareContext(&ctx2, cluster_.token(), kLimitsTimeout);
   rpc::HealthCheckRequest hc;
@@ -161,8 +160,8 @@ TEST_F(RpcLimitsTest, UnparsableBytesAreRefused) {
     // Bytes that are not the method's message never reach a handler: gRPC's
     // callback API refuses them itself, with UNIMPLEMENTED and no message.
     EXPECT_FALSE(s.ok()) << method;
-    EXPECT_TRUE(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                s.error_code() == grpc::StatusCode::INTERNAL || s.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+    EXPECT_TRUE(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT || s.error_code() == grpc::StatusCode::INTERNAL ||
+                s.error_code() == grpc::StatusCode::UNIMPLEMENTED)
         << method << ": " << s.error_code() << " " << s.error_message();
   }
   ExpectStillServing();

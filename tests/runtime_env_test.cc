@@ -64,9 +64,9 @@ TEST(RuntimeEnvTest, EveryWorkerOfAJobRunsInItsDirectoryWithItsVariables) {
   const std::string name = PackageNameOf(*archive);
   cli::JobClient client = cluster.Client();
   ASSERT_TRUE(client.UploadPackage(name, *archive).ok());
-  auto id = client.Submit(
-      {{"entrypoint", JobCluster::BinDir() + "/runtime_env_driver"},
-       {"runtime_env", {{"working_dir", "gcs://" + name}, {"env_vars", {{"JOB_VAR", "job-value"}}}}}});
+  auto id =
+      client.Submit({{"entrypoint", JobCluster::BinDir() + "/runtime_env_driver"},
+                     {"runtime_env", {{"working_dir", "gcs://" + name}, {"env_vars", {{"JOB_VAR", "job-value"}}}}}});
   ASSERT_TRUE(id.ok()) << id.status();
   std::string status;
   ASSERT_TRUE(JobCluster::WaitFor(

@@ -137,9 +137,7 @@ TEST_F(RuntimeTest, TenThousandActorCallsRunInOrder) {
   RunScenario({"ordered_calls"}, "OK 10000 calls in order, count=10000");
 }
 
-TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) {
-  RunScenario({"big_object"}, "OK 64 MiB round trip");
-}
+TEST_F(RuntimeTest, SixtyFourMiBObjectRoundTrip) { RunScenario({"big_object"}, "OK 64 MiB round trip"); }
 
 TEST_F(RuntimeTest, ArgumentOutlivesTheCallersLastReference) {
   RunScenario({"dropped_argument"}, "OK dropped argument kept until used sum=3145728");
@@ -266,8 +264,7 @@ TEST_F(RuntimeTest, InfeasibleDemandIsShownInStatus) {
   bool shown = Cluster::WaitFor(
       [&] {
         status = cluster_->RunManta({"status"}, cluster_->MantaEnv()).out;
-        return status.find("{'CPU': 1000.0}") != std::string::npos ||
-               status.find("CPU: 1000") != std::string::npos;
+        return status.find("{'CPU': 1000.0}") != std::string::npos || status.find("CPU: 1000") != std::string::npos;
       },
       absl::Seconds(15));
   EXPECT_TRUE(shown) << status << TailFile(driver->log, 20);

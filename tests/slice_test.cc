@@ -65,8 +65,9 @@ TEST_F(SliceTest, RacingClientsNeverShareASlice) {
   std::vector<CommandResult> results(3);
   std::vector<std::thread> clients;
   for (int c = 0; c < 3; ++c) {
-    clients.emplace_back(
-        [&, c] { results[c] = cluster_.RunProgram("slice_driver", {"race", std::to_string(kRounds)}, absl::Seconds(300)); });
+    clients.emplace_back([&, c] {
+      results[c] = cluster_.RunProgram("slice_driver", {"race", std::to_string(kRounds)}, absl::Seconds(300));
+    });
   }
   for (auto& t : clients) t.join();
   struct Hold {
@@ -96,9 +97,8 @@ TEST_F(SliceTest, RacingClientsNeverShareASlice) {
   for (auto& [slice, holds] : by_slice) {
     std::sort(holds.begin(), holds.end(), [](const Hold& a, const Hold& b) { return a.from < b.from; });
     for (size_t i = 1; i < holds.size(); ++i) {
-      EXPECT_GE(holds[i].from, holds[i - 1].to)
-          << "slice " << slice << " held by clients " << holds[i - 1].client << " and " << holds[i].client
-          << " at once";
+      EXPECT_GE(holds[i].from, holds[i - 1].to) << "slice " << slice << " held by clients " << holds[i - 1].client
+                                                << " and " << holds[i].client << " at once";
     }
   }
 }

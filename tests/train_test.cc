@@ -68,7 +68,8 @@ std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
 }
 
 // The same config under the kernels' own launcher, without the runtime.
-std::map<int64_t, double> LocalLosses(const std::string& dir, int processes, int slices, std::vector<std::string> args) {
+std::map<int64_t, double> LocalLosses(const std::string& dir, int processes, int slices,
+                                      std::vector<std::string> args) {
   const std::string metrics = dir + "/local.jsonl";
   for (auto& a : args) {
     if (absl::StartsWith(a, "metrics_file=")) a = "metrics_file=" + metrics;
@@ -124,8 +125,13 @@ TEST(TrainJobTest, OneSliceTrainsThroughJobSubmit) {
   MANTA_ASSERT_OK(cluster.Start());
   MANTA_ASSERT_OK(cluster.AddTpuSlice("tpu-group-0", "v6e-16", "4x4", 4));
   const std::string dir = cluster.temp_dir() + "/data";
-  std::vector<std::string> submit = {"job", "submit", "--temp-dir", cluster.temp_dir(), "--",
-                                     JobCluster::BinDir() + "/maxtext_trainer", "--scheduling_timeout_s=60"};
+  std::vector<std::string> submit = {"job",
+                                     "submit",
+                                     "--temp-dir",
+                                     cluster.temp_dir(),
+                                     "--",
+                                     JobCluster::BinDir() + "/maxtext_trainer",
+                                     "--scheduling_timeout_s=60"};
   CommandResult r = cluster.RunManta(Concat(submit, TinyArgs(dir, "tp4-4x4", 12)), {}, absl::Seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // Every worker prints the step line; the driver collapses the repeats.
@@ -135,8 +141,9 @@ TEST(TrainJobTest, OneSliceTrainsThroughJobSubmit) {
                                                   R"(across cluster\])")))
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "[State Transition] SCHEDULING -> RUNNING.")) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "Attempting to start training worker group of size 4 with the following "
-                                       "resources: [{'TPU': 4}] * 4"))
+  EXPECT_TRUE(absl::StrContains(r.out,
+                                "Attempting to start training worker group of size 4 with the following "
+                                "resources: [{'TPU': 4}] * 4"))
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "succeeded")) << r.out;
   CommandResult runs = cluster.RunManta({"list", "train-runs", "--temp-dir", cluster.temp_dir(), "--format", "json"});
@@ -156,9 +163,8 @@ TEST_F(TrainClusterTest, TwoSlicesGetMegascaleAndTrainAsTheLocalLauncher) {
     const std::string run = absl::StrContains(dcn, "fsdp") ? "dcnfsdp" : "dcndata";
     const std::string env_dir = dir_ + "/env-" + run;
     std::filesystem::create_directories(env_dir);
-    std::vector<std::string> args = TinyArgs(dir_, run, 6, {dcn, absl::StrContains(dcn, "fsdp")
-                                                                     ? "dcn_data_parallelism=1"
-                                                                     : "dcn_fsdp_parallelism=1"});
+    std::vector<std::string> args = TinyArgs(
+        dir_, run, 6, {dcn, absl::StrContains(dcn, "fsdp") ? "dcn_data_parallelism=1" : "dcn_fsdp_parallelism=1"});
     CommandResult r = Driver({"--num_workers=8", "--env_dir=" + env_dir}, args);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     for (int rank = 0; rank < 8; ++rank) {
@@ -194,20 +200,22 @@ TEST_F(TrainClusterTest, AHostKilledMidRunRestartsFromTheCheckpointOnAReplacemen
   // Past the checkpoint of step 10, kill worker 2's host (its raylet takes
   // its workers with it), then bring up a replacement with the same TPU
   // environment, as a new pod would be.
-  const bool reached = Cluster::WaitFor([&] { return Losses(dir_ + "/killed.jsonl").size() >= 12; },
-                                        absl::Seconds(120));
+  const bool reached =
+      Cluster::WaitFor([&] { return Losses(dir_ + "/killed.jsonl").size() >= 12; }, absl::Seconds(120));
   EXPECT_TRUE(reached);
   MANTA_ASSERT_OK(cluster_.KillRaylet(hosts_[0][2], SIGKILL));
   RayletOptions replacement;
-  replacement.env = {{"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"}, {"TPU_WORKER_ID", "2"},
-                     {"TPU_NAME", "tpu-group-0"}};
+  replacement.env = {
+      {"TPU_ACCELERATOR_TYPE", "v6e-16"}, {"TPU_TOPOLOGY", "4x4"}, {"TPU_WORKER_ID", "2"}, {"TPU_NAME", "tpu-group-0"}};
   auto added = cluster_.AddRaylet(replacement);
   driver.join();
   ASSERT_TRUE(added.ok()) << added.status();
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_TRUE(absl::StrContains(result.out, "RESULT ok=1 attempts=2 failures=1")) << result.out;
-  EXPECT_TRUE(absl::StrContains(result.out, "Deciding to RESTART, since the total failure count (1) <= "
-                                            "FailureConfig(max_failures=3).")) << result.out;
+  EXPECT_TRUE(absl::StrContains(result.out,
+                                "Deciding to RESTART, since the total failure count (1) <= "
+                                "FailureConfig(max_failures=3)."))
+      << result.out;
   EXPECT_TRUE(std::regex_search(result.out, std::regex(R"(restored checkpoint \S+/killed/checkpoints/(10|15|20|25))")))
       << result.out;
   // The second attempt ran on the replacement host.
@@ -235,8 +243,10 @@ TEST_F(TrainClusterTest, TooManyFailuresEndTheRunErroredWithTheCause) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\[rank 2 on 127\.0\.0\.1 \(node [0-9a-f]+, tpu-group-0 worker 2, )"
                                                   R"(pid \d+\)\] .*injected failure in attempt 2)")))
       << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "Deciding to TERMINATE, since the total failure count (2) exceeded the "
-                                       "maximum allowed failures: FailureConfig(max_failures=1).")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out,
+                                "Deciding to TERMINATE, since the total failure count (2) exceeded the "
+                                "maximum allowed failures: FailureConfig(max_failures=1)."))
+      << r.out;
   auto runs = TrainRuns(cluster_);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0]["status"], "ERRORED");
@@ -283,16 +293,17 @@ TEST_F(TrainClusterTest, ARunWaitsForMissingSlicesAsADemandAndGivesUpInTime) {
         CommandResult status = cluster_.RunManta({"status"}, cluster_.MantaEnv());
         auto runs = TrainRuns(cluster_);
         const size_t demands = status.out.find("Demands:");
-        return demands != std::string::npos &&
-               absl::StrContains(status.out.substr(demands), "TPU-v6e-16-head") && runs.size() == 1 &&
-               runs[0]["status"] == "RESCHEDULING";
+        return demands != std::string::npos && absl::StrContains(status.out.substr(demands), "TPU-v6e-16-head") &&
+               runs.size() == 1 && runs[0]["status"] == "RESCHEDULING";
       },
       absl::Seconds(30));
   driver.join();
   EXPECT_TRUE(shown) << cluster_.RunManta({"status"}, cluster_.MantaEnv()).out;
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "ERROR DEADLINE_EXCEEDED: the worker group of size 8 could not be scheduled "
-                                       "within 10s")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out,
+                                "ERROR DEADLINE_EXCEEDED: the worker group of size 8 could not be scheduled "
+                                "within 10s"))
+      << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "[State Transition] SCHEDULING -> RESCHEDULING.")) << r.out;
 }
 

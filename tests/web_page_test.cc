@@ -43,13 +43,13 @@ TEST(WebPageTest, ThePageShowsTheClusterTheJobAndALiveLossPlot) {
 
   // A tiny model on both slices, long enough to be watched.
   const std::string data = cluster.temp_dir() + "/data";
-  CommandResult submit = cluster.RunManta(
-      {"job", "submit", "--no-wait", "--temp-dir=" + temp, "--",
-       std::filesystem::absolute(Cluster::BinDir()).string() + "/maxtext_trainer",
-       std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml", "model_name=tiny", "steps=100000",
-       "per_device_batch_size=1", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "dcn_data_parallelism=2",
-       "base_output_directory=" + data, "run_name=web-page"},
-      {}, absl::Seconds(60));
+  CommandResult submit =
+      cluster.RunManta({"job", "submit", "--no-wait", "--temp-dir=" + temp, "--",
+                        std::filesystem::absolute(Cluster::BinDir()).string() + "/maxtext_trainer",
+                        std::string(MANTA_SOURCE_DIR) + "/train/kernels/configs/base.yml", "model_name=tiny",
+                        "steps=100000", "per_device_batch_size=1", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
+                        "dcn_data_parallelism=2", "base_output_directory=" + data, "run_name=web-page"},
+                       {}, absl::Seconds(60));
   ASSERT_EQ(submit.exit_code, 0) << submit.out << submit.err;
   std::smatch id;
   const std::string out = submit.out;

@@ -134,8 +134,8 @@ RunOutcome TrainController::RunFixed(const ActorHandle<TrainController>& self) {
     if (!restart) {
       Transition(state::TrainRunState::kErrored, errors);
       return Finish(absl::AbortedError(absl::StrCat(TrainingFailedPrefix(attempts_, failures_, spec_.max_failures),
-                                                    "The last attempt failed on ", out.failures.size(),
-                                                    " worker(s):\n", errors)));
+                                                    "The last attempt failed on ", out.failures.size(), " worker(s):\n",
+                                                    errors)));
     }
     Transition(state::TrainRunState::kRestarting, errors);
     Transition(state::TrainRunState::kScheduling);
@@ -154,8 +154,9 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
     if (!group.ok() && !absl::IsDeadlineExceeded(group.status())) return group.status();
     if (!group.ok()) {
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("the worker group of size ", n, " could not be scheduled within ",
-                                                        absl::FormatDuration(limit), ": ", group.status().message()));
+        return absl::DeadlineExceededError(absl::StrCat("the worker group of size ", n,
+                                                        " could not be scheduled within ", absl::FormatDuration(limit),
+                                                        ": ", group.status().message()));
       }
       if (state_ != state::TrainRunState::kRescheduling) {
         log_->info("Waiting for resources for {} worker(s) (up to {}): {}", n, absl::FormatDuration(limit),
@@ -166,8 +167,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> TrainController::Schedule(int n, co
     }
     const absl::Time reserved = absl::Now();
     if (state_ == state::TrainRunState::kRescheduling) {
-      log_->info("Detected ready resources for {} workers in the cluster. Deciding to start/restart training with "
-                 "this worker group size.", n);
+      log_->info(
+          "Detected ready resources for {} workers in the cluster. Deciding to start/restart training with "
+          "this worker group size.",
+          n);
       Transition(state::TrainRunState::kScheduling);
     }
     absl::Status started = (*group)->Start(attempt_id, attempts_, absl::Milliseconds(spec_.worker_start_timeout_ms));
@@ -216,10 +219,12 @@ bool TrainController::DecideOnFailure(const std::string& errors, int failed_work
     return true;
   }
   if (failures_ > max) {
-    log_->error("Terminating training worker group after encountering failure(s) on {} worker(s):\n{}",
-                failed_workers, errors);
-    log_->info("Deciding to TERMINATE, since the total failure count ({}) exceeded the maximum allowed failures: "
-               "FailureConfig(max_failures={}).", failures_, max);
+    log_->error("Terminating training worker group after encountering failure(s) on {} worker(s):\n{}", failed_workers,
+                errors);
+    log_->info(
+        "Deciding to TERMINATE, since the total failure count ({}) exceeded the maximum allowed failures: "
+        "FailureConfig(max_failures={}).",
+        failures_, max);
     return false;
   }
   log_->error("Restarting training worker group after encountering failures on {} worker(s):\n{}", failed_workers,
@@ -230,7 +235,7 @@ bool TrainController::DecideOnFailure(const std::string& errors, int failed_work
 }
 
 state::TrainWorker TrainController::WorkerRecord(const TrainContext& c, const WorkerInfo& info, const ActorId& actor,
-                                                const std::string& slice_name) const {
+                                                 const std::string& slice_name) const {
   state::TrainWorker w;
   w.world_rank = c.world_rank;
   w.local_rank = c.local_rank;
@@ -442,9 +447,10 @@ bool TrainController::CompleteRound(const RoundOutcome& done, const ReportReques
   }
   if (!first_round_logged_) {
     first_round_logged_ = true;
-    log_->info("The worker group made its first report {:.3f} s after the event that formed it ({:.3f} s after its "
-               "workers were started or told).", Seconds(absl::Now() - group_began_),
-               Seconds(absl::Now() - workers_started_));
+    log_->info(
+        "The worker group made its first report {:.3f} s after the event that formed it ({:.3f} s after its "
+        "workers were started or told).",
+        Seconds(absl::Now() - group_began_), Seconds(absl::Now() - workers_started_));
   }
   if (!pause_requested_) return false;
   pause_requested_ = false;

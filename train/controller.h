@@ -118,7 +118,7 @@ class TrainController : private RunControl {
   state::TrainRunState state_ = state::TrainRunState::kInitializing;
   int failures_ = 0;
   int attempts_ = 0;
-  std::unique_ptr<ElasticDriver> elastic_;  // set before Run's first group, for elastic runs
+  std::unique_ptr<ElasticDriver> elastic_;    // set before Run's first group, for elastic runs
   std::vector<WorkerFailure> last_failures_;  // the failed workers of the last attempt, for Finish
 
   RunRecorder recorder_;  // thread-safe
@@ -128,11 +128,11 @@ class TrainController : private RunControl {
   std::unique_ptr<ReportRounds> rounds_ ABSL_GUARDED_BY(mu_);
   CheckpointManager checkpoints_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> latest_metrics_ ABSL_GUARDED_BY(mu_);
-  absl::Time group_began_ ABSL_GUARDED_BY(mu_);     // when the current group was decided on
+  absl::Time group_began_ ABSL_GUARDED_BY(mu_);  // when the current group was decided on
   absl::Time workers_started_ ABSL_GUARDED_BY(mu_);
   bool first_round_logged_ ABSL_GUARDED_BY(mu_) = false;
   bool pause_requested_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t paused_seq_ ABSL_GUARDED_BY(mu_) = -1;     // the round of this group that paused
+  int64_t paused_seq_ ABSL_GUARDED_BY(mu_) = -1;  // the round of this group that paused
   // From completed rounds of resizable loops.
   int64_t committed_next_step_ ABSL_GUARDED_BY(mu_) = 0;
   bool resizable_ ABSL_GUARDED_BY(mu_) = false;

@@ -37,8 +37,10 @@ inline void LogStartingGroup(spdlog::logger& log, int size, const std::map<std::
 // A start of workers that failed; it is tried again and does not count
 // against max_failures.
 inline void LogRetryingLaunch(spdlog::logger& log, absl::string_view failure) {
-  log.error("Retrying the launch of the training worker group. The previous launch attempt encountered the "
-            "following failure:\n{}", std::string(failure));
+  log.error(
+      "Retrying the launch of the training worker group. The previous launch attempt encountered the "
+      "following failure:\n{}",
+      std::string(failure));
 }
 
 // How the message of a run that ran out of restarts begins: "Training

@@ -206,10 +206,10 @@ void ElasticDriver::HandleNode(const NodeEvent& e) {
     }
   }
   if (name.empty() || role == SliceRole::kLeaving) return;
-  const std::string what = e.kind == NodeEvent::kDead
-                               ? absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " died")
-                               : absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " is draining (",
-                                              e.node.drain_reason, ")");
+  const std::string what =
+      e.kind == NodeEvent::kDead
+          ? absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " died")
+          : absl::StrCat(DescribeNode(e.node.node_id), " of ", name, " is draining (", e.node.drain_reason, ")");
   c_->Log().info("Detected changes in the cluster resources: {} (received {}).", what, Clock(e.received));
   if (role == SliceRole::kJoining) {
     Drop(name);  // never joined: nothing to re-form
@@ -436,17 +436,19 @@ void ElasticDriver::Progress() {
     want_growth_ = false;
     const int free = FreeSlices(c_->Spec().scaling);
     if (free > 0) {
-      c_->Log().info("Detected changes in the cluster resources: {} whole slice(s) free again ({} alive, received "
-                     "{}).", free, DescribeNode(growth_node_), Clock(growth_event_));
+      c_->Log().info(
+          "Detected changes in the cluster resources: {} whole slice(s) free again ({} alive, received "
+          "{}).",
+          free, DescribeNode(growth_node_), Clock(growth_event_));
     }
     const int got = free > 0 ? AcquireSlices(std::min(free, max_slices_ - active - joining)) : 0;
     if (got > 0) EndGroup(absl::StrCat(got, " slice(s) whole and free again"), growth_event_, /*now=*/false);
   }
   const ControllerSpec& spec = c_->Spec();
   if (waiting_ && Since(waiting_since_) > absl::ToDoubleSeconds(absl::Milliseconds(spec.scheduling_timeout_ms))) {
-    Finish(absl::DeadlineExceededError(absl::StrCat(
-        "the run waited more than ", absl::FormatDuration(absl::Milliseconds(spec.scheduling_timeout_ms)),
-        " for ", min_slices_, " whole slice(s) of ", spec.scaling.pod_type)));
+    Finish(absl::DeadlineExceededError(
+        absl::StrCat("the run waited more than ", absl::FormatDuration(absl::Milliseconds(spec.scheduling_timeout_ms)),
+                     " for ", min_slices_, " whole slice(s) of ", spec.scaling.pod_type)));
   }
 }
 

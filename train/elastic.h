@@ -139,8 +139,7 @@ class ElasticDriver {
   // Starts group epoch_ + 1 over `order` (slice names): workers of active
   // slices go on with `survive`, those of joining slices with `join`. A
   // worker that arrived is answered through its Await; any other is started.
-  void StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive,
-                  const JoinInstruction& join);
+  void StartGroup(const std::vector<std::string>& order, const JoinInstruction& survive, const JoinInstruction& join);
   // Kills everything and starts over from the latest committed checkpoint.
   // A failure that exceeds max_failures ends the run instead, naming
   // `failed` (the workers whose errors it was) in its result.
@@ -169,8 +168,8 @@ class ElasticDriver {
   std::unique_ptr<NodeWatch> watch_;
   std::thread run_watcher_;
   std::string attempt_id_;
-  bool waiting_ = true;    // no group runs: waiting for slices (or starting)
-  bool pausing_ = false;   // the current group ends at its next step boundary
+  bool waiting_ = true;   // no group runs: waiting for slices (or starting)
+  bool pausing_ = false;  // the current group ends at its next step boundary
   bool want_growth_ = false;
   absl::Time growth_event_;  // the latest node-alive event
   std::string growth_node_;
@@ -179,12 +178,12 @@ class ElasticDriver {
   absl::Time waiting_since_;
   bool done_ = false;
   RunOutcome outcome_;
-  int group_size_ = 0;  // workers of the last group started
+  int group_size_ = 0;              // workers of the last group started
   std::map<WorkerKey, int> ranks_;  // world rank of each worker of the current group
   // While waiting for slices: a pending group asking for a slice head, so
   // `manta status` shows what the run waits for; removed before reserving.
   std::optional<PlacementGroup> demand_;
-  absl::Time last_try_;  // of reserving slices while waiting
+  absl::Time last_try_;           // of reserving slices while waiting
   std::set<WorkerKey> finished_;  // workers whose loop returned OK in this group
   struct Suspect {
     WorkerKey key;
@@ -197,7 +196,7 @@ class ElasticDriver {
   std::map<std::string, Held> slices_ ABSL_GUARDED_BY(mu_);  // by slice name: rank order
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;            // the group is over; its workers arrive
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;           // the group is over; its workers arrive
   std::set<WorkerKey> members_ ABSL_GUARDED_BY(mu_);  // workers of the current group
   std::map<WorkerKey, AwaitRequest> arrived_ ABSL_GUARDED_BY(mu_);
   std::map<WorkerKey, AwaitReply> plans_ ABSL_GUARDED_BY(mu_);  // for arrived workers

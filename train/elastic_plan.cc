@@ -25,8 +25,8 @@ void AddJaxEnv(const TrainContext& c, bool user_sets_platforms, std::map<std::st
 }  // namespace
 
 std::vector<std::pair<WorkerKey, WorkerRunRequest>> ElasticDriver::PlanGroup(const std::vector<std::string>& order,
-                                                                            const JoinInstruction& survivors,
-                                                                            const JoinInstruction& joiners) {
+                                                                             const JoinInstruction& survivors,
+                                                                             const JoinInstruction& joiners) {
   const ControllerSpec& spec = c_->Spec();
   std::vector<tpu::SliceInfo> infos;
   std::vector<std::vector<std::string>> ips;
@@ -122,8 +122,8 @@ void ElasticDriver::Reform() {
   const RunControl::ReportState reports = c_->Snapshot();
   const int64_t committed = reports.committed_next_step;
   const std::optional<Checkpoint>& checkpoint = reports.latest_checkpoint;
-  const bool keep = !survivors.empty() && reports.resizable && reports.replicated && steps.size() == 1 &&
-                    *steps.begin() == committed;
+  const bool keep =
+      !survivors.empty() && reports.resizable && reports.replicated && steps.size() == 1 && *steps.begin() == committed;
   const int slices = static_cast<int>(survivors.size() + joining.size());
   if (slices < min_slices_) {
     // Below min: wait for slices. Survivors that hold the state wait in memory.
@@ -181,14 +181,15 @@ void ElasticDriver::StartGroup(const std::vector<std::string>& order, const Join
     epoch = ++epoch_;
   }
   const int n = static_cast<int>(order.size()) * hosts_;
-  const std::string how = survive.source == JoinInstruction::kKeep    ? "keeping their state in memory"
-                          : survive.source == JoinInstruction::kPeers ? "new workers taking the state from peers"
-                          : survive.source == JoinInstruction::kRestore
-                              ? "restoring checkpoint " + survive.restore_from
-                              : "from initial values";
+  const std::string how = survive.source == JoinInstruction::kKeep      ? "keeping their state in memory"
+                          : survive.source == JoinInstruction::kPeers   ? "new workers taking the state from peers"
+                          : survive.source == JoinInstruction::kRestore ? "restoring checkpoint " + survive.restore_from
+                                                                        : "from initial values";
   if (group_size_ > 0 && group_size_ != n) {
-    c_->Log().info("Detected changes in the cluster resources. Deciding to resize the worker group from {} -> {} "
-                   "workers.", group_size_, n);
+    c_->Log().info(
+        "Detected changes in the cluster resources. Deciding to resize the worker group from {} -> {} "
+        "workers.",
+        group_size_, n);
   }
   group_size_ = n;
   LogStartingGroup(c_->Log(), n, c_->Spec().scaling.resources_per_worker);
@@ -296,9 +297,9 @@ void ElasticDriver::RestartAll(const std::string& why, bool counts_as_failure, s
   }
   if (!attempt_id_.empty()) {
     c_->CloseReports();
-    c_->RecordAttempt(attempt_id_, counts_as_failure ? state::TrainAttemptState::kErrored
-                                                     : state::TrainAttemptState::kAborted,
-                      why, nullptr);
+    c_->RecordAttempt(attempt_id_,
+                      counts_as_failure ? state::TrainAttemptState::kErrored : state::TrainAttemptState::kAborted, why,
+                      nullptr);
   }
   std::vector<std::string> names;
   {

@@ -56,8 +56,8 @@ absl::Status HeldSlice::StartWorkers(const std::string& attempt_id, const std::m
     for (int h = 0; h < static_cast<int>(host_ips_.size()); ++h) {
       std::map<std::string, std::string> process_env = env;
       // The host's own TPU variables; the group's MEGASCALE_* come with each group.
-      for (const char* name : {"TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_NAME", "TPU_ACCELERATOR_TYPE",
-                               "TPU_TOPOLOGY"}) {
+      for (const char* name :
+           {"TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_NAME", "TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY"}) {
         auto host_env = tpu::SliceProcessEnv({info_}, {host_ips_}, 0, h);
         if (host_env.count(name)) process_env[name] = host_env.at(name);
       }

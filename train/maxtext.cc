@@ -121,10 +121,12 @@ class ElasticLoop {
         auto run = session_->Run(Options());
         if (!run.ok()) return run.status();
         if (run->end == SessionRun::kFinished) return Finish();
-        why = run->end == SessionRun::kBroken ? run->error : run->end == SessionRun::kDiscarded ? "discarded" : "paused";
+        why = run->end == SessionRun::kBroken      ? run->error
+              : run->end == SessionRun::kDiscarded ? "discarded"
+                                                   : "paused";
       }
       std::optional<JoinInstruction> next = internal::AwaitNextGroup(session_->next_step(), why, pending_checkpoint_);
-      pending_checkpoint_.reset();  // the controller has it now
+      pending_checkpoint_.reset();                     // the controller has it now
       if (!next.has_value()) return absl::OkStatus();  // not in the next group
       join = *next;
     }
@@ -141,9 +143,10 @@ class ElasticLoop {
     } else if (p.dcn_data == 1 && p.dcn_tensor == 1) {
       p.dcn_fsdp = num_slices;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dcn_data_parallelism=", p.dcn_data, " dcn_fsdp_parallelism=", p.dcn_fsdp, " dcn_tensor_parallelism=",
-          p.dcn_tensor, " cannot follow an elastic run to ", num_slices, " slice(s): let one dcn axis span the slices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dcn_data_parallelism=", p.dcn_data, " dcn_fsdp_parallelism=", p.dcn_fsdp,
+                       " dcn_tensor_parallelism=", p.dcn_tensor, " cannot follow an elastic run to ", num_slices,
+                       " slice(s): let one dcn axis span the slices"));
     }
     return p;
   }
@@ -152,7 +155,8 @@ class ElasticLoop {
   RunOptions Options() {
     RunOptions o;
     o.activity = chips_.get();
-    const bool replicated = session_->mesh() != nullptr && session_->mesh()->dcn(1) == 1 && session_->mesh()->dcn(2) == 1;
+    const bool replicated =
+        session_->mesh() != nullptr && session_->mesh()->dcn(1) == 1 && session_->mesh()->dcn(2) == 1;
     const double total_weights = static_cast<double>(session_->global_batch() * config_.max_target_length);
     o.commit = [this, replicated, total_weights](const StepMetrics& m) {
       std::map<std::string, double> metrics = StepReport(m, total_weights);
@@ -221,8 +225,8 @@ Preflight MaxTextPreflight(std::vector<std::string> argv) {
     auto estimate = EstimateMemory(*config, env);
     if (!estimate.ok()) {
       return absl::Status(estimate.status().code(),
-                          absl::StrCat("at ", shape.num_workers, " worker(s) x ", env.chips_per_host, " device(s): ",
-                                       estimate.status().message()));
+                          absl::StrCat("at ", shape.num_workers, " worker(s) x ", env.chips_per_host,
+                                       " device(s): ", estimate.status().message()));
     }
     if (shape.host_memory_bytes > 0 && estimate->per_process_bytes > shape.host_memory_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(

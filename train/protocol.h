@@ -24,10 +24,10 @@ struct ScalingSpec {
   bool use_tpu = false;
   int min_workers = 1;
   int max_workers = 1;
-  std::string topology;           // normalized ("4x4"); use_tpu only
+  std::string topology;  // normalized ("4x4"); use_tpu only
   std::string accelerator_version;
-  std::string pod_type;           // "v6e-16"
-  std::string accelerator_type;   // "TPU-V6E"
+  std::string pod_type;          // "v6e-16"
+  std::string accelerator_type;  // "TPU-V6E"
   int hosts_per_slice = 0;
   int chips_per_host = 0;
   std::map<std::string, double> resources_per_worker;
@@ -49,10 +49,10 @@ struct ControllerSpec {
   int max_failures = 0;
   int num_to_keep = 0;
   std::map<std::string, std::string> worker_env;
-  int64_t scheduling_timeout_ms = 0;    // <= 0: no limit
+  int64_t scheduling_timeout_ms = 0;  // <= 0: no limit
   int64_t worker_start_timeout_ms = 0;
-  MSGPACK_DEFINE(run_id, run_name, run_dir, loop_name, loop_args, loop_takes_config, scaling, max_failures,
-                 num_to_keep, worker_env, scheduling_timeout_ms, worker_start_timeout_ms);
+  MSGPACK_DEFINE(run_id, run_name, run_dir, loop_name, loop_args, loop_takes_config, scaling, max_failures, num_to_keep,
+                 worker_env, scheduling_timeout_ms, worker_start_timeout_ms);
 };
 
 // A worker's answer to Setup.
@@ -60,7 +60,7 @@ struct WorkerInfo {
   int pid = 0;
   std::string node_id;  // hex
   std::string node_ip;
-  int free_port = 0;    // a port free on its host when asked (rank 0's is the coordinator's)
+  int free_port = 0;  // a port free on its host when asked (rank 0's is the coordinator's)
   MSGPACK_DEFINE(pid, node_id, node_ip, free_port);
 };
 
@@ -68,10 +68,10 @@ struct WorkerInfo {
 // kernels' StateSource.
 struct JoinInstruction {
   enum Source { kInit = 0, kRestore = 1, kKeep = 2, kPeers = 3, kDefault = 4 };
-  int source = kDefault;  // kDefault: the loop's own rule (a fixed-size run)
-  std::string restore_from;          // kRestore
-  int64_t step = 0;                  // kKeep, kPeers: the next step
-  std::vector<int> source_slices;    // kPeers: slices whose workers hold the state
+  int source = kDefault;           // kDefault: the loop's own rule (a fixed-size run)
+  std::string restore_from;        // kRestore
+  int64_t step = 0;                // kKeep, kPeers: the next step
+  std::vector<int> source_slices;  // kPeers: slices whose workers hold the state
   MSGPACK_DEFINE(source, restore_from, step, source_slices);
 };
 
@@ -121,9 +121,9 @@ struct ReportRequest {
 
 struct ReportReply {
   bool ok = false;
-  std::string error;                     // when not ok: the group ended (the step is not committed)
-  std::optional<Checkpoint> committed;   // the latest committed checkpoint after this report
-  bool pause = false;                    // apply this step, then wait for the next group
+  std::string error;                         // when not ok: the group ended (the step is not committed)
+  std::optional<Checkpoint> committed;       // the latest committed checkpoint after this report
+  bool pause = false;                        // apply this step, then wait for the next group
   std::optional<PreemptionInfo> preemption;  // nodes of the group are draining
   MSGPACK_DEFINE(ok, error, committed, pause, preemption);
 };
@@ -132,9 +132,9 @@ struct ReportReply {
 struct AwaitRequest {
   std::string attempt_id;
   WorkerKey worker_key;
-  int64_t epoch = 0;       // the group that ended
-  int64_t next_step = 0;   // the steps its state holds
-  std::string why;         // "paused", or why the group broke
+  int64_t epoch = 0;      // the group that ended
+  int64_t next_step = 0;  // the steps its state holds
+  std::string why;        // "paused", or why the group broke
   // A checkpoint saved after the group's last committed step, not yet
   // reported: committed when every worker of the group reports it here.
   std::optional<Checkpoint> checkpoint;

@@ -10,8 +10,8 @@ absl::Status ReportRounds::Add(const ReportRequest& r, std::optional<RoundOutcom
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", r.rank, " of a group of ", world_size_));
   }
   if (r.seq <= last_completed_) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", r.rank, " reported in round ", r.seq,
-                                                   ", which has completed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", r.rank, " reported in round ", r.seq, ", which has completed"));
   }
   auto& round = pending_[r.seq];
   if (!round.emplace(r.rank, r).second) {

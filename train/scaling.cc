@@ -21,7 +21,8 @@ absl::Status CheckResources(const std::map<std::string, double>& resources) {
   for (const auto& [name, v] : resources) {
     if (name.empty()) return absl::InvalidArgumentError("resources_per_worker: a resource name is empty");
     if (!std::isfinite(v) || v < 0 || v > kMaxQuantity) {
-      return absl::InvalidArgumentError(absl::StrCat("resources_per_worker: '", name, "' must be a finite quantity in [0, 9e14], got ", v));
+      return absl::InvalidArgumentError(
+          absl::StrCat("resources_per_worker: '", name, "' must be a finite quantity in [0, 9e14], got ", v));
     }
   }
   return absl::OkStatus();
@@ -29,7 +30,8 @@ absl::Status CheckResources(const std::map<std::string, double>& resources) {
 
 absl::Status ResolveTpu(const ScalingConfig& scaling, ScalingSpec* spec) {
   if (scaling.topology.empty() || scaling.accelerator_type.empty()) {
-    return absl::InvalidArgumentError("use_tpu needs ScalingConfig.topology (e.g. \"4x4\") and accelerator_type (e.g. \"TPU-V6E\")");
+    return absl::InvalidArgumentError(
+        "use_tpu needs ScalingConfig.topology (e.g. \"4x4\") and accelerator_type (e.g. \"TPU-V6E\")");
   }
   auto shape = tpu::TrySliceShapeOf(scaling.accelerator_type, scaling.topology);
   if (!shape.ok()) return absl::InvalidArgumentError(absl::StrCat("ScalingConfig: ", shape.status().message()));
@@ -41,17 +43,17 @@ absl::Status ResolveTpu(const ScalingConfig& scaling, ScalingSpec* spec) {
   spec->chips_per_host = shape->chips_per_host;
   for (int n : {spec->min_workers, spec->max_workers}) {
     if (n % shape->hosts_per_slice != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "num_workers %d is not a whole number of %s slices (%d hosts each, one worker per host)", n,
-          shape->pod_type, shape->hosts_per_slice));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("num_workers %d is not a whole number of %s slices (%d hosts each, one worker per host)", n,
+                          shape->pod_type, shape->hosts_per_slice));
     }
   }
   if (spec->resources_per_worker.empty()) spec->resources_per_worker["TPU"] = shape->chips_per_host;
   auto tpu = spec->resources_per_worker.find("TPU");
   if (tpu == spec->resources_per_worker.end() || tpu->second != shape->chips_per_host) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "resources_per_worker: with use_tpu each worker holds a whole %s host, so TPU must be %d", shape->pod_type,
-        shape->chips_per_host));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("resources_per_worker: with use_tpu each worker holds a whole %s host, so TPU must be %d",
+                        shape->pod_type, shape->chips_per_host));
   }
   return absl::OkStatus();
 }
@@ -68,8 +70,8 @@ absl::StatusOr<ScalingSpec> ResolveScaling(const ScalingConfig& scaling) {
   spec.min_workers = scaling.num_workers.min;
   spec.max_workers = scaling.num_workers.max;
   if (spec.min_workers < 1 || spec.max_workers < spec.min_workers) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "num_workers must be at least 1 (and min <= max), got {%d, %d}", spec.min_workers, spec.max_workers));
+    return absl::InvalidArgumentError(absl::StrFormat("num_workers must be at least 1 (and min <= max), got {%d, %d}",
+                                                      spec.min_workers, spec.max_workers));
   }
   if (auto s = CheckResources(scaling.resources_per_worker); !s.ok()) return s;
   spec.resources_per_worker = scaling.resources_per_worker;
@@ -118,8 +120,8 @@ absl::StatusOr<RunConfig> ResolveRunConfig(const RunConfig& run, absl::Time now)
                                                    out.failure_config.max_failures));
   }
   if (out.checkpoint_config.num_to_keep < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("CheckpointConfig.num_to_keep must be 0 (all) or more, got ",
-                                                   out.checkpoint_config.num_to_keep));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointConfig.num_to_keep must be 0 (all) or more, got ", out.checkpoint_config.num_to_keep));
   }
   if (out.scheduling_timeout <= absl::ZeroDuration() || out.worker_start_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("RunConfig: scheduling_timeout and worker_start_timeout must be positive");
@@ -160,8 +162,8 @@ WorkerGroupShape ShapeOf(const ScalingSpec& spec, int num_workers, int64_t host_
 std::string PythonDict(const std::map<std::string, double>& resources) {
   std::vector<std::string> items;
   for (const auto& [name, v] : resources) {
-    std::string value = v == std::floor(v) && std::fabs(v) < 1e15 ? absl::StrCat(static_cast<int64_t>(v))
-                                                                  : absl::StrFormat("%g", v);
+    std::string value =
+        v == std::floor(v) && std::fabs(v) < 1e15 ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrFormat("%g", v);
     items.push_back(absl::StrCat("'", name, "': ", value));
   }
   return "{" + absl::StrJoin(items, ", ") + "}";

@@ -59,9 +59,8 @@ TEST(ResolveScalingTest, TpuRunsAreWholeSlicesOfWholeHosts) {
   auto chosen = ResolveScaling(selected);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(chosen->label_selector, selected.label_selector);
-  for (auto [key, value] : std::map<std::string, std::string>{{"manta.io/tpu-worker-id", "0"},
-                                                              {"manta.io/tpu-pod-type", "v5p-8"},
-                                                              {"bad key!", "x"}}) {
+  for (auto [key, value] : std::map<std::string, std::string>{
+           {"manta.io/tpu-worker-id", "0"}, {"manta.io/tpu-pod-type", "v5p-8"}, {"bad key!", "x"}}) {
     ScalingConfig bad = Tpu(4);
     bad.label_selector = {{key, value}};
     auto refused = ResolveScaling(bad);

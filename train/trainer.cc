@@ -87,7 +87,8 @@ std::string LoopName(const void* key, const std::type_info& type) {
 }
 
 Result Fit(const FitRequest& request) {
-  if (!IsInitialized()) throw Error(absl::FailedPreconditionError("JaxTrainer::Fit: manta::Init() has not been called"));
+  if (!IsInitialized())
+    throw Error(absl::FailedPreconditionError("JaxTrainer::Fit: manta::Init() has not been called"));
   auto scaling = ResolveScaling(request.scaling);
   if (!scaling.ok()) return Failed(scaling.status());
   auto run = ResolveRunConfig(request.run, absl::Now());
@@ -127,7 +128,8 @@ Result Fit(const FitRequest& request) {
         TryGet(controller.Task(&TrainController::Run).Remote(controller));
     Kill(controller);
     if (!outcome.ok()) {
-      return Failed(absl::UnavailableError(absl::StrCat("the training controller failed: ", outcome.status().message())));
+      return Failed(
+          absl::UnavailableError(absl::StrCat("the training controller failed: ", outcome.status().message())));
     }
     return ToResult(**outcome, spec.run_dir);
   } catch (const Error& e) {

@@ -50,8 +50,8 @@ Session& ActiveSession(const char* call) {
   Session& s = TheSession();
   absl::MutexLock lock(&s.mu);
   if (!s.active) {
-    throw Error(absl::FailedPreconditionError(absl::StrCat("manta::train::", call,
-                                                           "() is only for a training loop's workers")));
+    throw Error(absl::FailedPreconditionError(
+        absl::StrCat("manta::train::", call, "() is only for a training loop's workers")));
   }
   return s;
 }
@@ -99,8 +99,8 @@ WorkerInfo TrainWorker::Setup() {
 
 absl::Status TrainWorker::Run(WorkerRunRequest request) {
   if (request.context.attempt_id != attempt_id_) {
-    return absl::InvalidArgumentError(absl::StrCat("a worker of attempt ", attempt_id_, " was asked to run attempt ",
-                                                   request.context.attempt_id));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a worker of attempt ", attempt_id_, " was asked to run attempt ", request.context.attempt_id));
   }
   // The group's distributed environment, recomputed by the controller for
   // each group: set over whatever the process inherited.

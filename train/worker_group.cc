@@ -113,12 +113,11 @@ absl::Status WorkerGroup::Start(const std::string& attempt_id, int attempt_numbe
   for (size_t i = 0; i < setups.size(); ++i) {
     auto info = TryGet(setups[i], absl::ZeroDuration());
     if (!info.ok()) {
-      return absl::UnavailableError(absl::StrCat("worker ", i, " of ", setups.size(), " (",
-                                                 members_[i].slice_name.empty() ? "bundle " + std::to_string(i)
-                                                                                : members_[i].slice_name + " host " +
-                                                                                      std::to_string(members_[i].worker_id),
-                                                 ") did not start within ", absl::FormatDuration(timeout), ": ",
-                                                 info.status().message()));
+      return absl::UnavailableError(absl::StrCat(
+          "worker ", i, " of ", setups.size(), " (",
+          members_[i].slice_name.empty() ? "bundle " + std::to_string(i)
+                                         : members_[i].slice_name + " host " + std::to_string(members_[i].worker_id),
+          ") did not start within ", absl::FormatDuration(timeout), ": ", info.status().message()));
     }
     members_[i].info = **info;
   }

@@ -29,8 +29,8 @@ namespace manta::train::internal {
 JoinInstruction CurrentJoin();
 
 struct CommitReply {
-  bool commit = false;  // apply the step (every rank of the group reported it)
-  bool pause = false;   // then stop: the group re-forms
+  bool commit = false;                  // apply the step (every rank of the group reported it)
+  bool pause = false;                   // then stop: the group re-forms
   std::optional<Checkpoint> committed;  // the latest committed checkpoint
 };
 // Reports a step whose gradients are ready (and the checkpoint saved after

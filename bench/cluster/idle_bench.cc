@@ -158,8 +158,8 @@ int Run(int argc, char** argv) {
   int64_t base_rss = baseline > 0 ? RssBytes(baseline) : 0;
   int64_t base_pss = baseline > 0 ? PssBytes(baseline) : 0;
   int64_t base_priv = baseline > 0 ? PrivateBytes(baseline) : 0;
-  std::printf("%-8d %-12s %10.2f %10.2f %12.2f %10.3f   (baseline: bare gRPC server)\n\n", baseline,
-              "grpc-idle", Mb(base_rss), Mb(base_pss), Mb(base_priv), base_cpu);
+  std::printf("%-8d %-12s %10.2f %10.2f %12.2f %10.3f   (baseline: bare gRPC server)\n\n", baseline, "grpc-idle",
+              Mb(base_rss), Mb(base_pss), Mb(base_priv), base_cpu);
   teardown();
   if (raylets == 0) {
     std::fprintf(stderr, "no raylets found to measure\n");

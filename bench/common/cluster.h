@@ -53,7 +53,7 @@ struct TpuSlice {
 };
 
 struct ClusterSpec {
-  int num_cpus = 2;  // of the head node
+  int num_cpus = 2;                  // of the head node
   std::vector<TpuSlice> tpu_slices;  // one raylet per host of each
 };
 

@@ -7,8 +7,7 @@
 
 namespace manta::bench {
 
-void Report::Add(const std::string& metric, double value, const std::string& unit,
-                 std::optional<double> baseline) {
+void Report::Add(const std::string& metric, double value, const std::string& unit, std::optional<double> baseline) {
   rows_.push_back({metric, value, unit, baseline});
 }
 

@@ -84,16 +84,19 @@ absl::StatusOr<std::unique_ptr<GcsHead>> GcsHead::Start(const std::string& bin,
   std::string ready = session.ready() + "/gcs_server.json";
   SpawnOptions opts;
   opts.executable = bin + "/gcs_server";
-  opts.args = {"--port=0", "--bind_address=127.0.0.1", "--session_dir=" + session.dir,
-               "--token_file=" + head->token_file_, "--ready_file=" + ready,
+  opts.args = {"--port=0",
+               "--bind_address=127.0.0.1",
+               "--session_dir=" + session.dir,
+               "--token_file=" + head->token_file_,
+               "--ready_file=" + ready,
                "--log_file=" + session.logs() + "/gcs_server.log"};
   opts.args.insert(opts.args.end(), extra_flags.begin(), extra_flags.end());
   opts.log_file = session.logs() + "/gcs_server.out";
   opts.kill_with_parent = true;  // gone with the benchmark, however it ends
   ASSIGN_OR_RETURN(head->pid_, SpawnDaemon(opts));
   RETURN_IF_ERROR(WritePidFile(session.pids() + "/gcs_server.pid", head->pid_));
-  ASSIGN_OR_RETURN(std::string text, WaitForFile(ready, absl::Now() + absl::Seconds(20), head->pid_,
-                                                 session.logs() + "/gcs_server.log"));
+  ASSIGN_OR_RETURN(std::string text,
+                   WaitForFile(ready, absl::Now() + absl::Seconds(20), head->pid_, session.logs() + "/gcs_server.log"));
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object() || !json["port"].is_number_integer()) {
     return absl::InternalError("gcs_server wrote an unreadable ready file: " + text);

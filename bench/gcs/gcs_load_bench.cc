@@ -57,7 +57,7 @@ struct Config {
   double cpu_seconds = 10;
   double settle_seconds = 3;
   double node_cpus = 8;
-  bool poll = true;  // simulated nodes hold polls, as raylets do
+  bool poll = true;                    // simulated nodes hold polls, as raylets do
   std::vector<std::string> gcs_flags;  // passed on to gcs_server
   std::string mode = "all";
   std::string json;
@@ -70,7 +70,7 @@ struct Sizes {
 struct SimFigures {
   double register_s = 0;
   double register_per_node_ms = 0, rss_per_node_kb = 0;  // derived in AddSim
-  double late_registrations = 0;  // nodes a raylet's 5 s connect timeout would have lost
+  double late_registrations = 0;                         // nodes a raylet's 5 s connect timeout would have lost
   double rss_empty_mb = 0, rss_nodes_mb = 0, rss_full_mb = 0;
   double gcs_cpu_register_s = 0, sim_cpu_register_s = 0;  // CPU seconds spent registering
   double fill_actors_s = 0, fill_pgs_s = 0;
@@ -78,7 +78,7 @@ struct SimFigures {
   double cpu_pct = 0;
   double health_checks_per_s = 0;
   double status_p50_ms = 0, status_p99_ms = 0;
-  double help_p50_ms = 0;  // `manta --help`: the command's own start-up
+  double help_p50_ms = 0;   // `manta --help`: the command's own start-up
   double calls_p50_ms = 0;  // the status's two calls alone, from this process
   double fds = 0;
   SimStats stats;
@@ -124,7 +124,7 @@ absl::Status MeasureSimulated(const Config& cfg, const Sizes& sizes, GcsHead& he
   // 1. Register every node at once.
   ASSIGN_OR_RETURN(ResourceSet offer, ResourceSet::FromMap({{"CPU", cfg.node_cpus}, {"memory", 16e9}}));
   ASSIGN_OR_RETURN(sim, SimulatedRaylets::Start({sizes.nodes, offer, head.address(), head.token(), cfg.poll,
-                                                  head.bin() + "/bench_gcs_sim_workers", head.session_dir()}));
+                                                 head.bin() + "/bench_gcs_sim_workers", head.session_dir()}));
   double gcs_cpu0 = CpuSeconds(gcs), own_cpu0 = CpuSeconds(getpid());
   auto start = Clock::now();
   RETURN_IF_ERROR(sim->RegisterAll(absl::Minutes(5)));
@@ -175,8 +175,8 @@ absl::Status MeasureSimulated(const Config& cfg, const Sizes& sizes, GcsHead& he
 }
 
 absl::StatusOr<SimFigures> RunSimulated(const std::string& bin, const Config& cfg, const Sizes& sizes) {
-  Progress(absl::StrCat("simulated: ", sizes.nodes, " nodes, ", sizes.actors, " actors, ", sizes.pgs,
-                        " placement groups"));
+  Progress(
+      absl::StrCat("simulated: ", sizes.nodes, " nodes, ", sizes.actors, " actors, ", sizes.pgs, " placement groups"));
   SimFigures f;
   // Declared first, destroyed last: the GCS stops first, ending held polls.
   std::unique_ptr<SimulatedRaylets> sim;
@@ -187,8 +187,9 @@ absl::StatusOr<SimFigures> RunSimulated(const std::string& bin, const Config& cf
     if (sim) {
       SimStats st = sim->stats();
       Progress(absl::StrCat("simulated nodes: ", st.registered, " registered (", st.register_retries,
-                            " RegisterNode calls retried, ", st.late_registrations, " after 5 s), ", st.health_checks, " health checks (", st.health_checks_late,
-                            " late, ", st.health_check_gaps, " gaps over 3 s), ", st.polls, " poll replies (", st.poll_messages, " messages)"));
+                            " RegisterNode calls retried, ", st.late_registrations, " after 5 s), ", st.health_checks,
+                            " health checks (", st.health_checks_late, " late, ", st.health_check_gaps,
+                            " gaps over 3 s), ", st.polls, " poll replies (", st.poll_messages, " messages)"));
     }
   }
   head->Stop();  // ends the held polls
@@ -297,13 +298,13 @@ int Run(const Config& cfg) {
     }
     sim = *full;
     AddSim(report, full_sizes, *full, base_sizes, *base);
-    std::printf("simulated nodes answered %lld health checks, sent %lld reports, got %lld poll replies "
-                "(%lld messages, %lld gaps), granted %lld leases (%lld rejected)\n",
-                static_cast<long long>(full->stats.health_checks), static_cast<long long>(full->stats.reports),
-                static_cast<long long>(full->stats.polls), static_cast<long long>(full->stats.poll_messages),
-                static_cast<long long>(full->stats.poll_gaps),
-                static_cast<long long>(full->stats.leases_granted),
-                static_cast<long long>(full->stats.leases_rejected));
+    std::printf(
+        "simulated nodes answered %lld health checks, sent %lld reports, got %lld poll replies "
+        "(%lld messages, %lld gaps), granted %lld leases (%lld rejected)\n",
+        static_cast<long long>(full->stats.health_checks), static_cast<long long>(full->stats.reports),
+        static_cast<long long>(full->stats.polls), static_cast<long long>(full->stats.poll_messages),
+        static_cast<long long>(full->stats.poll_gaps), static_cast<long long>(full->stats.leases_granted),
+        static_cast<long long>(full->stats.leases_rejected));
   }
   if (cfg.mode != "sim") {
     auto base = RunFleet(bin, cfg, cfg.baseline_raylets);
@@ -352,8 +353,8 @@ int main(int argc, char** argv) {
   app.add_option("--hold-seconds", cfg.hold_seconds, "Keep the full simulated cluster up this long, to try it.")
       ->check(CLI::Range(0.0, 3600.0));
   auto* cpu = app.add_option("--cpu-seconds", cfg.cpu_seconds, "CPU measuring window.")->check(CLI::Range(0.1, 600.0));
-  auto* settle = app.add_option("--settle-seconds", cfg.settle_seconds, "Pause before measuring.")
-                     ->check(CLI::Range(0.0, 60.0));
+  auto* settle =
+      app.add_option("--settle-seconds", cfg.settle_seconds, "Pause before measuring.")->check(CLI::Range(0.0, 60.0));
   app.add_option("--node-cpus", cfg.node_cpus, "CPUs each simulated node offers.")->check(CLI::Range(1.0, 1024.0));
   app.add_flag("!--no-poll", cfg.poll, "Simulated nodes do not subscribe (to see what pub/sub costs).");
   app.add_option("--gcs-flag", cfg.gcs_flags, "A gcs_server flag, e.g. --gcs-flag=--health_check_timeout_ms=5000.")

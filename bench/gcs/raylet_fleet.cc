@@ -17,10 +17,15 @@ absl::Status RayletFleet::Start(int count) {
     SpawnOptions opts;
     opts.executable = head_.bin() + "/raylet";
     std::string log = absl::StrCat(session, "/logs/raylet_", i, ".log");
-    opts.args = {"--gcs_address=" + head_.address(), "--node_ip_address=127.0.0.1",
-                 "--session_dir=" + session, "--token_file=" + head_.token_file(),
-                 "--num_cpus=1", "--memory=1000000000", absl::StrCat("--node_name=bench-raylet-", i),
-                 "--gcs_connect_timeout_s=60", "--log_file=" + log};
+    opts.args = {"--gcs_address=" + head_.address(),
+                 "--node_ip_address=127.0.0.1",
+                 "--session_dir=" + session,
+                 "--token_file=" + head_.token_file(),
+                 "--num_cpus=1",
+                 "--memory=1000000000",
+                 absl::StrCat("--node_name=bench-raylet-", i),
+                 "--gcs_connect_timeout_s=60",
+                 "--log_file=" + log};
     opts.log_file = absl::StrCat(session, "/logs/raylet_", i, ".out");
     opts.kill_with_parent = true;  // gone with the benchmark, however it ends
     auto pid = SpawnDaemon(opts);
@@ -51,8 +56,8 @@ absl::StatusOr<double> RayletFleet::WaitAlive(absl::Duration timeout) {
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return absl::DeadlineExceededError(absl::StrCat(alive, " of ", pids_.size(), " raylets alive after ",
-                                                  absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(
+      absl::StrCat(alive, " of ", pids_.size(), " raylets alive after ", absl::FormatDuration(timeout)));
 }
 
 void RayletFleet::Stop() {

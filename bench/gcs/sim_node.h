@@ -81,7 +81,7 @@ class SimNode {
   ResourceSet total_;      // offered plus committed bundles' group resources
   ResourceSet available_;  // total less leases and reservations
   int64_t version_ = 0;
-  bool dirty_ = true;      // the first report follows registration
+  bool dirty_ = true;  // the first report follows registration
   absl::flat_hash_map<std::string, ResourceSet> leases_;
   std::map<BundleKey, Held> bundles_;
 };

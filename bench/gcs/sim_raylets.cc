@@ -137,9 +137,9 @@ struct GcsConnection {
 }  // namespace
 
 // The start function of rpc::UnaryCall for `Method` of node `n`'s `member` stub.
-#define MANTA_SIM_CALL(member, Method)                                                 \
-  [stub = n.gcs->member.get()](auto* ctx, auto* req, auto* reply, auto done) {        \
-    stub->async()->Method(ctx, req, reply, std::move(done));                           \
+#define MANTA_SIM_CALL(member, Method)                                         \
+  [stub = n.gcs->member.get()](auto* ctx, auto* req, auto* reply, auto done) { \
+    stub->async()->Method(ctx, req, reply, std::move(done));                   \
   }
 
 class SimulatedRaylets::Impl {
@@ -206,8 +206,7 @@ class SimulatedRaylets::Impl {
         done(absl::OkStatus());
       });
     }
-    grpc::ServerUnaryReactor* CancelWorkerLease(grpc::CallbackServerContext* ctx,
-                                                const rpc::CancelWorkerLeaseRequest*,
+    grpc::ServerUnaryReactor* CancelWorkerLease(grpc::CallbackServerContext* ctx, const rpc::CancelWorkerLeaseRequest*,
                                                 rpc::CancelWorkerLeaseReply*) override {
       return impl_->OnNode(ctx, [](Node&, rpc::Done done) { done(absl::OkStatus()); });  // leases never queue
     }
@@ -217,9 +216,8 @@ class SimulatedRaylets::Impl {
     }
     grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* req,
                                              rpc::PrepareBundlesReply* reply) override {
-      return impl_->OnNode(ctx, [impl = impl_, req, reply](Node& n, rpc::Done done) {
-        done(impl->Prepare(n, *req, reply));
-      });
+      return impl_->OnNode(
+          ctx, [impl = impl_, req, reply](Node& n, rpc::Done done) { done(impl->Prepare(n, *req, reply)); });
     }
     grpc::ServerUnaryReactor* CommitBundles(grpc::CallbackServerContext* ctx, const rpc::CommitBundlesRequest* req,
                                             rpc::CommitBundlesReply* reply) override {
@@ -302,7 +300,8 @@ class SimulatedRaylets::Impl {
     opts.log_file = options_.scratch_dir + "/sim_workers.log";
     opts.kill_with_parent = true;
     ASSIGN_OR_RETURN(workers_pid_, SpawnDaemon(opts));
-    ASSIGN_OR_RETURN(std::string port, WaitForFile(ready, absl::Now() + absl::Seconds(20), workers_pid_, opts.log_file));
+    ASSIGN_OR_RETURN(std::string port,
+                     WaitForFile(ready, absl::Now() + absl::Seconds(20), workers_pid_, opts.log_file));
     if (!absl::SimpleAtoi(port, &worker_port_) || worker_port_ <= 0) {
       return absl::InternalError("bench_gcs_sim_workers wrote no port");
     }
@@ -316,8 +315,8 @@ class SimulatedRaylets::Impl {
     bool done = all_registered_.WaitForNotificationWithTimeout(timeout);
     if (fatal_.load()) return FirstError();
     if (!done) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(registered_.load(), " of ", options_.nodes, " nodes registered in ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(registered_.load(), " of ", options_.nodes,
+                                                      " nodes registered in ", absl::FormatDuration(timeout)));
     }
     return absl::OkStatus();
   }
@@ -455,27 +454,27 @@ class SimulatedRaylets::Impl {
     *req.mutable_node_info() = n.book.Info();
     req.set_cluster_id(n.cluster_id);
     in_flight_.fetch_add(1);
-    Call<rpc::RegisterNodeReply>(req, MANTA_SIM_CALL(nodes, RegisterNode),
-                                 [this, &n](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
-      in_flight_.fetch_sub(1);
-      if (s.ok()) {
-        n.cluster_id = reply.cluster_id();
-        if (!n.registered) {
-          n.registered = true;
-          if (absl::Now() - n.first_attempt > kConnectTimeout) late_registrations_.fetch_add(1);
-          if (registered_.fetch_add(1) + 1 == options_.nodes && !all_registered_.HasBeenNotified()) {
-            all_registered_.Notify();
+    Call<rpc::RegisterNodeReply>(
+        req, MANTA_SIM_CALL(nodes, RegisterNode), [this, &n](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
+          in_flight_.fetch_sub(1);
+          if (s.ok()) {
+            n.cluster_id = reply.cluster_id();
+            if (!n.registered) {
+              n.registered = true;
+              if (absl::Now() - n.first_attempt > kConnectTimeout) late_registrations_.fetch_add(1);
+              if (registered_.fetch_add(1) + 1 == options_.nodes && !all_registered_.HasBeenNotified()) {
+                all_registered_.Notify();
+              }
+              Poll(n);
+            }
+            n.book.MarkDirty();
+          } else if (Retryable(s)) {
+            register_retries_.fetch_add(1, std::memory_order_relaxed);
+            if (!stopping_.load()) n.retry = loop_.RunAfter(kRetryDelay, [this, &n] { Register(n); });
+          } else {
+            Fail(s, /*fatal=*/true);
           }
-          Poll(n);
-        }
-        n.book.MarkDirty();
-      } else if (Retryable(s)) {
-        register_retries_.fetch_add(1, std::memory_order_relaxed);
-        if (!stopping_.load()) n.retry = loop_.RunAfter(kRetryDelay, [this, &n] { Register(n); });
-      } else {
-        Fail(s, /*fatal=*/true);
-      }
-    });
+        });
   }
 
   // Every kReportInterval: each registered node with a change to report and
@@ -490,16 +489,16 @@ class SimulatedRaylets::Impl {
       in_flight_.fetch_add(1);
       Call<rpc::ReportResourcesReply>(req, MANTA_SIM_CALL(resources, ReportResources),
                                       [this, &n](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
-        in_flight_.fetch_sub(1);
-        n.report_in_flight = false;
-        reports_.fetch_add(1, std::memory_order_relaxed);
-        if (!s.ok()) {
-          n.book.MarkDirty();  // the GCS must not keep a stale view
-          if (!Retryable(s)) Fail(s, /*fatal=*/false);
-        } else if (!reply.known_node()) {
-          Register(n);
-        }
-      });
+                                        in_flight_.fetch_sub(1);
+                                        n.report_in_flight = false;
+                                        reports_.fetch_add(1, std::memory_order_relaxed);
+                                        if (!s.ok()) {
+                                          n.book.MarkDirty();  // the GCS must not keep a stale view
+                                          if (!Retryable(s)) Fail(s, /*fatal=*/false);
+                                        } else if (!reply.known_node()) {
+                                          Register(n);
+                                        }
+                                      });
     }
   }
 
@@ -546,17 +545,18 @@ class SimulatedRaylets::Impl {
     in_flight_.fetch_add(1);
     Call<rpc::GetAllNodeInfoReply>(rpc::GetAllNodeInfoRequest(), MANTA_SIM_CALL(nodes, GetAllNodeInfo),
                                    [this, &n](const absl::Status& s, rpc::GetAllNodeInfoReply&&) {
-      in_flight_.fetch_sub(1);
-      if (stopping_.load()) return;
-      if (!s.ok()) return Poll(n);
-      in_flight_.fetch_add(1);
-      Call<rpc::GetClusterResourcesReply>(rpc::GetClusterResourcesRequest(),
-                                          MANTA_SIM_CALL(resources, GetClusterResources),
-                                          [this, &n](const absl::Status&, rpc::GetClusterResourcesReply&&) {
-        in_flight_.fetch_sub(1);
-        Poll(n);
-      });
-    });
+                                     in_flight_.fetch_sub(1);
+                                     if (stopping_.load()) return;
+                                     if (!s.ok()) return Poll(n);
+                                     in_flight_.fetch_add(1);
+                                     Call<rpc::GetClusterResourcesReply>(
+                                         rpc::GetClusterResourcesRequest(),
+                                         MANTA_SIM_CALL(resources, GetClusterResources),
+                                         [this, &n](const absl::Status&, rpc::GetClusterResourcesReply&&) {
+                                           in_flight_.fetch_sub(1);
+                                           Poll(n);
+                                         });
+                                   });
   }
 
   // A call to the GCS with the token and kSimCallTimeout; `callback` runs on the loop.
@@ -600,9 +600,9 @@ class SimulatedRaylets::Impl {
   absl::Notification all_registered_;  // or a registration failed for good
   std::atomic<int> in_flight_{0};
   bool abandoned_ = false;
-  std::atomic<int64_t> registered_{0}, register_retries_{0}, late_registrations_{0}, health_checks_{0}, health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_gaps_{0},
-      leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0},
-      errors_{0};
+  std::atomic<int64_t> registered_{0}, register_retries_{0}, late_registrations_{0}, health_checks_{0},
+      health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_gaps_{0},
+      leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0}, errors_{0};
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };

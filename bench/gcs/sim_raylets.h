@@ -52,7 +52,7 @@ struct SimOptions {
 // Counts since Start.
 struct SimStats {
   int64_t registered = 0;
-  int64_t register_retries = 0;    // RegisterNode calls that timed out or found the GCS unavailable
+  int64_t register_retries = 0;  // RegisterNode calls that timed out or found the GCS unavailable
   // Nodes registered more than 5 s after their first attempt: a raylet with
   // the default --gcs_connect_timeout_s would have given up and exited.
   int64_t late_registrations = 0;
@@ -60,13 +60,13 @@ struct SimStats {
   int64_t health_checks_late = 0;  // answered with under 500 ms of their deadline left
   int64_t health_check_gaps = 0;   // over 3 s between two checks of a node
   int64_t reports = 0;
-  int64_t polls = 0;           // poll replies
-  int64_t poll_messages = 0;   // messages in them
-  int64_t poll_gaps = 0;       // replies that made a node re-read everything
+  int64_t polls = 0;          // poll replies
+  int64_t poll_messages = 0;  // messages in them
+  int64_t poll_gaps = 0;      // replies that made a node re-read everything
   int64_t leases_granted = 0;
   int64_t leases_rejected = 0;
   int64_t bundle_calls = 0;
-  int64_t errors = 0;          // calls that failed other than by unavailability
+  int64_t errors = 0;  // calls that failed other than by unavailability
 };
 
 class SimulatedRaylets {

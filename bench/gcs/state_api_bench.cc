@@ -128,9 +128,9 @@ absl::StatusOr<double> GcsCpu(const GcsHead& head, int port, int seconds, bool s
 // A browser's first load of the page: its files, the sign-in check, the
 // overview and the first page of nodes.
 absl::Status LoadPage(const std::function<absl::Status(const std::string&)>& get) {
-  for (const char* path : {"/", "/static/app.js", "/static/app.css", "/static/uPlot.iife.min.js",
-                           "/static/uPlot.min.css", "/api/gcs_healthz", "/api/cluster_status",
-                           "/api/v0/nodes?limit=200&offset=0"}) {
+  for (const char* path :
+       {"/", "/static/app.js", "/static/app.css", "/static/uPlot.iife.min.js", "/static/uPlot.min.css",
+        "/api/gcs_healthz", "/api/cluster_status", "/api/v0/nodes?limit=200&offset=0"}) {
     RETURN_IF_ERROR(get(path));
   }
   return absl::OkStatus();
@@ -143,15 +143,16 @@ absl::Status MeasurePageAndScrapes(const Config& cfg, const GcsHead& head, gcs::
   ASSIGN_OR_RETURN(std::vector<double> page, Time(cfg.requests, [&] { return LoadPage(get); }));
   ASSIGN_OR_RETURN(std::vector<double> beneath, Time(cfg.requests, [&]() -> absl::Status {
                      RETURN_IF_ERROR(head.TimeStatusCalls(1).status());
-                     return gcs.Call<rpc::GetAllNodeInfoReply>([](gcs::GcsClient& c, auto done) {
-                                 c.GetAllNodeInfo(rpc::GetAllNodeInfoRequest(), std::move(done));
-                               })
+                     return gcs
+                         .Call<rpc::GetAllNodeInfoReply>([](gcs::GcsClient& c, auto done) {
+                           c.GetAllNodeInfo(rpc::GetAllNodeInfoRequest(), std::move(done));
+                         })
                          .status();
                    }));
   report.Add("page_full_load_p50", Quantile(page, 0.5), "ms", Quantile(beneath, 0.5));
   report.Add("page_full_load_p99", Quantile(page, 0.99), "ms", Quantile(beneath, 0.99));
-  Progress(absl::StrCat("page full load: p50 ", Quantile(page, 0.5), " ms (gRPC reads beneath: ",
-                        Quantile(beneath, 0.5), " ms)"));
+  Progress(absl::StrCat("page full load: p50 ", Quantile(page, 0.5),
+                        " ms (gRPC reads beneath: ", Quantile(beneath, 0.5), " ms)"));
   ASSIGN_OR_RETURN(int port, GcsMetricsPort(head));
   std::vector<double> scrapes;
   ASSIGN_OR_RETURN(double idle, GcsCpu(head, port, cfg.scrape_seconds, /*scrape=*/false, nullptr));

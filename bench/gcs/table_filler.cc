@@ -37,7 +37,8 @@ absl::Status RunWindowed(int count, const std::function<void(int, Finish)>& star
   for (int i = 0; i < count; ++i) {
     {
       absl::MutexLock lock(&state->mu);
-      state->mu.Await(absl::Condition(+[](int* n) { return *n < kWindow; }, &state->in_flight));
+      state->mu.Await(absl::Condition(
+          +[](int* n) { return *n < kWindow; }, &state->in_flight));
       if (!state->first.ok()) break;
       ++state->in_flight;
     }
@@ -48,7 +49,8 @@ absl::Status RunWindowed(int count, const std::function<void(int, Finish)>& star
     });
   }
   absl::MutexLock lock(&state->mu);
-  state->mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &state->in_flight));
+  state->mu.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &state->in_flight));
   return state->first;
 }
 
@@ -68,7 +70,8 @@ absl::Status WaitForCount(int want, absl::Duration timeout, const std::function<
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(250));
   }
-  return absl::DeadlineExceededError(absl::StrCat(done, " of ", want, " ", what, " after ", absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(
+      absl::StrCat(done, " of ", want, " ", what, " after ", absl::FormatDuration(timeout)));
 }
 
 template <typename Reply, typename Request, typename StartFn>
@@ -143,22 +146,25 @@ absl::Status TableFiller::CreateActors(int count, double cpus, absl::Duration ti
         },
         [finish](const absl::Status& s, rpc::RegisterActorReply&&) { finish(s); });
   }));
-  return WaitForCount(count, timeout, [&]() -> absl::StatusOr<int> {
-    rpc::ListActorsRequest request;
-    request.set_job_id(job_id_);
-    ASSIGN_OR_RETURN(auto reply, SyncCall<rpc::ListActorsReply>(token_, request, [this](auto* ctx, auto* req,
-                                                                                       auto* reply, auto cb) {
-      stubs_->actors->async()->ListActors(ctx, req, reply, std::move(cb));
-    }));
-    int alive = 0;
-    for (const rpc::ActorInfo& a : reply.actors()) {
-      if (a.state() == rpc::ActorInfo::DEAD) {
-        return absl::InternalError("actor " + ToHex(a.actor_id()) + " died: " + a.death_cause().message());
-      }
-      alive += a.state() == rpc::ActorInfo::ALIVE;
-    }
-    return alive;
-  }, "actors ALIVE");
+  return WaitForCount(
+      count, timeout,
+      [&]() -> absl::StatusOr<int> {
+        rpc::ListActorsRequest request;
+        request.set_job_id(job_id_);
+        ASSIGN_OR_RETURN(auto reply, SyncCall<rpc::ListActorsReply>(
+                                         token_, request, [this](auto* ctx, auto* req, auto* reply, auto cb) {
+                                           stubs_->actors->async()->ListActors(ctx, req, reply, std::move(cb));
+                                         }));
+        int alive = 0;
+        for (const rpc::ActorInfo& a : reply.actors()) {
+          if (a.state() == rpc::ActorInfo::DEAD) {
+            return absl::InternalError("actor " + ToHex(a.actor_id()) + " died: " + a.death_cause().message());
+          }
+          alive += a.state() == rpc::ActorInfo::ALIVE;
+        }
+        return alive;
+      },
+      "actors ALIVE");
 }
 
 absl::Status TableFiller::CreatePlacementGroups(int count, int bundles, double cpus, absl::Duration timeout) {
@@ -183,21 +189,22 @@ absl::Status TableFiller::CreatePlacementGroups(int count, int bundles, double c
         },
         [finish](const absl::Status& s, rpc::CreatePlacementGroupReply&&) { finish(s); });
   }));
-  return WaitForCount(count, timeout, [&]() -> absl::StatusOr<int> {
-    rpc::ListPlacementGroupsRequest request;
-    request.set_job_id(job_id_);
-    ASSIGN_OR_RETURN(auto reply, SyncCall<rpc::ListPlacementGroupsReply>(token_, request, [this](auto* ctx,
-                                                                                                auto* req,
-                                                                                                auto* reply,
-                                                                                                auto cb) {
-      stubs_->groups->async()->ListPlacementGroups(ctx, req, reply, std::move(cb));
-    }));
-    int created = 0;
-    for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) {
-      created += g.state() == rpc::PlacementGroupInfo::CREATED;
-    }
-    return created;
-  }, "placement groups CREATED");
+  return WaitForCount(
+      count, timeout,
+      [&]() -> absl::StatusOr<int> {
+        rpc::ListPlacementGroupsRequest request;
+        request.set_job_id(job_id_);
+        ASSIGN_OR_RETURN(auto reply, SyncCall<rpc::ListPlacementGroupsReply>(
+                                         token_, request, [this](auto* ctx, auto* req, auto* reply, auto cb) {
+                                           stubs_->groups->async()->ListPlacementGroups(ctx, req, reply, std::move(cb));
+                                         }));
+        int created = 0;
+        for (const rpc::PlacementGroupInfo& g : reply.placement_groups()) {
+          created += g.state() == rpc::PlacementGroupInfo::CREATED;
+        }
+        return created;
+      },
+      "placement groups CREATED");
 }
 
 }  // namespace manta::bench

@@ -175,8 +175,7 @@ void LeaseManager::HandleKillJobWorkers(const rpc::KillJobWorkersRequest& reques
   std::vector<std::string> cancel;
   for (const auto& [id, lease] : leases_) {
     if (lease->spec.job_id() != request.job_id()) continue;
-    bool detached = lease->spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
-                    lease->spec.actor_creation().detached();
+    bool detached = lease->spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK && lease->spec.actor_creation().detached();
     if (lease->state == State::kGranted) {
       if (detached) keep.insert(lease->worker.worker_id);
     } else if (!detached) {
@@ -312,8 +311,8 @@ LeaseManager::Decision LeaseManager::Decide(Lease& lease, bool shape_blocked) {
   if (const ClusterView::Node* n = view_->PickNode(lease.demand, lease.selector, /*require_available=*/false)) {
     return Spill(lease, *n);
   }
-  return KeepInfeasible(lease, "no node in the cluster can ever hold " + lease.demand.DebugString() +
-                                   DescribeSelector(lease.spec));
+  return KeepInfeasible(
+      lease, "no node in the cluster can ever hold " + lease.demand.DebugString() + DescribeSelector(lease.spec));
 }
 
 LeaseManager::Decision LeaseManager::DecideWhileDraining(Lease& lease) {

@@ -125,7 +125,6 @@ void MeasureAll(const AddMetric& add, const std::function<bool(const std::string
     const double gb = static_cast<double>(kBig) / 1e9;
     report.Add("single_client_put_gigabytes", r.value * gb, "GB/s", r.baseline * gb);
   }
-
 }
 
 }  // namespace

@@ -182,9 +182,16 @@ absl::StatusOr<std::string> ModelCheckpoint(const std::string& model, const std:
   if (std::filesystem::exists(step_dir + "/manifest.json")) return step_dir;
   manta::SpawnOptions train;
   train.executable = bin_dir + "/manta_train";
-  train.args = {"--", std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "dataset_type=text",
-                "dataset_path=" + dataset, "run_name=" + run, "base_output_directory=" + work_dir, "steps=1",
-                "per_device_batch_size=1", "enable_checkpointing=true", "checkpoint_period=1"};
+  train.args = {"--",
+                std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml",
+                "dataset_type=text",
+                "dataset_path=" + dataset,
+                "run_name=" + run,
+                "base_output_directory=" + work_dir,
+                "steps=1",
+                "per_device_batch_size=1",
+                "enable_checkpointing=true",
+                "checkpoint_period=1"};
   train.args.insert(train.args.end(), shape.begin(), shape.end());
   std::fprintf(stderr, "bench_serving: training one step of the %s model into %s\n", model.c_str(), work_dir.c_str());
   absl::StatusOr<manta::CommandResult> r = manta::RunAndCapture(train, absl::Minutes(20));
@@ -329,15 +336,19 @@ int main(int argc, char** argv) {
   ids += "]";
   manta::SpawnOptions node;
   node.executable = "/usr/bin/node";
-  node.args = {std::string(MANTA_SOURCE_DIR) + "/bench/serving/llama_peer_bench.mjs", gguf, ids,
-               std::to_string(max_tokens), std::to_string(concurrency), std::to_string(threads)};
+  node.args = {std::string(MANTA_SOURCE_DIR) + "/bench/serving/llama_peer_bench.mjs",
+               gguf,
+               ids,
+               std::to_string(max_tokens),
+               std::to_string(concurrency),
+               std::to_string(threads)};
   const char* tools = std::getenv("MANTA_NODE_TOOLS");
-  node.env = {{"NODE_LLAMA_CPP", (tools ? std::string(tools) : std::string(std::getenv("HOME")) +
-                                  "/.cache/manta/node_tools") + "/node_modules/node-llama-cpp"}};
+  node.env = {
+      {"NODE_LLAMA_CPP", (tools ? std::string(tools) : std::string(std::getenv("HOME")) + "/.cache/manta/node_tools") +
+                             "/node_modules/node-llama-cpp"}};
   absl::StatusOr<manta::CommandResult> peer = manta::RunAndCapture(node, absl::Minutes(10));
   if (!peer.ok() || peer->exit_code != 0) {
-    std::fprintf(stderr, "bench_serving: llama.cpp peer failed: %s\n",
-                 peer.ok() ? peer->err.c_str() : "not started");
+    std::fprintf(stderr, "bench_serving: llama.cpp peer failed: %s\n", peer.ok() ? peer->err.c_str() : "not started");
     return 1;
   }
   const nlohmann::json p = nlohmann::json::parse(peer->out.substr(0, peer->out.find('\n')));

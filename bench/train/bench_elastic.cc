@@ -57,13 +57,18 @@ bool Fail(const std::string& why) {
   return false;
 }
 
-
 std::vector<std::string> Args(const Options& o, const std::string& dir, const std::string& run, int steps,
                               std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "model_name=" + o.model,
-                                "max_target_length=" + std::to_string(o.seq), "per_device_batch_size=1",
-                                "steps=" + std::to_string(steps), "ici_fsdp_parallelism=8", "ici_tensor_parallelism=2",
-                                "base_output_directory=" + dir, "run_name=" + run, "enable_checkpointing=true",
+  std::vector<std::string> a = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml",
+                                "model_name=" + o.model,
+                                "max_target_length=" + std::to_string(o.seq),
+                                "per_device_batch_size=1",
+                                "steps=" + std::to_string(steps),
+                                "ici_fsdp_parallelism=8",
+                                "ici_tensor_parallelism=2",
+                                "base_output_directory=" + dir,
+                                "run_name=" + run,
+                                "enable_checkpointing=true",
                                 "checkpoint_period=" + std::to_string(o.period),
                                 "metrics_file=" + dir + "/" + run + ".jsonl"};
   a.insert(a.end(), extra.begin(), extra.end());
@@ -106,8 +111,12 @@ class Run {
       const std::vector<std::string>& args) {
     manta::SpawnOptions o;
     o.executable = c.bin_dir() + "/train_driver";
-    o.args = {"--temp-dir=" + c.temp_dir(), "--num_workers=" + nw, "--max_failures=-1",
-              "--scheduling_timeout_s=300", "--storage_path=" + dir + "/results", "--"};
+    o.args = {"--temp-dir=" + c.temp_dir(),
+              "--num_workers=" + nw,
+              "--max_failures=-1",
+              "--scheduling_timeout_s=300",
+              "--storage_path=" + dir + "/results",
+              "--"};
     o.args.insert(o.args.end(), args.begin(), args.end());
     log_ = dir + "/driver_" + std::to_string(manta::NowUnixMs()) + ".log";
     o.log_file = log_;
@@ -193,7 +202,7 @@ std::optional<manta::state::TrainMetricPoint> FirstStepAfter(const std::string& 
 namespace {
 
 struct Figures {
-  double step = 0;  // a step at 8 workers, steady
+  double step = 0;                                   // a step at 8 workers, steady
   double teardown = 0, reserve = 0, workers_up = 0;  // a fixed run's restart
   double restore_join = -1;                          // join + checkpoint load
   double kill_to_step = -1, return_to_step = -1;     // the headline figures
@@ -209,7 +218,8 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   const pid_t victim = c.TpuHostRaylet("tpu-group-1", 2);
   const int64_t kill_ms = manta::NowUnixMs();
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
-  if (!WaitSteps(run, metrics, MetricLines(metrics) + o.period)) return Fail(StepsFailure(run, metrics));  // trains on at 4
+  if (!WaitSteps(run, metrics, MetricLines(metrics) + o.period))
+    return Fail(StepsFailure(run, metrics));  // trains on at 4
   const int64_t start_ms = manta::NowUnixMs();
   (void)c.StartTpuHost(manta::bench::V6e16(1), 2);
   const CommandResult& r = run.Wait();
@@ -250,15 +260,15 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   return true;
 }
 
-bool Drain(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir,
-           manta::bench::Report* report, Figures* f) {
+bool Drain(const manta::bench::LocalCluster& c, const Options& o, const std::string& dir, manta::bench::Report* report,
+           Figures* f) {
   const std::string metrics = dir + "/drain.jsonl";
   Run run(c, dir, "4,8", Args(o, dir, "drain", 4 * o.period));
   if (!WaitSteps(run, metrics, o.period + 2)) return Fail(StepsFailure(run, metrics));
   const std::string node = NodeOf("tpu-group-0", 1);
   const int64_t drain_ms = manta::NowUnixMs();
-  manta::bench::RunManta(c.bin_dir(), {"drain-node", node, "--reason=preemption", "--deadline=60s",
-                                       "--temp-dir=" + c.temp_dir()});
+  manta::bench::RunManta(c.bin_dir(),
+                         {"drain-node", node, "--reason=preemption", "--deadline=60s", "--temp-dir=" + c.temp_dir()});
   const CommandResult& r = run.Wait();
   if (r.exit_code != 0) {
     std::cerr << "the drain run failed:\n" << r.out << r.err << "\n";

@@ -39,8 +39,8 @@ namespace {
 const std::string kBaseYaml = std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml";
 
 std::vector<std::string> ModelArgs(int steps) {
-  return {"model_name=manta-35m", "per_device_batch_size=4", "max_target_length=256",
-          "steps=" + std::to_string(steps), "learning_rate=1e-3"};
+  return {"model_name=manta-35m", "per_device_batch_size=4", "max_target_length=256", "steps=" + std::to_string(steps),
+          "learning_rate=1e-3"};
 }
 
 double SgemmGflops(int threads) {
@@ -85,8 +85,8 @@ StepTimes TwoProcesses(const std::string& bin_dir, int steps) {
   const std::string metrics =
       (std::filesystem::temp_directory_path() / ("bench_train_" + std::to_string(::getpid()) + ".jsonl")).string();
   std::filesystem::remove(metrics);
-  std::vector<std::string> args = {bin_dir + "/manta_train_local", "--num_processes=2",
-                                   "--chips_per_host=1", "--blas_threads=1", "--", kBaseYaml};
+  std::vector<std::string> args = {
+      bin_dir + "/manta_train_local", "--num_processes=2", "--chips_per_host=1", "--blas_threads=1", "--", kBaseYaml};
   for (const auto& a : ModelArgs(steps)) args.push_back(a);
   args.push_back("metrics_file=" + metrics);
   pid_t pid = ::fork();
@@ -139,13 +139,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (arg == "--json") json = next();
-    else if (arg.rfind("--json=", 0) == 0) json = arg.substr(7);
-    else if (arg == "--steps") steps = std::atoi(next().c_str());
-    else if (arg.rfind("--steps=", 0) == 0) steps = std::atoi(arg.c_str() + 8);
-    else if (arg == "--skip_gloo") skip_gloo = true;
-    else if (arg.rfind("--gloo_child=", 0) == 0) gloo_child = std::atoi(arg.c_str() + 13);
-    else if (arg.rfind("--port=", 0) == 0) port = std::atoi(arg.c_str() + 7);
+    if (arg == "--json")
+      json = next();
+    else if (arg.rfind("--json=", 0) == 0)
+      json = arg.substr(7);
+    else if (arg == "--steps")
+      steps = std::atoi(next().c_str());
+    else if (arg.rfind("--steps=", 0) == 0)
+      steps = std::atoi(arg.c_str() + 8);
+    else if (arg == "--skip_gloo")
+      skip_gloo = true;
+    else if (arg.rfind("--gloo_child=", 0) == 0)
+      gloo_child = std::atoi(arg.c_str() + 13);
+    else if (arg.rfind("--port=", 0) == 0)
+      port = std::atoi(arg.c_str() + 7);
     else {
       std::cerr << "usage: bench_train [--json FILE] [--steps N] [--skip_gloo]\n";
       return 2;
@@ -164,8 +171,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double step_flops = TrainingFlopsPerDevice(*config).total();
-  std::cout << "model manta-35m: " << config->model.ParamCount() / 1e6 << "M params, "
-            << step_flops / 1e9 << " GFLOP per step (batch 4 x 256)\n";
+  std::cout << "model manta-35m: " << config->model.ParamCount() / 1e6 << "M params, " << step_flops / 1e9
+            << " GFLOP per step (batch 4 x 256)\n";
   manta::bench::Report report;
   double one_thread_step = 0;
   for (int threads : {1, 2}) {
@@ -173,15 +180,15 @@ int main(int argc, char** argv) {
     const StepTimes t = SingleProcess(*config, threads);
     if (threads == 1) one_thread_step = t.seconds;
     const double achieved = step_flops / t.seconds / 1e9;
-    std::cout << threads << " thread(s): step " << t.seconds << " s, " << achieved
-              << " GFLOP/s vs sgemm 2048^3 " << sgemm << " GFLOP/s\n";
+    std::cout << threads << " thread(s): step " << t.seconds << " s, " << achieved << " GFLOP/s vs sgemm 2048^3 "
+              << sgemm << " GFLOP/s\n";
     report.Add(absl::StrCat("train_step_gflops_vs_sgemm_", threads, "thread"), achieved, "GFLOP/s", sgemm);
   }
   const std::string bin_dir = std::filesystem::path(SelfPath()).parent_path().string();
   const StepTimes two = TwoProcesses(bin_dir, total_steps);
   std::cout << "2 processes fsdp 2: step " << two.seconds << " s (1 process: " << one_thread_step
-            << " s), blocked in collectives " << two.collectives << " s, gradient reductions "
-            << two.background << " s behind the backward pass\n";
+            << " s), blocked in collectives " << two.collectives << " s, gradient reductions " << two.background
+            << " s behind the backward pass\n";
   // Same per-device batch: perfect scaling doubles the tokens per second.
   const double tokens = 4.0 * 256;
   report.Add("fsdp2_scaling_efficiency", 2 * tokens / two.seconds, "tokens/s", 2 * tokens / one_thread_step);

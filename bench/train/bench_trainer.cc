@@ -66,10 +66,15 @@ std::vector<double> StepSeconds(const std::string& path) {
 
 std::vector<std::string> MaxTextArgs(const Options& o, const std::string& dir, const std::string& run, int steps,
                                      std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "model_name=" + o.model,
-                                "max_target_length=" + std::to_string(o.seq), "per_device_batch_size=1",
-                                "steps=" + std::to_string(steps), "ici_fsdp_parallelism=4",
-                                "ici_tensor_parallelism=4", "base_output_directory=" + dir, "run_name=" + run,
+  std::vector<std::string> a = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml",
+                                "model_name=" + o.model,
+                                "max_target_length=" + std::to_string(o.seq),
+                                "per_device_batch_size=1",
+                                "steps=" + std::to_string(steps),
+                                "ici_fsdp_parallelism=4",
+                                "ici_tensor_parallelism=4",
+                                "base_output_directory=" + dir,
+                                "run_name=" + run,
                                 "metrics_file=" + dir + "/" + run + ".jsonl"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;

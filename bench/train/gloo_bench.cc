@@ -54,11 +54,10 @@ int RunGlooChild(int rank, int port) {
         GiBPerSecond(n * sizeof(float), 10, [&] { ring.run(); });
     gloo::AllgatherRing<float> gather(context, {a.data()}, b.data(), static_cast<int>(n));
     gloo::BarrierAllToOne barrier(context);
-    out["allgather_ring_" + std::to_string(mib) + "MiB"] =
-        GiBPerSecond(n * sizeof(float), 10, [&] {
-          gather.run();
-          barrier.run();
-        });
+    out["allgather_ring_" + std::to_string(mib) + "MiB"] = GiBPerSecond(n * sizeof(float), 10, [&] {
+      gather.run();
+      barrier.run();
+    });
     uint32_t tag = 0;
     out["allreduce_options_api_" + std::to_string(mib) + "MiB"] =
         GiBPerSecond(n * sizeof(float), mib == 1 ? 10 : 3, [&] {

@@ -133,8 +133,7 @@ FrontReader::Step FrontReader::OnHead(std::string_view body_start) {
     return s;
   }
   // Read here, whole: reserve what it may take of the loop's budget.
-  const uint64_t reserve =
-      length > 0 ? length : std::min<uint64_t>(verdict_.max_body, limits_->max_loop_body_bytes);
+  const uint64_t reserve = length > 0 ? length : std::min<uint64_t>(verdict_.max_body, limits_->max_loop_body_bytes);
   if (!budget_->Reserve(reserve)) return Refuse(503, "the server is reading too many request bodies; try again");
   reserved_ = reserve;
   phase_ = Phase::kBody;

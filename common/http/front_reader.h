@@ -56,10 +56,10 @@ class FrontReader {
   struct Step {
     Kind kind = Kind::kMore;
     std::string bytes;
-    std::string interim;           // to send now ("100 Continue" when the client waits for it)
-    uint64_t left = 0;             // kUpload: body bytes still to read
-    absl::Duration body_time;      // kUpload: how long the whole body may take
-    bool is_public = false;        // the route needs no credential
+    std::string interim;       // to send now ("100 Continue" when the client waits for it)
+    uint64_t left = 0;         // kUpload: body bytes still to read
+    absl::Duration body_time;  // kUpload: how long the whole body may take
+    bool is_public = false;    // the route needs no credential
   };
 
   // `front`, `limits` and `budget` outlive the reader.

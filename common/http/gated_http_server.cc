@@ -54,9 +54,7 @@ std::string PeerIp(int fd) {
   return ip;
 }
 
-int PollMs(absl::Duration d) {
-  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, 1 << 30));
-}
+int PollMs(absl::Duration d) { return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, 1 << 30)); }
 
 bool WaitFd(int fd, short events, absl::Duration timeout) {
   pollfd p{fd, events, 0};
@@ -122,9 +120,9 @@ thread_local int current_fd = -1;
 // What the loop hands a pool thread.
 struct GatedHttpServer::Handoff {
   int fd = -1;
-  std::string bytes;       // the restated head and the body (or its start)
-  uint64_t left = 0;       // body bytes still on the socket
-  absl::Time deadline;     // by when they must have arrived
+  std::string bytes;        // the restated head and the body (or its start)
+  uint64_t left = 0;        // body bytes still on the socket
+  absl::Time deadline;      // by when they must have arrived
   std::string upload_peer;  // set for a pool-held upload
 };
 
@@ -325,7 +323,8 @@ class GatedHttpServer::Loop {
         if (now > p.linger_until) Drop(it);
       } else if (!p.reader->reading_body()) {
         if (now - p.accepted > head_deadline) {
-          if (p.reader->has_bytes()) SendNow(it->first, p.reader->Refusal(408, "the request's headers came too slowly"));
+          if (p.reader->has_bytes())
+            SendNow(it->first, p.reader->Refusal(408, "the request's headers came too slowly"));
           Drop(it);
         }
       } else if (now - p.body_started > p.reader->body_time() ||

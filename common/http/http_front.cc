@@ -23,20 +23,34 @@ FrontVerdict Refused(int status, std::string message) {
 
 const char* Reason(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
@@ -61,8 +75,9 @@ FrontVerdict CheckFront(const FrontPolicy& policy, const RequestHead& head) {
       case Credential::kValid:
         break;
       case Credential::kNone: {
-        FrontVerdict v = Refused(401, "missing cluster token: send \"Authorization: Bearer <token>\" (the token "
-                                      "file is in the session directory on the head node)");
+        FrontVerdict v = Refused(401,
+                                 "missing cluster token: send \"Authorization: Bearer <token>\" (the token "
+                                 "file is in the session directory on the head node)");
         v.headers.emplace_back("WWW-Authenticate", "Bearer");
         return v;
       }
@@ -75,8 +90,8 @@ FrontVerdict CheckFront(const FrontPolicy& policy, const RequestHead& head) {
   }
   if (route == nullptr) {
     if (path_known) return Refused(405, absl::StrCat(PrintableAscii(head.method, 20), " is not allowed here"));
-    return Refused(404, absl::StrCat("no route for ", PrintableAscii(head.method, 20), " ",
-                                     PrintableAscii(head.path, 200)));
+    return Refused(404,
+                   absl::StrCat("no route for ", PrintableAscii(head.method, 20), " ", PrintableAscii(head.path, 200)));
   }
   if (head.framing == BodyFraming::kChunked && !route->chunked) {
     return Refused(411, "send the body with a Content-Length header (chunked bodies are not taken here)");
@@ -95,9 +110,10 @@ FrontVerdict CheckFront(const FrontPolicy& policy, const RequestHead& head) {
 }
 
 std::string RefusalResponse(const FrontVerdict& verdict, bool json) {
-  std::string body = json ? nlohmann::json{{"error", ValidUtf8(verdict.message)}}.dump() + "\n" : verdict.message + "\n";
-  std::string r = absl::StrCat("HTTP/1.1 ", verdict.status, " ", Reason(verdict.status), "\r\nContent-Type: ",
-                               json ? "application/json" : "text/plain; charset=utf-8",
+  std::string body =
+      json ? nlohmann::json{{"error", ValidUtf8(verdict.message)}}.dump() + "\n" : verdict.message + "\n";
+  std::string r = absl::StrCat("HTTP/1.1 ", verdict.status, " ", Reason(verdict.status),
+                               "\r\nContent-Type: ", json ? "application/json" : "text/plain; charset=utf-8",
                                "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n");
   for (const auto& [name, value] : verdict.headers) absl::StrAppend(&r, name, ": ", value, "\r\n");
   absl::StrAppend(&r, "\r\n", body);

@@ -133,8 +133,8 @@ TEST_F(FrontReaderTest, AChunkedBodyIsDecodedUpToTheRoutesLimitAndHandedOnWithAL
     EXPECT_EQ(budget.used(), 0u);
   }
   FrontReader big(&policy_, &limits_, "127.0.0.1", &budget_);
-  FrontReader::Step s = Feed(big, "POST /generate HTTP/1.1\r\n" + Auth() +
-                                      "Transfer-Encoding: chunked\r\n\r\n60\r\n" + std::string(96, 'a') + "\r\n60\r\n");
+  FrontReader::Step s = Feed(big, "POST /generate HTTP/1.1\r\n" + Auth() + "Transfer-Encoding: chunked\r\n\r\n60\r\n" +
+                                      std::string(96, 'a') + "\r\n60\r\n");
   ASSERT_EQ(s.kind, FrontReader::Kind::kRefuse);
   EXPECT_TRUE(absl::StartsWith(s.bytes, "HTTP/1.1 413 ")) << s.bytes;
   EXPECT_EQ(budget_.used(), 0u);
@@ -175,8 +175,9 @@ TEST_F(FrontReaderTest, HeadsAreBoundedAndMalformedOnesRefused) {
   ASSERT_EQ(s.kind, FrontReader::Kind::kRefuse);
   EXPECT_TRUE(absl::StartsWith(s.bytes, "HTTP/1.1 431 ")) << s.bytes;
   FrontReader smuggle(&policy_, &limits_, "127.0.0.1", &budget_);
-  s = Feed(smuggle, "POST /generate HTTP/1.1\r\n" + Auth() +
-                        "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 3);
+  s = Feed(smuggle,
+           "POST /generate HTTP/1.1\r\n" + Auth() + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+           3);
   ASSERT_EQ(s.kind, FrontReader::Kind::kRefuse);
   EXPECT_TRUE(absl::StartsWith(s.bytes, "HTTP/1.1 400 ")) << s.bytes;
 }

@@ -24,8 +24,8 @@ absl::Status Refuse(int status, const std::string& why) {
 
 // RFC 9110 5.6.2: the characters of a token (a method, a header name).
 bool IsTokenChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) !=
-                                                                      std::string_view::npos;
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
 bool IsToken(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), IsTokenChar); }
@@ -127,8 +127,8 @@ absl::StatusOr<RequestHead> ParseRequestHead(std::string_view bytes) {
     }
     std::string_view value = StdView(absl::StripAsciiWhitespace(AbslView(line.substr(colon + 1))));
     if (!IsFieldValue(value)) {
-      return Refuse(400, absl::StrCat("header ", PrintableAscii(line.substr(0, colon), 40),
-                                      " holds a control character"));
+      return Refuse(400,
+                    absl::StrCat("header ", PrintableAscii(line.substr(0, colon), 40), " holds a control character"));
     }
     head.headers.emplace_back(std::string(line.substr(0, colon)), std::string(value));
   }

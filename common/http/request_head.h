@@ -79,7 +79,7 @@ class ChunkedDecoder {
   const uint64_t max_bytes_;
   State state_ = State::kMore;
   Part part_ = Part::kSize;
-  std::string line_;        // a size or trailer line being read
+  std::string line_;  // a size or trailer line being read
   uint64_t chunk_left_ = 0;
   size_t trailer_bytes_ = 0;
   std::string body_;

@@ -8,8 +8,8 @@ namespace manta::http {
 namespace {
 
 TEST(RequestHeadTest, ParsesTheLineTheHeadersAndTheFraming) {
-  auto head = ParseRequestHead(
-      "POST /generate?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nX-Thing:  padded  \r\n\r\n");
+  auto head =
+      ParseRequestHead("POST /generate?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nX-Thing:  padded  \r\n\r\n");
   ASSERT_TRUE(head.ok()) << head.status();
   EXPECT_EQ(head->method, "POST");
   EXPECT_EQ(head->target, "/generate?x=1");

@@ -30,8 +30,8 @@ std::optional<ProcessCpu> ParseProcPidStat(const std::string& text) {
   // utime and stime are 14 and 15, starttime 22.
   const size_t close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::vector<absl::string_view> fields = absl::StrSplit(absl::string_view(text).substr(close + 1), ' ',
-                                                         absl::SkipWhitespace());
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipWhitespace());
   constexpr size_t kUtime = 14 - 3, kStime = 15 - 3, kStart = 22 - 3;
   if (fields.size() <= kStart) return std::nullopt;
   uint64_t utime = 0, stime = 0, start = 0;

@@ -66,7 +66,8 @@ TEST(ComponentStatsTest, SumsAComponentsProcessesAndMeasuresCpuBetweenReads) {
   procs[21] = {{300, 2000}, 1000000, 8192, 10};
   absl::Time now = absl::FromUnixSeconds(1000);
   ComponentStats stats(
-      "10.0.0.5", [&](int pid) -> std::optional<ProcessSample> {
+      "10.0.0.5",
+      [&](int pid) -> std::optional<ProcessSample> {
         auto it = procs.find(pid);
         return it == procs.end() ? std::nullopt : std::optional<ProcessSample>(it->second);
       },

@@ -29,7 +29,7 @@ namespace manta::metrics {
 
 struct MetricsServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;  // 0: any free port
+  int port = 0;       // 0: any free port
   std::string token;  // empty: no check (--metrics-auth=none or --auth=none)
   // When `port` is taken, serve on a free one instead (a default port, such
   // as `manta start`'s 8080, that another cluster on this host may hold).

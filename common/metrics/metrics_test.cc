@@ -111,12 +111,13 @@ TEST(NodeStatsTest, ProcFilesAreReadAsRayReportsThem) {
   NodeStats stats("10.0.0.7");
   registry.AddCollector([&](Exposition& out) { stats.Collect(out); });
   const std::string text = registry.Render();
-  for (const char* name : {"ray_node_cpu_utilization{ip=\"10.0.0.7\"} ", "ray_node_mem_total{ip=\"10.0.0.7\"} ",
-                           "ray_node_mem_used{ip=\"10.0.0.7\"} ", "ray_node_cpu_count{ip=\"10.0.0.7\"} ",
-                           "ray_node_disk_usage{ip=\"10.0.0.7\"} ", "ray_node_disk_free{ip=\"10.0.0.7\"} ",
-                           "ray_node_network_sent{ip=\"10.0.0.7\"} ", "ray_node_network_receive_speed{ip=\"10.0.0.7\"} ",
-                           "ray_node_disk_io_write_speed{ip=\"10.0.0.7\"} ", "ray_node_disk_read_iops{ip=\"10.0.0.7\"} ",
-                           "ray_node_mem_shared_bytes{ip=\"10.0.0.7\"} "}) {
+  for (const char* name :
+       {"ray_node_cpu_utilization{ip=\"10.0.0.7\"} ", "ray_node_mem_total{ip=\"10.0.0.7\"} ",
+        "ray_node_mem_used{ip=\"10.0.0.7\"} ", "ray_node_cpu_count{ip=\"10.0.0.7\"} ",
+        "ray_node_disk_usage{ip=\"10.0.0.7\"} ", "ray_node_disk_free{ip=\"10.0.0.7\"} ",
+        "ray_node_network_sent{ip=\"10.0.0.7\"} ", "ray_node_network_receive_speed{ip=\"10.0.0.7\"} ",
+        "ray_node_disk_io_write_speed{ip=\"10.0.0.7\"} ", "ray_node_disk_read_iops{ip=\"10.0.0.7\"} ",
+        "ray_node_mem_shared_bytes{ip=\"10.0.0.7\"} "}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << " in\n" << text;
   }
 }

@@ -155,11 +155,13 @@ void NodeStats::CollectDiskAndNetwork(Exposition& out, const Labels& ip) {
   out.Sample("ray_node_network_receive_speed", ip, rate(net.received, net_before.received));
   out.Family("ray_node_disk_io_read_speed", "gauge", "Bytes per second read from the disks since the previous scrape.");
   out.Sample("ray_node_disk_io_read_speed", ip, rate(disk.read_bytes, disk_before.read_bytes));
-  out.Family("ray_node_disk_io_write_speed", "gauge", "Bytes per second written to the disks since the previous scrape.");
+  out.Family("ray_node_disk_io_write_speed", "gauge",
+             "Bytes per second written to the disks since the previous scrape.");
   out.Sample("ray_node_disk_io_write_speed", ip, rate(disk.written_bytes, disk_before.written_bytes));
   out.Family("ray_node_disk_read_iops", "gauge", "Reads per second completed by the disks since the previous scrape.");
   out.Sample("ray_node_disk_read_iops", ip, rate(disk.reads, disk_before.reads));
-  out.Family("ray_node_disk_write_iops", "gauge", "Writes per second completed by the disks since the previous scrape.");
+  out.Family("ray_node_disk_write_iops", "gauge",
+             "Writes per second completed by the disks since the previous scrape.");
   out.Sample("ray_node_disk_write_iops", ip, rate(disk.writes, disk_before.writes));
 }
 

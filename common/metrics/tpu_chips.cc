@@ -62,7 +62,8 @@ void ChipActivity::StepEnded(double transfer_seconds, int64_t bytes_held) {
       const uint64_t step = now - s[kChipBusySince];
       s[kChipBusyNanos] += step;
       // What the step spent on exchanges, at most all of it.
-      s[kChipTransferNanos] += std::min<uint64_t>(step, static_cast<uint64_t>(std::max(0.0, transfer_seconds) * kNanos));
+      s[kChipTransferNanos] +=
+          std::min<uint64_t>(step, static_cast<uint64_t>(std::max(0.0, transfer_seconds) * kNanos));
     }
     s[kChipBusySince] = 0;
     s[kChipBytesHeld] = static_cast<uint64_t>(std::max<int64_t>(0, bytes_held));
@@ -135,7 +136,8 @@ void TpuChipStats::Collect(Exposition& out) {
        [](const Chip& c) { return c.u.duty_cycle; }},
       {"ray_tpu_memory_used", "Bytes the arrays on the chip hold." + help_tail,
        [](const Chip& c) { return static_cast<double>(c.bytes); }},
-      {"ray_tpu_memory_total", "Bytes of memory the chip may hold: the host's memory shared among its chips." + help_tail,
+      {"ray_tpu_memory_total",
+       "Bytes of memory the chip may hold: the host's memory shared among its chips." + help_tail,
        [this](const Chip&) { return static_cast<double>(host_.memory_per_chip); }},
   };
   for (const auto& family : kFamilies) {

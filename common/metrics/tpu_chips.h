@@ -78,7 +78,7 @@ class ChipActivity {
 
 // A chip's totals as of one moment.
 struct ChipReading {
-  double busy_seconds = 0;      // a step under way counts up to the moment
+  double busy_seconds = 0;  // a step under way counts up to the moment
   double transfer_seconds = 0;
   int64_t bytes_held = 0;
 };

@@ -81,8 +81,7 @@ TEST(UnaryCallTest, ACompletionAfterItsLoopIsGoneIsDroppedAndFreesTheCall) {
   {
     EventLoop loop;
     UnaryCall<KvPutReply>(
-        &loop, "", absl::Seconds(5), KvPutRequest(),
-        [&](auto*, auto*, auto*, auto cb) { complete = std::move(cb); },
+        &loop, "", absl::Seconds(5), KvPutRequest(), [&](auto*, auto*, auto*, auto cb) { complete = std::move(cb); },
         [&delivered, owned = std::move(owned)](const absl::Status&, KvPutReply&&) { delivered = true; });
   }
   ASSERT_TRUE(complete != nullptr);

@@ -59,7 +59,7 @@
 namespace grpc {
 class Server;
 class ServerBuilder;
-}
+}  // namespace grpc
 
 namespace manta::rpc {
 
@@ -159,8 +159,8 @@ class ConnectionGate {
 //   server->Shutdown(absl::Seconds(1));
 class GatedServer {
  public:
-  static absl::StatusOr<std::unique_ptr<GatedServer>> Start(grpc::ServerBuilder* builder,
-                                                            const std::string& address, const std::string& token,
+  static absl::StatusOr<std::unique_ptr<GatedServer>> Start(grpc::ServerBuilder* builder, const std::string& address,
+                                                            const std::string& token,
                                                             ConnectionGate::Options options = {});
   ~GatedServer();
 

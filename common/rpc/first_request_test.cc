@@ -89,13 +89,13 @@ TEST(FirstRequestTest, AnUnmodifiedGrpcClientsTokenAndMethodAreRead) {
 TEST(FirstRequestTest, HeadersAcrossContinuationsWithPaddingAndPriority) {
   const std::string block = Block({{":path", "/x/y"}, {"authorization", "Bearer t"}});
   std::string headers_payload;
-  headers_payload.push_back(3);                    // pad length
-  headers_payload.append(5, '\0');                 // priority
-  headers_payload.append(block.substr(0, 7));      // the first fragment
-  headers_payload.append(3, '\0');                 // padding
-  std::string bytes = std::string(testing::kClientPreface) + Frame(4, 0, 0, "") + Frame(8, 0, 0, std::string(4, '\x01')) +
-                      Frame(1, 0x8 | 0x20, 3, headers_payload) + Frame(9, 0, 3, block.substr(7, 5)) +
-                      Frame(9, 0x4, 3, block.substr(12));
+  headers_payload.push_back(3);                // pad length
+  headers_payload.append(5, '\0');             // priority
+  headers_payload.append(block.substr(0, 7));  // the first fragment
+  headers_payload.append(3, '\0');             // padding
+  std::string bytes = std::string(testing::kClientPreface) + Frame(4, 0, 0, "") +
+                      Frame(8, 0, 0, std::string(4, '\x01')) + Frame(1, 0x8 | 0x20, 3, headers_payload) +
+                      Frame(9, 0, 3, block.substr(7, 5)) + Frame(9, 0x4, 3, block.substr(12));
   FirstRequest r = ParseFirstRequest(bytes);
   ASSERT_EQ(r.kind, FirstRequest::kHeaders) << r.error;
   EXPECT_EQ(r.stream_id, 3u);
@@ -116,8 +116,10 @@ TEST(FirstRequestTest, WhatNoGrpcClientSendsIsInvalid) {
       {"a request on an even stream", std::string(testing::kClientPreface) + Frame(1, 0x4, 2, block)},
       {"a request on stream 0", std::string(testing::kClientPreface) + Frame(1, 0x4, 0, block)},
       {"an interrupted header block", std::string(testing::kClientPreface) + Frame(1, 0, 1, block) + settings},
-      {"a continuation of another stream", std::string(testing::kClientPreface) + Frame(1, 0, 1, block) + Frame(9, 0x4, 3, "")},
-      {"padding longer than the frame", std::string(testing::kClientPreface) + Frame(1, 0x4 | 0x8, 1, std::string(1, '\x7f'))},
+      {"a continuation of another stream",
+       std::string(testing::kClientPreface) + Frame(1, 0, 1, block) + Frame(9, 0x4, 3, "")},
+      {"padding longer than the frame",
+       std::string(testing::kClientPreface) + Frame(1, 0x4 | 0x8, 1, std::string(1, '\x7f'))},
       {"headers that do not decode", std::string(testing::kClientPreface) + Frame(1, 0x4, 1, "\xff\xff\xff\xff\xff")},
       {"GOAWAY first", std::string(testing::kClientPreface) + Frame(7, 0, 0, std::string(8, '\0'))},
   };

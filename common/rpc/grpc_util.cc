@@ -91,8 +91,7 @@ void PrepareContext(grpc::ClientContext* ctx, const std::string& token, absl::Du
   // header). A finite wait too long for the clock waits a year.
   if (timeout != absl::InfiniteDuration()) {
     timeout = std::clamp(timeout, absl::ZeroDuration(), absl::Hours(24 * 365));
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
   }
   if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
 }

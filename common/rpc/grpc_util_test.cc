@@ -19,7 +19,8 @@ namespace {
 TEST(PrepareContextTest, AnUnboundedWaitGetsADeadlineInTheFuture) {
   using std::chrono::hours;
   const auto now = std::chrono::system_clock::now();
-  for (absl::Duration d : {absl::InfiniteDuration(), absl::Hours(24 * 365 * 1000), absl::Seconds(1) + absl::InfiniteDuration()}) {
+  for (absl::Duration d :
+       {absl::InfiniteDuration(), absl::Hours(24 * 365 * 1000), absl::Seconds(1) + absl::InfiniteDuration()}) {
     grpc::ClientContext ctx;
     PrepareContext(&ctx, "", d);
     EXPECT_GT(ctx.deadline(), now + hours(24 * 300));

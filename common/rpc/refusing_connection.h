@@ -31,8 +31,7 @@ class RefusingConnection {
   // Requests past this many are not answered: the connection ends.
   static constexpr int kMaxAnswered = 1000;
 
-  RefusingConnection(std::string message, std::string token)
-      : message_(std::move(message)), token_(std::move(token)) {}
+  RefusingConnection(std::string message, std::string token) : message_(std::move(message)), token_(std::move(token)) {}
 
   // Takes the next bytes the client sent (from the very first: the preface
   // is checked) and returns what to send back.
@@ -55,9 +54,9 @@ class RefusingConnection {
   http2::HeaderDecoder decoder_;
   std::string block_;          // the header block being received
   uint32_t block_stream_ = 0;  // its stream; 0: none
-  std::string buffer_;    // bytes not yet parsed
-  bool preface_ = false;  // the client preface was seen
-  size_t skip_ = 0;       // bytes of a DATA payload still to drop unbuffered
+  std::string buffer_;         // bytes not yet parsed
+  bool preface_ = false;       // the client preface was seen
+  size_t skip_ = 0;            // bytes of a DATA payload still to drop unbuffered
   uint32_t last_stream_ = 0;
   int answered_ = 0;
   bool done_ = false;

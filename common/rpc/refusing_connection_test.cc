@@ -35,7 +35,9 @@ TEST(Http2FramesTest, TheRefusalIsATrailersOnlyAnswerThenAReset) {
   EXPECT_EQ(frames[0].header.type, http2::kHeaders);
   EXPECT_EQ(frames[0].header.flags, http2::kEndStream | http2::kEndHeaders);
   EXPECT_EQ(frames[0].header.stream, 5u);
-  EXPECT_NE(frames[0].payload.find("grpc-status\x02" "16"), std::string::npos);
+  EXPECT_NE(frames[0].payload.find("grpc-status\x02"
+                                   "16"),
+            std::string::npos);
   EXPECT_NE(frames[0].payload.find("wrong token %E2%9C%97 100%25"), std::string::npos);
   EXPECT_EQ(frames[1].header.type, http2::kRstStream);
   EXPECT_EQ(frames[1].header.stream, 5u);
@@ -119,7 +121,8 @@ TEST(RefusingConnectionTest, ARequestWithTheTokenEndsTheConnectionLeavingItUnpro
   EXPECT_EQ(Frames(r.Goaway())[0].payload.substr(0, 4), std::string("\0\0\0\x01", 4));
   // Headers that do not decode end the connection.
   RefusingConnection garbled("x", "tok");
-  garbled.Consume(std::string(http2::kClientPreface) + Frame(http2::kHeaders, http2::kEndHeaders, 1, "\xff\xff\xff\xff"));
+  garbled.Consume(std::string(http2::kClientPreface) +
+                  Frame(http2::kHeaders, http2::kEndHeaders, 1, "\xff\xff\xff\xff"));
   EXPECT_TRUE(garbled.done());
   EXPECT_EQ(garbled.answered(), 0);
 }

@@ -45,10 +45,9 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
 
 ServerMetrics::ServerMetrics(metrics::MetricsRegistry* registry)
     : started_(registry->AddCounter("ray_grpc_server_req_new_total", "New requests to the gRPC server.", {"Method"})),
-      finished_(registry->AddCounter("ray_grpc_server_req_finished_total", "Requests the gRPC server finished.",
-                                     {"Method"})),
-      succeeded_(registry->AddCounter("ray_grpc_server_req_succeeded_total", "Requests that finished OK.",
-                                      {"Method"})),
+      finished_(
+          registry->AddCounter("ray_grpc_server_req_finished_total", "Requests the gRPC server finished.", {"Method"})),
+      succeeded_(registry->AddCounter("ray_grpc_server_req_succeeded_total", "Requests that finished OK.", {"Method"})),
       failed_(registry->AddCounter("ray_grpc_server_req_failed_total", "Requests that finished with an error.",
                                    {"Method"})),
       time_ms_(registry->AddHistogram("ray_grpc_server_req_process_time_ms",

@@ -41,7 +41,8 @@ class SilentPort {
 };
 
 // Starts a call that would wait 60 s; returns its status once it ends.
-inline std::future<grpc::Status> StartSilentCall(grpc::GenericStub* stub, grpc::ClientContext* ctx, grpc::ByteBuffer* reply) {
+inline std::future<grpc::Status> StartSilentCall(grpc::GenericStub* stub, grpc::ClientContext* ctx,
+                                                 grpc::ByteBuffer* reply) {
   struct Call {
     std::promise<grpc::Status> done;
     grpc::Slice empty{std::string()};

@@ -106,9 +106,9 @@ core::SchedulingStrategy StrategyFrom(const py::dict& d) {
 }
 
 core::TaskOptions TaskOptionsFrom(const py::dict& d) {
-  CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index",
-                "env_vars", "num_returns", "retry_exceptions", "retry_exception_filter", "strategy",
-                "strategy_node_id", "strategy_soft", "worker_executable", "worker_args"});
+  CheckKeys(d, {"resources", "label_selector", "max_retries", "name", "placement_group_id", "bundle_index", "env_vars",
+                "num_returns", "retry_exceptions", "retry_exception_filter", "strategy", "strategy_node_id",
+                "strategy_soft", "worker_executable", "worker_args"});
   core::TaskOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -122,14 +122,15 @@ core::TaskOptions TaskOptionsFrom(const py::dict& d) {
   o.scheduling_strategy = StrategyFrom(d);
   o.worker_executable = Option(d, "worker_executable", o.worker_executable);
   o.worker_args = Option(d, "worker_args", o.worker_args);
-  if (d.contains("retry_exception_filter")) o.retry_exception_filter = std::string(d["retry_exception_filter"].cast<py::bytes>());
+  if (d.contains("retry_exception_filter"))
+    o.retry_exception_filter = std::string(d["retry_exception_filter"].cast<py::bytes>());
   return o;
 }
 
 core::ActorOptions ActorOptionsFrom(const py::dict& d) {
   CheckKeys(d, {"resources", "label_selector", "max_restarts", "max_task_retries", "name", "namespace", "detached",
-                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists", "strategy",
-                "strategy_node_id", "strategy_soft", "worker_executable", "worker_args"});
+                "max_concurrency", "class_name", "placement_group_id", "bundle_index", "env_vars", "get_if_exists",
+                "strategy", "strategy_node_id", "strategy_soft", "worker_executable", "worker_args"});
   core::ActorOptions o;
   o.resources = Option(d, "resources", o.resources);
   o.label_selector = Option(d, "label_selector", o.label_selector);
@@ -196,7 +197,8 @@ std::vector<absl::StatusOr<HeldValue>> Fetch(const std::vector<core::ObjectRefIn
   if (all_owned) {
     results = core.Get(infos, absl::ZeroDuration());
     for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].ok() && core::GetErrorType(results[i].status()) == core::ErrorType::kTimeout) pending.push_back(i);
+      if (!results[i].ok() && core::GetErrorType(results[i].status()) == core::ErrorType::kTimeout)
+        pending.push_back(i);
     }
     if (pending.empty()) return results;
   } else {
@@ -242,9 +244,9 @@ py::tuple Get(const py::object& refs, double timeout_s) {
       rest.append(py::make_tuple(i, HeldBytes{*r}));
     } else {
       std::optional<std::string> data = core::ErrorData(r.status());
-      rest.append(py::make_tuple(i, py::make_tuple(static_cast<int>(core::GetErrorType(r.status())),
-                                                   std::string(r.status().message()),
-                                                   Bytes(data.value_or(std::string())))));
+      rest.append(
+          py::make_tuple(i, py::make_tuple(static_cast<int>(core::GetErrorType(r.status())),
+                                           std::string(r.status().message()), Bytes(data.value_or(std::string())))));
     }
   }
   return py::make_tuple(values, rest);
@@ -252,8 +254,7 @@ py::tuple Get(const py::object& refs, double timeout_s) {
 
 // Which refs are ready once `num_returns` are or the timeout passes
 // (`fetch_local`: as CoreWorker::Wait's).
-std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, double timeout_s,
-                       bool fetch_local) {
+std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, double timeout_s, bool fetch_local) {
   core::CoreWorker& core = Core();
   std::vector<bool> ready(infos.size(), false);
   Sliced(timeout_s, [&](absl::Duration slice, bool) {
@@ -269,34 +270,31 @@ void DefineCalls(py::module_& m) {
   // A task's options, checked and converted once (a remote function keeps
   // its own for its life).
   py::class_<core::TaskOptions>(m, "TaskOptions").def(py::init(&TaskOptionsFrom));
-  m.def("submit_task",
-        [](const std::string& name, const py::list& value, const py::object& contained, const py::list& ref_args,
-           const core::TaskOptions& options) {
-          std::vector<core::Arg> args = Args(value, contained, ref_args);
-          return Refs(Take(Core().SubmitTask(name, std::move(args), options)));
-        });
-  m.def("create_actor",
-        [](const std::string& factory, const py::list& value, const py::object& contained, const py::list& ref_args,
-           const py::dict& options) {
-          core::ActorOptions o = ActorOptionsFrom(options);
-          std::vector<core::Arg> args = Args(value, contained, ref_args);
-          core::CoreWorker& core = Core();
-          absl::StatusOr<ActorId> id;
-          {
-            py::gil_scoped_release release;  // a named actor waits for the GCS
-            id = core.CreateActor(factory, std::move(args), o);
-          }
-          return Bytes(Take(std::move(id)).Binary());
-        });
-  m.def("submit_actor_task",
-        [](const py::bytes& actor, const std::string& method, const py::list& value,
-           const py::object& contained, const py::list& ref_args, int num_returns) {
-          core::ActorTaskOptions o;
-          o.num_returns = num_returns;
-          ActorId id = Take(ActorId::FromBinary(std::string(actor)));
-          std::vector<core::Arg> args = Args(value, contained, ref_args);
-          return Refs(Take(Core().SubmitActorTask(id, method, std::move(args), o)));
-        });
+  m.def("submit_task", [](const std::string& name, const py::list& value, const py::object& contained,
+                          const py::list& ref_args, const core::TaskOptions& options) {
+    std::vector<core::Arg> args = Args(value, contained, ref_args);
+    return Refs(Take(Core().SubmitTask(name, std::move(args), options)));
+  });
+  m.def("create_actor", [](const std::string& factory, const py::list& value, const py::object& contained,
+                           const py::list& ref_args, const py::dict& options) {
+    core::ActorOptions o = ActorOptionsFrom(options);
+    std::vector<core::Arg> args = Args(value, contained, ref_args);
+    core::CoreWorker& core = Core();
+    absl::StatusOr<ActorId> id;
+    {
+      py::gil_scoped_release release;  // a named actor waits for the GCS
+      id = core.CreateActor(factory, std::move(args), o);
+    }
+    return Bytes(Take(std::move(id)).Binary());
+  });
+  m.def("submit_actor_task", [](const py::bytes& actor, const std::string& method, const py::list& value,
+                                const py::object& contained, const py::list& ref_args, int num_returns) {
+    core::ActorTaskOptions o;
+    o.num_returns = num_returns;
+    ActorId id = Take(ActorId::FromBinary(std::string(actor)));
+    std::vector<core::Arg> args = Args(value, contained, ref_args);
+    return Refs(Take(Core().SubmitActorTask(id, method, std::move(args), o)));
+  });
   // Calls into another language (a C++ program's MANTA_REMOTE functions):
   // each argument is its own serialized value (msgpack) or a ref.
   m.def("submit_task_raw", [](const std::string& name, const py::list& values, const core::TaskOptions& options) {
@@ -357,37 +355,43 @@ void DefineCalls(py::module_& m) {
     Check(status);
   });
   m.def("get", &Get, py::arg("refs"), py::arg("timeout") = -1.0);
-  m.def("wait", [](const py::object& refs, int num_returns, double timeout_s, bool fetch_local) {
-    return Wait(Infos(refs), num_returns, timeout_s, fetch_local);
-  }, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
+  m.def(
+      "wait",
+      [](const py::object& refs, int num_returns, double timeout_s, bool fetch_local) {
+        return Wait(Infos(refs), num_returns, timeout_s, fetch_local);
+      },
+      py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
   // Ray's wait: (ready, not_ready), the first num_returns ready refs in the
   // order given, the rest after; ValueError for a ref given twice.
-  m.def("wait_split", [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
-    std::vector<core::ObjectRefInfo> infos = Infos(refs);
-    absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
-    seen.reserve(infos.size());
-    for (const core::ObjectRefInfo& r : infos) {
-      if (!seen.insert(r.id).second) throw py::value_error("Wait requires a list of unique object refs.");
-    }
-    std::vector<bool> flags = Wait(std::move(infos), num_returns, timeout_s, fetch_local);
-    if (static_cast<size_t>(PyList_GET_SIZE(refs.ptr())) != flags.size()) {
-      throw std::runtime_error("the list of refs changed during wait");  // another thread's
-    }
-    size_t n_ready = 0;
-    for (size_t i = 0; i < flags.size() && n_ready < static_cast<size_t>(num_returns); ++i) n_ready += flags[i];
-    py::list ready(n_ready), not_ready(flags.size() - n_ready);
-    size_t r = 0, w = 0;
-    for (size_t i = 0; i < flags.size(); ++i) {
-      PyObject* item = PyList_GET_ITEM(refs.ptr(), i);
-      Py_INCREF(item);
-      if (flags[i] && r < n_ready) {
-        PyList_SET_ITEM(ready.ptr(), r++, item);
-      } else {
-        PyList_SET_ITEM(not_ready.ptr(), w++, item);
-      }
-    }
-    return py::make_tuple(ready, not_ready);
-  }, py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
+  m.def(
+      "wait_split",
+      [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
+        std::vector<core::ObjectRefInfo> infos = Infos(refs);
+        absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
+        seen.reserve(infos.size());
+        for (const core::ObjectRefInfo& r : infos) {
+          if (!seen.insert(r.id).second) throw py::value_error("Wait requires a list of unique object refs.");
+        }
+        std::vector<bool> flags = Wait(std::move(infos), num_returns, timeout_s, fetch_local);
+        if (static_cast<size_t>(PyList_GET_SIZE(refs.ptr())) != flags.size()) {
+          throw std::runtime_error("the list of refs changed during wait");  // another thread's
+        }
+        size_t n_ready = 0;
+        for (size_t i = 0; i < flags.size() && n_ready < static_cast<size_t>(num_returns); ++i) n_ready += flags[i];
+        py::list ready(n_ready), not_ready(flags.size() - n_ready);
+        size_t r = 0, w = 0;
+        for (size_t i = 0; i < flags.size(); ++i) {
+          PyObject* item = PyList_GET_ITEM(refs.ptr(), i);
+          Py_INCREF(item);
+          if (flags[i] && r < n_ready) {
+            PyList_SET_ITEM(ready.ptr(), r++, item);
+          } else {
+            PyList_SET_ITEM(not_ready.ptr(), w++, item);
+          }
+        }
+        return py::make_tuple(ready, not_ready);
+      },
+      py::arg("refs"), py::arg("num_returns"), py::arg("timeout") = -1.0, py::arg("fetch_local") = true);
 }
 
 }  // namespace manta::python

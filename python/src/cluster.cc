@@ -53,27 +53,26 @@ auto Released(F f) {
 }
 
 void DefineGroups(py::module_& m) {
-  m.def("create_placement_group",
-        [](const py::bytes& id, const std::string& name, const std::string& ns, int strategy,
-           const std::vector<std::map<std::string, double>>& bundles,
-           const std::vector<std::map<std::string, std::string>>& selectors, bool detached) {
-          core::PlacementGroupData spec;
-          spec.id = Take(PlacementGroupId::FromBinary(std::string(id)));
-          spec.name = name;
-          spec.ray_namespace = ns;
-          if (strategy < 0 || strategy > 3) throw py::value_error("unknown placement strategy");
-          spec.strategy = static_cast<core::PlacementStrategy>(strategy);
-          spec.detached = detached;
-          for (size_t i = 0; i < bundles.size(); ++i) {
-            core::BundleData b;
-            b.index = static_cast<int>(i);
-            b.resources = bundles[i];
-            if (i < selectors.size()) b.label_selector = selectors[i];
-            spec.bundles.push_back(std::move(b));
-          }
-          core::CoreWorker& core = Core();
-          return GroupDict(Take(Released([&] { return core.CreatePlacementGroup(spec); })));
-        });
+  m.def("create_placement_group", [](const py::bytes& id, const std::string& name, const std::string& ns, int strategy,
+                                     const std::vector<std::map<std::string, double>>& bundles,
+                                     const std::vector<std::map<std::string, std::string>>& selectors, bool detached) {
+    core::PlacementGroupData spec;
+    spec.id = Take(PlacementGroupId::FromBinary(std::string(id)));
+    spec.name = name;
+    spec.ray_namespace = ns;
+    if (strategy < 0 || strategy > 3) throw py::value_error("unknown placement strategy");
+    spec.strategy = static_cast<core::PlacementStrategy>(strategy);
+    spec.detached = detached;
+    for (size_t i = 0; i < bundles.size(); ++i) {
+      core::BundleData b;
+      b.index = static_cast<int>(i);
+      b.resources = bundles[i];
+      if (i < selectors.size()) b.label_selector = selectors[i];
+      spec.bundles.push_back(std::move(b));
+    }
+    core::CoreWorker& core = Core();
+    return GroupDict(Take(Released([&] { return core.CreatePlacementGroup(spec); })));
+  });
   m.def("remove_placement_group", [](const py::bytes& id) {
     PlacementGroupId pg = Take(PlacementGroupId::FromBinary(std::string(id)));
     core::CoreWorker& core = Core();
@@ -139,21 +138,22 @@ void DefineCluster(py::module_& m) {
   // The job's runtime env: a working directory every worker of the job runs
   // in (a local directory, packed and uploaded by content hash) and
   // variables every worker gets.
-  m.def("init",
-        [](const std::string& address, const std::string& temp_dir, const std::string& executable,
-           const std::vector<std::string>& args, const std::string& working_dir,
-           const std::map<std::string, std::string>& env_vars) {
-          InitOptions o;
-          o.address = address;
-          o.temp_dir = temp_dir;
-          o.worker_executable = executable;
-          o.worker_args = args;
-          o.runtime_env_working_dir = working_dir;
-          o.runtime_env_env_vars = env_vars;
-          Check(Released([&] { return TryInit(o); }));
-        },
-        py::arg("address"), py::arg("temp_dir"), py::arg("executable"), py::arg("args"),
-        py::arg("working_dir") = "", py::arg("env_vars") = std::map<std::string, std::string>());
+  m.def(
+      "init",
+      [](const std::string& address, const std::string& temp_dir, const std::string& executable,
+         const std::vector<std::string>& args, const std::string& working_dir,
+         const std::map<std::string, std::string>& env_vars) {
+        InitOptions o;
+        o.address = address;
+        o.temp_dir = temp_dir;
+        o.worker_executable = executable;
+        o.worker_args = args;
+        o.runtime_env_working_dir = working_dir;
+        o.runtime_env_env_vars = env_vars;
+        Check(Released([&] { return TryInit(o); }));
+      },
+      py::arg("address"), py::arg("temp_dir"), py::arg("executable"), py::arg("args"), py::arg("working_dir") = "",
+      py::arg("env_vars") = std::map<std::string, std::string>());
   // In-process, for the package's unit tests: the fake core worker runs each
   // task on the submitting thread through the same resolver a worker uses.
   m.def("_init_fake", [] {
@@ -162,7 +162,12 @@ void DefineCluster(py::module_& m) {
     o.address = "127.0.0.1:1";  // resolved but never dialed
     Check(Released([&] { return TryInit(o); }));
   });
-  m.def("shutdown", [] { Released([] { Shutdown(); return 0; }); });
+  m.def("shutdown", [] {
+    Released([] {
+      Shutdown();
+      return 0;
+    });
+  });
   m.def("is_initialized", [] { return core::CoreWorker::Current() != nullptr; });
   m.def("is_worker_process", [] { return core::CoreWorker::IsWorkerProcess(); });
   m.def("job_id", [] { return Core().job_id().Hex(); });

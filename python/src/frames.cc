@@ -23,8 +23,8 @@ PyObject* PickleFunction(const char* name) {
 std::string EncodePlain(const py::handle& value) {
   static PyObject* const dumps = PickleFunction("dumps");
   static PyObject* const protocol = PyLong_FromLong(5);
-  py::object pickled = py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(dumps, value.ptr(), protocol,
-                                                                                       nullptr));
+  py::object pickled =
+      py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(dumps, value.ptr(), protocol, nullptr));
   if (!pickled) throw py::error_already_set();
   char* bytes = nullptr;
   Py_ssize_t size = 0;

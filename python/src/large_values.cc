@@ -31,8 +31,7 @@ std::string LargeValues::Take(size_t bytes) {
     size_t best = free_.size();
     for (size_t i = 0; i < free_.size(); ++i) {
       size_t capacity = free_[i].capacity();
-      if (capacity >= bytes && capacity <= 2 * bytes &&
-          (best == free_.size() || capacity < free_[best].capacity())) {
+      if (capacity >= bytes && capacity <= 2 * bytes && (best == free_.size() || capacity < free_[best].capacity())) {
         best = i;
       }
     }

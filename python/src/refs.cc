@@ -78,8 +78,13 @@ void RefCollection::Exit() { scope_.reset(); }
 void DefineRefs(py::module_& m) {
   py::class_<RefCollection>(m, "RefCollection")
       .def(py::init<>())
-      .def("__enter__", [](RefCollection& c) -> RefCollection& { c.Enter(); return c; },
-           py::return_value_policy::reference)
+      .def(
+          "__enter__",
+          [](RefCollection& c) -> RefCollection& {
+            c.Enter();
+            return c;
+          },
+          py::return_value_policy::reference)
       .def("__exit__", [](RefCollection& c, const py::args&) { c.Exit(); })
       .def("__len__", [](const RefCollection& c) { return c.refs().size(); });
 

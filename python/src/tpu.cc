@@ -135,8 +135,7 @@ void DefineTpu(py::module_& m) {
         const std::vector<std::string>& known = tpu::KnownGenerations();
         if (std::find(known.begin(), known.end(), generation) == known.end()) {
           throw py::value_error(absl::StrCat("Invalid accelerator_type: '", version_or_type, "'. Must be one of ",
-                                             absl::StrJoin(known, ", "),
-                                             ", or 'TPU-' followed by one of them"));
+                                             absl::StrJoin(known, ", "), ", or 'TPU-' followed by one of them"));
         }
         return generation;
       },

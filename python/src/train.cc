@@ -69,7 +69,8 @@ train::RunConfig RunOf(const py::dict& d) {
   r.failure_config.max_failures = TrainGet<int>(d, "max_failures", 0);
   r.checkpoint_config.num_to_keep = TrainGet<int>(d, "num_to_keep", 0);
   r.worker_env = TrainGet<std::map<std::string, std::string>>(d, "worker_env", {});
-  if (d.contains("scheduling_timeout_s")) r.scheduling_timeout = absl::Seconds(d["scheduling_timeout_s"].cast<double>());
+  if (d.contains("scheduling_timeout_s"))
+    r.scheduling_timeout = absl::Seconds(d["scheduling_timeout_s"].cast<double>());
   if (d.contains("worker_start_timeout_s")) {
     r.worker_start_timeout = absl::Seconds(d["worker_start_timeout_s"].cast<double>());
   }
@@ -141,22 +142,22 @@ void DefineElasticSession(py::module_& m) {
   m.attr("TRAIN_JOIN_RESTORE") = static_cast<int>(train::JoinInstruction::kRestore);
   m.attr("TRAIN_JOIN_INIT") = static_cast<int>(train::JoinInstruction::kInit);
   // (commit, pause, latest committed checkpoint or None).
-  m.def("train_commit_step", [](const std::map<std::string, double>& metrics, const std::optional<std::string>& path,
-                                bool replicated) {
-    std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
-    train::internal::CommitReply c =
-        TrainCall([&] { return train::internal::CommitStep(metrics, checkpoint, replicated); });
-    py::object committed = c.committed ? py::object(py::str(c.committed->path)) : py::object(py::none());
-    return py::make_tuple(c.commit, c.pause, committed);
-  });
+  m.def("train_commit_step",
+        [](const std::map<std::string, double>& metrics, const std::optional<std::string>& path, bool replicated) {
+          std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
+          train::internal::CommitReply c =
+              TrainCall([&] { return train::internal::CommitStep(metrics, checkpoint, replicated); });
+          py::object committed = c.committed ? py::object(py::str(c.committed->path)) : py::object(py::none());
+          return py::make_tuple(c.commit, c.pause, committed);
+        });
   // None: this worker is not in the next group. Else the new group's join.
-  m.def("train_await_next_group", [](int64_t next_step, const std::string& why,
-                                     const std::optional<std::string>& path) -> py::object {
-    std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
-    auto join = TrainCall([&] { return train::internal::AwaitNextGroup(next_step, why, checkpoint); });
-    if (!join) return py::none();
-    return JoinDict(*join);
-  });
+  m.def("train_await_next_group",
+        [](int64_t next_step, const std::string& why, const std::optional<std::string>& path) -> py::object {
+          std::optional<train::Checkpoint> checkpoint = CheckpointAt(path);
+          auto join = TrainCall([&] { return train::internal::AwaitNextGroup(next_step, why, checkpoint); });
+          if (!join) return py::none();
+          return JoinDict(*join);
+        });
   m.def("train_current_join", [] { return JoinDict(TrainCall([] { return train::internal::CurrentJoin(); })); });
 }
 
@@ -189,17 +190,17 @@ void DefineTrain(py::module_& m) {
   // Runs a training run of the exported loop `loop_name` with `loop_args`
   // (its pickled arguments) to its end; a dict of the Result. A bad config
   // is the result's InvalidArgument, not an exception.
-  m.def("train_fit", [](const std::string& loop_name, const py::bytes& loop_args, const py::dict& scaling,
-                        const py::dict& run) {
-    train::internal::FitRequest request;
-    request.loop_name = loop_name;
-    request.loop_args = std::string(loop_args);
-    request.loop_takes_config = true;
-    request.scaling = ScalingOf(scaling);
-    request.run = RunOf(run);
-    train::Result result = TrainCall([&] { return train::internal::Fit(request); });
-    return ResultDict(result);
-  });
+  m.def("train_fit",
+        [](const std::string& loop_name, const py::bytes& loop_args, const py::dict& scaling, const py::dict& run) {
+          train::internal::FitRequest request;
+          request.loop_name = loop_name;
+          request.loop_args = std::string(loop_args);
+          request.loop_takes_config = true;
+          request.scaling = ScalingOf(scaling);
+          request.run = RunOf(run);
+          train::Result result = TrainCall([&] { return train::internal::Fit(request); });
+          return ResultDict(result);
+        });
   // The in-loop calls: see manta/train.h.
   m.def("train_report", [](const std::map<std::string, double>& metrics, const std::optional<std::string>& path) {
     std::optional<train::Checkpoint> checkpoint;
@@ -234,22 +235,21 @@ void DefineTrain(py::module_& m) {
     absl::Status s = TrainCall([&] { return train::RunMaxText(argv); });
     Check(s);
   });
-  m.def("train_check_maxtext_config", [](const std::vector<std::string>& argv) {
-    Check(train::CheckMaxTextConfig(argv));
-  });
+  m.def("train_check_maxtext_config",
+        [](const std::vector<std::string>& argv) { Check(train::CheckMaxTextConfig(argv)); });
   DefineElasticSession(m);
   // For the benchmark: Fit of the C++ ReportBenchLoop.
-  m.def("_train_fit_report_bench", [](int reports, const std::string& out, const py::dict& scaling,
-                                      const py::dict& run) {
-    train::internal::FitRequest request;
-    request.loop_name =
-        train::internal::LoopName(manta::internal::FunctionKey(&ReportBenchLoop), typeid(&ReportBenchLoop));
-    request.loop_args = Take(Serialize(ReportBenchConfig{reports, out}));
-    request.loop_takes_config = true;
-    request.scaling = ScalingOf(scaling);
-    request.run = RunOf(run);
-    return ResultDict(TrainCall([&] { return train::internal::Fit(request); }));
-  });
+  m.def("_train_fit_report_bench",
+        [](int reports, const std::string& out, const py::dict& scaling, const py::dict& run) {
+          train::internal::FitRequest request;
+          request.loop_name =
+              train::internal::LoopName(manta::internal::FunctionKey(&ReportBenchLoop), typeid(&ReportBenchLoop));
+          request.loop_args = Take(Serialize(ReportBenchConfig{reports, out}));
+          request.loop_takes_config = true;
+          request.scaling = ScalingOf(scaling);
+          request.run = RunOf(run);
+          return ResultDict(TrainCall([&] { return train::internal::Fit(request); }));
+        });
 }
 
 }  // namespace manta::python

@@ -30,7 +30,8 @@ py::object* g_executor = nullptr;
 py::list Views(const internal::ArgViews& args) {
   py::list views;
   for (std::string_view a : args) {
-    views.append(py::memoryview::from_memory(const_cast<char*>(a.data()), static_cast<py::ssize_t>(a.size()), /*readonly=*/true));
+    views.append(py::memoryview::from_memory(const_cast<char*>(a.data()), static_cast<py::ssize_t>(a.size()),
+                                             /*readonly=*/true));
   }
   return views;
 }
@@ -95,8 +96,8 @@ void InterruptRunning(const TaskId& task) {
 }
 
 // Calls the executor and turns its answer into the invoker's result.
-absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::string& name,
-                                               const py::object& instance, const internal::ArgViews& args) {
+absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::string& name, const py::object& instance,
+                                               const internal::ArgViews& args) {
   KeepThreadState();
   py::gil_scoped_acquire gil;
   RunningTask running;
@@ -136,17 +137,18 @@ internal::FunctionRegistry::Resolver PythonResolver() {
         [name](const internal::ArgViews& args) { return Execute("task", name, py::none(), args); });
   };
   r.factory = [](const std::string& name) -> std::optional<internal::ActorFactoryInvoker> {
-    return internal::ActorFactoryInvoker([name](const internal::ArgViews& args) -> absl::StatusOr<std::shared_ptr<void>> {
-      KeepThreadState();
-      py::gil_scoped_acquire gil;
-      try {
-        py::tuple answer = (*g_executor)("actor", name, py::none(), Views(args));
-        if (answer[0].cast<bool>()) return HoldInstance(answer[1]);
-        return core::MakeApplicationError(answer[1].cast<std::string>(), answer[2].cast<std::string>());
-      } catch (py::error_already_set& e) {
-        return absl::InternalError(absl::StrCat("the Python executor failed: ", e.what()));
-      }
-    });
+    return internal::ActorFactoryInvoker(
+        [name](const internal::ArgViews& args) -> absl::StatusOr<std::shared_ptr<void>> {
+          KeepThreadState();
+          py::gil_scoped_acquire gil;
+          try {
+            py::tuple answer = (*g_executor)("actor", name, py::none(), Views(args));
+            if (answer[0].cast<bool>()) return HoldInstance(answer[1]);
+            return core::MakeApplicationError(answer[1].cast<std::string>(), answer[2].cast<std::string>());
+          } catch (py::error_already_set& e) {
+            return absl::InternalError(absl::StrCat("the Python executor failed: ", e.what()));
+          }
+        });
   };
   r.method = [](const std::string& name) -> std::optional<internal::ActorMethodInvoker> {
     return internal::ActorMethodInvoker([name](void* instance, const internal::ArgViews& args) {

@@ -110,7 +110,11 @@ TEST_F(ApiTest, ObjectRefArgumentPassesItsValue) {
 }
 
 TEST_F(ApiTest, OptionsReachTheCoreWorker) {
-  manta::Task(Add).SetResources({{"TPU", 4}}).SetLabelSelector({{"zone", "a"}}).SetMaxRetries(7).SetName("adder")
+  manta::Task(Add)
+      .SetResources({{"TPU", 4}})
+      .SetLabelSelector({{"zone", "a"}})
+      .SetMaxRetries(7)
+      .SetName("adder")
       .Remote(1, 1);
   manta::core::TaskOptions options = core_->last_task_options();
   EXPECT_EQ(options.resources.at("TPU"), 4);
@@ -182,7 +186,8 @@ TEST_F(ApiTest, ApplicationErrorCarriesFunctionAndMessage) {
     manta::Get(manta::Task(CheckedDouble).Remote(-1));
     FAIL() << "no exception";
   } catch (const manta::ApplicationError& e) {
-    EXPECT_NE(std::string(e.what()).find("CheckedDouble returned OUT_OF_RANGE: v must be non-negative"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("CheckedDouble returned OUT_OF_RANGE: v must be non-negative"),
+              std::string::npos)
         << e.what();
   }
 }

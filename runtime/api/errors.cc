@@ -87,8 +87,7 @@ absl::Status TypedGetError(const absl::Status& status) {
 }
 
 absl::Status ValueDeserializeError(const ObjectId& id, const absl::Status& status) {
-  return core::MakeError(ErrorType::kApplicationError,
-                         absl::StrCat("object ", id.Hex(), ": ", status.message()));
+  return core::MakeError(ErrorType::kApplicationError, absl::StrCat("object ", id.Hex(), ": ", status.message()));
 }
 
 }  // namespace manta::internal

@@ -6,10 +6,10 @@ namespace manta {
 namespace {
 
 TEST(ErrorTypeTest, PayloadRoundTrip) {
-  for (ErrorType type : {ErrorType::kApplicationError, ErrorType::kWorkerDied, ErrorType::kActorDied,
-                         ErrorType::kOwnerDied, ErrorType::kInfeasible, ErrorType::kObjectLost,
-                         ErrorType::kTaskCancelled, ErrorType::kNodeDied, ErrorType::kInvalidArgument,
-                         ErrorType::kTimeout}) {
+  for (ErrorType type :
+       {ErrorType::kApplicationError, ErrorType::kWorkerDied, ErrorType::kActorDied, ErrorType::kOwnerDied,
+        ErrorType::kInfeasible, ErrorType::kObjectLost, ErrorType::kTaskCancelled, ErrorType::kNodeDied,
+        ErrorType::kInvalidArgument, ErrorType::kTimeout}) {
     absl::Status status = core::MakeError(type, "boom");
     EXPECT_FALSE(status.ok());
     EXPECT_EQ(status.message(), "boom");

@@ -67,8 +67,7 @@ void FunctionRegistry::RegisterFunction(const std::string& name, const void* key
   impl_->pointer_names.emplace(key, name);
 }
 
-void FunctionRegistry::RegisterActorFactory(const std::string& name, const void* key,
-                                            ActorFactoryInvoker invoker) {
+void FunctionRegistry::RegisterActorFactory(const std::string& name, const void* key, ActorFactoryInvoker invoker) {
   CHECK(!name.empty()) << "MANTA_REMOTE: empty factory name";
   CHECK(!impl_->Taken(name)) << "MANTA_REMOTE: " << name << " is registered twice";
   impl_->factories.emplace(name, std::move(invoker));

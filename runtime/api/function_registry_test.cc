@@ -82,8 +82,7 @@ TEST(FunctionRegistryTest, BadArgumentsAreErrorsNotCrashes) {
   std::string text = *Serialize(std::string("seven"));
   absl::StatusOr<ReturnValues> result = (*triple)({text});
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.status().message().find("Triple: bad arguments: argument 1"), std::string::npos)
-      << result.status();
+  EXPECT_NE(result.status().message().find("Triple: bad arguments: argument 1"), std::string::npos) << result.status();
 }
 
 TEST(FunctionRegistryTest, FactoryAndMethods) {
@@ -112,7 +111,7 @@ TEST(FunctionRegistryTest, AResolverAnswersNamesOfItsPrefixOnceEach) {
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(registry.FindFunction("rt:triple"), first);  // kept, not asked again
   EXPECT_EQ(registry.FindFunction("rt:missing"), nullptr);
-  EXPECT_EQ(registry.FindFunction("other:triple"), nullptr);  // not its prefix
+  EXPECT_EQ(registry.FindFunction("other:triple"), nullptr);   // not its prefix
   EXPECT_EQ(registry.FindActorFactory("rt:triple"), nullptr);  // no factory resolver
   EXPECT_EQ(asked, (std::vector<std::string>{"rt:triple", "rt:missing"}));
   EXPECT_TRUE((*first)({Bytes(5)}).ok());

@@ -44,8 +44,7 @@ absl::StatusOr<core::CoreWorkerFactory*> ChooseFactory(const InitOptions& option
   return factory;
 }
 
-[[noreturn]] void RunWorkerOrExit(const absl::StatusOr<core::CoreWorkerFactory*>& factory,
-                                  const InitOptions& options) {
+[[noreturn]] void RunWorkerOrExit(const absl::StatusOr<core::CoreWorkerFactory*>& factory, const InitOptions& options) {
   if (!factory.ok()) {
     std::fprintf(stderr, "manta worker: cannot start: %s\n", factory.status().ToString().c_str());
     std::fflush(stderr);

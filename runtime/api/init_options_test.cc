@@ -61,8 +61,8 @@ class InitOptionsTest : public ::testing::Test {
 };
 
 TEST_F(InitOptionsTest, ParseStripsMantaFlagsAndKeepsTheRest) {
-  std::vector<std::string> storage{"prog", "--steps=3", "--address=10.0.0.1:6379", "in.txt",
-                                    "--temp-dir", "/var/manta", "-v"};
+  std::vector<std::string> storage{"prog",       "--steps=3", "--address=10.0.0.1:6379", "in.txt", "--temp-dir",
+                                   "/var/manta", "-v"};
   std::vector<char*> argv;
   for (auto& s : storage) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -77,9 +77,8 @@ bool PlacementGroup::Wait(absl::Duration timeout) const {
   core::CoreWorker* core = ValueOrThrow(Core());
   core::PlacementGroupData data = ValueOrThrow(core->WaitPlacementGroupReady(id, timeout));
   if (data.state == PlacementGroupState::kRemoved) {
-    throw Error(absl::FailedPreconditionError(absl::StrCat("placement group ", id.Hex(), " was removed",
-                                                           data.state_message.empty() ? "" : ": ",
-                                                           data.state_message)));
+    throw Error(absl::FailedPreconditionError(absl::StrCat(
+        "placement group ", id.Hex(), " was removed", data.state_message.empty() ? "" : ": ", data.state_message)));
   }
   return data.state == PlacementGroupState::kCreated;
 }
@@ -133,8 +132,7 @@ absl::StatusOr<PlacementGroup> TryCreatePlacementGroup(const PlacementGroupOptio
   }
   auto created = (*core)->CreatePlacementGroup(spec);
   if (!created.ok()) {
-    return absl::Status(created.status().code(),
-                        absl::StrCat("CreatePlacementGroup: ", created.status().message()));
+    return absl::Status(created.status().code(), absl::StrCat("CreatePlacementGroup: ", created.status().message()));
   }
   return PlacementGroup(spec.id.Binary());
 }

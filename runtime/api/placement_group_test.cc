@@ -106,12 +106,12 @@ TEST_F(PlacementGroupTest, TheFakeFindsAStrictSpreadPlacementFirstFitMisses) {
 TEST_F(PlacementGroupTest, HeaderExampleCompilesAndLabelSelectorsPlace) {
   core_->AddNode(Node("10.0.0.1", {{"TPU", 4}}, {{"pool", "x"}}));
   core_->AddNode(Node("10.0.0.2", {{"TPU", 4}}, {{"pool", "y"}}));
-  manta::PlacementGroup pg = manta::CreatePlacementGroup(
-      {.bundles = {{.resources = {{"TPU", 4}}}, {.resources = {{"TPU", 4}}}},
-       .strategy = manta::PlacementStrategy::kStrictSpread});
+  manta::PlacementGroup pg =
+      manta::CreatePlacementGroup({.bundles = {{.resources = {{"TPU", 4}}}, {.resources = {{"TPU", 4}}}},
+                                   .strategy = manta::PlacementStrategy::kStrictSpread});
   ASSERT_TRUE(pg.Wait(absl::Seconds(1)));
-  manta::PlacementGroup selected = manta::CreatePlacementGroup(
-      {.bundles = {{.resources = {{"CPU", 0.5}}, .label_selector = {{"pool", "y"}}}}});
+  manta::PlacementGroup selected =
+      manta::CreatePlacementGroup({.bundles = {{.resources = {{"CPU", 0.5}}, .label_selector = {{"pool", "y"}}}}});
   core_->AddNode(Node("10.0.0.3", {{"CPU", 1}}, {{"pool", "x"}}));
   core_->AddNode(Node("10.0.0.4", {{"CPU", 1}}, {{"pool", "y"}}));
   ASSERT_TRUE(selected.Wait(absl::Seconds(1)));
@@ -134,9 +134,7 @@ TEST_F(PlacementGroupTest, PendingUntilANodeJoinsAndInfeasibleSaysWhy) {
 }
 
 TEST_F(PlacementGroupTest, MalformedRequestsSurfaceTheGcsError) {
-  auto code_of = [](const manta::PlacementGroupOptions& o) {
-    return Thrown([&] { manta::CreatePlacementGroup(o); });
-  };
+  auto code_of = [](const manta::PlacementGroupOptions& o) { return Thrown([&] { manta::CreatePlacementGroup(o); }); };
   absl::Status s = code_of({});
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(std::string(s.message()).find("at least one bundle"), std::string::npos) << s;

@@ -55,8 +55,8 @@ std::string RemoteFunctionName(const void* key, const std::type_info& type) {
   const FunctionRegistry& registry = FunctionRegistry::Instance();
   std::string name = registry.NameOf(key);
   if (name.empty()) {
-    throw Error(absl::NotFoundError(absl::StrCat("manta::Task: this function (", TypeName(type),
-                                                 ") is not remote; add it to MANTA_REMOTE(...)")));
+    throw Error(absl::NotFoundError(
+        absl::StrCat("manta::Task: this function (", TypeName(type), ") is not remote; add it to MANTA_REMOTE(...)")));
   }
   if (registry.FindFunction(name) == nullptr) {
     throw Error(absl::InvalidArgumentError(
@@ -69,8 +69,8 @@ std::string RemoteFactoryName(const void* key, const std::type_info& type) {
   const FunctionRegistry& registry = FunctionRegistry::Instance();
   std::string name = registry.NameOf(key);
   if (name.empty()) {
-    throw Error(absl::NotFoundError(absl::StrCat("manta::Actor: this factory (", TypeName(type),
-                                                 ") is not remote; add it to MANTA_REMOTE(...)")));
+    throw Error(absl::NotFoundError(
+        absl::StrCat("manta::Actor: this factory (", TypeName(type), ") is not remote; add it to MANTA_REMOTE(...)")));
   }
   if (registry.FindActorFactory(name) == nullptr) {
     throw Error(absl::InvalidArgumentError(absl::StrCat("manta::Actor: ", name, " is not an actor factory")));

@@ -10,7 +10,7 @@ namespace manta::internal {
 std::string TypeName(const std::type_info& type) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
-                                                    std::free);
+                                                   std::free);
   if (status != 0 || demangled == nullptr) return type.name();
   std::string name = demangled.get();
   // Spell the standard strings as users write them.

@@ -129,9 +129,13 @@ TEST(SerializationTest, WrongTypeIsAnErrorNamingTheType) {
 
 TEST(SerializationTest, GarbageAndTruncationAreErrors) {
   EXPECT_FALSE(Deserialize<int>("").ok());
-  EXPECT_FALSE(Deserialize<std::string>("\xdb\xff\xff\xff\xff" "abc").ok());
-  EXPECT_FALSE(Deserialize<std::vector<float>>("\xc4\x03" "abc").ok());  // not whole floats
-  EXPECT_FALSE(Deserialize<std::vector<int>>("\x93\x01").ok());           // truncated array
+  EXPECT_FALSE(Deserialize<std::string>("\xdb\xff\xff\xff\xff"
+                                        "abc")
+                   .ok());
+  EXPECT_FALSE(Deserialize<std::vector<float>>("\xc4\x03"
+                                               "abc")
+                   .ok());                                       // not whole floats
+  EXPECT_FALSE(Deserialize<std::vector<int>>("\x93\x01").ok());  // truncated array
   absl::StatusOr<std::string> bytes = Serialize(5);
   ASSERT_TRUE(bytes.ok());
   EXPECT_FALSE(Deserialize<int>(*bytes + "x").ok());  // trailing bytes

@@ -12,8 +12,8 @@ namespace manta {
 namespace {
 
 NodeInfo ToNodeInfo(const core::NodeData& n) {
-  return NodeInfo{n.node_id.Hex(),  n.ip,           n.alive,           n.is_head,      n.resources_total,
-                  n.labels,         n.draining,     n.drain_reason,    n.drain_deadline_ms, n.death_reason};
+  return NodeInfo{n.node_id.Hex(), n.ip,       n.alive,        n.is_head,           n.resources_total,
+                  n.labels,        n.draining, n.drain_reason, n.drain_deadline_ms, n.death_reason};
 }
 
 }  // namespace
@@ -72,27 +72,42 @@ namespace state {
 
 std::string TrainRunStateName(TrainRunState s) {
   switch (s) {
-    case TrainRunState::kInitializing: return "INITIALIZING";
-    case TrainRunState::kScheduling: return "SCHEDULING";
-    case TrainRunState::kRunning: return "RUNNING";
-    case TrainRunState::kRestarting: return "RESTARTING";
-    case TrainRunState::kRescheduling: return "RESCHEDULING";
-    case TrainRunState::kResizing: return "RESIZING";
-    case TrainRunState::kShuttingDown: return "SHUTTING_DOWN";
-    case TrainRunState::kFinished: return "FINISHED";
-    case TrainRunState::kErrored: return "ERRORED";
-    case TrainRunState::kAborted: return "ABORTED";
+    case TrainRunState::kInitializing:
+      return "INITIALIZING";
+    case TrainRunState::kScheduling:
+      return "SCHEDULING";
+    case TrainRunState::kRunning:
+      return "RUNNING";
+    case TrainRunState::kRestarting:
+      return "RESTARTING";
+    case TrainRunState::kRescheduling:
+      return "RESCHEDULING";
+    case TrainRunState::kResizing:
+      return "RESIZING";
+    case TrainRunState::kShuttingDown:
+      return "SHUTTING_DOWN";
+    case TrainRunState::kFinished:
+      return "FINISHED";
+    case TrainRunState::kErrored:
+      return "ERRORED";
+    case TrainRunState::kAborted:
+      return "ABORTED";
   }
   return "UNKNOWN";
 }
 
 std::string TrainAttemptStateName(TrainAttemptState s) {
   switch (s) {
-    case TrainAttemptState::kPending: return "PENDING";
-    case TrainAttemptState::kRunning: return "RUNNING";
-    case TrainAttemptState::kFinished: return "FINISHED";
-    case TrainAttemptState::kErrored: return "ERRORED";
-    case TrainAttemptState::kAborted: return "ABORTED";
+    case TrainAttemptState::kPending:
+      return "PENDING";
+    case TrainAttemptState::kRunning:
+      return "RUNNING";
+    case TrainAttemptState::kFinished:
+      return "FINISHED";
+    case TrainAttemptState::kErrored:
+      return "ERRORED";
+    case TrainAttemptState::kAborted:
+      return "ABORTED";
   }
   return "UNKNOWN";
 }

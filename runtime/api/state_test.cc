@@ -64,8 +64,10 @@ TEST_F(StateTest, NodeWatchSeesArrivalDrainAndDeathUntilDestroyed) {
 
 TEST_F(StateTest, ReportsAreVersionedAndFreezeOnceTerminal) {
   const std::string id(32, 'a');
-  state::ReportTrainRun(MakeRun(id, 1, state::TrainRunState::kRunning), {{.time_ms = 1, .step = 0, .metrics = {{"loss", 5}}}});
-  state::ReportTrainRun(MakeRun(id, 3, state::TrainRunState::kRunning), {{.time_ms = 2, .step = 1, .metrics = {{"loss", 4}}}});
+  state::ReportTrainRun(MakeRun(id, 1, state::TrainRunState::kRunning),
+                        {{.time_ms = 1, .step = 0, .metrics = {{"loss", 5}}}});
+  state::ReportTrainRun(MakeRun(id, 3, state::TrainRunState::kRunning),
+                        {{.time_ms = 2, .step = 1, .metrics = {{"loss", 4}}}});
   state::ReportTrainRun(MakeRun(id, 2, state::TrainRunState::kErrored));  // older: ignored
   auto runs = state::ListTrainRuns(/*with_metrics=*/true);
   ASSERT_EQ(runs.size(), 1u);

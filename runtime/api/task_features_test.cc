@@ -120,8 +120,8 @@ TEST_F(TaskFeaturesTest, ACountThatDiffersIsAnApplicationErrorNamingBoth) {
 TEST_F(TaskFeaturesTest, InvalidCountsAreRefused) {
   manta::core::TaskOptions options;
   options.num_returns = 0;
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      manta::core::CoreWorker::Current()->SubmitTask("raw:two_values", {}, options).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(manta::core::CoreWorker::Current()->SubmitTask("raw:two_values", {}, options).status()));
   EXPECT_THROW(manta::Task(Three).SetNumReturns(2).RemoteSplit(1), manta::Error);
   EXPECT_THROW(manta::Task(Three).SetNumReturns(3).Remote(1), manta::Error);
 }
@@ -138,22 +138,19 @@ TEST_F(TaskFeaturesTest, RetryExceptionsRunsAgainWithinMaxRetries) {
   EXPECT_EQ(g_flaky_runs, 3);
   // Out of retries: the last error.
   g_flaky_runs = 0;
-  EXPECT_THROW(manta::Get(manta::Task(Flaky).SetRetryExceptions().SetMaxRetries(1).Remote(5)),
-               manta::ApplicationError);
+  EXPECT_THROW(manta::Get(manta::Task(Flaky).SetRetryExceptions().SetMaxRetries(1).Remote(5)), manta::ApplicationError);
   EXPECT_EQ(g_flaky_runs, 2);
   EXPECT_EQ(*manta::Get(manta::Task(AttemptSeen).Remote()), 0);
 }
 
 TEST_F(TaskFeaturesTest, ANamedTypeIsRetriedAndOthersAreNot) {
   g_flaky_runs = 0;
-  EXPECT_EQ(*manta::Get(
-                manta::Task(Flaky).SetRetryExceptionTypes({"std::runtime_error"}).SetMaxRetries(3).Remote(1)),
+  EXPECT_EQ(*manta::Get(manta::Task(Flaky).SetRetryExceptionTypes({"std::runtime_error"}).SetMaxRetries(3).Remote(1)),
             2);
   EXPECT_EQ(g_flaky_runs, 2);
   g_flaky_runs = 0;
-  EXPECT_THROW(
-      manta::Get(manta::Task(Flaky).SetRetryExceptionTypes({"std::logic_error"}).SetMaxRetries(3).Remote(1)),
-      manta::ApplicationError);
+  EXPECT_THROW(manta::Get(manta::Task(Flaky).SetRetryExceptionTypes({"std::logic_error"}).SetMaxRetries(3).Remote(1)),
+               manta::ApplicationError);
   EXPECT_EQ(g_flaky_runs, 1);
   EXPECT_EQ(core_->RunCount("AlwaysThrows"), 0);
   EXPECT_THROW(
@@ -178,7 +175,8 @@ TEST_F(TaskFeaturesTest, HardAffinityToAnUnknownNodeIsInfeasible) {
   EXPECT_EQ(core_->last_task_options().scheduling_strategy.node_id, known);
   auto bad = manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom())).Remote(1);
   EXPECT_THROW(manta::Get(bad), manta::InfeasibleError);
-  auto soft = manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom(), true)).Remote(2);
+  auto soft =
+      manta::Task(Three).SetSchedulingStrategy(manta::NodeAffinity(manta::NodeId::FromRandom(), true)).Remote(2);
   EXPECT_EQ(std::get<0>(*manta::Get(soft)), 2);
 }
 

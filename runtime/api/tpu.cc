@@ -22,8 +22,8 @@ namespace {
 struct ObservedSlice {
   SliceInfo info;
   std::map<int, const core::NodeData*> hosts;  // alive hosts by worker id
-  bool malformed = false;                        // labels that do not parse
-  bool mismatched = false;                       // an alive host fails the caller's label selector
+  bool malformed = false;                      // labels that do not parse
+  bool mismatched = false;                     // an alive host fails the caller's label selector
 };
 
 absl::StatusOr<core::CoreWorker*> Core() {
@@ -162,8 +162,8 @@ absl::StatusOr<SliceShape> TrySliceShapeOf(const std::string& accelerator_versio
   auto pod = PodTypeFromTopology(accelerator_version, topology);
   if (!pod.ok()) return absl::InvalidArgumentError(pod.status().message());
   if (!IsValidTopology(accelerator_version, topology)) {
-    return absl::InvalidArgumentError(absl::StrCat("topology '", topology, "' is not valid for accelerator version '",
-                                                   accelerator_version, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology '", topology, "' is not valid for accelerator version '", accelerator_version, "'"));
   }
   auto dims = ParseTopology(topology);
   if (!dims.ok()) return absl::InvalidArgumentError(dims.status().message());
@@ -232,8 +232,8 @@ struct SliceRequest {
   std::vector<int> topology;
   int chips_per_host = 0;
   int hosts = 0;
-  std::map<std::string, double> bundle;  // each host's bundle
-  std::string what;                      // "2 slice(s) of v6e-16 (4x4) within 5m", for errors
+  std::map<std::string, double> bundle;               // each host's bundle
+  std::string what;                                   // "2 slice(s) of v6e-16 (4x4) within 5m", for errors
   std::map<std::string, std::string> label_selector;  // the caller's, on every bundle
   LabelSelector selector;                             // label_selector, parsed
 };
@@ -257,8 +257,15 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
     return invalid(absl::StrCat("megascale_port ", options.megascale_port, " is not a port"));
   }
   if (auto s = CheckSliceLabelSelector(options.label_selector, pod->ToString()); !s.ok()) return invalid(s.message());
-  SliceRequest r{*pod, pod->ToString(), *topology, *chips, *hosts, options.resources_per_bundle, "",
-                 options.label_selector, *LabelSelector::Parse(options.label_selector)};
+  SliceRequest r{*pod,
+                 pod->ToString(),
+                 *topology,
+                 *chips,
+                 *hosts,
+                 options.resources_per_bundle,
+                 "",
+                 options.label_selector,
+                 *LabelSelector::Parse(options.label_selector)};
   if (r.bundle.empty()) r.bundle[kTpuResource] = *chips;
   r.what = absl::StrCat(options.num_slices, " slice(s) of ", r.pod_type, " (", TopologyToString(r.topology),
                         ") within ", absl::FormatDuration(options.timeout));

@@ -256,7 +256,8 @@ TEST_F(TpuSlicesTest, PrefersAWhollyFreeSliceToAHeldOne) {
   auto first = manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e"});
   ASSERT_EQ(first.slices()[0].name, "tpu-group-0");
   AddSlice("tpu-group-1", 1);
-  auto second = manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .timeout = absl::Seconds(1)});
+  auto second =
+      manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .timeout = absl::Seconds(1)});
   EXPECT_EQ(second.slices()[0].name, "tpu-group-1");
   second.Release();
   first.Release();
@@ -265,8 +266,8 @@ TEST_F(TpuSlicesTest, PrefersAWhollyFreeSliceToAHeldOne) {
 TEST_F(TpuSlicesTest, OneGroupPerSlice) {
   AddSlice("tpu-group-0", 0);
   AddSlice("tpu-group-1", 1);
-  auto r = manta::tpu::ReserveSlices(
-      {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .one_group = false});
+  auto r =
+      manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .one_group = false});
   ASSERT_EQ(r.groups().size(), 2u);
   EXPECT_EQ(core_->LivePlacementGroupCount(), 2u);
   auto [group, index] = r.Bundle(1, 2);
@@ -340,17 +341,20 @@ TEST_F(TpuSlicesTest, ALabelSelectorTakesOnlySlicesWhoseEveryHostMatches) {
   // The only other slice with a head in pool a has a host that is not: a
   // second slice is never had.
   absl::Status second = Thrown([&] {
-    manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .label_selector = pool_a,
-                               .timeout = absl::Milliseconds(20)});
+    manta::tpu::ReserveSlices(
+        {.topology = "4x4", .accelerator_version = "v6e", .label_selector = pool_a, .timeout = absl::Milliseconds(20)});
   });
   EXPECT_TRUE(absl::IsDeadlineExceeded(second)) << second;
   EXPECT_EQ(core_->LivePlacementGroupCount(), 1u);
   r.Release();
 
   // By name, among the slices the caller names.
-  auto named = manta::tpu::ReserveSlices(
-      {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2,
-       .label_selector = {{manta::tpu::kLabelSliceName, "in(tpu-group-1,tpu-group-2)"}}, .timeout = absl::Seconds(1)});
+  auto named =
+      manta::tpu::ReserveSlices({.topology = "4x4",
+                                 .accelerator_version = "v6e",
+                                 .num_slices = 2,
+                                 .label_selector = {{manta::tpu::kLabelSliceName, "in(tpu-group-1,tpu-group-2)"}},
+                                 .timeout = absl::Seconds(1)});
   std::set<std::string> names;
   for (const auto& s : named.slices()) names.insert(s.name);
   EXPECT_EQ(names, (std::set<std::string>{"tpu-group-1", "tpu-group-2"}));

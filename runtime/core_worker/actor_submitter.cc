@@ -90,8 +90,7 @@ absl::StatusOr<ActorId> ActorSubmitter::RegisterNamed(const rpc::TaskSpec& creat
   deps_.loop->Post([this, creation, registered] {
     rpc::RegisterActorRequest req;
     *req.mutable_creation_task() = creation;
-    gcs_->RegisterActor(req, [this, creation, registered](const absl::Status& s,
-                                                                      rpc::RegisterActorReply&& reply) {
+    gcs_->RegisterActor(req, [this, creation, registered](const absl::Status& s, rpc::RegisterActorReply&& reply) {
       auto aid = ActorId::FromBinary(reply.actor().actor_id());
       if (!s.ok() || !aid.ok()) {
         deps_.refs->ReleaseHeld(creation.actor_id());
@@ -288,9 +287,8 @@ void ActorSubmitter::Submit(const ActorId& actor, rpc::TaskSpec spec, const std:
         PendingCall& p = a.pending[order];
         p.spec = spec;
         p.resolving = true;
-        deps_.loop->Post([this, actor, order, spec = std::move(spec)]() mutable {
-          ResolveCall(actor, order, std::move(spec));
-        });
+        deps_.loop->Post(
+            [this, actor, order, spec = std::move(spec)]() mutable { ResolveCall(actor, order, std::move(spec)); });
       }
     }
   }
@@ -360,7 +358,8 @@ void ActorSubmitter::SendCalls(Actor& a, std::vector<PushCall*>* to_start) {
     req.mutable_spec()->set_sequence_number(p.wire_sequence);
     call->incarnation = a.info.num_restarts();
     p.pushed = call;
-    deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(), a.info.pid());
+    deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(),
+                                a.info.pid());
     to_start->push_back(call);
   }
 }
@@ -372,8 +371,7 @@ int64_t ActorSubmitter::LowestUnacked(const Actor& a) {
   return a.pending.begin()->second.wire_sequence;
 }
 
-PushCall* ActorSubmitter::SkipPush(const Actor& a, const std::string& task_id,
-                                                   int64_t wire_sequence) {
+PushCall* ActorSubmitter::SkipPush(const Actor& a, const std::string& task_id, int64_t wire_sequence) {
   auto* call = new PushCall;
   call->actor = a.id;
   call->address = a.address;
@@ -435,7 +433,7 @@ void ActorSubmitter::Settle(PushCall& call, std::vector<PushCall*>* to_start) {
     const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
     deps_.host->RecordTaskEvent(call.request.spec(), failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
-                    failed ? &reply.error() : nullptr);
+                                failed ? &reply.error() : nullptr);
     a.pending.erase(p);
     return;
   }
@@ -452,7 +450,7 @@ void ActorSubmitter::Settle(PushCall& call, std::vector<PushCall*>* to_start) {
   // for a while; any other failure costs one each time.
   const bool refused = IsRefusal(call.status.code());
   const bool costless = absl::IsUnavailable(call.status) && pc.charged_incarnation == call.incarnation &&
-                    pc.free_resends < kMaxFreeResends;
+                        pc.free_resends < kMaxFreeResends;
   if (!refused && (costless || a.max_task_retries < 0 || pc.retries_used < a.max_task_retries)) {
     if (costless) {
       ++pc.free_resends;
@@ -471,10 +469,10 @@ void ActorSubmitter::Settle(PushCall& call, std::vector<PushCall*>* to_start) {
   const int64_t wire = pc.wire_sequence;
   if (refused) {
     deps_.FailTask(pc.Spec(), ErrorType::kInvalidArgument,
-             "the actor's worker refused this call: " + std::string(call.status.message()));
+                   "the actor's worker refused this call: " + std::string(call.status.message()));
   } else {
     deps_.FailTask(pc.Spec(), ErrorType::kActorDied,
-             "the actor's worker died while running this call: " + std::string(call.status.message()));
+                   "the actor's worker died while running this call: " + std::string(call.status.message()));
   }
   a.pending.erase(p);
   // The worker may hold later calls until this one's number comes.

@@ -152,9 +152,9 @@ class ActorSubmitter {
   static int64_t LowestUnacked(const Actor& actor);
   void OnActorInfo(const rpc::ActorInfo& info) ABSL_LOCKS_EXCLUDED(mu_);
   void OnNewIncarnation(Actor& a, const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PollActors();                       // io loop
+  void PollActors();                                                // io loop
   void OnPoll(const absl::Status& s, const rpc::PollReply& reply);  // io loop
-  void SubscribeActor(const ActorId& id);  // io loop
+  void SubscribeActor(const ActorId& id);                           // io loop
   void FailCalls(Actor& actor, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SubmitDeps deps_;

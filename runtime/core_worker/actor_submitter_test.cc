@@ -38,7 +38,7 @@ class ActorSubmitterTest : public ::testing::Test {
   ~ActorSubmitterTest() override {
     actors_.Stop();
     loop_.RunOnLoop([&] { gcs_.SetReachable(false); });  // ends the held poll
-    loop_.Stop();  // no timer of the submitter's runs once it is gone
+    loop_.Stop();                                        // no timer of the submitter's runs once it is gone
   }
 
   // Runs `fn` on the loop, then lets what it set off there run too.

@@ -46,9 +46,9 @@ std::optional<ChildTasks::Added> ChildTasks::AddLocked(const TaskId& parent, con
   if (r.cancelled) return Added{parent, /*cancel=*/true, r.force};
   r.children.push_back(child);
   if (r.children.size() >= r.compact_at) {
-    r.children.erase(std::remove_if(r.children.begin(), r.children.end(),
-                                    [this](const Child& c) { return !still_pending_(c); }),
-                     r.children.end());
+    r.children.erase(
+        std::remove_if(r.children.begin(), r.children.end(), [this](const Child& c) { return !still_pending_(c); }),
+        r.children.end());
     r.compact_at = std::max(kFirstCompaction, 2 * r.children.size());
   }
   return Added{parent};

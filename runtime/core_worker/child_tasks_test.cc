@@ -91,7 +91,7 @@ TEST_F(ChildTasksTest, ALongListShedsTheChildrenThatEndedEachTimeItDoubles) {
   for (size_t i = 0; i + 10 < first.size(); ++i) ended_.insert(first[i].task);
   EXPECT_EQ(children_.NumChildren(parent), ChildTasks::kFirstCompaction - 1);
   ASSERT_TRUE(children_.Add(parent, Normal()).has_value());  // reaches the threshold
-  EXPECT_EQ(children_.NumChildren(parent), 11u);  // ten still pending, and the new one
+  EXPECT_EQ(children_.NumChildren(parent), 11u);             // ten still pending, and the new one
   std::vector<ChildTasks::Child> taken = children_.Take(parent, false);
   EXPECT_EQ(taken.front().task, first[first.size() - 10].task);
 }

@@ -384,8 +384,8 @@ std::vector<absl::StatusOr<Value>> CoreWorkerImpl::Get(const std::vector<ObjectR
   return objects_.Get(refs, timeout);
 }
 
-std::vector<bool> CoreWorkerImpl::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
-                                       absl::Duration timeout, bool fetch_local) {
+std::vector<bool> CoreWorkerImpl::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
+                                       bool fetch_local) {
   return objects_.Wait(refs, num_returns, timeout, fetch_local);
 }
 

@@ -173,8 +173,7 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                  rpc::ExitReply* reply) override;
   grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const rpc::CancelTaskRequest* req,
                                        rpc::CancelTaskReply* reply) override;
-  grpc::ServerUnaryReactor* RemoteCancelTask(grpc::CallbackServerContext* ctx,
-                                             const rpc::RemoteCancelTaskRequest* req,
+  grpc::ServerUnaryReactor* RemoteCancelTask(grpc::CallbackServerContext* ctx, const rpc::RemoteCancelTaskRequest* req,
                                              rpc::RemoteCancelTaskReply* reply) override;
   grpc::ServerUnaryReactor* AddBorrower(grpc::CallbackServerContext* ctx, const rpc::AddBorrowerRequest* req,
                                         rpc::AddBorrowerReply* reply) override;

@@ -192,8 +192,8 @@ std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> FakeCoreWorker::
   return out;
 }
 
-std::vector<bool> FakeCoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns,
-                                       absl::Duration timeout, bool /*fetch_local*/) {
+std::vector<bool> FakeCoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
+                                       bool /*fetch_local*/) {
   std::vector<bool> ready(refs.size(), false);
   auto count_ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int count = 0;
@@ -246,13 +246,15 @@ absl::Status ValidateSpec(const PlacementGroupData& spec) {
       return absl::InvalidArgumentError(absl::StrCat("bundle ", i, " has index ", b.index));
     }
     auto resources = ResourceSet::FromMap(b.resources);
-    if (!resources.ok()) return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", resources.status().message()));
+    if (!resources.ok())
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", resources.status().message()));
     if (resources->empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("bundle ", i, " is empty: a bundle must reserve at least one resource"));
     }
     auto selector = LabelSelector::Parse(b.label_selector);
-    if (!selector.ok()) return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", selector.status().message()));
+    if (!selector.ok())
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", i, ": ", selector.status().message()));
   }
   return absl::OkStatus();
 }
@@ -521,12 +523,12 @@ absl::Status FakeCoreWorker::ReportTrainRun(const TrainRunData& run,
   auto it = train_runs_.find(run.run_id);
   if (it != train_runs_.end()) {
     const TrainRunState held = it->second.state;
-    const bool terminal = held == TrainRunState::kFinished || held == TrainRunState::kErrored ||
-                          held == TrainRunState::kAborted;
+    const bool terminal =
+        held == TrainRunState::kFinished || held == TrainRunState::kErrored || held == TrainRunState::kAborted;
     if (terminal || run.version <= it->second.version) return absl::OkStatus();
   }
-  std::vector<TrainMetricPointData> series = it == train_runs_.end() ? std::vector<TrainMetricPointData>{}
-                                                                       : std::move(it->second.metrics);
+  std::vector<TrainMetricPointData> series =
+      it == train_runs_.end() ? std::vector<TrainMetricPointData>{} : std::move(it->second.metrics);
   series.insert(series.end(), new_metrics.begin(), new_metrics.end());
   TrainRunData& stored = train_runs_[run.run_id];
   stored = run;

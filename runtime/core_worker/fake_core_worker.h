@@ -130,7 +130,7 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
   absl::StatusOr<ObjectRefInfo> Put(std::string data) override;
   std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(const std::vector<ObjectRefInfo>& refs,
-                                                                       absl::Duration timeout) override;
+                                                                      absl::Duration timeout) override;
   // Every value is local here: `fetch_local` changes nothing.
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_returns, absl::Duration timeout,
                          bool fetch_local) override;
@@ -240,7 +240,7 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   std::map<std::pair<std::string, std::string>, PlacementGroupId> group_names_ ABSL_GUARDED_BY(mu_);
   uint64_t next_group_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::pair<absl::Status, int>> gcs_errors_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, TrainRunData> train_runs_ ABSL_GUARDED_BY(mu_);  // by run id
+  std::map<std::string, TrainRunData> train_runs_ ABSL_GUARDED_BY(mu_);                 // by run id
   std::map<std::pair<std::string, std::string>, std::string> kv_ ABSL_GUARDED_BY(mu_);  // (ns, key)
   std::map<int64_t, std::function<void(const NodeEvent&)>> node_watches_ ABSL_GUARDED_BY(mu_);
   int64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;

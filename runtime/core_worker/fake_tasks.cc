@@ -35,7 +35,7 @@ void FakeCoreWorker::Complete(const ObjectId& id, absl::StatusOr<std::string> va
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return;  // every reference was dropped already
-  if (it->second.ready) return;       // cancelled while held
+  if (it->second.ready) return;      // cancelled while held
   it->second.ready = true;
   if (value.ok()) {
     it->second.value = std::make_shared<const std::string>(std::move(*value));
@@ -69,9 +69,9 @@ std::vector<ObjectRefInfo> FakeCoreWorker::RefsTo(const std::vector<ObjectId>& i
 void FakeCoreWorker::CompleteAll(const std::vector<ObjectId>& ids, const std::string& name,
                                  absl::StatusOr<internal::ReturnValues> values) {
   if (values.ok() && values->size() != ids.size()) {
-    values = MakeError(ErrorType::kApplicationError,
-                       absl::StrCat(name, " returned ", values->size(), " values, but the task declares num_returns=",
-                                    ids.size()));
+    values = MakeError(
+        ErrorType::kApplicationError,
+        absl::StrCat(name, " returned ", values->size(), " values, but the task declares num_returns=", ids.size()));
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (values.ok()) {

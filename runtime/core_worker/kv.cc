@@ -15,8 +15,8 @@ absl::StatusOr<bool> GcsClusterState::KvPut(const std::string& ns, const std::st
   req.set_value(value);
   req.set_overwrite(overwrite);
   req.set_request_id(rpc::NewRequestId());
-  auto reply = gcs_->Call<rpc::KvPutReply>(
-      [req](gcs::GcsClient& gcs, auto done) { gcs.KvPut(req, std::move(done)); }, {absl::ZeroDuration(), reconnect_});
+  auto reply = gcs_->Call<rpc::KvPutReply>([req](gcs::GcsClient& gcs, auto done) { gcs.KvPut(req, std::move(done)); },
+                                           {absl::ZeroDuration(), reconnect_});
   if (!reply.ok()) return reply.status();
   return reply->added();
 }
@@ -25,8 +25,8 @@ absl::StatusOr<std::optional<std::string>> GcsClusterState::KvGet(const std::str
   rpc::KvGetRequest req;
   req.set_ns(ns);
   req.set_key(key);
-  auto reply = gcs_->Call<rpc::KvGetReply>(
-      [req](gcs::GcsClient& gcs, auto done) { gcs.KvGet(req, std::move(done)); }, {absl::ZeroDuration(), reconnect_});
+  auto reply = gcs_->Call<rpc::KvGetReply>([req](gcs::GcsClient& gcs, auto done) { gcs.KvGet(req, std::move(done)); },
+                                           {absl::ZeroDuration(), reconnect_});
   if (!reply.ok()) return reply.status();
   if (!reply->found()) return std::optional<std::string>();
   return std::optional<std::string>(reply->value());

@@ -66,8 +66,8 @@ void LogPrinter::CloseWindows(absl::Time now) {
       continue;
     }
     if (p.repeats > 0) {
-      Print(it->first.first, p.latest_prefix + " " + p.latest_line + " [repeated " + std::to_string(p.repeats) +
-                                 "x across cluster]\n");
+      Print(it->first.first,
+            p.latest_prefix + " " + p.latest_line + " [repeated " + std::to_string(p.repeats) + "x across cluster]\n");
     }
     it = patterns_.erase(it);
   }

@@ -178,8 +178,9 @@ grpc::ServerUnaryReactor* CoreWorkerImpl::GetObjectStatus(grpc::CallbackServerCo
     reactor->Finish(s);
     return reactor;
   }
-  objects_.AnswerStatus(id, absl::Milliseconds(std::max(0, req->wait_ms())), reply,
-                        [reactor] { reactor->Finish(grpc::Status::OK); }, req->status_only());
+  objects_.AnswerStatus(
+      id, absl::Milliseconds(std::max(0, req->wait_ms())), reply, [reactor] { reactor->Finish(grpc::Status::OK); },
+      req->status_only());
   return reactor;
 }
 

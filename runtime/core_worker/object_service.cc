@@ -24,8 +24,7 @@ std::string OwnerKey(const std::string& owner_address) {
 
 // ---------------------------------------------------------------- reading
 
-std::vector<absl::StatusOr<Value>> ObjectService::Get(const std::vector<ObjectRefInfo>& refs,
-                                                       absl::Duration timeout) {
+std::vector<absl::StatusOr<Value>> ObjectService::Get(const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) {
   const absl::Time deadline = DeadlineAfter(timeout);
   // Values owned elsewhere are fetched into the local store first.
   for (const auto& ref : refs) {

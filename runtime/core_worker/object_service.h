@@ -57,8 +57,7 @@ class OwnerClient {
   // (without `fetch`: only asks whether it is), or the errors of Fetch
   // (the value's own error too).
   using Watched = std::function<void(absl::StatusOr<std::optional<Value>>)>;
-  virtual void Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch,
-                     Watched done) = 0;
+  virtual void Watch(const std::string& owner, const ObjectId& id, absl::Duration wait, bool fetch, Watched done) = 0;
   // Runs `fn` once, `delay` from now, on a thread that must not block.
   virtual void RunAfter(absl::Duration delay, std::function<void()> fn) = 0;
 };

@@ -61,9 +61,7 @@ class FakeOwners : public OwnerClient {
     absl::MutexLock lock(&mu);
     return watches.size();
   }
-  void RunAfter(absl::Duration delay, std::function<void()> fn) override {
-    timers.push_back({delay, std::move(fn)});
-  }
+  void RunAfter(absl::Duration delay, std::function<void()> fn) override { timers.push_back({delay, std::move(fn)}); }
   void RunTimers() {
     auto due = std::move(timers);
     timers.clear();

@@ -13,7 +13,7 @@
 
 namespace manta::core {
 
-struct TaskQueue;   // task_submitter.h
+struct TaskQueue;    // task_submitter.h
 struct WorkerLease;  // task_submitter.h
 
 // It owns the spec it carries while the push runs, so a push copies

@@ -29,8 +29,7 @@ Message& BatchFor(std::deque<Message>& queue, size_t& back_bytes, size_t bytes) 
 PushStream::PushStream(PushTransport* transport, std::string address)
     : transport_(transport), address_(std::move(address)) {}
 
-void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub,
-                           const std::string& token) {
+void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token) {
   self_ = std::move(self);
   rpc::PrepareContext(&ctx_, token, absl::InfiniteDuration());
   stub->async()->PushTasks(&ctx_, this);
@@ -179,7 +178,7 @@ void PushStream::OnDone(const grpc::Status& status) {
                              (status.ok() ? std::string("by the worker") : status.error_message()));
   }
   for (auto& [tag, call] : left) transport_->OnPushDone(call, why);
-  transport_->StreamEnded();  // after this, `transport_` may be gone
+  transport_->StreamEnded();     // after this, `transport_` may be gone
   auto self = std::move(self_);  // may free this, last
 }
 

@@ -67,11 +67,11 @@ class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::Pu
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a read or write failed, or the stream ended
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_tag_ ABSL_GUARDED_BY(mu_) = 0;
-  rpc::PushTasksRequest out_;                     // being written (by the writer only)
+  rpc::PushTasksRequest out_;                                      // being written (by the writer only)
   std::deque<rpc::PushTasksRequest> queued_ ABSL_GUARDED_BY(mu_);  // for the next writes
   size_t queued_back_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<int64_t, PushCall*> sent_ ABSL_GUARDED_BY(mu_);  // awaiting results
-  rpc::PushTasksReply in_;                        // being read (by the reader only)
+  rpc::PushTasksReply in_;                                             // being read (by the reader only)
 
   // True (once) when the hold is to be released: broken, no write out.
   bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -122,7 +122,7 @@ class PushTasksReactor : public grpc::ServerBidiReactor<rpc::PushTasksRequest, r
   absl::Mutex mu_;
   std::deque<rpc::PushTasksReply> pending_ ABSL_GUARDED_BY(mu_);  // for the next writes
   size_t pending_back_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;           // pushes not yet finished
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // pushes not yet finished
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: drop results

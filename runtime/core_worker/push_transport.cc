@@ -52,8 +52,8 @@ void PushTransport::SendOnStream(PushCall* call) {
     if (fresh) stream->Start();
     if (sent == PushStream::Sent::kSent) return;
     if (sent == PushStream::Sent::kTooLarge) {
-      return OnPushDone(call, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                           "the call is larger than a message may be"));
+      return OnPushDone(call,
+                        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "the call is larger than a message may be"));
     }
   }
 }
@@ -156,13 +156,13 @@ bool PushTransport::CancelAll() {
   for (auto& stream : streams) stream->Cancel();
   streams.clear();
   absl::MutexLock lock(&live_mu_);
-  auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_mu_) {
-    return live_pushes_.empty() && live_streams_ == 0;
-  };
+  auto all_ended = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_mu_) { return live_pushes_.empty() && live_streams_ == 0; };
   if (!live_mu_.AwaitWithTimeout(absl::Condition(&all_ended), absl::Seconds(10))) {
     // Their completions would touch a freed object: keep them, and it.
-    Logger("core_worker")->error("{} task pushes and {} call streams did not end after being cancelled",
-                                 live_pushes_.size(), live_streams_);
+    Logger("core_worker")
+        ->error("{} task pushes and {} call streams did not end after being cancelled", live_pushes_.size(),
+                live_streams_);
     return false;
   }
   return true;

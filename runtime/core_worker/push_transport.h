@@ -125,7 +125,7 @@ class PushTransport {
   // The calls started and not completed: CancelAll waits until their
   // completions, which touch this object and the host, have all run.
   absl::flat_hash_set<PushCall*> live_pushes_ ABSL_GUARDED_BY(live_mu_);
-  int live_streams_ ABSL_GUARDED_BY(live_mu_) = 0;  // bound, OnDone not yet over
+  int live_streams_ ABSL_GUARDED_BY(live_mu_) = 0;                 // bound, OnDone not yet over
   std::vector<PushCall*> ended_pushes_ ABSL_GUARDED_BY(live_mu_);  // once stopping
 };
 

@@ -37,9 +37,7 @@ class FakePeers : public BorrowPeers {
                    std::function<void(const absl::Status&, bool)> done) override {
     checks.push_back({at.worker_id(), worker_id, std::move(done)});
   }
-  void RunAfter(absl::Duration delay, std::function<void()> fn) override {
-    timers.push_back({delay, std::move(fn)});
-  }
+  void RunAfter(absl::Duration delay, std::function<void()> fn) override { timers.push_back({delay, std::move(fn)}); }
   // Runs the timers set so far (not those they set).
   int RunTimers() {
     std::deque<std::pair<absl::Duration, std::function<void()>>> due;
@@ -230,8 +228,8 @@ TEST_F(ReferenceCounterTest, AWorkerHandsOverRefsSoTheCallerCanHoldThem) {
   rpc::TaskSpec spec;
   *spec.mutable_caller_address() = owner;  // the caller
   spec.set_caller_worker_id(owner.worker_id());
-  ObjectId mine = PutOwned();                          // owned by this worker
-  ObjectRefInfo callers = RefOwnedBy(owner);           // the caller's own value
+  ObjectId mine = PutOwned();                                               // owned by this worker
+  ObjectRefInfo callers = RefOwnedBy(owner);                                // the caller's own value
   ObjectRefInfo third = RefOwnedBy(testing::WorkerAddress("third", 4000));  // borrowed from a third process
   refs.AddBorrowedReference(callers);
   refs.AddBorrowedReference(third);

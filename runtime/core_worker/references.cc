@@ -86,7 +86,6 @@ void GrpcPeers::RunAfter(absl::Duration delay, std::function<void()> fn) {
   loop_->Post([this, delay, fn = std::move(fn)]() mutable { loop_->RunOnce(delay, std::move(fn)); });
 }
 
-
 void CoreWorkerImpl::AddLocalReference(const ObjectId& id) { refs_.AddLocalReference(id); }
 
 void CoreWorkerImpl::RemoveLocalReference(const ObjectId& id) { refs_.RemoveLocalReference(id); }

@@ -35,7 +35,6 @@ inline constexpr uint64_t kMaxWorkingDirBytes = 100ull << 20;
 // ResourceExhausted for a directory or package over the limits; the KV's
 // errors as they come.
 absl::StatusOr<rpc::RuntimeEnv> MakeRuntimeEnv(const std::string& working_dir,
-                                               const std::map<std::string, std::string>& env_vars,
-                                               const PackageKv& kv);
+                                               const std::map<std::string, std::string>& env_vars, const PackageKv& kv);
 
 }  // namespace manta::core

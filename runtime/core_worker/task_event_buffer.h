@@ -97,7 +97,7 @@ class TaskEventBuffer {
   struct Entry {
     TaskId task_id;
     JobId job_id;
-    ActorId actor_id;   // nil: not an actor task
+    ActorId actor_id;    // nil: not an actor task
     WorkerId worker_id;  // nil: unknown
     NodeId node_id;      // nil: unknown
     int32_t pid = 0;

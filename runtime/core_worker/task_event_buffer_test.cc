@@ -92,8 +92,8 @@ TEST(TaskEventBufferTest, RecordsOfOneAttemptMergeIntoOneEvent) {
   NodeId node = NodeId::FromRandom();
   std::string worker_bin = worker.Binary(), node_bin = node.Binary();
   TaskEventBuffer::Location where{worker_bin, node_bin, 42};
-  EXPECT_TRUE(buffer.Record(spec, rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &where,
-                            TaskEventBuffer::ResourcesOf(spec)));
+  EXPECT_TRUE(
+      buffer.Record(spec, rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &where, TaskEventBuffer::ResourcesOf(spec)));
   EXPECT_FALSE(buffer.Record(spec, rpc::TaskEvent::FINISHED, nullptr, nullptr, nullptr));
 
   auto requests = buffer.Take(&arena);
@@ -159,7 +159,8 @@ TEST(TaskEventBufferTest, RequestsStayWithinTheGcsLimitAndMalformedTasksAreSkipp
   bad.set_task_id("short");
   EXPECT_FALSE(buffer.Record(bad, rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr));
   const int n = TaskEventBuffer::kMaxEventsPerRequest * 2 + 5;
-  for (int i = 0; i < n; ++i) buffer.Record(Spec(TaskId::FromRandom()), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr);
+  for (int i = 0; i < n; ++i)
+    buffer.Record(Spec(TaskId::FromRandom()), rpc::TaskEvent::RUNNING, nullptr, nullptr, nullptr);
   auto requests = buffer.Take(&arena);
   ASSERT_EQ(requests.size(), 3u);
   EXPECT_EQ(requests[0]->events_size(), TaskEventBuffer::kMaxEventsPerRequest);

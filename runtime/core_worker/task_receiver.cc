@@ -65,8 +65,7 @@ void RestoreEnv(const SavedEnv& saved) {
 
 // The task failed: every return carries `error` (its type, message and the
 // front end's bytes).
-void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, const absl::Status& error,
-              bool retryable = false) {
+void SetError(rpc::PushTaskReply* reply, const rpc::TaskSpec& spec, const absl::Status& error, bool retryable = false) {
   ToErrorInfo(error, reply->mutable_error());
   reply->mutable_error()->set_retryable(retryable);
   reply->clear_returns();
@@ -102,7 +101,8 @@ grpc::Status TaskReceiver::Admit(const rpc::PushTaskRequest& req, const std::str
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed task id");
   }
   if (req.spec().type() == rpc::TaskSpec::NORMAL_TASK && holds_actor()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this worker holds an actor: it runs only the actor's calls");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "this worker holds an actor: it runs only the actor's calls");
   }
   return grpc::Status::OK;
 }
@@ -261,8 +261,7 @@ void TaskReceiver::StartPool(int threads) {
   }
 }
 
-absl::Status TaskReceiver::ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held,
-                                       internal::ArgViews* views) {
+absl::Status TaskReceiver::ResolveArgs(const rpc::TaskSpec& spec, std::vector<Value>* held, internal::ArgViews* views) {
   held->reserve(spec.args_size());
   for (const auto& arg : spec.args()) {
     if (arg.object_id().empty()) {
@@ -313,8 +312,7 @@ TaskContext TaskReceiver::ContextOf(const rpc::TaskSpec& spec) const {
   return c;
 }
 
-absl::StatusOr<internal::ReturnValues> TaskReceiver::Invoke(const rpc::TaskSpec& spec,
-                                                            const internal::ArgViews& views,
+absl::StatusOr<internal::ReturnValues> TaskReceiver::Invoke(const rpc::TaskSpec& spec, const internal::ArgViews& views,
                                                             RefCollector* returned_refs) {
   auto& registry = internal::FunctionRegistry::Instance();
   switch (spec.type()) {
@@ -342,9 +340,9 @@ void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal:
                              RefCollector* returned_refs, rpc::PushTaskReply* reply) {
   const int n = NumReturns(spec);
   if (result.ok() && result->size() != static_cast<size_t>(n)) {
-    result = MakeError(ErrorType::kApplicationError, "returned " + std::to_string(result->size()) +
-                                                         " values, but the task declares num_returns=" +
-                                                         std::to_string(n));
+    result =
+        MakeError(ErrorType::kApplicationError, "returned " + std::to_string(result->size()) +
+                                                    " values, but the task declares num_returns=" + std::to_string(n));
   }
   if (!result.ok()) {
     // The message names the function; the type, when the invoker gave none,
@@ -373,8 +371,8 @@ void TaskReceiver::SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal:
   }
 }
 
-void TaskReceiver::SetReturn(const rpc::TaskSpec& spec, int index, std::string value,
-                             std::vector<ObjectRefInfo> refs, rpc::PushTaskReply* reply) {
+void TaskReceiver::SetReturn(const rpc::TaskSpec& spec, int index, std::string value, std::vector<ObjectRefInfo> refs,
+                             rpc::PushTaskReply* reply) {
   ObjectId id = ReturnObjectId(spec.task_id(), index);
   rpc::ReturnObject* r = reply->add_returns();
   r->set_object_id(id.Binary());

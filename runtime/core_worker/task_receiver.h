@@ -136,8 +136,8 @@ class TaskReceiver {
   TaskContext ContextOf(const rpc::TaskSpec& spec) const;
   // The reply's returns: one per declared return, each holding the refs in
   // `returned_refs`; or the failure (a count that differs is one).
-  void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal::ReturnValues> result,
-                 RefCollector* returned_refs, rpc::PushTaskReply* reply);
+  void SetResult(const rpc::TaskSpec& spec, absl::StatusOr<internal::ReturnValues> result, RefCollector* returned_refs,
+                 rpc::PushTaskReply* reply);
   void SetReturn(const rpc::TaskSpec& spec, int index, std::string value, std::vector<ObjectRefInfo> refs,
                  rpc::PushTaskReply* reply);
   // Finishes `w` OK, and the retries of it that wait.
@@ -174,7 +174,7 @@ class TaskReceiver {
   // kRememberedReplies.
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> running_flags_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> cancelled_early_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> pool_;  // the actor's threads (main thread only)
+  std::vector<std::thread> pool_;                 // the actor's threads (main thread only)
   int max_concurrency_ ABSL_GUARDED_BY(mu_) = 1;  // set at actor creation
 
   // Set once by the actor creation task (main thread), then read-only.

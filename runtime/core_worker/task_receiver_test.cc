@@ -25,8 +25,8 @@ using testing::kWait;
 // What the test functions saw; reset by each test.
 absl::Mutex g_mu;
 std::vector<std::string> g_ran ABSL_GUARDED_BY(g_mu);  // "echo:<arg>" in run order
-int g_inside ABSL_GUARDED_BY(g_mu) = 0;                 // Acc.meet calls running now
-absl::Notification* g_release = nullptr;                // "block" waits on it
+int g_inside ABSL_GUARDED_BY(g_mu) = 0;                // Acc.meet calls running now
+absl::Notification* g_release = nullptr;               // "block" waits on it
 
 struct Acc {
   std::string log;
@@ -201,8 +201,7 @@ TEST_F(TaskReceiverTest, AdmitRefusesAnotherWorkersPushAMalformedIdAndPlainTasks
   rpc::PushTaskRequest req = Task("echo", "a");
   req.set_intended_worker_id(self);
   EXPECT_TRUE(receiver_.Admit(req, self).ok());
-  EXPECT_EQ(receiver_.Admit(req, WorkerId::FromRandom().Binary()).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(receiver_.Admit(req, WorkerId::FromRandom().Binary()).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   rpc::PushTaskRequest bad_id = req;
   bad_id.mutable_spec()->set_task_id("short");
   EXPECT_EQ(receiver_.Admit(bad_id, self).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

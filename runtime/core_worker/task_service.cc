@@ -158,8 +158,8 @@ void CoreWorkerImpl::CancelChildren(const TaskId& parent, std::vector<ChildTasks
     }
     absl::Status s = actors_.Cancel(child.task.Binary(), /*force=*/false, /*recursive=*/true);
     if (!s.ok() && !absl::IsNotFound(s)) {
-      Logger("core_worker")->warn("cancelling actor call {} of task {}: {}", child.task.Hex(), parent.Hex(),
-                                  s.ToString());
+      Logger("core_worker")
+          ->warn("cancelling actor call {} of task {}: {}", child.task.Hex(), parent.Hex(), s.ToString());
     }
     one_done();
   }

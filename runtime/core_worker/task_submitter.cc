@@ -187,7 +187,7 @@ void TaskSubmitter::Pump(TaskQueue& q, std::vector<PushCall*>* to_start) {
 }
 
 void TaskSubmitter::RequestLease(TaskQueue* q, const std::string& raylet, bool grant_or_reject, int spillbacks,
-                                  std::string lease_id) {
+                                 std::string lease_id) {
   rpc::RequestWorkerLeaseRequest req;
   req.set_lease_id(lease_id.empty() ? LeaseId::FromRandom().Binary() : std::move(lease_id));
   *req.mutable_spec() = *q->shape;
@@ -219,9 +219,9 @@ void TaskSubmitter::RequestLease(TaskQueue* q, const std::string& raylet, bool g
       });
 }
 
-void TaskSubmitter::OnLeaseReply(TaskQueue* q, const std::string& raylet, int spillbacks,
-                                  const std::string& lease_id, const absl::Status& s,
-                                  const rpc::RequestWorkerLeaseReply& reply, std::vector<PushCall*>* to_start) {
+void TaskSubmitter::OnLeaseReply(TaskQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
+                                 const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
+                                 std::vector<PushCall*>* to_start) {
   if (!s.ok()) {
     Logger("core_worker")->warn("lease request to {} failed: {}", raylet, s.ToString());
     if (raylet != caller_.local_raylet) {  // spilled-to node gone: start over locally
@@ -301,8 +301,8 @@ PushCall* TaskSubmitter::PushTask(TaskQueue& q, const std::shared_ptr<WorkerLeas
   *req.mutable_spec() = std::move(spec);
   // What the task holds, for its context on the worker.
   *req.mutable_spec()->mutable_resources() = q.shape->resources();
-  deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &lease->worker, lease->worker_pid,
-                  q.resources);
+  deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &lease->worker,
+                              lease->worker_pid, q.resources);
   return call;
 }
 
@@ -336,7 +336,7 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
     const rpc::PushTaskReply& reply = call.reply;
     bool failed = reply.error().type() != rpc::ErrorInfo::NONE;
     deps_.host->RecordTaskEvent(spec, failed ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
-                    failed ? &reply.error() : nullptr);
+                                failed ? &reply.error() : nullptr);
     if (reply.worker_exiting() && !lease->dead) {
       lease->dead = true;
       ReturnLease(*lease, true);
@@ -349,8 +349,7 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
   Pump(q, to_start);
 }
 
-absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursive,
-                                   std::function<void()> done) {
+absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursive, std::function<void()> done) {
   if (!done) done = [] {};
   // What is left to do once mu_ is released.
   enum class Then { kNotFound, kDone, kKill, kAskWorker } then = Then::kDone;
@@ -383,10 +382,9 @@ absl::Status TaskSubmitter::Cancel(const std::string& task_id, bool force, bool 
       break;
     case Then::kAskWorker:
       if (force) {
-        deps_.host->CancelOnWorker(worker, task_id, recursive, /*force=*/true,
-                                   [this, task_id, done = std::move(done)]() mutable {
-                                     KillCancelled(task_id, std::move(done));
-                                   });
+        deps_.host->CancelOnWorker(
+            worker, task_id, recursive, /*force=*/true,
+            [this, task_id, done = std::move(done)]() mutable { KillCancelled(task_id, std::move(done)); });
       } else {
         deps_.host->CancelOnWorker(worker, task_id, recursive, /*force=*/false);
         done();
@@ -421,8 +419,7 @@ void TaskSubmitter::KillCancelled(const std::string& task_id, std::function<void
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
     // Still pushed, and still cancelled (its push has not ended since).
-    if (it != pending_.end() && it->second != nullptr && cancelled_.count(task_id) > 0 &&
-        !it->second->lease->dead) {
+    if (it != pending_.end() && it->second != nullptr && cancelled_.count(task_id) > 0 && !it->second->lease->dead) {
       kill = it->second->lease;
       kill->dead = true;
     }

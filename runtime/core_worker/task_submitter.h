@@ -167,8 +167,8 @@ class TaskSubmitter {
   // counts as in flight.
   void RetryLocalLease(TaskQueue* q, absl::Duration delay, std::string lease_id = "");
   void OnLeaseReply(TaskQueue* q, const std::string& raylet, int spillbacks, const std::string& lease_id,
-                    const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply,
-                    std::vector<PushCall*>* to_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    const absl::Status& s, const rpc::RequestWorkerLeaseReply& reply, std::vector<PushCall*>* to_start)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PushCall* PushTask(TaskQueue& q, const std::shared_ptr<WorkerLease>& lease, rpc::TaskSpec spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnTaskFailed(TaskQueue& q, rpc::TaskSpec spec, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -282,7 +282,7 @@ TEST_F(TaskSubmitterTest, StopWithTasksInFlightPushesNoMoreAndReturnsEveryWorker
   Grant(0, "w1", 5001);
   ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));  // "a" is running
   submitter_.Stop();
-  Grant(1, "w2", 5002);  // a grant that comes after the stop
+  Grant(1, "w2", 5002);                                         // a grant that comes after the stop
   Answer(2, absl::UnavailableError("connection refused"), {});  // a failure: not retried
   ASSERT_TRUE(host_.Await([&] { return host_.returned.size() == 1; }));
   absl::Notification returned;
@@ -350,12 +350,12 @@ TEST_F(TaskSubmitterTest, ARecursiveCancelAsksTheWorkerAndAForcedOneKillsItOnlyO
   const std::string forced_worker = PushAt(forced_push).address;
 
   bool polite_done = false;
-  ASSERT_TRUE(submitter_.Cancel(polite.task_id(), /*force=*/false, /*recursive=*/true, [&] { polite_done = true; })
-                  .ok());
+  ASSERT_TRUE(
+      submitter_.Cancel(polite.task_id(), /*force=*/false, /*recursive=*/true, [&] { polite_done = true; }).ok());
   EXPECT_TRUE(polite_done);  // nothing to wait for
   bool forced_done = false;
-  ASSERT_TRUE(submitter_.Cancel(forced.task_id(), /*force=*/true, /*recursive=*/true, [&] { forced_done = true; })
-                  .ok());
+  ASSERT_TRUE(
+      submitter_.Cancel(forced.task_id(), /*force=*/true, /*recursive=*/true, [&] { forced_done = true; }).ok());
   std::function<void()> answer;
   {
     absl::MutexLock lock(&host_.mu);

@@ -107,9 +107,7 @@ void Batcher::Finish(int s, const absl::Status& status, FinishReason reason) {
   if (request->on_done) request->on_done(status, reason);
 }
 
-bool Batcher::Advance(int s, const float* logits) {
-  return Emit(s, slots_[s].sampler->Next(logits, runner_->vocab()));
-}
+bool Batcher::Advance(int s, const float* logits) { return Emit(s, slots_[s].sampler->Next(logits, runner_->vocab())); }
 
 bool Batcher::Emit(int s, int32_t token) {
   Slot& slot = slots_[s];

@@ -79,8 +79,8 @@ class Batcher {
   struct Slot {
     std::unique_ptr<GenerateRequest> request;
     std::unique_ptr<Sampler> sampler;
-    int32_t next = 0;      // the token to feed at the next decode
-    int64_t emitted = 0;   // tokens given to on_token
+    int32_t next = 0;     // the token to feed at the next decode
+    int64_t emitted = 0;  // tokens given to on_token
   };
   // Emits a sampled token or finishes the slot; true while it goes on.
   bool Advance(int s, const float* logits);

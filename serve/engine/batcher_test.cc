@@ -99,9 +99,9 @@ TEST(BatcherTest, AFinishedSlotIsTakenAtTheNextStep) {
   Engine engine(w, {.slots = 2, .max_len = 32}, nullptr);
   Batcher batcher(&engine, /*max_prefills_per_step=*/2);
   Outcome a, b, c;
-  batcher.Submit(Request({1, 2}, 3, &a, &batcher));   // tokens at steps 1, 1, 2: done at step 2
+  batcher.Submit(Request({1, 2}, 3, &a, &batcher));  // tokens at steps 1, 1, 2: done at step 2
   batcher.Submit(Request({3, 4}, 10, &b, &batcher));
-  batcher.Submit(Request({5, 6}, 5, &c, &batcher));   // waits for a's slot
+  batcher.Submit(Request({5, 6}, 5, &c, &batcher));  // waits for a's slot
   for (int step = 1; step <= 2; ++step) ASSERT_TRUE(batcher.Step());
   EXPECT_TRUE(a.done);
   EXPECT_EQ(a.first_token_step, 1);

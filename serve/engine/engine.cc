@@ -29,9 +29,8 @@ __attribute__((always_inline)) inline float Dot(const float* a, const float* b, 
 // out[hd] = softmax(scale * q . k[j]) . v[j] over positions j < len; k and
 // v rows are `stride` floats apart.
 template <int kLanes>
-__attribute__((always_inline)) inline void AttendHeadT(const float* q, const float* k, const float* v,
-                                                       int64_t stride, int64_t len, int64_t hd, float scale,
-                                                       float* p, float* out) {
+__attribute__((always_inline)) inline void AttendHeadT(const float* q, const float* k, const float* v, int64_t stride,
+                                                       int64_t len, int64_t hd, float scale, float* p, float* out) {
   float mx = -INFINITY;
   for (int64_t j = 0; j < len; ++j) {
     p[j] = scale * Dot<kLanes>(q, k + j * stride, hd);
@@ -51,20 +50,18 @@ __attribute__((always_inline)) inline void AttendHeadT(const float* q, const flo
   }
 }
 
-__attribute__((target("avx512f"))) void AttendHead512(const float* q, const float* k, const float* v,
-                                                      int64_t stride, int64_t len, int64_t hd, float scale,
-                                                      float* p, float* out) {
+__attribute__((target("avx512f"))) void AttendHead512(const float* q, const float* k, const float* v, int64_t stride,
+                                                      int64_t len, int64_t hd, float scale, float* p, float* out) {
   AttendHeadT<16>(q, k, v, stride, len, hd, scale, p, out);
 }
 
-__attribute__((target("avx2,fma"))) void AttendHead256(const float* q, const float* k, const float* v,
-                                                       int64_t stride, int64_t len, int64_t hd, float scale,
-                                                       float* p, float* out) {
+__attribute__((target("avx2,fma"))) void AttendHead256(const float* q, const float* k, const float* v, int64_t stride,
+                                                       int64_t len, int64_t hd, float scale, float* p, float* out) {
   AttendHeadT<8>(q, k, v, stride, len, hd, scale, p, out);
 }
 
-void AttendHead(const float* q, const float* k, const float* v, int64_t stride, int64_t len, int64_t hd,
-                float scale, float* p, float* out) {
+void AttendHead(const float* q, const float* k, const float* v, int64_t stride, int64_t len, int64_t hd, float scale,
+                float* p, float* out) {
   switch (PackedMatrix::BestIsa()) {
     case PackedMatrix::Isa::kAvx512:
       return AttendHead512(q, k, v, stride, len, hd, scale, p, out);
@@ -93,9 +90,15 @@ Engine::Engine(const ServingWeights& weights, const EngineOptions& options, Tens
   const int64_t rows = std::max<int64_t>(options.max_len, options.slots), D = shape_.emb_dim;
   kcache_.assign(options.slots * shape_.num_layers * cache_stride_, 0.0f);
   vcache_.assign(kcache_.size(), 0.0f);
-  for (const auto& [buf, width] : std::initializer_list<std::pair<train::FloatBuffer*, int64_t>>{
-           {&x_, D}, {&h_, D}, {&proj_, D}, {&q_, qw_}, {&o_, qw_}, {&k_, kvw_}, {&v_, kvw_}, {&gate_, mlp_},
-           {&up_, mlp_}}) {
+  for (const auto& [buf, width] : std::initializer_list<std::pair<train::FloatBuffer*, int64_t>>{{&x_, D},
+                                                                                                 {&h_, D},
+                                                                                                 {&proj_, D},
+                                                                                                 {&q_, qw_},
+                                                                                                 {&o_, qw_},
+                                                                                                 {&k_, kvw_},
+                                                                                                 {&v_, kvw_},
+                                                                                                 {&gate_, mlp_},
+                                                                                                 {&up_, mlp_}}) {
     buf->assign(rows * width, 0.0f);
   }
   rinv_.assign(rows, 0.0f);
@@ -122,10 +125,13 @@ void Engine::PackWeights(const ServingWeights& weights) {
     auto W = [&](train::LayerTensor t) { return weights.block(b) + spec.tensors[t].offset; };
     LayerWeights& lw = layers_[l];
     using Entry = std::tuple<PackedMatrix*, train::LayerTensor, int64_t, int64_t>;
-    for (const auto& [m, t, k, n] : std::initializer_list<Entry>{
-             {&lw.wq, train::kWq, D, qw_}, {&lw.wk, train::kWk, D, kvw_}, {&lw.wv, train::kWv, D, kvw_},
-             {&lw.wo, train::kWo, qw_, D}, {&lw.gate, train::kWGate, D, mlp_}, {&lw.up, train::kWUp, D, mlp_},
-             {&lw.down, train::kWDown, mlp_, D}}) {
+    for (const auto& [m, t, k, n] : std::initializer_list<Entry>{{&lw.wq, train::kWq, D, qw_},
+                                                                 {&lw.wk, train::kWk, D, kvw_},
+                                                                 {&lw.wv, train::kWv, D, kvw_},
+                                                                 {&lw.wo, train::kWo, qw_, D},
+                                                                 {&lw.gate, train::kWGate, D, mlp_},
+                                                                 {&lw.up, train::kWUp, D, mlp_},
+                                                                 {&lw.down, train::kWDown, mlp_, D}}) {
       items.push_back({m, W(t), k, n});
     }
     lw.attn_norm.assign(W(train::kAttnNorm), W(train::kAttnNorm) + D);
@@ -152,8 +158,7 @@ absl::Status Engine::Prefill(int slot, const std::vector<int32_t>& prompt, float
   if (busy_[slot]) return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is in use"));
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n == 0 || n > options_.max_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a prompt must have 1 to ", options_.max_len, " tokens, got ", n));
+    return absl::InvalidArgumentError(absl::StrCat("a prompt must have 1 to ", options_.max_len, " tokens, got ", n));
   }
   for (int32_t t : prompt) {
     if (t < 0 || t >= shape_.vocab_size) {
@@ -227,8 +232,8 @@ absl::Status Engine::ImportKv(int slot, int64_t len, const float* in) {
   return absl::OkStatus();
 }
 
-void Engine::Forward(int64_t n, const int32_t* tokens, const int* row_slot, const int32_t* positions,
-                     bool last_only, float* out) {
+void Engine::Forward(int64_t n, const int32_t* tokens, const int* row_slot, const int32_t* positions, bool last_only,
+                     float* out) {
   const int64_t D = shape_.emb_dim;
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(&x_[i * D], embed_.data() + static_cast<int64_t>(tokens[i]) * D, sizeof(float) * D);

@@ -50,8 +50,7 @@ class RemotePrefill {
   virtual ~RemotePrefill() = default;
   // Hands `prompt` off as request `id`; returns at once. Unavailable when the
   // group cannot go on.
-  virtual absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt,
-                                    const SamplingParams& sampling) = 0;
+  virtual absl::Status StartPrefill(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& sampling) = 0;
   // Imports arrived prefills, in arrival order, one into each of
   // `free_slots` (as many as have arrived). With `wait`, blocks a little for
   // a first arrival.
@@ -118,8 +117,8 @@ class Engine : public StepRunner {
  private:
   // Runs rows (token, slot, position) through the decoder, writing each
   // row's K/V to its slot; logits of the rows with want_logits go to out.
-  void Forward(int64_t n, const int32_t* tokens, const int* row_slot, const int32_t* positions,
-               bool last_only, float* out);
+  void Forward(int64_t n, const int32_t* tokens, const int* row_slot, const int32_t* positions, bool last_only,
+               float* out);
   void Layer(int layer, int64_t n, const int* row_slot, const int32_t* positions);
   void Attend(int layer, int64_t n, const int* row_slot, const int32_t* positions);
   void PackWeights(const ServingWeights& weights);
@@ -144,7 +143,7 @@ class Engine : public StepRunner {
   std::vector<LayerWeights> layers_;
   PackedMatrix head_;
   std::vector<float> final_norm_;
-  train::FloatBuffer embed_;  // vocab x emb_dim
+  train::FloatBuffer embed_;      // vocab x emb_dim
   std::vector<int64_t> lengths_;  // tokens held by each slot, 0 when free
   std::vector<bool> busy_;
   train::FloatBuffer kcache_, vcache_;

@@ -44,8 +44,8 @@ std::vector<int32_t> ReferenceGreedy(const ServingWeights& w, std::vector<int32_
 TEST(EngineTest, GreedyOutputEqualsThePlainForwardPassTokenForToken) {
   const ServingWeights w = TinyWeights(1, 0);
   Engine engine(w, {.slots = 2, .max_len = 64}, nullptr);
-  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{5}, std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7},
-                                             std::vector<int32_t>{200, 17, 17, 90}}) {
+  for (const std::vector<int32_t>& prompt :
+       {std::vector<int32_t>{5}, std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}, std::vector<int32_t>{200, 17, 17, 90}}) {
     std::vector<std::vector<float>> want_logits, got_logits;
     const std::vector<int32_t> want = ReferenceGreedy(w, prompt, 12, &want_logits);
     const std::vector<int32_t> got = GreedyRun(engine, 1, prompt, 12, &got_logits);

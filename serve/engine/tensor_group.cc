@@ -81,9 +81,7 @@ absl::Status LocalTensorGroup::RunAll(const std::function<absl::Status(int)>& jo
 }
 
 absl::Status LocalTensorGroup::Prefill(int slot, const std::vector<int32_t>& prompt, float* logits) {
-  return RunAll([&](int r) {
-    return engines_[r]->Prefill(slot, prompt, r == 0 ? logits : scratch_[r].data());
-  });
+  return RunAll([&](int r) { return engines_[r]->Prefill(slot, prompt, r == 0 ? logits : scratch_[r].data()); });
 }
 
 absl::Status LocalTensorGroup::Decode(const std::vector<int>& slots, const std::vector<int32_t>& tokens,

@@ -29,9 +29,8 @@ absl::StatusOr<ServingWeights> ServingWeights::Load(const std::string& step_dir,
   const std::string name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
   int64_t step = 0;
   if (!absl::SimpleAtoi(name, &step) || step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("load_parameters_path must be a checkpoint step folder (<run>/checkpoints/<step>), got ",
-                     step_dir));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "load_parameters_path must be a checkpoint step folder (<run>/checkpoints/<step>), got ", step_dir));
   }
   const std::string checkpoints = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
   const train::CheckpointStore store(checkpoints);
@@ -51,8 +50,8 @@ absl::StatusOr<ServingWeights> ServingWeights::Load(const std::string& step_dir,
   if (std::filesystem::exists(tok, ec)) {
     ASSIGN_OR_RETURN(train::Tokenizer t, train::Tokenizer::Load(tok));
     if (t.vocab_size() != manifest.model.vocab_size) {
-      return absl::DataLossError(absl::StrCat(tok, " has ", t.vocab_size(), " ids, the model ",
-                                              manifest.model.vocab_size));
+      return absl::DataLossError(
+          absl::StrCat(tok, " has ", t.vocab_size(), " ids, the model ", manifest.model.vocab_size));
     }
     w.tokenizer_ = std::move(t);
   }

@@ -13,8 +13,7 @@
 namespace manta::serve {
 namespace {
 
-constexpr uint32_t kTypeUint32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7, kTypeString = 8,
-                   kTypeArray = 9;
+constexpr uint32_t kTypeUint32 = 4, kTypeInt32 = 5, kTypeFloat32 = 6, kTypeBool = 7, kTypeString = 8, kTypeArray = 9;
 // ggml's tensor types, llama.cpp's file types ("mostly" that type).
 constexpr uint32_t kGgmlF32 = 0, kGgmlQ8_0 = 8, kGgmlBf16 = 30;
 constexpr uint32_t kFileF32 = 0, kFileQ8_0 = 7, kFileBf16 = 32;
@@ -165,12 +164,11 @@ std::vector<Tensor> Tensors(const ServingWeights& w) {
   const train::ModelShape& s = w.shape();
   const train::ParamLayout& layout = w.layout();
   const int64_t D = s.emb_dim, hd = s.head_dim;
-  auto tensor = [&](int block, int index) {
-    return w.block(block) + layout.block(block).tensors[index].offset;
-  };
+  auto tensor = [&](int block, int index) { return w.block(block) + layout.block(block).tensors[index].offset; };
   std::vector<Tensor> out;
   const float* embed = w.block(train::ParamLayout::embed_block());
-  out.push_back({"token_embd.weight", {uint64_t(D), uint64_t(s.vocab_size)},
+  out.push_back({"token_embd.weight",
+                 {uint64_t(D), uint64_t(s.vocab_size)},
                  std::vector<float>(embed, embed + D * s.vocab_size)});
   for (int l = 0; l < s.num_layers; ++l) {
     const int b = layout.layer_block(l);

@@ -83,8 +83,10 @@ Gguf Read(const std::string& path) {
       const uint32_t elem = r.Get<uint32_t>();
       const uint64_t n = r.Get<uint64_t>();
       for (uint64_t k = 0; k < n; ++k) {
-        if (elem == 8) g.string_arrays[key].push_back(r.Str());
-        else r.Get<int32_t>();
+        if (elem == 8)
+          g.string_arrays[key].push_back(r.Str());
+        else
+          r.Get<int32_t>();
       }
       g.numbers[key] = n;
     } else {
@@ -109,8 +111,8 @@ Gguf Read(const std::string& path) {
 
 TEST(GgufTest, ByteStringsFollowGpt2sMap) {
   EXPECT_EQ(Gpt2TokenText("a"), "a");
-  EXPECT_EQ(Gpt2TokenText(" the"), "\xc4\xa0the");  // U+0120
-  EXPECT_EQ(Gpt2TokenText("\n"), "\xc4\x8a");       // U+010A
+  EXPECT_EQ(Gpt2TokenText(" the"), "\xc4\xa0the");               // U+0120
+  EXPECT_EQ(Gpt2TokenText("\n"), "\xc4\x8a");                    // U+010A
   EXPECT_EQ(Gpt2TokenText(std::string(1, '\x7f')), "\xc4\xa1");  // DEL: U+0121
   EXPECT_EQ(Gpt2TokenText(std::string(1, '\xad')), "\xc5\x83");  // soft hyphen: U+0143
   EXPECT_EQ(Gpt2TokenText(std::string(1, '\xe9')), "\xc3\xa9");  // kept: U+00E9

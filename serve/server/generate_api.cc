@@ -54,8 +54,8 @@ absl::StatusOr<GenerateBody> ParseGenerateBody(std::string_view body, int64_t de
       out.sampling.top_k = value.get<int>();
     } else if (key == "seed") {
       if (!value.is_number_integer()) return Bad("\"seed\" must be an integer");
-      out.sampling.seed = value.is_number_unsigned() ? value.get<uint64_t>()
-                                                     : static_cast<uint64_t>(value.get<int64_t>());
+      out.sampling.seed =
+          value.is_number_unsigned() ? value.get<uint64_t>() : static_cast<uint64_t>(value.get<int64_t>());
     } else {
       return Bad(absl::StrCat("unknown key \"", ValidUtf8(key), "\" (known: prompt, max_tokens, stream, ",
                               "temperature, top_k, seed, ignore_eos)"));

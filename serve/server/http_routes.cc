@@ -100,8 +100,8 @@ void Streamed(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
         }
         if (done) {
           // An error after the stream began: an error event, then the end.
-          const std::string tail = status.ok() ? std::string(kStreamDone)
-                                               : absl::StrCat("data: ", ErrorJson(status.message()), "\n\n");
+          const std::string tail =
+              status.ok() ? std::string(kStreamDone) : absl::StrCat("data: ", ErrorJson(status.message()), "\n\n");
           sink.write(tail.data(), tail.size());
           sink.done();
         }
@@ -116,9 +116,9 @@ void InstallRoutes(http::GatedHttpServer* server, ServingLoop* loop, const train
                    const RouteOptions& options) {
   // The token and the body's size are checked before the body is read.
   http::FrontPolicy front;
-  front.routes = {{"GET", "/healthcheck"},
-                  {.method = "POST", .path = "/generate", .max_body = options.max_body_bytes, .chunked = true,
-                   .json_body = true}};
+  front.routes = {
+      {"GET", "/healthcheck"},
+      {.method = "POST", .path = "/generate", .max_body = options.max_body_bytes, .chunked = true, .json_body = true}};
   if (!options.token.empty()) {
     front.authenticate = [token = options.token](const http::RequestHead& head) {
       return http::BearerCredential(head, token);
@@ -139,8 +139,9 @@ void InstallRoutes(http::GatedHttpServer* server, ServingLoop* loop, const train
     if (!body.ok()) return Reply(res, 400, ErrorJson(body.status().message()));
     const size_t prompt_tokens = tokenizer->Encode(body->prompt).size();
     if (static_cast<int64_t>(prompt_tokens) > options.max_prompt_tokens) {
-      return Reply(res, 400, ErrorJson(absl::StrCat("the prompt is ", prompt_tokens, " tokens; the server takes ",
-                                                    options.max_prompt_tokens, " (max_prefill_predict_length)")));
+      return Reply(res, 400,
+                   ErrorJson(absl::StrCat("the prompt is ", prompt_tokens, " tokens; the server takes ",
+                                          options.max_prompt_tokens, " (max_prefill_predict_length)")));
     }
     if (!loop->healthy()) {
       return Reply(res, 503, ErrorJson(loop->failed() ? "the serving group failed" : "warming up"));

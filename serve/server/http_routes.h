@@ -20,8 +20,8 @@
 namespace manta::serve {
 
 struct RouteOptions {
-  std::string token;                        // empty: no check (--auth=none)
-  int64_t max_prompt_tokens = 0;            // max_prefill_predict_length
+  std::string token;              // empty: no check (--auth=none)
+  int64_t max_prompt_tokens = 0;  // max_prefill_predict_length
   int64_t default_max_tokens = 0;
   size_t max_body_bytes = 1 << 20;
 };

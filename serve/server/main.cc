@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
     weights.push_back(*std::move(w));
   }
   if (!weights[0].tokenizer()) {
-    return Fail(absl::StrCat(config->load_parameters_path, " holds no tokenizer.json: serve a run trained with "
+    return Fail(absl::StrCat(config->load_parameters_path,
+                             " holds no tokenizer.json: serve a run trained with "
                              "dataset_type=text"));
   }
   const manta::train::Tokenizer tokenizer = *weights[0].tokenizer();
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
   for (const auto& w : weights) ranks.push_back(&w);
   manta::serve::LocalTensorGroup group(ranks, engine);
   const int64_t step = weights[0].step();
-  weights.clear();  // the engines hold their own packed copies
+  weights.clear();             // the engines hold their own packed copies
   manta::ReleaseFreeMemory();  // and what loading them took
   log->info("loaded {} (step {}) in {:.2f} s: {} tensor ranks, {} slots of {} tokens, {} weights",
             config->load_parameters_path, step, load_seconds, tensor, engine.slots, engine.max_len,
@@ -204,8 +205,9 @@ int main(int argc, char** argv) {
   log->info("serving on http://{}:{} (metrics: {})", options.host, (*front)->port(),
             (*front)->metrics_port() >= 0 ? absl::StrCat("port ", (*front)->metrics_port()) : std::string("off"));
   if (std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
-    const std::string text = absl::StrCat("{\"port\": ", (*front)->port(), ", \"metrics_port\": ",
-                                          (*front)->metrics_port(), ", \"pid\": ", getpid(), "}\n");
+    const std::string text =
+        absl::StrCat("{\"port\": ", (*front)->port(), ", \"metrics_port\": ", (*front)->metrics_port(),
+                     ", \"pid\": ", getpid(), "}\n");
     if (absl::Status s = manta::train::WriteSmallFileAtomic(ready, text); !s.ok()) {
       return Fail(std::string(s.message()));
     }

@@ -284,9 +284,8 @@ TEST_F(ServerTest, HostileClientsAreRefusedFromTheirHeadsOnBothPorts) {
     EXPECT_LE(peak - before, 32 << 20) << path << ": " << before << " -> " << peak;
     EXPECT_EQ(answer.status, 200) << answer.status_line;
     // 60 bodies a byte a second with a wrong token: answered from their heads.
-    testing::Trickle slow(port,
-                          "POST " + path + " HTTP/1.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n",
-                          60);
+    testing::Trickle slow(
+        port, "POST " + path + " HTTP/1.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n", 60);
     EXPECT_TRUE(PollUntil([&] { return slow.Answered() == 60; }, absl::Now() + absl::Seconds(10))) << slow.Answered();
     EXPECT_EQ(testing::RawRequest(port, probe).status, 200);
   }

@@ -7,29 +7,28 @@
 namespace manta::serve {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
 ServingLoop::ServingLoop(StepRunner* runner, const train::Tokenizer* tokenizer, metrics::MetricsRegistry* registry,
                          ServingLoopOptions options)
-    : runner_(runner), tokenizer_(tokenizer), options_(std::move(options)),
+    : runner_(runner),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
       batcher_(runner, options_.max_prefills_per_step) {
   ttft_ = registry->AddHistogram("jetstream_time_to_first_token", "Time to first token per request in seconds", {},
                                  {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10});
-  tpot_ = registry->AddHistogram("jetstream_time_per_output_token",
-                                 "Average time per output token per request in seconds", {},
-                                 {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2.5});
+  tpot_ =
+      registry->AddHistogram("jetstream_time_per_output_token", "Average time per output token per request in seconds",
+                             {}, {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2.5});
   per_request_ = registry->AddHistogram("jetstream_time_per_request", "End to end request latency in seconds", {},
                                         {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60});
   input_length_ = registry->AddHistogram("jetstream_request_input_length", "Number of input tokens per request", {},
                                          {16, 32, 64, 128, 256, 512, 1024, 2048, 4096});
-  output_length_ = registry->AddHistogram("jetstream_request_output_length", "Number of output tokens per request",
-                                          {}, {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000});
-  successes_ = registry->AddCounter("jetstream_request_success_count", "Number of requests successfully completed",
-                                    {});
+  output_length_ = registry->AddHistogram("jetstream_request_output_length", "Number of output tokens per request", {},
+                                          {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000});
+  successes_ = registry->AddCounter("jetstream_request_success_count", "Number of requests successfully completed", {});
   cancelled_ = registry->AddCounter("manta_serve_requests_cancelled_total",
                                     "Requests ended unfinished because their client went away", {});
   registry->AddCollector([this](metrics::Exposition& out) {
@@ -54,7 +53,9 @@ ServingLoop::ServingLoop(StepRunner* runner, const train::Tokenizer* tokenizer, 
 
 ServingLoop::~ServingLoop() { Stop(absl::UnavailableError("the server is stopping")); }
 
-void ServingLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+void ServingLoop::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void ServingLoop::Stop(const absl::Status& why) {
   {
@@ -154,8 +155,8 @@ void ServingLoop::Run() {
         failed_ = true;
       }
       healthy_ = false;
-      batcher_.FailAll(absl::UnavailableError(
-          absl::StrCat("the serving group failed: ", batcher_.runner_error().message())));
+      batcher_.FailAll(
+          absl::UnavailableError(absl::StrCat("the serving group failed: ", batcher_.runner_error().message())));
     }
   }
   absl::Status why;

@@ -63,8 +63,8 @@ class ServingLoop {
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   void WarmUp();
-  void Observe(const GenerateBody& body, size_t prompt_tokens, int64_t output_tokens, double start,
-               double first_token, double end);
+  void Observe(const GenerateBody& body, size_t prompt_tokens, int64_t output_tokens, double start, double first_token,
+               double end);
 
   StepRunner* const runner_;
   const train::Tokenizer* const tokenizer_;

@@ -51,16 +51,26 @@ MANTA_REMOTE(Sequence::Create, &Sequence::Call);
 
 std::string TypeName(manta::ErrorType t) {
   switch (t) {
-    case manta::ErrorType::kApplicationError: return "ApplicationError";
-    case manta::ErrorType::kWorkerDied: return "WorkerDiedError";
-    case manta::ErrorType::kActorDied: return "ActorDiedError";
-    case manta::ErrorType::kOwnerDied: return "OwnerDiedError";
-    case manta::ErrorType::kInfeasible: return "InfeasibleError";
-    case manta::ErrorType::kObjectLost: return "ObjectLostError";
-    case manta::ErrorType::kTaskCancelled: return "TaskCancelledError";
-    case manta::ErrorType::kNodeDied: return "NodeDiedError";
-    case manta::ErrorType::kTimeout: return "GetTimeoutError";
-    default: return "untyped";
+    case manta::ErrorType::kApplicationError:
+      return "ApplicationError";
+    case manta::ErrorType::kWorkerDied:
+      return "WorkerDiedError";
+    case manta::ErrorType::kActorDied:
+      return "ActorDiedError";
+    case manta::ErrorType::kOwnerDied:
+      return "OwnerDiedError";
+    case manta::ErrorType::kInfeasible:
+      return "InfeasibleError";
+    case manta::ErrorType::kObjectLost:
+      return "ObjectLostError";
+    case manta::ErrorType::kTaskCancelled:
+      return "TaskCancelledError";
+    case manta::ErrorType::kNodeDied:
+      return "NodeDiedError";
+    case manta::ErrorType::kTimeout:
+      return "GetTimeoutError";
+    default:
+      return "untyped";
   }
 }
 
@@ -71,8 +81,9 @@ struct Counts {
     std::string e = "{";
     for (const auto& [k, v] : errors) e += (e.size() > 1 ? "," : "") + ("\"" + k + "\":" + std::to_string(v));
     e += "}";
-    return "{\"ok\":" + std::to_string(ok) + ",\"wrong\":" + std::to_string(wrong) + ",\"lost\":" +
-           std::to_string(lost) + ",\"out_of_order\":" + std::to_string(out_of_order) + ",\"errors\":" + e + "}";
+    return "{\"ok\":" + std::to_string(ok) + ",\"wrong\":" + std::to_string(wrong) +
+           ",\"lost\":" + std::to_string(lost) + ",\"out_of_order\":" + std::to_string(out_of_order) +
+           ",\"errors\":" + e + "}";
   }
 };
 
@@ -168,12 +179,11 @@ int main(int argc, char** argv) {
   Counts task_counts = CollectTasks(task_refs);
   Counts retried, unretried;
   for (int a = 0; a < actors; ++a) CollectCalls(call_refs[a], a % 2 == 0 ? &retried : &unretried);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "RESULT {\"tasks\":" << tasks << ",\"actors\":" << actors << ",\"calls_per_actor\":" << calls
             << ",\"seconds\":" << seconds << ",\"task_results\":" << task_counts.Json()
-            << ",\"retried_actor_calls\":" << retried.Json() << ",\"unretried_actor_calls\":" << unretried.Json()
-            << "}" << std::endl;
+            << ",\"retried_actor_calls\":" << retried.Json() << ",\"unretried_actor_calls\":" << unretried.Json() << "}"
+            << std::endl;
   // As every driver ends: the job finishes now, not when the GCS notices the
   // driver is gone, so what follows measures the cluster's recovery alone.
   manta::Shutdown();

@@ -105,9 +105,8 @@ int GetIfExists() {
   manta::ActorId ids[2];
   std::thread racers[2];
   for (int i = 0; i < 2; ++i) {
-    racers[i] = std::thread([&ids, i] {
-      ids[i] = manta::Actor(Keeper::Create).SetName("keeper").SetGetIfExists().Remote().ID();
-    });
+    racers[i] = std::thread(
+        [&ids, i] { ids[i] = manta::Actor(Keeper::Create).SetName("keeper").SetGetIfExists().Remote().ID(); });
   }
   for (auto& t : racers) t.join();
   if (ids[0] != ids[1]) return Fail("racing creators got two actors");

@@ -35,9 +35,7 @@ namespace {
 class Holder {
  public:
   static Holder* Create() { return new Holder(); }
-  std::string Where() {
-    return manta::GetRuntimeContext().node_id + " " + std::to_string(getpid());
-  }
+  std::string Where() { return manta::GetRuntimeContext().node_id + " " + std::to_string(getpid()); }
 };
 
 std::string NodeOf(int i) {

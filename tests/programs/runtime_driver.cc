@@ -37,9 +37,7 @@ int Square(int x) { return x * x; }
 
 std::vector<uint8_t> Echo(std::vector<uint8_t> data) { return data; }
 
-int64_t SumBytes(std::vector<uint8_t> data) {
-  return std::accumulate(data.begin(), data.end(), int64_t{0});
-}
+int64_t SumBytes(std::vector<uint8_t> data) { return std::accumulate(data.begin(), data.end(), int64_t{0}); }
 
 int Pid() { return getpid(); }
 
@@ -117,8 +115,8 @@ class Recorder {
   std::vector<int> seen_;
   bool out_of_order_ = false;
 };
-MANTA_REMOTE(Recorder::Create, &Recorder::Append, &Recorder::InOrder, &Recorder::Count, &Recorder::Pid,
-             &Recorder::Tag, &Recorder::EchoBytes);
+MANTA_REMOTE(Recorder::Create, &Recorder::Append, &Recorder::InOrder, &Recorder::Count, &Recorder::Pid, &Recorder::Tag,
+             &Recorder::EchoBytes);
 
 // Keeps refs it was given inside a value, past the call that gave them.
 class Holder {

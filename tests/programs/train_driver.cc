@@ -48,10 +48,10 @@ void WriteEnv(const std::string& dir) {
       << "\nnode_rank=" << c.node_rank << "\nslice_id=" << c.slice_id << "\nnum_slices=" << c.num_slices
       << "\nworker_id=" << c.worker_id << "\nchips=" << c.chips << "\ncoordinator=" << c.coordinator_address
       << "\nrun_name=" << c.run_name << "\n";
-  for (const char* name : {"JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_PLATFORMS",
-                           "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID",
-                           "MEGASCALE_PORT", "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES",
-                           "TPU_VISIBLE_CHIPS", "TRAIN_TEST_MARK"}) {
+  for (const char* name :
+       {"JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_PLATFORMS",
+        "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MEGASCALE_PORT",
+        "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES", "TPU_VISIBLE_CHIPS", "TRAIN_TEST_MARK"}) {
     const char* v = std::getenv(name);
     out << name << "=" << (v == nullptr ? "<unset>" : v) << "\n";
   }
@@ -81,10 +81,17 @@ void BadConfig(const std::string& kind, manta::train::ScalingConfig* s, std::vec
 int main(int argc, char** argv) {
   spdlog::stdout_logger_mt("train")->set_pattern("%v");
   manta::Init(argc, argv);
-  std::map<std::string, std::string> flags = {{"num_workers", "4"}, {"use_tpu", "1"}, {"max_failures", "0"},
-                                              {"scheduling_timeout_s", "60"}, {"storage_path", "/tmp/manta_results"},
-                                              {"name", ""}, {"env_dir", ""}, {"fail_rank", "-1"},
-                                              {"fail_attempts", "0"}, {"bad", ""}, {"resources", ""},
+  std::map<std::string, std::string> flags = {{"num_workers", "4"},
+                                              {"use_tpu", "1"},
+                                              {"max_failures", "0"},
+                                              {"scheduling_timeout_s", "60"},
+                                              {"storage_path", "/tmp/manta_results"},
+                                              {"name", ""},
+                                              {"env_dir", ""},
+                                              {"fail_rank", "-1"},
+                                              {"fail_attempts", "0"},
+                                              {"bad", ""},
+                                              {"resources", ""},
                                               {"num_to_keep", "0"}};
   int i = 1;
   for (; i < argc && std::string(argv[i]) != "--"; ++i) {

@@ -33,7 +33,7 @@ struct Voidify {
 
 }  // namespace manta::train::internal
 
-#define TRAIN_CHECK(condition)                  \
-  (condition) ? (void)0                         \
+#define TRAIN_CHECK(condition)                        \
+  (condition) ? (void)0                               \
               : ::manta::train::internal::Voidify() & \
                     ::manta::train::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()

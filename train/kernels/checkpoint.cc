@@ -82,8 +82,7 @@ absl::Status WriteSmallFileAtomic(const std::string& path, const std::string& co
 }
 
 absl::Status CheckpointStore::WriteExtra(int64_t step, const std::string& name, const std::string& contents) const {
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
-      name == "manifest.json") {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name == "manifest.json") {
     return absl::InvalidArgumentError("checkpoint: bad extra file name '" + name + "'");
   }
   return WriteSmallFileAtomic(StepDir(step) + ".tmp/" + name, contents);
@@ -144,7 +143,8 @@ absl::StatusOr<CheckpointManifest> CheckpointStore::ReadManifest(int64_t step) c
   if (!(s.norm_eps > 0 && s.norm_eps < 1) || !(s.rope_max_timescale >= 1 && s.rope_max_timescale < 1e9f)) {
     return absl::DataLossError("manifest " + path + " has an impossible norm_eps or rope_max_timescale");
   }
-  for (int64_t dim : {s.emb_dim, s.num_query_heads, s.num_kv_heads, s.head_dim, s.mlp_dim, s.num_layers, s.vocab_size}) {
+  for (int64_t dim :
+       {s.emb_dim, s.num_query_heads, s.num_kv_heads, s.head_dim, s.mlp_dim, s.num_layers, s.vocab_size}) {
     if (dim < 1 || dim > kMaxDim) return absl::DataLossError("manifest " + path + " has an impossible model shape");
   }
   if (absl::Status split = ParamLayout::CheckTensorSplit(s, m.tensor); !split.ok()) {
@@ -162,8 +162,8 @@ absl::Status CheckpointStore::BeginSave(int64_t step) const {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointStore::WriteShard(int64_t step, int tensor_rank, int fsdp_rank,
-                                         const ShardView& shard, const Progress& progress) const {
+absl::Status CheckpointStore::WriteShard(int64_t step, int tensor_rank, int fsdp_rank, const ShardView& shard,
+                                         const Progress& progress) const {
   std::vector<std::pair<const void*, size_t>> parts;
   for (size_t b = 0; b < shard.shard_sizes.size(); ++b) {
     for (const auto& field : shard.fields) {
@@ -189,10 +189,14 @@ absl::Status CheckpointStore::WriteManifest(const CheckpointManifest& m) const {
       {"tensor", m.tensor},
       {"fsdp", m.fsdp},
       {"model",
-       {{"emb_dim", m.model.emb_dim}, {"num_query_heads", m.model.num_query_heads},
-        {"num_kv_heads", m.model.num_kv_heads}, {"head_dim", m.model.head_dim},
-        {"mlp_dim", m.model.mlp_dim}, {"num_layers", m.model.num_layers},
-        {"vocab_size", m.model.vocab_size}, {"norm_eps", m.model.norm_eps},
+       {{"emb_dim", m.model.emb_dim},
+        {"num_query_heads", m.model.num_query_heads},
+        {"num_kv_heads", m.model.num_kv_heads},
+        {"head_dim", m.model.head_dim},
+        {"mlp_dim", m.model.mlp_dim},
+        {"num_layers", m.model.num_layers},
+        {"vocab_size", m.model.vocab_size},
+        {"norm_eps", m.model.norm_eps},
         {"rope_max_timescale", m.model.rope_max_timescale}}},
       {"shard_files", m.tensor * m.fsdp},
   };
@@ -201,9 +205,8 @@ absl::Status CheckpointStore::WriteManifest(const CheckpointManifest& m) const {
   return FsyncPath(StepDir(m.step));
 }
 
-absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLayout& layout,
-                                      int fsdp, int fsdp_rank, const ShardView& out,
-                                      const Progress& progress) const {
+absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLayout& layout, int fsdp, int fsdp_rank,
+                                      const ShardView& out, const Progress& progress) const {
   const ModelShape& a = m.model;
   // The caller's layout is real memory; nothing is sized from the manifest
   // until its shape matches it.
@@ -218,9 +221,9 @@ absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLa
     const auto& nt = layout.block(blk).tensors;
     for (size_t i = 0; i < nt.size(); ++i) {
       if (ot[i].rows != nt[i].rows || ot[i].cols != nt[i].cols) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint tensor ", layout.block(blk).name, "/", nt[i].name, " is ", ot[i].rows, "x",
-            ot[i].cols, ", the model wants ", nt[i].rows, "x", nt[i].cols));
+        return absl::FailedPreconditionError(absl::StrCat("checkpoint tensor ", layout.block(blk).name, "/", nt[i].name,
+                                                          " is ", ot[i].rows, "x", ot[i].cols, ", the model wants ",
+                                                          nt[i].rows, "x", nt[i].cols));
       }
     }
   }
@@ -259,8 +262,14 @@ absl::Status CheckpointStore::Restore(const CheckpointManifest& m, const ParamLa
         const TensorSpec& o = old.block(blk).tensors[ti];
         int r = 0;
         int64_t orow = row, ocol = col;
-        if (o.split == Split::kColumns) { r = static_cast<int>(col / o.local_cols); ocol = col % o.local_cols; }
-        if (o.split == Split::kRows) { r = static_cast<int>(row / o.local_rows); orow = row % o.local_rows; }
+        if (o.split == Split::kColumns) {
+          r = static_cast<int>(col / o.local_cols);
+          ocol = col % o.local_cols;
+        }
+        if (o.split == Split::kRows) {
+          r = static_cast<int>(row / o.local_rows);
+          orow = row % o.local_rows;
+        }
         const int64_t old_pos = o.offset + orow * o.local_cols + ocol;
         const int f = static_cast<int>(old_pos / old_shard[blk]);
         auto data = file(r, f);

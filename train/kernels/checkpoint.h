@@ -67,8 +67,8 @@ class CheckpointStore {
   // Fills `out` (the caller's shard of `layout`, split `fsdp` ways, at
   // `fsdp_rank`) from the checkpoint at `step`, whatever its layout.
   // `progress` (optional) hears of each block's restored bytes.
-  absl::Status Restore(const CheckpointManifest& manifest, const ParamLayout& layout, int fsdp,
-                       int fsdp_rank, const ShardView& out, const Progress& progress = nullptr) const;
+  absl::Status Restore(const CheckpointManifest& manifest, const ParamLayout& layout, int fsdp, int fsdp_rank,
+                       const ShardView& out, const Progress& progress = nullptr) const;
 
   std::string StepDir(int64_t step) const;
 

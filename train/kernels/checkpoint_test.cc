@@ -11,23 +11,20 @@ namespace manta::train {
 namespace {
 
 const std::vector<double>& Uninterrupted() {
-  static const std::vector<double> losses =
-      Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
+  static const std::vector<double> losses = Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
   return losses;
 }
 
 TEST(TrainCheckpointTest, SaveOnOneMeshRestoreOnAnotherContinuesIdentically) {
   TempDir dir;
-  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=10",
-                                         "run_name=reshard", "base_output_directory=" + dir.path(),
-                                         "per_device_batch_size=2"};
+  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=10", "run_name=reshard",
+                                         "base_output_directory=" + dir.path(), "per_device_batch_size=2"};
   auto first = ckpt;
   first.push_back("steps=10");
   first.push_back("ici_fsdp_parallelism=4");
   TrainingResult a = RunOrDie(TinyConfig(first), LocalEnv(4));
   EXPECT_EQ(a.restored_step, -1);
-  ExpectLossesMatch(std::vector<double>(Uninterrupted().begin(), Uninterrupted().begin() + 10),
-                    Losses(a));
+  ExpectLossesMatch(std::vector<double>(Uninterrupted().begin(), Uninterrupted().begin() + 10), Losses(a));
   const std::string step_dir = dir.path() + "/reshard/checkpoints/10";
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/reshard/checkpoints/5"));
   EXPECT_TRUE(std::filesystem::exists(step_dir + "/manifest.json"));
@@ -43,8 +40,8 @@ TEST(TrainCheckpointTest, SaveOnOneMeshRestoreOnAnotherContinuesIdentically) {
 
 TEST(TrainCheckpointTest, RestoreOnADifferentProcessCount) {
   TempDir dir;
-  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=10",
-                                         "run_name=procs", "base_output_directory=" + dir.path()};
+  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=10", "run_name=procs",
+                                         "base_output_directory=" + dir.path()};
   auto first = ckpt;
   first.push_back("steps=10");
   first.push_back("per_device_batch_size=4");
@@ -61,8 +58,8 @@ TEST(TrainCheckpointTest, RestoreOnADifferentProcessCount) {
 
 TEST(TrainCheckpointTest, SavesEveryPeriodAndAfterTheLastStep) {
   TempDir dir;
-  RunOrDie(TinyConfig({"enable_checkpointing=true", "checkpoint_period=5", "steps=7",
-                       "run_name=periodic", "base_output_directory=" + dir.path()}),
+  RunOrDie(TinyConfig({"enable_checkpointing=true", "checkpoint_period=5", "steps=7", "run_name=periodic",
+                       "base_output_directory=" + dir.path()}),
            LocalEnv(1));
   CheckpointStore store(dir.path() + "/periodic/checkpoints");
   EXPECT_TRUE(store.ReadManifest(5).ok());
@@ -79,10 +76,10 @@ TEST(TrainCheckpointTest, ShouldStopEndsEveryDeviceAtTheSameStepWithACheckpoint)
   int seen = 0;
   options.on_step = [&](const StepMetrics& m) { EXPECT_EQ(m.step, seen++); };
   options.should_stop = [&] { return seen == 3; };
-  TrainingResult r = RunOrDie(TinyConfig({"enable_checkpointing=true", "checkpoint_period=10",
-                                          "run_name=stopped", "base_output_directory=" + dir.path(),
-                                          "per_device_batch_size=2", "ici_fsdp_parallelism=4"}),
-                              LocalEnv(4), options);
+  TrainingResult r =
+      RunOrDie(TinyConfig({"enable_checkpointing=true", "checkpoint_period=10", "run_name=stopped",
+                           "base_output_directory=" + dir.path(), "per_device_batch_size=2", "ici_fsdp_parallelism=4"}),
+               LocalEnv(4), options);
   EXPECT_TRUE(r.stopped_early);
   EXPECT_EQ(r.steps.size(), 3u);
   EXPECT_EQ(seen, 3);
@@ -91,9 +88,8 @@ TEST(TrainCheckpointTest, ShouldStopEndsEveryDeviceAtTheSameStepWithACheckpoint)
 
 TEST(TrainCheckpointTest, SaveKilledMidwayLeavesThePreviousCheckpoint) {
   TempDir dir;
-  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=5",
-                                         "run_name=killed", "base_output_directory=" + dir.path(),
-                                         "per_device_batch_size=4"};
+  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=5", "run_name=killed",
+                                         "base_output_directory=" + dir.path(), "per_device_batch_size=4"};
   auto first = ckpt;
   first.push_back("steps=15");
   EXPECT_NE(Launch({"--num_processes=2", "--chips_per_host=1", "--fault_exit_during_save_step=10"}, first), 0);
@@ -116,9 +112,13 @@ TEST(TrainCheckpointTest, SaveKilledMidwayLeavesThePreviousCheckpoint) {
 
 TEST(TrainCheckpointTest, RestoreFromChoosesTheCheckpointAndStepDoneNamesEachSave) {
   TempDir dir;
-  const std::vector<std::string> ckpt = {"enable_checkpointing=true", "checkpoint_period=4", "steps=8",
-                                         "run_name=chosen", "base_output_directory=" + dir.path(),
-                                         "per_device_batch_size=8", "learning_rate_schedule_steps=20"};
+  const std::vector<std::string> ckpt = {"enable_checkpointing=true",
+                                         "checkpoint_period=4",
+                                         "steps=8",
+                                         "run_name=chosen",
+                                         "base_output_directory=" + dir.path(),
+                                         "per_device_batch_size=8",
+                                         "learning_rate_schedule_steps=20"};
   const std::vector<double> first10(Uninterrupted().begin(), Uninterrupted().begin() + 10);
   RunOptions first;
   std::vector<std::string> saved;
@@ -175,7 +175,6 @@ TEST(TrainCheckpointTest, AHostileManifestIsAnErrorNotACrash) {
     EXPECT_NE(m.status().message().find("manifest"), std::string::npos) << m.status();
   }
 }
-
 
 TEST(TrainCheckpointTest, AShardWriteReportsEveryByteItWrites) {
   TempDir dir;

@@ -15,15 +15,13 @@
 namespace manta::train {
 namespace {
 
-constexpr unsigned kGroupMasks[] = {kDataAxis,  kFsdpAxis,           kTensorAxis,
-                                    kBatchAxes, kFsdpAxis | kTensorAxis, kAllAxes};
+constexpr unsigned kGroupMasks[] = {kDataAxis, kFsdpAxis, kTensorAxis, kBatchAxes, kFsdpAxis | kTensorAxis, kAllAxes};
 
 class Timer {
  public:
   explicit Timer(std::atomic<int64_t>* sink) : sink_(sink), start_(std::chrono::steady_clock::now()) {}
   ~Timer() {
-    *sink_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now() - start_).count();
+    *sink_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
 
  private:
@@ -38,8 +36,7 @@ Communicator::Communicator(const Mesh& mesh, const DistributedEnv& env)
 
 Communicator::~Communicator() = default;
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Mesh& mesh,
-                                                                   const DistributedEnv& env,
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Mesh& mesh, const DistributedEnv& env,
                                                                    absl::Duration timeout) {
   std::unique_ptr<Communicator> comm = Make(mesh, env);
   absl::Status s = comm->Connect(timeout);
@@ -93,8 +90,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   return s;
 }
 
-absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device> device,
-                                         absl::Duration timeout) {
+absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout) {
   const Mesh& mesh = mesh_;
   const DistributedEnv& env = env_;
   Communicator* comm = this;
@@ -112,11 +108,11 @@ absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device
         if (p == me) local.push_back(i);
       }
       for (const auto& [p, pos] : positions) {
-        if (pos.size() != positions.begin()->second.size() || pos.back() - pos.front() + 1 != static_cast<int>(pos.size()) ||
-            processes.size() != positions.size()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "mesh ", mesh.DebugString(), " splits a group of devices unevenly over processes (",
-              "chips_per_host ", env.chips_per_host, "); choose axes whose groups hold whole processes"));
+        if (pos.size() != positions.begin()->second.size() ||
+            pos.back() - pos.front() + 1 != static_cast<int>(pos.size()) || processes.size() != positions.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("mesh ", mesh.DebugString(), " splits a group of devices unevenly over processes (",
+                           "chips_per_host ", env.chips_per_host, "); choose axes whose groups hold whole processes"));
         }
       }
       if (local.empty()) continue;
@@ -137,14 +133,13 @@ absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device
                            std::unique_ptr<NetGroup>* out) -> absl::Status {
           try {
             gloo::rendezvous::PrefixStore prefixed(prefix, *comm->store_);
-            auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_of(procs),
-                                                                   static_cast<int>(procs.size()));
+            auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_of(procs), static_cast<int>(procs.size()));
             ctx->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
             ctx->connectFullMesh(prefixed, device);
             *out = std::make_unique<NetGroup>(ctx);
           } catch (const std::exception& e) {
-            return absl::UnavailableError(absl::StrCat("joining collective group ", prefix, " at ",
-                                                       env.coordinator_address, ": ", e.what()));
+            return absl::UnavailableError(
+                absl::StrCat("joining collective group ", prefix, " at ", env.coordinator_address, ": ", e.what()));
           }
           return absl::OkStatus();
         };
@@ -160,8 +155,8 @@ absl::Status Communicator::ConnectGroups(std::shared_ptr<gloo::transport::Device
         }
         if (!s.ok()) return s;
       }
-      comm->groups_[{mask, d}] = std::make_unique<CollectiveGroup>(
-          std::move(members), std::move(local), std::move(flat), std::move(intra), std::move(inter));
+      comm->groups_[{mask, d}] = std::make_unique<CollectiveGroup>(std::move(members), std::move(local),
+                                                                   std::move(flat), std::move(intra), std::move(inter));
     }
   }
   return absl::OkStatus();
@@ -198,9 +193,7 @@ CollectiveGroup& Communicator::Group(unsigned mask, int device) {
   return *it->second;
 }
 
-int Communicator::GroupSize(unsigned mask) const {
-  return static_cast<int>(mesh_.GroupMembers(mask, 0).size());
-}
+int Communicator::GroupSize(unsigned mask) const { return static_cast<int>(mesh_.GroupMembers(mask, 0).size()); }
 
 int Communicator::IndexInGroup(unsigned mask, int device) const {
   std::vector<int> members = mesh_.GroupMembers(mask, device);
@@ -211,10 +204,10 @@ double Communicator::SecondsInCollectives(int device) const {
   return nanos_in_collectives_[device - env_.first_device()].load() * 1e-9;
 }
 
-#define TRAIN_COLLECTIVE(name, call)                                               \
-  Timer timer(&nanos_in_collectives_[device - env_.first_device()]);              \
-  CollectiveGroup& group = Group(mask, device);                                   \
-  const int index = group.IndexOf(device);                                        \
+#define TRAIN_COLLECTIVE(name, call)                                 \
+  Timer timer(&nanos_in_collectives_[device - env_.first_device()]); \
+  CollectiveGroup& group = Group(mask, device);                      \
+  const int index = group.IndexOf(device);                           \
   Guarded(name, [&] { call; })
 
 void Communicator::AllReduce(unsigned mask, int device, float* data, int64_t n) {
@@ -241,8 +234,6 @@ void Communicator::Broadcast(unsigned mask, int device, float* data, int64_t n, 
   TRAIN_COLLECTIVE("broadcast", group.Broadcast(index, data, n, root));
 }
 
-void Communicator::Barrier(unsigned mask, int device) {
-  TRAIN_COLLECTIVE("barrier", group.Barrier(index));
-}
+void Communicator::Barrier(unsigned mask, int device) { TRAIN_COLLECTIVE("barrier", group.Barrier(index)); }
 
 }  // namespace manta::train

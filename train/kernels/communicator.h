@@ -46,8 +46,8 @@ class Communicator {
   // Connects to the coordinator (process 0 starts the rendezvous server
   // there) and builds the gloo contexts of every group that spans
   // processes. Blocks until every process has joined or `timeout` passes.
-  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
-      const Mesh& mesh, const DistributedEnv& env, absl::Duration timeout = absl::Seconds(120));
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Mesh& mesh, const DistributedEnv& env,
+                                                              absl::Duration timeout = absl::Seconds(120));
   // The same in two steps, so another thread can Abort while Connect waits
   // for the other processes: Connect returns Cancelled then.
   static std::unique_ptr<Communicator> Make(const Mesh& mesh, const DistributedEnv& env);
@@ -99,7 +99,7 @@ class Communicator {
   std::map<std::pair<unsigned, int>, std::unique_ptr<CollectiveGroup>> groups_;
   std::atomic<bool> broken_{false};
   std::atomic<bool> connected_{false};  // groups_ is complete (Abort may walk it)
-  absl::Mutex abort_mu_;  // serializes Abort with the end of Connect
+  absl::Mutex abort_mu_;                // serializes Abort with the end of Connect
   std::string broken_why_ ABSL_GUARDED_BY(abort_mu_);
   std::vector<std::atomic<int64_t>> nanos_in_collectives_;  // per local device
 };

@@ -143,30 +143,18 @@ void CheckAllOps(Communicator& comm, int device) {
   EXPECT_GT(comm.SecondsInCollectives(device), 0.0);
 }
 
-TEST(TrainCommunicatorTest, OneProcessFourDevicesStaysInMemory) {
-  RunMesh(1, 4, Par(2, 2), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, OneProcessFourDevicesStaysInMemory) { RunMesh(1, 4, Par(2, 2), CheckAllOps); }
 
-TEST(TrainCommunicatorTest, TwoProcessesFsdpAcrossTensorInside) {
-  RunMesh(2, 2, Par(2, 2), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, TwoProcessesFsdpAcrossTensorInside) { RunMesh(2, 2, Par(2, 2), CheckAllOps); }
 
-TEST(TrainCommunicatorTest, TwoProcessesFsdpOverAllFourDevices) {
-  RunMesh(2, 2, Par(4, 1), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, TwoProcessesFsdpOverAllFourDevices) { RunMesh(2, 2, Par(4, 1), CheckAllOps); }
 
 // Four processes: gloo's halving-doubling reorders the parts it reduces.
-TEST(TrainCommunicatorTest, FourProcessesFsdpAcross) {
-  RunMesh(4, 1, Par(4, 1), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, FourProcessesFsdpAcross) { RunMesh(4, 1, Par(4, 1), CheckAllOps); }
 
-TEST(TrainCommunicatorTest, FourProcessesFsdpAcrossTensorInside) {
-  RunMesh(4, 2, Par(4, 2), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, FourProcessesFsdpAcrossTensorInside) { RunMesh(4, 2, Par(4, 2), CheckAllOps); }
 
-TEST(TrainCommunicatorTest, ThreeProcesses) {
-  RunMesh(3, 1, Par(3, 1), CheckAllOps);
-}
+TEST(TrainCommunicatorTest, ThreeProcesses) { RunMesh(3, 1, Par(3, 1), CheckAllOps); }
 
 // fsdp 4 = dcn 2 x ici 2 over 2 slices of 2 processes: the exchange runs
 // inside each slice and then across slices.

@@ -20,32 +20,50 @@ const std::map<std::string, Preset>& Presets() {
   static const auto* presets = new std::map<std::string, Preset>{
       {"default", {}},
       {"tiny",
-       {{"base_emb_dim", "64"}, {"base_num_query_heads", "8"},
-        {"base_num_kv_heads", "4"}, {"base_mlp_dim", "128"},
-        {"base_num_decoder_layers", "2"}, {"head_dim", "8"},
+       {{"base_emb_dim", "64"},
+        {"base_num_query_heads", "8"},
+        {"base_num_kv_heads", "4"},
+        {"base_mlp_dim", "128"},
+        {"base_num_decoder_layers", "2"},
+        {"head_dim", "8"},
         {"vocab_size", "256"}}},
       {"manta-35m",
-       {{"base_emb_dim", "512"}, {"base_num_query_heads", "8"},
-        {"base_num_kv_heads", "4"}, {"base_mlp_dim", "1536"},
-        {"base_num_decoder_layers", "8"}, {"head_dim", "64"},
+       {{"base_emb_dim", "512"},
+        {"base_num_query_heads", "8"},
+        {"base_num_kv_heads", "4"},
+        {"base_mlp_dim", "1536"},
+        {"base_num_decoder_layers", "8"},
+        {"head_dim", "64"},
         {"vocab_size", "8192"}}},
       {"llama2-7b",
-       {{"base_emb_dim", "4096"}, {"base_num_query_heads", "32"},
-        {"base_num_kv_heads", "32"}, {"base_mlp_dim", "11008"},
-        {"base_num_decoder_layers", "32"}, {"head_dim", "128"},
-        {"vocab_size", "32000"}, {"normalization_layer_epsilon", "1.0e-5"},
+       {{"base_emb_dim", "4096"},
+        {"base_num_query_heads", "32"},
+        {"base_num_kv_heads", "32"},
+        {"base_mlp_dim", "11008"},
+        {"base_num_decoder_layers", "32"},
+        {"head_dim", "128"},
+        {"vocab_size", "32000"},
+        {"normalization_layer_epsilon", "1.0e-5"},
         {"rope_max_timescale", "10000"}}},
       {"llama3-8b",
-       {{"base_emb_dim", "4096"}, {"base_num_query_heads", "32"},
-        {"base_num_kv_heads", "8"}, {"base_mlp_dim", "14336"},
-        {"base_num_decoder_layers", "32"}, {"head_dim", "128"},
-        {"vocab_size", "128256"}, {"normalization_layer_epsilon", "1.0e-5"},
+       {{"base_emb_dim", "4096"},
+        {"base_num_query_heads", "32"},
+        {"base_num_kv_heads", "8"},
+        {"base_mlp_dim", "14336"},
+        {"base_num_decoder_layers", "32"},
+        {"head_dim", "128"},
+        {"vocab_size", "128256"},
+        {"normalization_layer_epsilon", "1.0e-5"},
         {"rope_max_timescale", "500000"}}},
       {"llama3-70b",
-       {{"base_emb_dim", "8192"}, {"base_num_query_heads", "64"},
-        {"base_num_kv_heads", "8"}, {"base_mlp_dim", "28672"},
-        {"base_num_decoder_layers", "80"}, {"head_dim", "128"},
-        {"vocab_size", "128256"}, {"normalization_layer_epsilon", "1.0e-5"},
+       {{"base_emb_dim", "8192"},
+        {"base_num_query_heads", "64"},
+        {"base_num_kv_heads", "8"},
+        {"base_mlp_dim", "28672"},
+        {"base_num_decoder_layers", "80"},
+        {"head_dim", "128"},
+        {"vocab_size", "128256"},
+        {"normalization_layer_epsilon", "1.0e-5"},
         {"rope_max_timescale", "500000"}}},
   };
   return *presets;
@@ -77,9 +95,12 @@ class Reader {
   }
   absl::Status Bool(const std::string& key, bool* out) const {
     std::string v = absl::AsciiStrToLower(Get(key));
-    if (v == "true") *out = true;
-    else if (v == "false") *out = false;
-    else return KeyError(key, "expected true or false, got '" + Get(key) + "'");
+    if (v == "true")
+      *out = true;
+    else if (v == "false")
+      *out = false;
+    else
+      return KeyError(key, "expected true or false, got '" + Get(key) + "'");
     return absl::OkStatus();
   }
   std::string String(const std::string& key) const { return Get(key); }
@@ -194,8 +215,8 @@ absl::Status Validate(Config* c) {
   RETURN_IF_ERROR(Positive("rope_max_timescale", m.rope_max_timescale));
   if (m.head_dim % 2 != 0) return KeyError("head_dim", "must be even for rotary embeddings");
   if (m.num_query_heads % m.num_kv_heads != 0) {
-    return KeyError("base_num_kv_heads", absl::StrCat("must divide base_num_query_heads (",
-                                                      m.num_query_heads, "), got ", m.num_kv_heads));
+    return KeyError("base_num_kv_heads",
+                    absl::StrCat("must divide base_num_query_heads (", m.num_query_heads, "), got ", m.num_kv_heads));
   }
   RETURN_IF_ERROR(InRange("per_device_batch_size", c->per_device_batch_size, 1 << 16));
   RETURN_IF_ERROR(InRange("max_target_length", c->max_target_length, 1 << 20));
@@ -217,12 +238,9 @@ absl::Status Validate(Config* c) {
     return KeyError("gradient_clipping_threshold", "must not be negative (0 disables clipping)");
   }
   const std::pair<const char*, int64_t> axes[] = {
-      {"dcn_data_parallelism", c->parallelism.dcn_data},
-      {"dcn_fsdp_parallelism", c->parallelism.dcn_fsdp},
-      {"dcn_tensor_parallelism", c->parallelism.dcn_tensor},
-      {"ici_data_parallelism", c->parallelism.ici_data},
-      {"ici_fsdp_parallelism", c->parallelism.ici_fsdp},
-      {"ici_tensor_parallelism", c->parallelism.ici_tensor}};
+      {"dcn_data_parallelism", c->parallelism.dcn_data},     {"dcn_fsdp_parallelism", c->parallelism.dcn_fsdp},
+      {"dcn_tensor_parallelism", c->parallelism.dcn_tensor}, {"ici_data_parallelism", c->parallelism.ici_data},
+      {"ici_fsdp_parallelism", c->parallelism.ici_fsdp},     {"ici_tensor_parallelism", c->parallelism.ici_tensor}};
   for (const auto& [key, v] : axes) {
     if (v == 0 || v < -1 || v > (1 << 16)) {
       return KeyError(key, absl::StrCat("must be -1 or from 1 to 65536, got ", v));
@@ -235,7 +253,8 @@ absl::Status Validate(Config* c) {
     if (c->dataset_path.empty()) return KeyError("dataset_path", "must be set when dataset_type is 'text'");
     if (c->model.vocab_size < 257) {
       return KeyError("vocab_size", absl::StrCat("must be at least 257 (256 bytes and end-of-text) when "
-                                                 "dataset_type is 'text', got ", c->model.vocab_size));
+                                                 "dataset_type is 'text', got ",
+                                                 c->model.vocab_size));
     }
   }
   RETURN_IF_ERROR(InRange("max_prefill_predict_length", c->max_prefill_predict_length, 1 << 20));
@@ -312,8 +331,7 @@ absl::StatusOr<std::map<std::string, std::string>> ParseFlatYaml(const std::stri
   return kv;
 }
 
-absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text,
-                                      const std::vector<std::string>& overrides) {
+absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text, const std::vector<std::string>& overrides) {
   ASSIGN_OR_RETURN(auto kv, ParseFlatYaml(yaml_text));
   std::map<std::string, std::string> set_by_user;
   for (const std::string& arg : overrides) {
@@ -330,15 +348,14 @@ absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text,
   const std::string model_name = kv["model_name"];
   auto preset = Presets().find(model_name);
   if (preset == Presets().end()) {
-    return KeyError("model_name", "unknown model '" + model_name + "'; known: " +
-                                      absl::StrJoin(ModelPresetNames(), ", "));
+    return KeyError("model_name",
+                    "unknown model '" + model_name + "'; known: " + absl::StrJoin(ModelPresetNames(), ", "));
   }
   bool override_model = false;
   RETURN_IF_ERROR(Reader(kv).Bool("override_model_config", &override_model));
   for (const auto& [key, value] : preset->second) {
     if (set_by_user.count(key) && !override_model) {
-      return KeyError(key, "is set by model_name=" + model_name +
-                               "; pass override_model_config=true to change it");
+      return KeyError(key, "is set by model_name=" + model_name + "; pass override_model_config=true to change it");
     }
     if (!set_by_user.count(key)) kv[key] = value;
   }
@@ -356,8 +373,7 @@ absl::StatusOr<Config> LoadConfig(const std::vector<std::string>& args) {
   text << in.rdbuf();
   auto config = ConfigFromYaml(text.str(), {args.begin() + 1, args.end()});
   if (!config.ok()) {
-    return absl::Status(config.status().code(),
-                        args[0] + ": " + std::string(config.status().message()));
+    return absl::Status(config.status().code(), args[0] + ": " + std::string(config.status().message()));
   }
   return config;
 }

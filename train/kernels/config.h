@@ -58,13 +58,13 @@ struct Config {
 
   ParallelismConfig parallelism;
 
-  std::string dataset_type;     // synthetic | text
-  std::string dataset_path;     // text: a file, or a folder of text files
-  std::string tokenizer_path;   // text: a saved tokenizer; empty trains one on the corpus
+  std::string dataset_type;    // synthetic | text
+  std::string dataset_path;    // text: a file, or a folder of text files
+  std::string tokenizer_path;  // text: a saved tokenizer; empty trains one on the corpus
   uint64_t data_shuffle_seed = 0;
   uint64_t init_weights_seed = 0;
 
-  std::string load_parameters_path;     // serving: a checkpoint step folder
+  std::string load_parameters_path;        // serving: a checkpoint step folder
   int64_t max_prefill_predict_length = 0;  // serving: the longest prompt
   int64_t prometheus_port = -1;            // serving: metrics port, -1 for none
   std::string base_output_directory;
@@ -84,16 +84,14 @@ struct Config {
 // Parses the flat `key: value` YAML subset: one pair per line, `#` comments,
 // optional single or double quotes around scalars. Nested maps and lists are
 // rejected with the line number.
-absl::StatusOr<std::map<std::string, std::string>> ParseFlatYaml(
-    const std::string& text);
+absl::StatusOr<std::map<std::string, std::string>> ParseFlatYaml(const std::string& text);
 
 // Builds a Config from a base YAML file and `key=value` overrides, applying
 // the `model_name` preset. args[0] is the path of the base file.
 absl::StatusOr<Config> LoadConfig(const std::vector<std::string>& args);
 
 // As LoadConfig, with the base file's text given directly.
-absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text,
-                                      const std::vector<std::string>& overrides);
+absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text, const std::vector<std::string>& overrides);
 
 // Names of the model presets accepted by `model_name`.
 std::vector<std::string> ModelPresetNames();

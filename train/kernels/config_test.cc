@@ -16,8 +16,8 @@ std::string BaseYaml() {
 }
 
 TEST(TrainConfigTest, BaseLoadsWithOverrides) {
-  auto c = ConfigFromYaml(BaseYaml(), {"model_name=tiny", "steps=7", "learning_rate=0.01",
-                                       "ici_tensor_parallelism=2", "run_name=r1"});
+  auto c = ConfigFromYaml(
+      BaseYaml(), {"model_name=tiny", "steps=7", "learning_rate=0.01", "ici_tensor_parallelism=2", "run_name=r1"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->steps, 7);
   EXPECT_EQ(c->model.emb_dim, 64);
@@ -66,8 +66,7 @@ TEST(TrainConfigTest, ErrorsNameTheKey) {
 }
 
 TEST(TrainConfigTest, OverrideModelConfigAllowsChangingPresetKeys) {
-  auto c = ConfigFromYaml(BaseYaml(), {"model_name=tiny", "override_model_config=true",
-                                       "base_num_decoder_layers=1"});
+  auto c = ConfigFromYaml(BaseYaml(), {"model_name=tiny", "override_model_config=true", "base_num_decoder_layers=1"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model.num_layers, 1);
 }

@@ -21,12 +21,11 @@ SyntheticDataset::SyntheticDataset(uint64_t seed, int64_t vocab, int64_t seq_len
   }
 }
 
-void SyntheticDataset::Fill(int64_t step, int64_t global_batch, int64_t first_row, int64_t rows,
-                            int32_t* inputs, int32_t* targets) const {
+void SyntheticDataset::Fill(int64_t step, int64_t global_batch, int64_t first_row, int64_t rows, int32_t* inputs,
+                            int32_t* targets) const {
   std::vector<int32_t> seq(seq_len_ + 1);
   for (int64_t r = 0; r < rows; ++r) {
-    uint64_t state = Mix(seed_ * 0x100000001b3ULL ^
-                         Mix(static_cast<uint64_t>(step * global_batch + first_row + r)));
+    uint64_t state = Mix(seed_ * 0x100000001b3ULL ^ Mix(static_cast<uint64_t>(step * global_batch + first_row + r)));
     seq[0] = static_cast<int32_t>(state % static_cast<uint64_t>(vocab_));
     for (int64_t t = 1; t <= seq_len_; ++t) {
       state = Mix(state);

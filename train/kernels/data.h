@@ -35,8 +35,8 @@ class SyntheticDataset : public Dataset {
 
   // Fills rows [first_row, first_row + rows) of the global batch at `step`:
   // inputs and targets are [rows, seq_len], targets shifted by one.
-  void Fill(int64_t step, int64_t global_batch, int64_t first_row, int64_t rows,
-            int32_t* inputs, int32_t* targets) const override;
+  void Fill(int64_t step, int64_t global_batch, int64_t first_row, int64_t rows, int32_t* inputs,
+            int32_t* targets) const override;
 
  private:
   uint64_t seed_;

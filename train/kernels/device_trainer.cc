@@ -82,7 +82,8 @@ int64_t DeviceTrainer::BytesHeld() const {
   int64_t floats = model_.allocated_floats();
   int64_t doubles = 0;
   using Buffers = const std::vector<FloatBuffer>*;
-  for (Buffers buffers : std::initializer_list<Buffers>{&state_->param, &state_->m, &state_->v, &grad_, &full_, &acc_}) {
+  for (Buffers buffers :
+       std::initializer_list<Buffers>{&state_->param, &state_->m, &state_->v, &grad_, &full_, &acc_}) {
     for (const FloatBuffer& b : *buffers) floats += static_cast<int64_t>(b.size());
   }
   for (const DoubleBuffer& b : acc64_) doubles += static_cast<int64_t>(b.size());
@@ -155,8 +156,7 @@ DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const Dataset& da
   for (micro_ = 0; micro_ < micros_; ++micro_) {
     data.Fill(step, global_batch_, mesh_.BatchShard(device_) * rows_ + micro_ * micro_rows_, micro_rows_,
               inputs_.data(), targets_.data());
-    loss_sum += model_.ForwardBackward(inputs_.data(), targets_.data(), 1.0f / static_cast<float>(global_tokens),
-                                       this);
+    loss_sum += model_.ForwardBackward(inputs_.data(), targets_.data(), 1.0f / static_cast<float>(global_tokens), this);
   }
   reducer_.Drain();
   // Squared norm of the unique gradient elements: tensor-replicated tensors
@@ -189,8 +189,8 @@ DeviceStepResult DeviceTrainer::ComputeGradients(int64_t step, const Dataset& da
 void DeviceTrainer::ApplyUpdate(int64_t step, const DeviceStepResult& r) {
   const double scale = ClipScale(config_, r.grad_norm);
   for (int b = 0; b < layout_.num_blocks(); ++b) {
-    AdamWUpdate(config_, step, r.learning_rate, scale, grad_[b].data(), state_->param[b].data(),
-                state_->m[b].data(), state_->v[b].data(), shard_size(b));
+    AdamWUpdate(config_, step, r.learning_rate, scale, grad_[b].data(), state_->param[b].data(), state_->m[b].data(),
+                state_->v[b].data(), shard_size(b));
   }
 }
 

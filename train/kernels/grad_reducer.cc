@@ -66,8 +66,7 @@ void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
   cv_.SignalAll();
 }
 
-void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t shard,
-                             float* shard_out) {
+void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t shard, float* shard_out) {
   if (exact_) {
     double* padded = PaddedExact(block, shard);
     if (padded == nullptr) return;
@@ -104,8 +103,7 @@ void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t
 namespace {
 
 int64_t NanosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace

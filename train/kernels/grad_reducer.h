@@ -68,7 +68,7 @@ class GradientReducer {
   std::string failure_ ABSL_GUARDED_BY(mu_);  // set once
   // Per-block padded copies of the gradients; a block's buffer is written by
   // Submit only after the previous step's reduction of it has drained.
-  std::map<int, FloatBuffer> padded_ ABSL_GUARDED_BY(mu_);  // the map; the buffers are the tasks' 
+  std::map<int, FloatBuffer> padded_ ABSL_GUARDED_BY(mu_);  // the map; the buffers are the tasks'
   // Exact reducers: padded copies and the reduced shards, in double.
   std::map<int, std::pair<DoubleBuffer, DoubleBuffer>> padded64_ ABSL_GUARDED_BY(mu_);  // the map
   // Block `block`'s padded double copy, sized; null after a failure.

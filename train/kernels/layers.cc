@@ -9,8 +9,7 @@
 
 namespace manta::train {
 
-void RmsNormForward(const float* x, const float* g, int64_t n, int64_t d, float eps, float* y,
-                    float* rinv) {
+void RmsNormForward(const float* x, const float* g, int64_t n, int64_t d, float eps, float* y, float* rinv) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xr = x + i * d;
     float* yr = y + i * d;
@@ -22,8 +21,8 @@ void RmsNormForward(const float* x, const float* g, int64_t n, int64_t d, float 
   }
 }
 
-void RmsNormBackward(const float* x, const float* g, const float* rinv, const float* dy,
-                     int64_t n, int64_t d, float* dx_accum, float* dg) {
+void RmsNormBackward(const float* x, const float* g, const float* rinv, const float* dy, int64_t n, int64_t d,
+                     float* dx_accum, float* dg) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xr = x + i * d;
     const float* dyr = dy + i * d;
@@ -97,8 +96,7 @@ constexpr int64_t kQueryBlock = 64;
 
 }  // namespace
 
-void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                      float* probs, float* o) {
+void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v, float* probs, float* o) {
   const int64_t T = s.seq, hd = s.head_dim;
   const int64_t ldq = s.heads * hd, ldk = s.kv_heads * hd;
   const int64_t group = s.heads / s.kv_heads;
@@ -133,9 +131,8 @@ void AttentionForward(const AttentionShape& s, const float* q, const float* k, c
   }
 }
 
-void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                       const float* probs, const float* d_o, float* dq, float* dk, float* dv,
-                       float* scratch) {
+void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v, const float* probs,
+                       const float* d_o, float* dq, float* dk, float* dv, float* scratch) {
   const int64_t T = s.seq, hd = s.head_dim;
   const int64_t ldq = s.heads * hd, ldk = s.kv_heads * hd;
   const int64_t group = s.heads / s.kv_heads;
@@ -181,8 +178,7 @@ void SwigluForward(const float* gate, const float* up, int64_t n, float* a) {
   }
 }
 
-void SwigluBackward(const float* gate, const float* up, const float* da, int64_t n,
-                    float* dgate, float* dup) {
+void SwigluBackward(const float* gate, const float* up, const float* da, int64_t n, float* dgate, float* dup) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = gate[i];
     const float sig = 1.0f / (1.0f + std::exp(-x));
@@ -192,8 +188,7 @@ void SwigluBackward(const float* gate, const float* up, const float* da, int64_t
   }
 }
 
-double SoftmaxCrossEntropy(float* logits, const int32_t* targets, int64_t n, int64_t vocab,
-                           float scale) {
+double SoftmaxCrossEntropy(float* logits, const int32_t* targets, int64_t n, int64_t vocab, float scale) {
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
     float* row = logits + i * vocab;

@@ -27,9 +27,8 @@ double Dot(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Checks analytic[i] against (f(x + h e_i) - f(x - h e_i)) / 2h for `samples` indices.
-void ExpectGradient(const std::string& what, std::vector<float>& x,
-                    const std::vector<float>& analytic, const std::function<double()>& f,
-                    int samples = 24, float h = 1e-2f) {
+void ExpectGradient(const std::string& what, std::vector<float>& x, const std::vector<float>& analytic,
+                    const std::function<double()>& f, int samples = 24, float h = 1e-2f) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   std::mt19937 rng(7);
   double max_abs = 1e-3;
@@ -43,8 +42,7 @@ void ExpectGradient(const std::string& what, std::vector<float>& x,
     const double minus = f();
     x[i] = saved;
     const double numeric = (plus - minus) / (2.0 * h);
-    EXPECT_NEAR(analytic[i], numeric, 2e-2 * max_abs + 1e-2 * std::fabs(numeric))
-        << what << " index " << i;
+    EXPECT_NEAR(analytic[i], numeric, 2e-2 * max_abs + 1e-2 * std::fabs(numeric)) << what << " index " << i;
   }
 }
 
@@ -93,8 +91,8 @@ TEST(TrainLayersGradTest, GroupedCausalAttention) {
   };
   f();
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(2 * s.seq * s.seq);
-  AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), r.data(), dq.data(), dk.data(),
-                    dv.data(), scratch.data());
+  AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), r.data(), dq.data(), dk.data(), dv.data(),
+                    scratch.data());
   ExpectGradient("attention dq", q, dq, f);
   ExpectGradient("attention dk", k, dk, f);
   ExpectGradient("attention dv", v, dv, f);
@@ -124,8 +122,8 @@ TEST(TrainLayersGradTest, AttentionOverSeveralQueryBlocks) {
     EXPECT_EQ(probs[i * s.seq + s.seq - 1], i == s.seq - 1 ? probs[i * s.seq + s.seq - 1] : 0.0f);
   }
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(2 * s.seq * s.seq);
-  AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), r.data(), dq.data(), dk.data(),
-                    dv.data(), scratch.data());
+  AttentionBackward(s, q.data(), k.data(), v.data(), probs.data(), r.data(), dq.data(), dk.data(), dv.data(),
+                    scratch.data());
   ExpectGradient("blocked attention dq", q, dq, f, 40);
   ExpectGradient("blocked attention dk", k, dk, f, 40);
   ExpectGradient("blocked attention dv", v, dv, f, 40);
@@ -202,8 +200,7 @@ TEST(TrainLayersGradTest, DecoderEveryParameter) {
   auto f = [&] { return scale * model.ForwardBackward(inputs.data(), targets.data(), scale, &ops); };
   for (int b = 0; b < layout.num_blocks(); ++b) {
     for (const TensorSpec& t : layout.block(b).tensors) {
-      std::vector<float> x(ops.params[b].begin() + t.offset,
-                           ops.params[b].begin() + t.offset + t.local_size());
+      std::vector<float> x(ops.params[b].begin() + t.offset, ops.params[b].begin() + t.offset + t.local_size());
       std::vector<float> g(grads[b].begin() + t.offset, grads[b].begin() + t.offset + t.local_size());
       auto fx = [&] {
         std::copy(x.begin(), x.end(), ops.params[b].begin() + t.offset);

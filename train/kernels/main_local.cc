@@ -81,14 +81,13 @@ int main(int argc, char** argv) {
   const std::string coordinator = "127.0.0.1:" + std::to_string(port);
   std::vector<pid_t> children;
   for (int p = 0; p < num_processes; ++p) {
-    std::vector<std::string> args = {
-        binary,
-        "--coordinator_address=" + coordinator,
-        "--process_id=" + std::to_string(p),
-        "--num_processes=" + std::to_string(num_processes),
-        "--slice_id=" + std::to_string(p / (num_processes / num_slices)),
-        "--num_slices=" + std::to_string(num_slices),
-        "--chips_per_host=" + std::to_string(chips_per_host)};
+    std::vector<std::string> args = {binary,
+                                     "--coordinator_address=" + coordinator,
+                                     "--process_id=" + std::to_string(p),
+                                     "--num_processes=" + std::to_string(num_processes),
+                                     "--slice_id=" + std::to_string(p / (num_processes / num_slices)),
+                                     "--num_slices=" + std::to_string(num_slices),
+                                     "--chips_per_host=" + std::to_string(chips_per_host)};
     args.insert(args.end(), pass_flags.begin(), pass_flags.end());
     args.push_back("--");
     args.insert(args.end(), config_args.begin(), config_args.end());
@@ -121,8 +120,7 @@ int main(int argc, char** argv) {
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && exit_code == 0) {
       exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      std::cerr << "manta_train_local: process pid " << pid << " failed (" << exit_code
-                << "); stopping the others\n";
+      std::cerr << "manta_train_local: process pid " << pid << " failed (" << exit_code << "); stopping the others\n";
       for (pid_t c : children) {
         if (c != pid) ::kill(c, SIGTERM);
       }

@@ -30,8 +30,8 @@ const char kUsage[] =
     "MEGASCALE_PORT), JAX_PROCESS_ID, JAX_NUM_PROCESSES,\n"
     "MEGASCALE_SLICE_ID, MEGASCALE_NUM_SLICES, and the count of TPU_VISIBLE_CHIPS.\n";
 
-std::string Lookup(const std::map<std::string, std::string>& flags, const std::string& flag,
-                   const char* env, const std::string& fallback) {
+std::string Lookup(const std::map<std::string, std::string>& flags, const std::string& flag, const char* env,
+                   const std::string& fallback) {
   auto it = flags.find(flag);
   if (it != flags.end()) return it->second;
   const char* v = env ? std::getenv(env) : nullptr;
@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
   if (!megascale.empty() && megascale.find(':') == std::string::npos) {
     megascale += ":" + Lookup({}, "", "MEGASCALE_PORT", "8081");
   }
-  env.coordinator_address = Lookup(flags, "coordinator_address", "JAX_COORDINATOR_ADDRESS",
-                                   megascale.empty() ? "127.0.0.1:0" : megascale);
+  env.coordinator_address =
+      Lookup(flags, "coordinator_address", "JAX_COORDINATOR_ADDRESS", megascale.empty() ? "127.0.0.1:0" : megascale);
   env.host_address = Lookup(flags, "host_address", "MANTA_HOST_ADDRESS", "");
   int blas_threads = 0, fault_step = -1;
   if (!ToInt("process_id", Lookup(flags, "process_id", "JAX_PROCESS_ID", "0"), &env.process_id) ||
@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& [name, value] : flags) {
-    static const char* known[] = {"coordinator_address", "host_address", "process_id", "num_processes",
-                                  "slice_id", "num_slices", "chips_per_host", "blas_threads",
-                                  "fault_exit_during_save_step"};
+    static const char* known[] = {"coordinator_address", "host_address", "process_id",
+                                  "num_processes",       "slice_id",     "num_slices",
+                                  "chips_per_host",      "blas_threads", "fault_exit_during_save_step"};
     if (std::find(std::begin(known), std::end(known), name) == std::end(known)) {
       std::cerr << "manta_train: unknown flag --" << name << "\n" << kUsage;
       return 2;

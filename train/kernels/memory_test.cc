@@ -28,9 +28,8 @@ DistributedEnv Hosts(int processes, int chips, int slices = 1) {
 }
 
 TEST(TrainMemoryTest, ActivationCountMatchesWhatTheModelAllocates) {
-  for (const auto& [model, tensor, batch, seq] :
-       std::vector<std::tuple<std::string, int, int64_t, int64_t>>{{"tiny", 1, 2, 16}, {"tiny", 2, 3, 32},
-                                                                    {"default", 2, 1, 64}}) {
+  for (const auto& [model, tensor, batch, seq] : std::vector<std::tuple<std::string, int, int64_t, int64_t>>{
+           {"tiny", 1, 2, 16}, {"tiny", 2, 3, 32}, {"default", 2, 1, 64}}) {
     Config c = Load({"model_name=" + model});
     ParamLayout layout(c.model, tensor, 0);
     DecoderModel m(c.model, layout, batch, seq);

@@ -64,8 +64,7 @@ class Mesh {
   // Resolves -1 entries and checks that the ici product equals the devices
   // per slice and the dcn product equals the slice count. Errors name the
   // config keys and their values.
-  static absl::StatusOr<Mesh> Create(const ParallelismConfig& parallelism,
-                                     const DistributedEnv& env);
+  static absl::StatusOr<Mesh> Create(const ParallelismConfig& parallelism, const DistributedEnv& env);
 
   int num_devices() const { return num_devices_; }
   int chips_per_host() const { return chips_per_host_; }

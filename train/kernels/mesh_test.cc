@@ -17,8 +17,12 @@ DistributedEnv Env(int processes, int chips, int slices = 1, int pid = 0) {
 
 ParallelismConfig Par(int64_t dd, int64_t df, int64_t dt, int64_t id, int64_t if_, int64_t it) {
   ParallelismConfig p;
-  p.dcn_data = dd; p.dcn_fsdp = df; p.dcn_tensor = dt;
-  p.ici_data = id; p.ici_fsdp = if_; p.ici_tensor = it;
+  p.dcn_data = dd;
+  p.dcn_fsdp = df;
+  p.dcn_tensor = dt;
+  p.ici_data = id;
+  p.ici_fsdp = if_;
+  p.ici_tensor = it;
   return p;
 }
 

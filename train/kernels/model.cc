@@ -13,8 +13,7 @@ void Zero(FloatBuffer& v) { std::fill(v.begin(), v.end(), 0.0f); }
 
 }  // namespace
 
-DecoderModel::DecoderModel(const ModelShape& shape, const ParamLayout& layout, int64_t batch,
-                           int64_t seq)
+DecoderModel::DecoderModel(const ModelShape& shape, const ParamLayout& layout, int64_t batch, int64_t seq)
     : shape_(shape),
       layout_(layout),
       batch_(batch),
@@ -65,8 +64,8 @@ absl::int128 DecoderModel::BufferFloats(const ModelShape& shape, const ParamLayo
   const I N = I(batch) * seq, D = shape.emb_dim, hd = shape.head_dim, S = seq;
   const I heads = shape.num_query_heads / layout.tensor(), kv_heads = shape.num_kv_heads / layout.tensor();
   const I mlp = shape.mlp_dim / layout.tensor();
-  const I per_layer = 4 * N * D + 2 * N + 2 * N * heads * hd + 2 * N * kv_heads * hd +
-                            I(batch) * heads * S * S + 3 * N * mlp;
+  const I per_layer =
+      4 * N * D + 2 * N + 2 * N * heads * hd + 2 * N * kv_heads * hd + I(batch) * heads * S * S + 3 * N * mlp;
   return I(shape.num_layers) * per_layer + 5 * N * D + N + N * I(shape.vocab_size) + I(layout.max_block_size()) +
          N * std::max(mlp * 2, heads * hd) + N * heads * hd + 2 * N * kv_heads * hd + 2 * S * S;
 }
@@ -74,8 +73,8 @@ absl::int128 DecoderModel::BufferFloats(const ModelShape& shape, const ParamLayo
 int64_t DecoderModel::allocated_floats() const {
   int64_t n = 0;
   for (const LayerActs& a : acts_) {
-    for (const auto* v : {&a.x_in, &a.h1, &a.r1, &a.q, &a.k, &a.v, &a.probs, &a.o, &a.x_mid, &a.h2, &a.r2, &a.gate,
-                          &a.up, &a.a}) {
+    for (const auto* v :
+         {&a.x_in, &a.h1, &a.r1, &a.q, &a.k, &a.v, &a.probs, &a.o, &a.x_mid, &a.h2, &a.r2, &a.gate, &a.up, &a.a}) {
       n += static_cast<int64_t>(v->size());
     }
   }
@@ -138,8 +137,8 @@ void DecoderModel::LayerBackward(int layer, const float* p, float* g, float* dx,
   Gemm(true, false, qw, D, N, 1.0f, a.o.data(), qw, dx, D, 1.0f, G(kWo), D);
   Gemm(false, true, N, qw, D, 1.0f, dx, D, W(kWo), D, 0.0f, d_o, qw);
   AttentionShape as{batch_, seq_, heads_, kv_heads_, hd};
-  AttentionBackward(as, a.q.data(), a.k.data(), a.v.data(), a.probs.data(), d_o, dq_.data(),
-                    dk_.data(), dv_.data(), scratch_.data());
+  AttentionBackward(as, a.q.data(), a.k.data(), a.v.data(), a.probs.data(), d_o, dq_.data(), dk_.data(), dv_.data(),
+                    scratch_.data());
   RopeBackward(rope_, N, heads_, dq_.data());
   RopeBackward(rope_, N, kv_heads_, dk_.data());
   Gemm(true, false, D, qw, N, 1.0f, a.h1.data(), D, dq_.data(), qw, 1.0f, G(kWq), qw);
@@ -178,8 +177,7 @@ const float* DecoderModel::Forward(const int32_t* inputs, BlockOps* ops) {
   return logits_.data();
 }
 
-double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targets,
-                                     float loss_scale, BlockOps* ops) {
+double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targets, float loss_scale, BlockOps* ops) {
   const int64_t N = tokens_, D = shape_.emb_dim, V = shape_.vocab_size;
   Forward(inputs, ops);
   const int eb = ParamLayout::embed_block();
@@ -193,12 +191,10 @@ double DecoderModel::ForwardBackward(const int32_t* inputs, const int32_t* targe
   // Backward; logits_ now holds d(loss)/d(logits).
   float* g = grad_.data();
   std::fill(g, g + head.size, 0.0f);
-  Gemm(true, false, D, V, N, 1.0f, hf_.data(), D, logits_.data(), V, 1.0f,
-       g + head.tensors[1].offset, V);
+  Gemm(true, false, D, V, N, 1.0f, hf_.data(), D, logits_.data(), V, 1.0f, g + head.tensors[1].offset, V);
   Gemm(false, true, N, D, V, 1.0f, logits_.data(), V, out, V, 0.0f, dh_.data(), D);
   Zero(dx_);
-  RmsNormBackward(xf_.data(), norm, rf_.data(), dh_.data(), N, D, dx_.data(),
-                  g + head.tensors[0].offset);
+  RmsNormBackward(xf_.data(), norm, rf_.data(), dh_.data(), N, D, dx_.data(), g + head.tensors[0].offset);
   ops->BlockGradReady(hb, g);
   for (int l = static_cast<int>(shape_.num_layers) - 1; l >= 0; --l) {
     const int b = layout_.layer_block(l);

@@ -41,8 +41,7 @@ class DecoderModel {
 
   // One forward and backward pass. Returns the sum of the token losses of
   // this batch; gradients are of loss_scale * that sum.
-  double ForwardBackward(const int32_t* inputs, const int32_t* targets, float loss_scale,
-                         BlockOps* ops);
+  double ForwardBackward(const int32_t* inputs, const int32_t* targets, float loss_scale, BlockOps* ops);
   // The forward pass alone: logits [batch * seq, vocab], valid until the
   // next call (ops' BlockGradReady is not called).
   const float* Forward(const int32_t* inputs, BlockOps* ops);

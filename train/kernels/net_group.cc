@@ -69,8 +69,8 @@ NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
   if (op == 'g') {
     c.in.assign(n, 0.0f);
     c.out.assign(n * size(), 0.0f);
-    c.algorithm = std::make_unique<gloo::AllgatherRing<float>>(
-        context_, std::vector<const float*>{c.in.data()}, c.out.data(), static_cast<int>(n));
+    c.algorithm = std::make_unique<gloo::AllgatherRing<float>>(context_, std::vector<const float*>{c.in.data()},
+                                                               c.out.data(), static_cast<int>(n));
   } else {
     c.algorithm = MakeAlgorithm<float>(context_, op, n, &c.in);
   }
@@ -109,7 +109,8 @@ void NetGroup::ReduceScatterImpl(T* buf, int64_t n) {
     } else {
       return Get64('s', n);
     }
-  }();
+  }
+  ();
   std::memcpy(c.in.data(), buf, sizeof(T) * n);
   c.algorithm->run();
   // gloo leaves this rank's reduced part at the start of the buffer (with
@@ -131,7 +132,6 @@ void NetGroup::AllGather(const float* in, int64_t n, float* out) {
   // write into c.out while this process still copies out of it.
   Barrier();
 }
-
 
 void NetGroup::Broadcast(float* buf, int64_t n, int root) {
   gloo::BroadcastOneToAll<float> bcast(context_, std::vector<float*>{buf}, n, root);

@@ -19,8 +19,8 @@ double ClipScale(const Config& c, double norm) {
   return c.gradient_clipping_threshold / norm;
 }
 
-void AdamWUpdate(const Config& c, int64_t step, double lr, double grad_scale, const float* g,
-                 float* p, float* m, float* v, int64_t n) {
+void AdamWUpdate(const Config& c, int64_t step, double lr, double grad_scale, const float* g, float* p, float* m,
+                 float* v, int64_t n) {
   const float b1 = static_cast<float>(c.adam_b1), b2 = static_cast<float>(c.adam_b2);
   const float eps = static_cast<float>(c.adam_eps), wd = static_cast<float>(c.adam_weight_decay);
   const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(c.adam_b1, step + 1)));

@@ -20,7 +20,7 @@ double ClipScale(const Config& config, double norm);
 // One AdamW update of n parameters with moments m and v; `step` is the
 // 0-based optimizer step (bias correction uses step + 1). g is multiplied
 // by `grad_scale` first.
-void AdamWUpdate(const Config& config, int64_t step, double lr, double grad_scale, const float* g,
-                 float* p, float* m, float* v, int64_t n);
+void AdamWUpdate(const Config& config, int64_t step, double lr, double grad_scale, const float* g, float* p, float* m,
+                 float* v, int64_t n);
 
 }  // namespace manta::train

@@ -21,7 +21,7 @@ enum class Split { kReplicated, kColumns, kRows };
 
 struct TensorSpec {
   std::string name;
-  int64_t rows = 0, cols = 0;              // global shape
+  int64_t rows = 0, cols = 0;  // global shape
   Split split = Split::kReplicated;
   int64_t local_rows = 0, local_cols = 0;  // shape on one tensor rank
   int64_t offset = 0;                      // in the local block

@@ -78,8 +78,8 @@ absl::StatusOr<int> BindAnyInterface(int port) {
 
 absl::Status ParseHostPort(const std::string& address, std::string* host, int* port) {
   size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 ||
+      *port > 65535) {
     return absl::InvalidArgumentError("coordinator address '" + address + "' is not host:port");
   }
   *host = address.substr(0, colon);
@@ -127,8 +127,8 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(int po
   if (::listen(fd, 128) != 0) {
     int err = errno;
     ::close(fd);
-    return absl::UnavailableError(absl::StrCat("rendezvous server cannot listen on port ", port,
-                                               ": ", std::strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous server cannot listen on port ", port, ": ", std::strerror(err)));
   }
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
@@ -201,8 +201,9 @@ void RendezvousServer::Serve(int fd) {
   ::close(fd);
 }
 
-absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(
-    const std::string& address, absl::Duration timeout, const std::atomic<bool>* aborted) {
+absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const std::string& address,
+                                                                            absl::Duration timeout,
+                                                                            const std::atomic<bool>* aborted) {
   std::string host;
   int port = 0;
   absl::Status parsed = ParseHostPort(address, &host, &port);
@@ -254,8 +255,8 @@ std::string RendezvousClient::LocalAddress() const {
 void RendezvousClient::set(const std::string& key, const std::vector<char>& data) {
   absl::MutexLock lock(&mu_);
   char ack = 0;
-  if (!WriteAll(fd_, "S", 1) || !WriteBytes(fd_, key) ||
-      !WriteBytes(fd_, std::string(data.begin(), data.end())) || !ReadAll(fd_, &ack, 1)) {
+  if (!WriteAll(fd_, "S", 1) || !WriteBytes(fd_, key) || !WriteBytes(fd_, std::string(data.begin(), data.end())) ||
+      !ReadAll(fd_, &ack, 1)) {
     GLOO_THROW_IO_EXCEPTION("rendezvous set failed for key ", key);
   }
 }
@@ -284,8 +285,7 @@ void RendezvousClient::wait(const std::vector<std::string>& keys) {
   wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
 }
 
-void RendezvousClient::wait(const std::vector<std::string>& keys,
-                            const std::chrono::milliseconds& timeout) {
+void RendezvousClient::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
   std::vector<char> ignored;
   for (const std::string& key : keys) {

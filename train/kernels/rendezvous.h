@@ -58,9 +58,8 @@ class RendezvousClient : public gloo::rendezvous::Store {
   // after its clients). Stops with Cancelled as soon as `aborted` (when
   // given) turns true: a process left knocking on a coordinator that has
   // gone would reach whatever listens on that port next.
-  static absl::StatusOr<std::unique_ptr<RendezvousClient>> Connect(const std::string& address,
-                                                                    absl::Duration timeout,
-                                                                    const std::atomic<bool>* aborted = nullptr);
+  static absl::StatusOr<std::unique_ptr<RendezvousClient>> Connect(const std::string& address, absl::Duration timeout,
+                                                                   const std::atomic<bool>* aborted = nullptr);
   ~RendezvousClient() override;
 
   // The local IP address of the connection to the server: an address on

@@ -67,8 +67,8 @@ int64_t MicroRows(const Config& c, int64_t rows) {
 absl::Status CheckBatch(int64_t gb, const Mesh& mesh) {
   if (gb < 1 || gb % mesh.batch_shards() != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "config key 'per_device_batch_size': global batch %d does not split over %d batch shards (data x fsdp)",
-        gb, mesh.batch_shards()));
+        "config key 'per_device_batch_size': global batch %d does not split over %d batch shards (data x fsdp)", gb,
+        mesh.batch_shards()));
   }
   return absl::OkStatus();
 }
@@ -204,9 +204,9 @@ absl::Status TrainingSession::Join(const JoinSpec& spec, const RunOptions& optio
     const double exact = config_.per_device_batch_size * mesh.num_devices();
     gb = std::llround(exact);
     if (std::fabs(exact - gb) > 1e-9) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "config key 'per_device_batch_size': %g x %d devices is not a whole number of sequences",
-          config_.per_device_batch_size, mesh.num_devices()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("config key 'per_device_batch_size': %g x %d devices is not a whole number of sequences",
+                          config_.per_device_batch_size, mesh.num_devices()));
     }
   }
   RETURN_IF_ERROR(CheckBatch(gb, mesh));
@@ -252,9 +252,9 @@ absl::Status TrainingSession::Fill(const JoinSpec& spec) {
     case StateSource::kKeep:
       for (auto& d : devices_) {
         if (!d->state_reused()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "device ", d->device(), " holds no state for mesh ", mesh_->DebugString(),
-              " (its tensor or fsdp shards changed): restore a checkpoint or take the state from peers"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("device ", d->device(), " holds no state for mesh ", mesh_->DebugString(),
+                           " (its tensor or fsdp shards changed): restore a checkpoint or take the state from peers"));
         }
       }
       next_step_ = spec.step;
@@ -341,8 +341,7 @@ void TrainingSession::SaveCheckpoint(DeviceTrainer& dev, int64_t step, const Run
     // One device per process tells the log how a long write goes.
     std::optional<ProgressLog> progress;
     if (dev.device() == devices_.front()->device()) {
-      progress.emplace(absl::StrCat("checkpoint save at step ", step, " (tensor ", c.tensor, ", fsdp ",
-                                    c.fsdp, ")"),
+      progress.emplace(absl::StrCat("checkpoint save at step ", step, " (tensor ", c.tensor, ", fsdp ", c.fsdp, ")"),
                        ShardBytes(dev.View()), [](const std::string& line) { Logger()->info(line); });
     }
     report(store_->WriteShard(step, c.tensor, c.fsdp, dev.View(), [&](int64_t bytes) {

@@ -58,8 +58,8 @@ struct JoinSpec {
   // The mesh's axes; -1 fills as in the config.
   ParallelismConfig parallelism;
   StateSource source = StateSource::kInit;
-  std::string restore_from;         // kRestore: a checkpoint's step directory
-  int64_t step = 0;                 // kKeep, kPeers: the next step to run
+  std::string restore_from;  // kRestore: a checkpoint's step directory
+  int64_t step = 0;          // kKeep, kPeers: the next step to run
   // kPeers: slices whose devices hold the state; each device takes it from
   // the first member of its data group in one of them.
   std::vector<int> source_slices;
@@ -74,8 +74,8 @@ struct SessionRun {
     kBroken,     // the group broke (a peer failed, or Interrupt)
   };
   End end = kFinished;
-  int64_t next_step = 0;  // steps applied so far
-  std::string error;      // kBroken: why
+  int64_t next_step = 0;           // steps applied so far
+  std::string error;               // kBroken: why
   std::vector<StepMetrics> steps;  // the steps this Run applied, in order
 };
 

@@ -127,8 +127,8 @@ TEST(TrainSessionTest, InterruptEndsTheRunBrokenWithTheStateOfTheLastStep) {
 
 // Runs `procs` processes (threads with sessions of their own) of `chips`
 // devices in `slices` slices; the grad norms of process 0.
-std::vector<double> GradNorms(const Config& c, int procs, int slices, int chips, int port, int fsdp = 2,
-                              int tensor = 2, int64_t gb = 8) {
+std::vector<double> GradNorms(const Config& c, int procs, int slices, int chips, int port, int fsdp = 2, int tensor = 2,
+                              int64_t gb = 8) {
   std::vector<std::unique_ptr<TrainingSession>> sessions;
   for (int p = 0; p < procs; ++p) sessions.push_back(*TrainingSession::Create(c, gb));
   std::vector<double> out;

@@ -22,11 +22,16 @@ bool IsUtf8Text(const std::string& s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     size_t extra;
     if (c == 0) return false;
-    if (c < 0x80) extra = 0;
-    else if (c >= 0xc2 && c <= 0xdf) extra = 1;
-    else if (c >= 0xe0 && c <= 0xef) extra = 2;
-    else if (c >= 0xf0 && c <= 0xf4) extra = 3;
-    else return false;
+    if (c < 0x80)
+      extra = 0;
+    else if (c >= 0xc2 && c <= 0xdf)
+      extra = 1;
+    else if (c >= 0xe0 && c <= 0xef)
+      extra = 2;
+    else if (c >= 0xf0 && c <= 0xf4)
+      extra = 3;
+    else
+      return false;
     if (s.size() - i <= extra) return false;
     for (size_t k = 1; k <= extra; ++k) {
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
@@ -62,8 +67,7 @@ absl::StatusOr<std::vector<std::string>> ReadTextCorpus(const std::string& path)
   } else if (S_ISREG(st.st_mode)) {
     files.push_back(path);
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config key 'dataset_path': not a regular file or folder: ", path));
+    return absl::InvalidArgumentError(absl::StrCat("config key 'dataset_path': not a regular file or folder: ", path));
   }
   std::vector<std::string> docs;
   int64_t total = 0;
@@ -72,14 +76,13 @@ absl::StatusOr<std::vector<std::string>> ReadTextCorpus(const std::string& path)
     if (text.empty() || !IsUtf8Text(text)) continue;
     total += static_cast<int64_t>(text.size());
     if (total > kMaxCorpusBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("config key 'dataset_path': the corpus at ", path,
-                                                     " is over ", kMaxCorpusBytes >> 30, " GiB"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key 'dataset_path': the corpus at ", path, " is over ", kMaxCorpusBytes >> 30, " GiB"));
     }
     docs.push_back(std::move(text));
   }
   if (docs.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config key 'dataset_path': no UTF-8 text files at ", path));
+    return absl::InvalidArgumentError(absl::StrCat("config key 'dataset_path': no UTF-8 text files at ", path));
   }
   return docs;
 }
@@ -95,9 +98,9 @@ absl::StatusOr<std::unique_ptr<TextDataset>> TextDataset::Create(std::vector<int
                                                                  uint64_t seed) {
   if (seq_len <= 0) return absl::InvalidArgumentError("text dataset: seq_len must be positive");
   if (static_cast<int64_t>(tokens.size()) < seq_len + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("config key 'dataset_path': the corpus has ", tokens.size(),
-                                                   " tokens, fewer than one sequence of max_target_length + 1 = ",
-                                                   seq_len + 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'dataset_path': the corpus has ", tokens.size(),
+                     " tokens, fewer than one sequence of max_target_length + 1 = ", seq_len + 1));
   }
   return std::unique_ptr<TextDataset>(new TextDataset(std::move(tokens), seq_len, seed));
 }
@@ -144,8 +147,7 @@ absl::StatusOr<Tokenizer> RunTokenizer(const Config& config, const std::vector<s
     ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(from));
     if (tok.vocab_size() != config.model.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("config key 'vocab_size' is ", config.model.vocab_size,
-                                                     " but the tokenizer ", from, " has ", tok.vocab_size(),
-                                                     " ids"));
+                                                     " but the tokenizer ", from, " has ", tok.vocab_size(), " ids"));
     }
     return tok;
   }
@@ -162,8 +164,8 @@ absl::StatusOr<Tokenizer> RunTokenizer(const Config& config, const std::vector<s
 absl::StatusOr<RunData> MakeRunData(const Config& config) {
   RunData data;
   if (config.dataset_type != "text") {
-    data.dataset = std::make_unique<SyntheticDataset>(config.data_shuffle_seed, config.model.vocab_size,
-                                                      config.max_target_length);
+    data.dataset =
+        std::make_unique<SyntheticDataset>(config.data_shuffle_seed, config.model.vocab_size, config.max_target_length);
     return data;
   }
   ASSIGN_OR_RETURN(std::vector<std::string> docs, ReadTextCorpus(config.dataset_path));
@@ -174,8 +176,8 @@ absl::StatusOr<RunData> MakeRunData(const Config& config) {
     tokens.insert(tokens.end(), ids.begin(), ids.end());
     tokens.push_back(tok.eos_id());
   }
-  ASSIGN_OR_RETURN(data.dataset, TextDataset::Create(std::move(tokens), config.max_target_length,
-                                                     config.data_shuffle_seed));
+  ASSIGN_OR_RETURN(data.dataset,
+                   TextDataset::Create(std::move(tokens), config.max_target_length, config.data_shuffle_seed));
   data.tokenizer = std::move(tok);
   return data;
 }

@@ -32,7 +32,7 @@ TEST(TextDataTest, ReadsTheTextFilesOfAFolderInNameOrder) {
   WriteFile(dir.path() + "/b", "second\n");
   WriteFile(dir.path() + "/a", "first\n");
   WriteFile(dir.path() + "/a.dat", std::string("\0\0\x01index", 8));  // binary: skipped
-  WriteFile(dir.path() + "/c", "bad \xff\xfe utf-8\n");                 // not UTF-8: skipped
+  WriteFile(dir.path() + "/c", "bad \xff\xfe utf-8\n");               // not UTF-8: skipped
   WriteFile(dir.path() + "/empty", "");
   std::filesystem::create_symlink(dir.path() + "/a", dir.path() + "/a.u8");  // a link: skipped
   std::filesystem::create_directory(dir.path() + "/sub");
@@ -112,8 +112,8 @@ TEST(TextDataTest, ConfigNeedsAPathAndRoomForTheBytes) {
 }
 
 std::vector<std::string> TextOverrides(const TempDir& dir, const std::string& corpus) {
-  return {"override_model_config=true", "vocab_size=300",  "dataset_type=text",
-          "dataset_path=" + corpus,     "run_name=text",   "base_output_directory=" + dir.path()};
+  return {"override_model_config=true", "vocab_size=300", "dataset_type=text",
+          "dataset_path=" + corpus,     "run_name=text",  "base_output_directory=" + dir.path()};
 }
 
 TEST(TextDataTest, TheRunTrainsItsTokenizerOnceAndSavesItWithEachCheckpoint) {

@@ -171,8 +171,7 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
     if (!m.is_array() || m.size() != 2 || !m[0].is_number_integer() || !m[1].is_number_integer() ||
         m[0].get<int64_t>() < 0 || m[0].get<int64_t>() >= limit || m[1].get<int64_t>() < 0 ||
         m[1].get<int64_t>() >= limit) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tokenizer: merge ", r, " must be two ids below ", limit));
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer: merge ", r, " must be two ids below ", limit));
     }
     merges.emplace_back(m[0].get<int32_t>(), m[1].get<int32_t>());
   }
@@ -192,8 +191,8 @@ absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
 std::string Tokenizer::ToJson() const {
   nlohmann::json merges = nlohmann::json::array();
   for (const auto& [a, b] : merges_) merges.push_back({a, b});
-  const nlohmann::json j = {{"format", kFormat}, {"vocab_size", vocab_size()}, {"eos_id", eos_id()},
-                            {"merges", merges}};
+  const nlohmann::json j = {
+      {"format", kFormat}, {"vocab_size", vocab_size()}, {"eos_id", eos_id()}, {"merges", merges}};
   return j.dump() + "\n";
 }
 

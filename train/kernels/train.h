@@ -47,9 +47,9 @@ struct StepMetrics {
 
 // What to do with a step whose gradients are ready (RunOptions::commit).
 enum class StepDecision {
-  kApply,            // apply it and go on
-  kApplyThenPause,   // apply it (and its checkpoint) and return: the group is re-formed
-  kDiscard,          // apply nothing and return: the group broke or is re-formed
+  kApply,           // apply it and go on
+  kApplyThenPause,  // apply it (and its checkpoint) and return: the group is re-formed
+  kDiscard,         // apply nothing and return: the group broke or is re-formed
 };
 
 // Told by each local device when it begins and ends a step, from the
@@ -99,7 +99,7 @@ struct RunOptions {
 };
 
 struct TrainingResult {
-  int64_t restored_step = -1;  // steps already done by the restored checkpoint, -1 if none
+  int64_t restored_step = -1;      // steps already done by the restored checkpoint, -1 if none
   std::vector<StepMetrics> steps;  // the steps this call ran, in order
   bool stopped_early = false;      // should_stop ended the run before `steps`
 };

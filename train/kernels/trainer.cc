@@ -6,8 +6,7 @@
 
 namespace manta::train {
 
-absl::StatusOr<TrainingResult> RunTraining(const Config& config, const DistributedEnv& env,
-                                           const RunOptions& options) {
+absl::StatusOr<TrainingResult> RunTraining(const Config& config, const DistributedEnv& env, const RunOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, TrainingSession::Create(config));
   JoinSpec join;
   join.env = env;

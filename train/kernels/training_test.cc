@@ -55,8 +55,8 @@ TEST(TrainLoopTest, EveryDeviceReportsItsStepsToTheActivity) {
   } activity;
   RunOptions options;
   options.activity = &activity;
-  auto result = RunTraining(TinyConfig({"steps=3", "per_device_batch_size=2", "ici_fsdp_parallelism=4"}),
-                            LocalEnv(4), options);
+  auto result =
+      RunTraining(TinyConfig({"steps=3", "per_device_batch_size=2", "ici_fsdp_parallelism=4"}), LocalEnv(4), options);
   ASSERT_TRUE(result.ok()) << result.status();
   for (int d = 0; d < 4; ++d) {
     EXPECT_EQ(activity.ended[d], 3) << d;
@@ -85,8 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::vector<std::string>{"ici_data_parallelism=2", "ici_fsdp_parallelism=2"}));
 
 TEST(TrainLoopTest, TwoProcessesTwoChipsDcnFsdpMatchesOneDevice) {
-  const std::vector<double> reference =
-      Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
+  const std::vector<double> reference = Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
   TempDir dir;
   const std::string metrics = dir.path() + "/metrics.jsonl";
   ASSERT_EQ(Launch({"--num_processes=2", "--chips_per_host=2", "--num_slices=2"},
@@ -99,8 +98,7 @@ TEST(TrainLoopTest, TwoProcessesTwoChipsDcnFsdpMatchesOneDevice) {
 // Two slices of two processes: the fsdp exchanges run inside each slice and
 // then across slices.
 TEST(TrainLoopTest, TwoSlicesOfTwoProcessesMatchOneDevice) {
-  const std::vector<double> reference =
-      Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
+  const std::vector<double> reference = Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
   TempDir dir;
   const std::string metrics = dir.path() + "/metrics.jsonl";
   ASSERT_EQ(Launch({"--num_processes=4", "--chips_per_host=1", "--num_slices=2"},
@@ -112,8 +110,7 @@ TEST(TrainLoopTest, TwoSlicesOfTwoProcessesMatchOneDevice) {
 
 // Data parallel across two slices, tensor parallel inside each process.
 TEST(TrainLoopTest, DcnDataWithTensorInsideMatchesOneDevice) {
-  const std::vector<double> reference =
-      Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
+  const std::vector<double> reference = Losses(RunOrDie(TinyConfig({"per_device_batch_size=8"}), LocalEnv(1)));
   TempDir dir;
   const std::string metrics = dir.path() + "/metrics.jsonl";
   ASSERT_EQ(Launch({"--num_processes=2", "--chips_per_host=2", "--num_slices=2"},
@@ -125,8 +122,8 @@ TEST(TrainLoopTest, DcnDataWithTensorInsideMatchesOneDevice) {
 
 TEST(TrainLoopTest, StepLineHasMaxTextsShape) {
   const char* bin_dir = std::getenv("MANTA_BIN_DIR");
-  const std::string cmd = std::string(bin_dir ? bin_dir : MANTA_TRAIN_BIN_DIR) +
-                          "/manta_train -- " + MANTA_TRAIN_SOURCE_DIR +
+  const std::string cmd = std::string(bin_dir ? bin_dir : MANTA_TRAIN_BIN_DIR) + "/manta_train -- " +
+                          MANTA_TRAIN_SOURCE_DIR +
                           "/configs/base.yml model_name=tiny steps=3 max_target_length=32 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -134,9 +131,8 @@ TEST(TrainLoopTest, StepLineHasMaxTextsShape) {
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
   EXPECT_EQ(::pclose(pipe), 0) << out;
-  const std::regex line(
-      R"(completed step: (\d+), seconds: \d+\.\d{3}, TFLOP/s/device: \d+\.\d{3}, )"
-      R"(Tokens/s/device: \d+\.\d{3}, total_weights: 64, loss: \d+\.\d{3}\n)");
+  const std::regex line(R"(completed step: (\d+), seconds: \d+\.\d{3}, TFLOP/s/device: \d+\.\d{3}, )"
+                        R"(Tokens/s/device: \d+\.\d{3}, total_weights: 64, loss: \d+\.\d{3}\n)");
   int lines = 0;
   for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
     EXPECT_EQ(std::stoi((*it)[1]), lines);

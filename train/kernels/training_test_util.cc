@@ -27,9 +27,8 @@ const std::string& BaseYaml() {
 }
 
 const std::vector<std::string>& TinyDefaults() {
-  static const auto* d = new std::vector<std::string>{"model_name=tiny", "steps=20",
-                                                      "learning_rate=0.01", "max_target_length=32",
-                                                      "learning_rate_schedule_steps=20"};
+  static const auto* d = new std::vector<std::string>{"model_name=tiny", "steps=20", "learning_rate=0.01",
+                                                      "max_target_length=32", "learning_rate_schedule_steps=20"};
   return *d;
 }
 
@@ -62,12 +61,10 @@ std::vector<double> Losses(const TrainingResult& result) {
   return losses;
 }
 
-void ExpectLossesMatch(const std::vector<double>& expected, const std::vector<double>& actual,
-                       size_t offset) {
+void ExpectLossesMatch(const std::vector<double>& expected, const std::vector<double>& actual, size_t offset) {
   ASSERT_EQ(actual.size() + offset, expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
-    EXPECT_NEAR(actual[i], expected[i + offset], 1e-4 * std::fabs(expected[i + offset]))
-        << "step " << i + offset;
+    EXPECT_NEAR(actual[i], expected[i + offset], 1e-4 * std::fabs(expected[i + offset])) << "step " << i + offset;
   }
 }
 

@@ -13,8 +13,7 @@ namespace manta::train {
 // The tiny model with the test's overrides on top of configs/base.yml.
 Config TinyConfig(const std::vector<std::string>& overrides);
 DistributedEnv LocalEnv(int chips);
-TrainingResult RunOrDie(const Config& config, const DistributedEnv& env,
-                        const RunOptions& options = {});
+TrainingResult RunOrDie(const Config& config, const DistributedEnv& env, const RunOptions& options = {});
 std::vector<double> Losses(const TrainingResult& result);
 void ExpectLossesMatch(const std::vector<double>& expected, const std::vector<double>& actual,
                        size_t expected_offset = 0);

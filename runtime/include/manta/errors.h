@@ -43,8 +43,7 @@ inline ErrorType ErrorTypeOf(const absl::Status& status) { return core::GetError
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(absl::Status status)
-      : std::runtime_error(std::string(status.message())), status_(std::move(status)) {}
+  explicit Error(absl::Status status) : std::runtime_error(std::string(status.message())), status_(std::move(status)) {}
   const absl::Status& status() const { return status_; }
 
  private:

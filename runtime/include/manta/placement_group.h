@@ -53,7 +53,7 @@ struct PlacementGroupOptions {
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::string name = {};           // empty: anonymous; else unique among live groups
   std::string ray_namespace = {};  // for the name; empty: the job's
-  bool detached = false;      // outlives the job that created it
+  bool detached = false;           // outlives the job that created it
 };
 
 // kPending, kPrepared, kCreated, kRemoved, kRescheduling.

@@ -69,8 +69,7 @@ const void* FunctionKey(R (*f)(P...)) {
 }
 
 template <typename R>
-inline constexpr bool kIsFactoryResult =
-    std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>;
+inline constexpr bool kIsFactoryResult = std::is_pointer_v<R>&& std::is_class_v<std::remove_pointer_t<R>>;
 
 template <typename R, typename... P>
 void RegisterOne(const std::string& name, R (*f)(P...)) {
@@ -84,14 +83,14 @@ void RegisterOne(const std::string& name, R (*f)(P...)) {
 
 template <typename R, typename C, typename... P>
 void RegisterOne(const std::string& name, R (C::*method)(P...)) {
-  FunctionRegistry::Instance().RegisterActorMethod(
-      name, MemberKey(method), MakeMethodInvoker<C, R (C::*)(P...), R, P...>(name, method));
+  FunctionRegistry::Instance().RegisterActorMethod(name, MemberKey(method),
+                                                   MakeMethodInvoker<C, R (C::*)(P...), R, P...>(name, method));
 }
 
 template <typename R, typename C, typename... P>
 void RegisterOne(const std::string& name, R (C::*method)(P...) const) {
-  FunctionRegistry::Instance().RegisterActorMethod(
-      name, MemberKey(method), MakeMethodInvoker<C, R (C::*)(P...) const, R, P...>(name, method));
+  FunctionRegistry::Instance().RegisterActorMethod(name, MemberKey(method),
+                                                   MakeMethodInvoker<C, R (C::*)(P...) const, R, P...>(name, method));
 }
 
 template <typename... Fs>
@@ -109,6 +108,6 @@ int RegisterRemote(const char* spelled, Fs... fs) {
 
 #define MANTA_REMOTE_CONCAT_INNER_(a, b) a##b
 #define MANTA_REMOTE_CONCAT_(a, b) MANTA_REMOTE_CONCAT_INNER_(a, b)
-#define MANTA_REMOTE(...)                                                       \
+#define MANTA_REMOTE(...)                                                           \
   [[maybe_unused]] static const int MANTA_REMOTE_CONCAT_(manta_remote_, __LINE__) = \
       ::manta::internal::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)

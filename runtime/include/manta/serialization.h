@@ -58,8 +58,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "blob encoding assumes 
 template <typename T>
 struct IsBlobVector : std::false_type {};
 template <typename E, typename A>
-struct IsBlobVector<std::vector<E, A>>
-    : std::bool_constant<std::is_arithmetic_v<E> && !std::is_same_v<E, bool>> {};
+struct IsBlobVector<std::vector<E, A>> : std::bool_constant<std::is_arithmetic_v<E> && !std::is_same_v<E, bool>> {};
 
 // msgpack output stream appending to a std::string.
 class StringWriter {
@@ -116,9 +115,8 @@ absl::StatusOr<T> Deserialize(std::string_view data) {
     std::string_view body;
     if (internal::ParseRawBody(data, /*allow_str=*/false, /*allow_bin=*/true, &body)) {
       if (body.size() % sizeof(E) != 0) {
-        return internal::DeserializeError(internal::TypeName<T>(),
-                                          "blob of " + std::to_string(body.size()) +
-                                              " bytes is not a whole number of elements");
+        return internal::DeserializeError(internal::TypeName<T>(), "blob of " + std::to_string(body.size()) +
+                                                                       " bytes is not a whole number of elements");
       }
       T value(body.size() / sizeof(E));
       if (!body.empty()) std::memcpy(value.data(), body.data(), body.size());

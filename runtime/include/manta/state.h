@@ -75,8 +75,8 @@ absl::StatusOr<std::unique_ptr<NodeWatch>> TryWatchNodes(std::function<void(cons
 
 // Where this process runs.
 struct RuntimeContext {
-  std::string job_id;     // hex
-  std::string node_id;    // hex; empty before the node is known
+  std::string job_id;   // hex
+  std::string node_id;  // hex; empty before the node is known
   std::string node_ip;
   std::string worker_id;  // hex; nil (zeros) in a driver
   int pid = 0;

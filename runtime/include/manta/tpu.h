@@ -47,22 +47,22 @@
 namespace manta::tpu {
 
 struct SliceInfo {
-  std::string name;      // TPU_NAME, e.g. "tpu-group-0"
-  std::string pod_type;  // "v6e-16"
-  std::string topology;  // "4x4"
+  std::string name;        // TPU_NAME, e.g. "tpu-group-0"
+  std::string pod_type;    // "v6e-16"
+  std::string topology;    // "4x4"
   int num_hosts = 0;       // hosts alive now
   int expected_hosts = 0;  // hosts the pod type and topology imply
   int chips_per_host = 0;
-  std::string head_ip;     // worker 0's address
-  bool head_free = false;  // its TPU-<pod type>-head resource is available
-  bool chips_free = false; // every host's TPU chips are available (nobody holds the slice)
+  std::string head_ip;      // worker 0's address
+  bool head_free = false;   // its TPU-<pod type>-head resource is available
+  bool chips_free = false;  // every host's TPU chips are available (nobody holds the slice)
 };
 
 // The shape of one slice of `accelerator_version` ("v6e", "TPU-V6E") shaped
 // `topology` ("4x4"), by Ray's rules; pure.
 struct SliceShape {
-  std::string pod_type;  // "v6e-16"
-  std::string topology;  // normalized: "4x4"
+  std::string pod_type;          // "v6e-16"
+  std::string topology;          // normalized: "4x4"
   std::string accelerator_type;  // "TPU-V6E"
   int chips_per_host = 0;
   int hosts_per_slice = 0;

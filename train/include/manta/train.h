@@ -165,13 +165,13 @@ struct Result {
 struct TrainContext {
   int world_rank = 0;
   int world_size = 1;
-  int local_rank = 0;        // among the workers on this node
+  int local_rank = 0;  // among the workers on this node
   int local_world_size = 1;
-  int node_rank = 0;         // this node among the group's nodes
-  int slice_id = 0;          // this worker's slice (0 without use_tpu)
+  int node_rank = 0;  // this node among the group's nodes
+  int slice_id = 0;   // this worker's slice (0 without use_tpu)
   int num_slices = 1;
-  int worker_id = 0;         // TPU_WORKER_ID within the slice
-  int chips = 0;             // TPU chips this worker holds
+  int worker_id = 0;                // TPU_WORKER_ID within the slice
+  int chips = 0;                    // TPU chips this worker holds
   std::string coordinator_address;  // "ip:port" of rank 0, for jax.distributed.initialize
   std::string run_name;
   std::string run_id;
@@ -203,10 +203,10 @@ void Report(const std::map<std::string, double>& metrics, const std::optional<Ch
 // get_preemption_info): nodes of the group are draining (`manta
 // drain-node`, a spot VM's notice) and will leave by `deadline_ms`.
 struct PreemptionInfo {
-  int64_t deadline_ms = 0;       // unix epoch ms: the earliest deadline; 0 when none was given
-  std::vector<int> ranks;        // world ranks on the draining nodes, ascending
+  int64_t deadline_ms = 0;            // unix epoch ms: the earliest deadline; 0 when none was given
+  std::vector<int> ranks;             // world ranks on the draining nodes, ascending
   std::vector<std::string> node_ids;  // hex
-  std::string reason;            // the drain's reason ("preemption", ...)
+  std::string reason;                 // the drain's reason ("preemption", ...)
   MSGPACK_DEFINE(deadline_ms, ranks, node_ids, reason);
 };
 
@@ -222,11 +222,11 @@ std::optional<Checkpoint> GetCheckpoint();
 // What a worker group will look like, for checks before anything is reserved.
 struct WorkerGroupShape {
   int num_workers = 0;
-  int num_slices = 0;       // 0 without use_tpu
+  int num_slices = 0;  // 0 without use_tpu
   int hosts_per_slice = 0;
-  int chips_per_worker = 0; // TPU chips per worker
+  int chips_per_worker = 0;  // TPU chips per worker
   std::string topology;
-  std::string pod_type;     // "v6e-16"
+  std::string pod_type;  // "v6e-16"
   // The least memory (the `memory` resource) of the nodes the workers may
   // land on; 0 when no such node is known yet.
   int64_t host_memory_bytes = 0;

@@ -37,8 +37,8 @@ namespace manta::core {
 // A change of the node table, as the GCS publishes it.
 struct NodeEvent {
   enum Kind { kAlive = 0, kDraining = 1, kDead = 2 };
-  Kind kind = kAlive;  // kAlive: registered or registered again
-  NodeData node;       // the node as it is after the change
+  Kind kind = kAlive;   // kAlive: registered or registered again
+  NodeData node;        // the node as it is after the change
   absl::Time received;  // when this process got it
 };
 
@@ -92,7 +92,7 @@ struct TrainMetricPointData {
 struct TrainRunData {
   std::string run_id;  // 32 hex digits
   std::string name;
-  JobId job_id;        // filled on report: the reporting process's job
+  JobId job_id;  // filled on report: the reporting process's job
   ActorId controller_actor_id;
   TrainRunState state = TrainRunState::kInitializing;
   std::string status_detail;

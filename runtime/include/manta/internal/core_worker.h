@@ -213,8 +213,8 @@ struct TaskOptions {
   // Empty means {CPU: 1}, as in Ray.
   std::map<std::string, double> resources;
   std::map<std::string, std::string> label_selector;
-  int max_retries = 3;        // on worker or node death; -1: unlimited
-  std::string name;           // display name; the function's by default
+  int max_retries = 3;  // on worker or node death; -1: unlimited
+  std::string name;     // display name; the function's by default
   // Placement group (set by the placement group API).
   std::string placement_group_id;  // binary; empty: none
   int bundle_index = -1;
@@ -258,7 +258,7 @@ struct ActorOptions {
   bool get_if_exists = false;
   bool detached = false;
   int max_concurrency = 1;
-  std::string class_name;     // for listings and log prefixes
+  std::string class_name;  // for listings and log prefixes
   std::string placement_group_id;
   int bundle_index = -1;
   // Environment of the actor's process for its life; "" removes a variable.
@@ -359,8 +359,7 @@ class CoreWorker {
   // ---- Tasks and actors ----
   // One ref per return (options.num_returns of them), in order.
   // InvalidArgument for invalid options (num_returns < 1, env_vars).
-  virtual absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name,
-                                                                std::vector<Arg> args,
+  virtual absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name, std::vector<Arg> args,
                                                                 const TaskOptions& options) = 0;
   // Registers the actor with the GCS, which creates it; calls may be
   // submitted at once (they wait until the actor is alive). Returns its id
@@ -403,8 +402,8 @@ class CoreWorker {
   }
   // Per id: the serialized value, or an error with an ErrorType. Blocks up
   // to `timeout` (absl::InfiniteDuration() for no limit).
-  virtual std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(
-      const std::vector<ObjectRefInfo>& refs, absl::Duration timeout) = 0;
+  virtual std::vector<absl::StatusOr<std::shared_ptr<const std::string>>> Get(const std::vector<ObjectRefInfo>& refs,
+                                                                              absl::Duration timeout) = 0;
   // Which of `refs` are ready, once `num_returns` are or `timeout` passes.
   // A value another process owns is ready once it is in this process, so
   // that Get needs no remote fetch (its owner's later death included); it

@@ -65,8 +65,8 @@ absl::Status DecodeArgsImpl(const std::string& function, const ArgViews& args, [
 template <typename... D>
 absl::Status DecodeArgs(const std::string& function, const ArgViews& args, std::tuple<D...>* out) {
   if (args.size() != sizeof...(D)) {
-    return ArgumentError(function, "takes " + std::to_string(sizeof...(D)) + " arguments, got " +
-                                       std::to_string(args.size()));
+    return ArgumentError(function,
+                         "takes " + std::to_string(sizeof...(D)) + " arguments, got " + std::to_string(args.size()));
   }
   return DecodeArgsImpl(function, args, out, std::index_sequence_for<D...>{});
 }
@@ -158,9 +158,7 @@ FunctionInvoker MakeFunctionInvoker(std::string name, R (*f)(P...)) {
     DecodedArgs<P...> decoded;
     absl::Status status = DecodeArgs(name, args, &decoded);
     if (!status.ok()) return status;
-    return RunUserCode<R>(name, [&]() -> R {
-      return ApplyArgs<P...>(f, decoded, std::index_sequence_for<P...>{});
-    });
+    return RunUserCode<R>(name, [&]() -> R { return ApplyArgs<P...>(f, decoded, std::index_sequence_for<P...>{}); });
   };
 }
 
@@ -193,9 +191,8 @@ ActorMethodInvoker MakeMethodInvoker(std::string name, M method) {
     if (!status.ok()) return status;
     C* self = static_cast<C*>(instance);
     auto bound = [self, method](auto&&... a) -> R { return (self->*method)(std::forward<decltype(a)>(a)...); };
-    return RunUserCode<R>(name, [&]() -> R {
-      return ApplyArgs<P...>(bound, decoded, std::index_sequence_for<P...>{});
-    });
+    return RunUserCode<R>(name,
+                          [&]() -> R { return ApplyArgs<P...>(bound, decoded, std::index_sequence_for<P...>{}); });
   };
 }
 

@@ -40,8 +40,8 @@ Refs MakeSplitRefs(std::vector<core::ObjectRefInfo>& infos, std::index_sequence<
 // count the options set (which must match it; InvalidArgument otherwise).
 inline int SplitCount(int declared, int elements) {
   if (declared != 1 && declared != elements) {
-    ThrowIfError(absl::InvalidArgumentError("num_returns is " + std::to_string(declared) +
-                                            " but the result has " + std::to_string(elements) + " elements"));
+    ThrowIfError(absl::InvalidArgumentError("num_returns is " + std::to_string(declared) + " but the result has " +
+                                            std::to_string(elements) + " elements"));
   }
   return elements;
 }
