@@ -25,9 +25,12 @@ from manta._private.local_cluster import LocalCluster, find_binary
 
 # Ray's published figures (ray_perf, 64 vCPUs), as its release tests report.
 RAY = {
-    "single_client_tasks_sync": 981, "single_client_tasks_async": 8041,
-    "1_1_actor_calls_sync": 2012, "1_1_actor_calls_async": 8664,
-    "single_client_put_calls": 5173, "single_client_get_calls": 10620,
+    "single_client_tasks_sync": 981,
+    "single_client_tasks_async": 8041,
+    "1_1_actor_calls_sync": 2012,
+    "1_1_actor_calls_async": 8664,
+    "single_client_put_calls": 5173,
+    "single_client_get_calls": 10620,
 }
 BATCH = 1000
 
@@ -39,12 +42,14 @@ def noop():
 
 @manta.remote
 class Target:
+
     def call(self):
         return 0
 
 
 @manta.remote
 class Caller:
+
     def __init__(self, target):
         self.target = target
 
@@ -66,17 +71,15 @@ def rate(seconds, per_round, round_fn):
 def measure(seconds):
     out = {}
     out["single_client_tasks_sync"] = rate(seconds, 1, lambda: manta.get(noop.remote()))
-    out["single_client_tasks_async"] = rate(
-        seconds, BATCH, lambda: manta.get([noop.remote() for _ in range(BATCH)]))
+    out["single_client_tasks_async"] = rate(seconds, BATCH, lambda: manta.get([noop.remote() for _ in range(BATCH)]))
     target = Target.remote()
     out["1_1_actor_calls_sync"] = rate(seconds, 1, lambda: manta.get(target.call.remote()))
-    out["1_1_actor_calls_async"] = rate(
-        seconds, BATCH, lambda: manta.get([target.call.remote() for _ in range(BATCH)]))
+    out["1_1_actor_calls_async"] = rate(seconds, BATCH, lambda: manta.get([target.call.remote() for _ in range(BATCH)]))
     n = 2
     targets = [Target.remote() for _ in range(n)]
     callers = [Caller.remote(t) for t in targets]
-    out["n_n_actor_calls_async"] = rate(
-        seconds, n * BATCH, lambda: manta.get([c.run.remote(BATCH, 100) for c in callers]))
+    out["n_n_actor_calls_async"] = rate(seconds, n * BATCH,
+                                        lambda: manta.get([c.run.remote(BATCH, 100) for c in callers]))
     out["single_client_put_calls"] = rate(seconds, 1, lambda: manta.put(42))
     small = manta.put(42)
     out["single_client_get_calls"] = rate(seconds, 1, lambda: manta.get(small))
@@ -97,8 +100,8 @@ def cpp_rates(address, temp_dir, seconds):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         with open(os.path.join(temp_dir, "session_latest", "token")) as t:
             env = dict(os.environ, MANTA_ADDRESS=address, MANTA_TOKEN=t.read().strip())
-        subprocess.run([exe, "--address", address, "--seconds", str(seconds), "--json", f.name],
-                       check=True, stdout=subprocess.DEVNULL, env=env, cwd=temp_dir)
+        subprocess.run([exe, "--address", address, "--seconds",
+                        str(seconds), "--json", f.name], check=True, stdout=subprocess.DEVNULL, env=env, cwd=temp_dir)
         with open(f.name) as j:
             report = json.load(j)
     return {name: m["value"] for name, m in report.items()}
@@ -111,8 +114,8 @@ def first_result_seconds():
     env = {k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "RAY_ADDRESS")}
     # The child runs elsewhere: give it this process's manta by absolute path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(manta.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [
-        os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [package_root] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=tempfile.gettempdir())
     if out.returncode != 0:
@@ -121,6 +124,7 @@ def first_result_seconds():
 
 
 def idle_worker_uss_mb():
+
     @manta.remote
     def pid():
         return os.getpid()
@@ -156,9 +160,8 @@ def main():
         base = cpp.get(name)
         ratio = value / base if base else float("nan")
         ray = RAY.get(name)
-        print("%-30s %14.1f %14s %7.2f %10s" % (
-            name, value, "%.1f" % base if base else "-", ratio,
-            "%.1fx" % (value / ray) if ray else "-"))
+        print("%-30s %14.1f %14s %7.2f %10s" % (name, value, "%.1f" % base if base else "-", ratio, "%.1fx" %
+                                                (value / ray) if ray else "-"))
         rows.append({"metric": name, "value": value, "cpp": base, "ratio": ratio, "ray": ray})
     print("%-30s %14.2f s (goal <= 1.5 s)" % ("init_to_first_result", startup))
     print("%-30s %14.1f MB (goal <= 30 MB)" % ("idle_worker_uss", uss))

@@ -53,9 +53,10 @@ def free_port():
 def manta_up(temp_dir):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
-    subprocess.run([os.path.join(BIN, "manta"), "up", "--tpu", "v6e-16", "--slices", "2", "--host-cpus", "1",
-                    f"--port={port}", f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}",
-                    f"--temp-dir={temp_dir}"], check=True, capture_output=True, env=env, cwd=temp_dir, timeout=180)
+    subprocess.run([
+        os.path.join(BIN, "manta"), "up", "--tpu", "v6e-16", "--slices", "2", "--host-cpus", "1", f"--port={port}",
+        f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}", f"--temp-dir={temp_dir}"
+    ], check=True, capture_output=True, env=env, cwd=temp_dir, timeout=180)
     return f"127.0.0.1:{port}"
 
 
@@ -77,8 +78,10 @@ def python_report_loop(config):
 def report_costs(reports, rounds, storage):
     py, cpp = [], []
     os.makedirs(storage, exist_ok=True)
-    scaling = {"use_tpu": True, "min_workers": 8, "max_workers": 8, "topology": "4x4",
-               "accelerator_type": "TPU-V6E", "resources_per_worker": {"TPU": 4.0}, "placement_strategy": "SPREAD"}
+    scaling = {
+        "use_tpu": True, "min_workers": 8, "max_workers": 8, "topology": "4x4", "accelerator_type": "TPU-V6E",
+        "resources_per_worker": {"TPU": 4.0}, "placement_strategy": "SPREAD"
+    }
     for r in range(rounds):
         out = os.path.join(storage, "py%d" % r)
         JaxTrainer(python_report_loop, train_loop_config={"reports": reports, "out": out},
@@ -87,8 +90,8 @@ def report_costs(reports, rounds, storage):
         with open(out) as f:
             py.append(float(f.read()))
         out = os.path.join(storage, "cpp%d" % r)
-        res = _core._train_fit_report_bench(reports, out, scaling, {"name": "report_cpp%d" % r,
-                                                                   "storage_path": storage})
+        res = _core._train_fit_report_bench(reports, out, scaling,
+                                            {"name": "report_cpp%d" % r, "storage_path": storage})
         if res["code"] != 0:
             raise RuntimeError(res["message"])
         with open(out) as f:
@@ -115,8 +118,9 @@ def kill_host(temp_dir, slice_name, worker_id):
 
 def start_host(address, temp_dir, env):
     env = {k: v for k, v in env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
-    subprocess.run([os.path.join(BIN, "manta"), "start", f"--address={address}", f"--temp-dir={temp_dir}",
-                    "--num-cpus=1"], env=env, cwd=temp_dir, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [os.path.join(BIN, "manta"), "start", f"--address={address}", f"--temp-dir={temp_dir}", "--num-cpus=1"],
+        env=env, cwd=temp_dir, check=True, capture_output=True, timeout=60)
 
 
 def wait_until(condition, timeout_s):
@@ -160,10 +164,10 @@ def python_loop_recovery(address, temp_dir, storage):
     """Kill -> the restarted attempt's first completed step (seconds)."""
     import threading
     config = {"stop": os.path.join(storage, "stop"), "progress": os.path.join(storage, "progress")}
-    trainer = JaxTrainer(checkpointing_loop, train_loop_config=config,
-                         scaling_config=ScalingConfig(num_workers=8, **SCALING),
-                         run_config=RunConfig(name="recovery_py", storage_path=storage,
-                                              failure_config=train.FailureConfig(max_failures=1)))
+    trainer = JaxTrainer(
+        checkpointing_loop, train_loop_config=config, scaling_config=ScalingConfig(num_workers=8, **SCALING),
+        run_config=RunConfig(name="recovery_py", storage_path=storage,
+                             failure_config=train.FailureConfig(max_failures=1)))
     fit = threading.Thread(target=trainer.fit)
     fit.start()
     try:
@@ -181,15 +185,17 @@ def kernels_recovery(address, temp_dir, data):
     """Kill -> the next completed step of the kernels' loop from Python,
     elastic (4, 8), tiny model (seconds; and the median step)."""
     metrics = os.path.join(data, "kill.jsonl")
-    args = [os.path.join(REPO, "train", "kernels", "configs", "base.yml"), "model_name=tiny", "steps=60",
-            "per_device_batch_size=1", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
-            "base_output_directory=" + data, "run_name=kill", "metrics_file=" + metrics]
+    args = [
+        os.path.join(REPO, "train", "kernels", "configs",
+                     "base.yml"), "model_name=tiny", "steps=60", "per_device_batch_size=1", "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4", "base_output_directory=" + data, "run_name=kill", "metrics_file=" + metrics
+    ]
     with open(os.path.join(temp_dir, "session_latest", "token")) as f:
         token = f.read().strip()
     env = dict(os.environ, MANTA_ADDRESS=address, MANTA_TOKEN=token, PYTHONPATH=BUILD_PYTHON, HOME=temp_dir)
-    driver = subprocess.Popen([sys.executable, os.path.join(REPO, "examples", "python",
-                                                            "maxtext_elastic_trainer.py"), *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    driver = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "examples", "python", "maxtext_elastic_trainer.py"), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
     def lines():
         try:
@@ -197,6 +203,7 @@ def kernels_recovery(address, temp_dir, data):
                 return [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
             return []
+
     try:
         wait_until(lambda: len(lines()) >= 10, 180)
         before = len(lines())
@@ -212,10 +219,13 @@ def kernels_recovery(address, temp_dir, data):
 
 
 def maxtext_args(data, run, model, seq, steps):
-    return [os.path.join(REPO, "train", "kernels", "configs", "base.yml"), "model_name=" + model,
-            "max_target_length=%d" % seq, "per_device_batch_size=1", "steps=%d" % steps,
-            "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "base_output_directory=" + data,
-            "run_name=" + run, "metrics_file=%s/%s.jsonl" % (data, run)]
+    return [
+        os.path.join(REPO, "train", "kernels", "configs", "base.yml"), "model_name=" + model,
+        "max_target_length=%d" % seq, "per_device_batch_size=1",
+        "steps=%d" % steps, "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "base_output_directory=" + data,
+        "run_name=" + run,
+        "metrics_file=%s/%s.jsonl" % (data, run)
+    ]
 
 
 def run_driver(cmd, address, temp_dir):
@@ -254,8 +264,9 @@ def maxtext_both_ways(address, temp_dir, data, args):
         cpp_steps += step_seconds(os.path.join(data, run + ".jsonl"))
         run = "py%d" % r
         argv = maxtext_args(data, run, args.model, args.seq, args.steps)
-        first, _ = run_driver([sys.executable, os.path.join(REPO, "examples", "python", "maxtext_ray_trainer.py")]
-                              + argv, address, temp_dir)
+        first, _ = run_driver(
+            [sys.executable, os.path.join(REPO, "examples", "python", "maxtext_ray_trainer.py")] + argv, address,
+            temp_dir)
         py_first.append(first)
         py_steps += step_seconds(os.path.join(data, run + ".jsonl"))
     return (statistics.median(cpp_steps), statistics.median(py_steps), statistics.median(cpp_first),
@@ -284,11 +295,11 @@ def main():
         cpp_step, py_step, cpp_first, py_first = maxtext_both_ways(address, temp_dir, data, args)
         rows += [("step_seconds_cpp", cpp_step, "s", None), ("step_seconds_python", py_step, "s", None),
                  ("step_throughput_python_vs_cpp", cpp_step / py_step, "ratio", ">= 0.97"),
-                 ("start_to_first_step_cpp", cpp_first, "s", None),
-                 ("start_to_first_step_python", py_first, "s", None)]
+                 ("start_to_first_step_cpp", cpp_first, "s", None), ("start_to_first_step_python", py_first, "s", None)]
         manta.init(address=address, _temp_dir=temp_dir)
-        rows.append(("recover_kill_to_step_python_loop", python_loop_recovery(
-            address, temp_dir, os.path.join(temp_dir, "results")), "s", "<= 3 s + %.1f s" % STEP_S))
+        rows.append(("recover_kill_to_step_python_loop",
+                     python_loop_recovery(address, temp_dir, os.path.join(temp_dir,
+                                                                          "results")), "s", "<= 3 s + %.1f s" % STEP_S))
         manta.shutdown()
         recovered, step = kernels_recovery(address, temp_dir, os.path.join(temp_dir, "kill"))
         rows += [("recover_kill_to_step_kernels_python", recovered, "s", "<= 1 s + %.3f s" % step)]
@@ -298,8 +309,8 @@ def main():
         print("%-32s %12.6f %-5s %s" % (name, value, unit, "(goal %s)" % goal if goal else ""))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({name: {"value": value, "unit": unit, "goal": goal} for name, value, unit, goal in rows},
-                      f, indent=2)
+            json.dump({name: {"value": value, "unit": unit, "goal": goal} for name, value, unit, goal in rows}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":

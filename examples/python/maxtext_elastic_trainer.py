@@ -48,8 +48,8 @@ def main(argv: Sequence[str]):
         ),
     )
     result = trainer.fit()
-    print("Training finished: final loss %.3f, checkpoint %s" % (result.metrics.get("loss", 0.0),
-                                                                result.checkpoint.path if result.checkpoint else None))
+    print("Training finished: final loss %.3f, checkpoint %s" %
+          (result.metrics.get("loss", 0.0), result.checkpoint.path if result.checkpoint else None))
 
 
 if __name__ == "__main__":

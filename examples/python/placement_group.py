@@ -22,8 +22,10 @@ def where(i):
     return i, os.getpid()
 
 
-refs = [where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-    placement_group=pg, placement_group_bundle_index=i)).remote(i) for i in range(2)]
+refs = [
+    where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=pg, placement_group_bundle_index=i)).remote(i) for i in range(2)
+]
 for i, pid in manta.get(refs):
     print("bundle", i, "ran in worker pid", pid)
 remove_placement_group(pg)

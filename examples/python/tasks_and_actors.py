@@ -19,6 +19,7 @@ def square(x):
 
 @manta.remote(max_restarts=2)
 class Counter:
+
     def __init__(self, start):
         self.n = start
 

@@ -49,8 +49,6 @@ def host_report(step):
             f"{tpu.get_num_tpu_chips_on_node()} chips")
 
 
-
-
 def wait_until_free(n, timeout_s=30):
     """Waits until n slices are free (a release reaches the cluster's resource view shortly after)."""
     deadline = time.monotonic() + timeout_s

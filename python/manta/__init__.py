@@ -15,8 +15,8 @@ Ray's Python API on a native core.
 from manta import _core
 from manta._core import ObjectRef
 from manta import exceptions
-from manta._private.api import (init, shutdown, is_initialized, get, put, wait, cancel, nodes,
-                                cluster_resources, available_resources)
+from manta._private.api import (init, shutdown, is_initialized, get, put, wait, cancel, nodes, cluster_resources,
+                                available_resources)
 from manta._private.actor import ActorClass, ActorHandle, get_actor, kill, method
 from manta._private.remote_function import RemoteFunction
 from manta.runtime_context import get_runtime_context
@@ -46,6 +46,8 @@ def _make(target, options):
     raise TypeError("The @manta.remote decorator must be applied to either a function or a class.")
 
 
-__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "get_actor",
-           "kill", "method", "nodes", "cluster_resources", "available_resources", "ObjectRef",
-           "exceptions", "get_runtime_context", "cpp_function", "cpp_actor_class", "ActorClass", "ActorHandle", "RemoteFunction"]
+__all__ = [
+    "init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "get_actor", "kill", "method",
+    "nodes", "cluster_resources", "available_resources", "ObjectRef", "exceptions", "get_runtime_context",
+    "cpp_function", "cpp_actor_class", "ActorClass", "ActorHandle", "RemoteFunction"
+]

@@ -55,6 +55,7 @@ def _resources(num_cpus, resources):
 
 
 class CppFunction:
+
     def __init__(self, name, program=None, num_cpus=1, resources=None, max_retries=3):
         if not name:
             raise ValueError("cpp_function needs the function's registered name")
@@ -62,7 +63,8 @@ class CppFunction:
         self._program = _program(program)
         self._options = _core.TaskOptions({
             "resources": _resources(num_cpus, resources), "max_retries": int(max_retries), "name": name,
-            "worker_executable": self._program, "worker_args": []})
+            "worker_executable": self._program, "worker_args": []
+        })
 
     def remote(self, *args):
         api.auto_init()
@@ -70,6 +72,7 @@ class CppFunction:
 
 
 class CppActorMethod:
+
     def __init__(self, handle, name):
         self._handle, self._name = handle, name
 
@@ -78,6 +81,7 @@ class CppActorMethod:
 
 
 class CppActorHandle:
+
     def __init__(self, actor_id, class_name):
         self._actor_id = actor_id
         self._class_name = class_name
@@ -92,14 +96,17 @@ class CppActorHandle:
 
 
 class CppActorClass:
-    def __init__(self, factory_name, class_name=None, program=None, num_cpus=0, resources=None,
-                 max_restarts=0, name=None):
+
+    def __init__(self, factory_name, class_name=None, program=None, num_cpus=0, resources=None, max_restarts=0,
+                 name=None):
         if "::" not in factory_name and class_name is None:
             raise ValueError("name the factory as 'Class::Create', or pass class_name")
         self._factory = factory_name
         self._class = class_name or factory_name.rsplit("::", 1)[0]
-        self._options = {"resources": _resources(num_cpus, resources), "max_restarts": int(max_restarts),
-                         "class_name": self._class, "worker_executable": _program(program), "worker_args": []}
+        self._options = {
+            "resources": _resources(num_cpus, resources), "max_restarts": int(max_restarts), "class_name": self._class,
+            "worker_executable": _program(program), "worker_args": []
+        }
         if name:
             self._options["name"] = name
 

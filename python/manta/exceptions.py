@@ -39,12 +39,29 @@ import traceback as _traceback
 import weakref
 
 __all__ = [
-    "RayError", "MantaError", "RayTaskError", "TaskCancelledError", "GetTimeoutError",
-    "RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError",
-    "ObjectLostError", "OwnerDiedError", "ObjectFetchTimedOutError",
-    "ReferenceCountingAssertionError", "RuntimeEnvSetupError", "NodeDiedError",
-    "PendingCallsLimitExceeded", "TaskUnschedulableError", "ActorUnschedulableError",
-    "CrossLanguageError", "RaySystemError", "ErrorType", "from_error", "make_task_error",
+    "RayError",
+    "MantaError",
+    "RayTaskError",
+    "TaskCancelledError",
+    "GetTimeoutError",
+    "RayActorError",
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "WorkerCrashedError",
+    "ObjectLostError",
+    "OwnerDiedError",
+    "ObjectFetchTimedOutError",
+    "ReferenceCountingAssertionError",
+    "RuntimeEnvSetupError",
+    "NodeDiedError",
+    "PendingCallsLimitExceeded",
+    "TaskUnschedulableError",
+    "ActorUnschedulableError",
+    "CrossLanguageError",
+    "RaySystemError",
+    "ErrorType",
+    "from_error",
+    "make_task_error",
 ]
 
 
@@ -169,8 +186,8 @@ class RayTaskError(RayError):
     cause's class, so `except ValueError` catches a task's ValueError.
     """
 
-    def __init__(self, function_name, traceback_str, cause, proctitle=None, pid=None, ip=None,
-                 actor_repr=None, actor_id=None):
+    def __init__(self, function_name, traceback_str, cause, proctitle=None, pid=None, ip=None, actor_repr=None,
+                 actor_id=None):
         self.function_name = function_name
         self.traceback_str = traceback_str if traceback_str is not None else ""
         self.cause = cause
@@ -274,8 +291,7 @@ def _dual_class(cause_cls):
         cls = _dual_classes.get(cause_cls)
         if cls is None:
             name = f"RayTaskError({cause_cls.__name__})"
-            cls = type(name, (_DualMixin, RayTaskError, cause_cls), {"__qualname__": name,
-                                                                        "__module__": __name__})
+            cls = type(name, (_DualMixin, RayTaskError, cause_cls), {"__qualname__": name, "__module__": __name__})
             _dual_classes[cause_cls] = cls
         return cls
 
@@ -464,10 +480,24 @@ class ActorUnschedulableError(RayError):
 
 
 RAY_EXCEPTION_TYPES = [
-    RayError, RayTaskError, TaskCancelledError, GetTimeoutError, RayActorError, ActorDiedError,
-    ActorUnavailableError, WorkerCrashedError, ObjectLostError, OwnerDiedError,
-    ObjectFetchTimedOutError, ReferenceCountingAssertionError, RuntimeEnvSetupError, NodeDiedError,
-    PendingCallsLimitExceeded, TaskUnschedulableError, ActorUnschedulableError, CrossLanguageError,
+    RayError,
+    RayTaskError,
+    TaskCancelledError,
+    GetTimeoutError,
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    WorkerCrashedError,
+    ObjectLostError,
+    OwnerDiedError,
+    ObjectFetchTimedOutError,
+    ReferenceCountingAssertionError,
+    RuntimeEnvSetupError,
+    NodeDiedError,
+    PendingCallsLimitExceeded,
+    TaskUnschedulableError,
+    ActorUnschedulableError,
+    CrossLanguageError,
     RaySystemError,
 ]
 
@@ -480,8 +510,7 @@ def _cloudpickle():
         return pickle
 
 
-def make_task_error(exc, function_name, traceback_text=None, pid=None, ip=None, actor_repr=None,
-                    actor_id=None):
+def make_task_error(exc, function_name, traceback_text=None, pid=None, ip=None, actor_repr=None, actor_id=None):
     """The RayTaskError a worker sends back when `function_name` raised `exc`;
     its cloudpickled bytes are the payload of an application error, which
     from_error(ErrorType.APPLICATION_ERROR, message, payload) turns back into
@@ -501,8 +530,8 @@ def make_task_error(exc, function_name, traceback_text=None, pid=None, ip=None, 
         cp.loads(cp.dumps(_Cause(cause)))
     except Exception as e:  # noqa: BLE001 - any failure means "not transportable"
         cause = RayError(f"{type(cause).__name__}: {cause} (the exception could not be pickled: {e})")
-    return RayTaskError(function_name, traceback_text, cause, pid=pid or None, ip=ip or None,
-                        actor_repr=actor_repr, actor_id=actor_id)
+    return RayTaskError(function_name, traceback_text, cause, pid=pid or None, ip=ip or None, actor_repr=actor_repr,
+                        actor_id=actor_id)
 
 
 def _task_error_from(message, data):
@@ -511,8 +540,9 @@ def _task_error_from(message, data):
         try:
             value = _cloudpickle().loads(data)
         except Exception as e:  # noqa: BLE001 - e.g. the class is not importable here
-            value = RayTaskError("", message or "", RaySystemError(
-                f"the task's exception could not be unpickled: {type(e).__name__}: {e}"))
+            value = RayTaskError(
+                "", message or "",
+                RaySystemError(f"the task's exception could not be unpickled: {type(e).__name__}: {e}"))
             return value
         if isinstance(value, RayTaskError):
             return value.as_instanceof_cause()

@@ -9,6 +9,7 @@ from manta._private.state import state
 
 
 class RuntimeContext:
+
     def get_job_id(self):
         return _core.job_id()
 
@@ -36,9 +37,11 @@ class RuntimeContext:
     def get_accelerator_ids(self):
         """The accelerators visible to this process, by kind: TPU chips
         (TPU_VISIBLE_CHIPS) and GPUs (CUDA_VISIBLE_DEVICES)."""
+
         def ids(name):
             value = os.environ.get(name, "")
             return [v for v in value.split(",") if v] if value else []
+
         return {"TPU": ids("TPU_VISIBLE_CHIPS"), "GPU": ids("CUDA_VISIBLE_DEVICES")}
 
     def get_node_ip_address(self):
@@ -53,9 +56,10 @@ class RuntimeContext:
         return False if self.get_actor_id() is None else self._task().get("attempt", 0) > 0
 
     def get(self):
-        return {"job_id": self.get_job_id(), "node_id": self.get_node_id(),
-                "task_id": self.get_task_id(), "actor_id": self.get_actor_id(),
-                "namespace": self.namespace}
+        return {
+            "job_id": self.get_job_id(), "node_id": self.get_node_id(), "task_id": self.get_task_id(),
+            "actor_id": self.get_actor_id(), "namespace": self.namespace
+        }
 
 
 def get_runtime_context():

@@ -118,8 +118,7 @@ class Cluster:
 
 
 def _dashboard_up(url, token):
-    req = urllib.request.Request(url + "/api/version",
-                                 headers={"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(url + "/api/version", headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(req, timeout=2) as r:
             return r.status == 200
@@ -159,8 +158,8 @@ def _kill_leftovers(temp_dir):
             except OSError:
                 pass
         try:
-            wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and not _is_zombie(p) for p in pids),
-                     5, "leftover processes to exit")
+            wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and not _is_zombie(p) for p in pids), 5,
+                     "leftover processes to exit")
         except TimeoutError:
             if sig_round == 2:
                 raise
@@ -187,11 +186,14 @@ def start_head(num_cpus=4, auth="token", extra_args=(), attempts=3):
     for _ in range(attempts):
         temp_dir = tempfile.mkdtemp(prefix="manta-pytest-")
         port, dash_port, metrics_port = free_port(), free_port(), free_port()
-        cmd = [os.path.join(bins, "manta"), "start", "--head", f"--port={port}",
-               f"--dashboard-port={dash_port}", f"--metrics-export-port={metrics_port}",
-               f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}", f"--auth={auth}", *extra_args]
-        env = {k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "MANTA_TOKEN",
-                                                                  "MANTA_DASHBOARD_ADDRESS")}
+        cmd = [
+            os.path.join(bins, "manta"), "start", "--head", f"--port={port}", f"--dashboard-port={dash_port}",
+            f"--metrics-export-port={metrics_port}", f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}",
+            f"--auth={auth}", *extra_args
+        ]
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "MANTA_TOKEN", "MANTA_DASHBOARD_ADDRESS")
+        }
         try:
             # The daemons, and the jobs the dashboard starts, run in the temp dir.
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=temp_dir)
@@ -207,8 +209,8 @@ def start_head(num_cpus=4, auth="token", extra_args=(), attempts=3):
                     token = f.read().strip()
             with open(os.path.join(session, "dashboard_address")) as f:
                 url = f.read().strip()
-            cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url=url, token=token,
-                              session_dir=session, temp_dir=temp_dir, bin_dir=bins)
+            cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url=url, token=token, session_dir=session,
+                              temp_dir=temp_dir, bin_dir=bins)
             try:
                 wait_for(lambda: _dashboard_up(url, token), 30, f"the dashboard at {url}")
             except BaseException:
@@ -225,8 +227,9 @@ def stop_head(cluster):
     """Stops everything of the cluster and removes its temp dir; never raises for a
     cluster that is already gone."""
     try:
-        subprocess.run([os.path.join(cluster.bin_dir, "manta"), "stop", f"--temp-dir={cluster.temp_dir}",
-                        "--grace-period=5"], capture_output=True, timeout=60)
+        subprocess.run(
+            [os.path.join(cluster.bin_dir, "manta"), "stop", f"--temp-dir={cluster.temp_dir}", "--grace-period=5"],
+            capture_output=True, timeout=60)
     except (subprocess.TimeoutExpired, OSError):
         pass
     finally:
@@ -245,14 +248,16 @@ def start_tpu_cluster(pod_type, slices=2, attempts=3):
     for _ in range(attempts):
         temp_dir = tempfile.mkdtemp(prefix="manta-pytest-tpu-")
         port = free_port()
-        cmd = [os.path.join(bins, "manta"), "up", "--tpu", pod_type, "--slices", str(slices), "--host-cpus", "1",
-               f"--port={port}", f"--dashboard-port={free_port()}", f"--metrics-export-port={free_port()}",
-               f"--temp-dir={temp_dir}"]
+        cmd = [
+            os.path.join(bins, "manta"), "up", "--tpu", pod_type, "--slices",
+            str(slices), "--host-cpus", "1", f"--port={port}", f"--dashboard-port={free_port()}",
+            f"--metrics-export-port={free_port()}", f"--temp-dir={temp_dir}"
+        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=temp_dir)
         cluster = Cluster(address=f"127.0.0.1:{port}", dashboard_url="", token="",
-                          session_dir=os.path.realpath(os.path.join(temp_dir, "session_latest")),
-                          temp_dir=temp_dir, bin_dir=bins)
+                          session_dir=os.path.realpath(os.path.join(temp_dir,
+                                                                    "session_latest")), temp_dir=temp_dir, bin_dir=bins)
         if proc.returncode == 0:
             return cluster
         last = (proc.stderr or proc.stdout).strip()

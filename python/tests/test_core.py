@@ -41,6 +41,7 @@ def fail(message):
 
 @manta.remote
 class Counter:
+
     def __init__(self, start):
         self.n = start
 
@@ -57,6 +58,7 @@ class Counter:
 
 
 class Unpicklable:
+
     def __reduce__(self):
         raise TypeError("not me")
 
@@ -154,6 +156,7 @@ def test_nested_refs_are_borrowed_and_keep_the_object_alive(driver):
 
 
 def test_wait_returns_ready_first_and_respects_timeout(driver):
+
     @manta.remote
     def slow(s):
         time.sleep(s)
@@ -180,6 +183,7 @@ def test_wait_returns_ready_first_and_respects_timeout(driver):
 
 
 def test_env_vars_reach_os_environ(driver):
+
     @manta.remote
     def read(name):
         return os.environ.get(name)
@@ -218,6 +222,7 @@ class Flaky(Exception):
 
 
 def test_retry_exceptions_retries_listed_errors_only(driver, tmp_path):
+
     @manta.remote(max_retries=2, retry_exceptions=[Flaky])
     def flaky(path, error):
         with open(path, "a") as f:
@@ -260,6 +265,7 @@ def test_runtime_context_names_the_task_actor_and_resources(driver):
 
     @manta.remote
     class Who:
+
         def ids(self):
             c = manta.get_runtime_context()
             return c.get_actor_id(), c.get_task_id()
@@ -269,8 +275,10 @@ def test_runtime_context_names_the_task_actor_and_resources(driver):
 
 
 def test_max_concurrency_runs_calls_at_once(driver):
+
     @manta.remote(max_concurrency=2)
     class Meeting:
+
         def __init__(self):
             import threading
             self.arrived = 0
@@ -292,7 +300,9 @@ def test_labels_and_resources_decide_where_tasks_may_run(start_cluster):
     import sys
     import textwrap
     cluster = start_cluster(num_cpus=2, extra_args=["--labels", "zone=a", "--resources", '{"disk": 1}'])
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    proc = subprocess.run([
+        sys.executable, "-c",
+        textwrap.dedent("""
         import manta
         manta.init()
 
@@ -306,8 +316,10 @@ def test_labels_and_resources_decide_where_tasks_may_run(start_cluster):
                     where.options(resources={"disk": 2}).remote()):
             ready, _ = manta.wait([ref], timeout=1)
             print("waiting" if not ready else "ran")
-    """)], capture_output=True, text=True, timeout=60, cwd=cluster.temp_dir,
-        env=dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token, PYTHONPATH=PACKAGE_DIR))
+    """)
+    ], capture_output=True, text=True, timeout=60, cwd=cluster.temp_dir,
+                          env=dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token,
+                                   PYTHONPATH=PACKAGE_DIR))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ran", "ran", "waiting", "waiting"]
 
@@ -328,4 +340,3 @@ def test_get_if_exists_returns_the_named_actor(driver):
     assert manta.get(again.incr.remote(1)) == 4  # the same actor, not a new one at 100
     with pytest.raises(ValueError, match="is taken"):
         Counter.options(name="shared-counter").remote(0)
-

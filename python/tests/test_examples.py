@@ -14,8 +14,8 @@ def run_example(name, *args, env=None):
     base = {k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "RAY_ADDRESS", "MANTA_TOKEN")}
     base["PYTHONPATH"] = PACKAGE_DIR
     base.update(env or {})
-    return subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], capture_output=True,
-                          text=True, timeout=120, env=base, cwd=EXAMPLES)
+    return subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], capture_output=True, text=True,
+                          timeout=120, env=base, cwd=EXAMPLES)
 
 
 def test_tasks_and_actors_example():

@@ -114,8 +114,8 @@ def test_dual_instance_pickles(dumps):
 
 
 def test_task_error_pickles():
-    err = E.RayTaskError("g", "Traceback (most recent call last):\n  x\nKeyError: 'k'", KeyError("k"),
-                         pid=1, ip="1.1.1.1")
+    err = E.RayTaskError("g", "Traceback (most recent call last):\n  x\nKeyError: 'k'", KeyError("k"), pid=1,
+                         ip="1.1.1.1")
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is E.RayTaskError
     assert back.function_name == "g" and isinstance(back.cause, KeyError)
@@ -158,7 +158,9 @@ def test_nested_task_error_keeps_the_user_class():
 
 
 def test_unpicklable_cause_becomes_a_ray_error():
+
     class Unpicklable(Exception):
+
         def __init__(self, message):
             super().__init__(message)
             self.lock = threading.Lock()  # no pickling, whichever way
@@ -170,7 +172,9 @@ def test_unpicklable_cause_becomes_a_ray_error():
 
 
 def test_cause_with_a_custom_reduce_that_fails_still_arrives():
+
     class NoReduce(Exception):
+
         def __reduce__(self):
             raise TypeError("no pickling here")
 
@@ -221,10 +225,9 @@ def test_from_error_mapping(code, cls):
 
 
 def test_codes_match_the_core():
-    assert (E.ErrorType.APPLICATION_ERROR, E.ErrorType.WORKER_DIED, E.ErrorType.ACTOR_DIED,
-            E.ErrorType.OWNER_DIED, E.ErrorType.INFEASIBLE, E.ErrorType.OBJECT_LOST,
-            E.ErrorType.TASK_CANCELLED, E.ErrorType.NODE_DIED, E.ErrorType.INVALID_ARGUMENT,
-            E.ErrorType.TIMEOUT) == (1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
+    assert (E.ErrorType.APPLICATION_ERROR, E.ErrorType.WORKER_DIED, E.ErrorType.ACTOR_DIED, E.ErrorType.OWNER_DIED,
+            E.ErrorType.INFEASIBLE, E.ErrorType.OBJECT_LOST, E.ErrorType.TASK_CANCELLED, E.ErrorType.NODE_DIED,
+            E.ErrorType.INVALID_ARGUMENT, E.ErrorType.TIMEOUT) == (1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
 
 
 def test_infeasible_actor():
@@ -237,7 +240,9 @@ def test_timeout_is_a_timeout_error():
 
 
 def test_unsubclassable_cause_returns_the_task_error():
+
     class Final(Exception):
+
         def __init_subclass__(cls, **kwargs):
             raise TypeError("final")
 

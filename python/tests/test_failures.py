@@ -28,8 +28,8 @@ def driver(cluster):
 def _run_driver(cluster, code, timeout=60):
     env = dict(os.environ, MANTA_ADDRESS=cluster.address, MANTA_TOKEN=cluster.token,
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cluster.temp_dir)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cluster.temp_dir)
 
 
 def test_a_killed_worker_is_retried_then_reported(driver, tmp_path):
@@ -47,8 +47,10 @@ def test_a_killed_worker_is_retried_then_reported(driver, tmp_path):
 
 
 def test_an_actor_restarts_as_max_restarts_says(driver):
+
     @manta.remote(max_restarts=1)
     class Mortal:
+
         def pid(self):
             return os.getpid()
 
@@ -95,6 +97,7 @@ def test_wait_fetch_local_decides_whether_get_still_needs_the_owner(driver):
 
     @manta.remote
     class Owner:
+
         def make(self):
             # Inside a list, the refs are borrowed by the caller: one small
             # value (inline in replies) and one streamed in chunks.
@@ -116,6 +119,7 @@ def test_wait_fetch_local_decides_whether_get_still_needs_the_owner(driver):
 
 
 def test_ctrl_c_in_get_raises_keyboard_interrupt_within_a_second(driver):
+
     @manta.remote
     def sleepy():
         time.sleep(30)
@@ -130,7 +134,8 @@ def test_ctrl_c_in_get_raises_keyboard_interrupt_within_a_second(driver):
 
 
 def test_worker_output_reaches_the_driver_with_rays_prefix(driver):
-    proc = _run_driver(driver, """
+    proc = _run_driver(
+        driver, """
         import manta
         manta.init()
 
@@ -158,7 +163,8 @@ def test_worker_output_reaches_the_driver_with_rays_prefix(driver):
 
 
 def test_a_driver_that_exits_leaves_nothing_of_its_job_behind(driver):
-    proc = _run_driver(driver, """
+    proc = _run_driver(
+        driver, """
         import os
         import manta
         from manta.util.placement_group import placement_group

@@ -34,6 +34,7 @@ def wrong_count(x):
 
 @manta.remote
 class Box:
+
     def __init__(self, v):
         self.v = v
 
@@ -127,10 +128,13 @@ def test_options_are_checked():
     with pytest.raises(ValueError, match="num_cpus"):
         double.options(resources={"CPU": 1})
     with pytest.raises(ValueError, match="async def"):
+
         @manta.remote
         class Async:
+
             async def f(self):
                 pass
+
     with pytest.raises(ValueError, match="lifetime"):
         Box.options(lifetime="forever").remote(1)
     with pytest.raises(ValueError, match="get_if_exists"):

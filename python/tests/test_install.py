@@ -15,37 +15,41 @@ BUILD_DIR = os.environ.get("MANTA_BUILD_DIR") or os.path.join(REPO_DIR, "build")
 
 
 def _run(python, code, cwd, env=None):
-    return subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=env)
+    return subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env=env)
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     root = tmp_path_factory.mktemp("install")
     source = root / "python"
-    shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns("tests", "build", "*.egg-info",
-                                                                      "__pycache__", "src"))
+    shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns("tests", "build", "*.egg-info", "__pycache__",
+                                                                      "src"))
     shutil.copy(os.path.join(REPO_DIR, "CMakeLists.txt"), root / "CMakeLists.txt")
     venv_dir = root / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv_dir)], check=True)
     python = str(venv_dir / "bin" / "python")
     env = dict(os.environ, MANTA_BUILD_DIR=BUILD_DIR, PIP_NO_INDEX="1")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", str(source)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                           str(source)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return python, str(root)
 
 
 def _clean_env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "MANTA_ADDRESS", "RAY_ADDRESS", "MANTA_BIN_DIR", "MANTA_TOKEN")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "MANTA_ADDRESS", "RAY_ADDRESS", "MANTA_BIN_DIR", "MANTA_TOKEN")
+    }
     return env
 
 
 def test_installed_package_runs_a_program_with_no_build_tree(venv):
     python, cwd = venv
-    proc = _run(python, """
+    proc = _run(
+        python, """
         import manta
         assert "site-packages" in manta.__file__, manta.__file__
         @manta.remote
@@ -60,7 +64,8 @@ def test_installed_package_runs_a_program_with_no_build_tree(venv):
 def test_grpc_and_manta_share_a_process(venv):
     pytest.importorskip("grpc")
     python, cwd = venv
-    proc = _run(python, """
+    proc = _run(
+        python, """
         from concurrent import futures
         import grpc
         import manta

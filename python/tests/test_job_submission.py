@@ -63,8 +63,7 @@ def test_address_and_token_from_the_environment(cluster, monkeypatch, tmp_path):
 
 
 def test_python_entrypoint_succeeds_with_logs(client):
-    job = client.submit_job(entrypoint=f"{PY} -c \"print('hello from manta', 6 * 7)\"",
-                            metadata={"owner": "tests"})
+    job = client.submit_job(entrypoint=f"{PY} -c \"print('hello from manta', 6 * 7)\"", metadata={"owner": "tests"})
     assert wait_terminal(client, job) == JobStatus.SUCCEEDED
     assert "hello from manta 42" in client.get_job_logs(job)
     info = client.get_job_info(job)
@@ -99,7 +98,7 @@ def test_failing_job(client):
 
 def test_tail_job_logs_streams_until_the_end(client):
     job = client.submit_job(entrypoint=f"{PY} -u -c \"import time\nfor i in range(5): print('line', i); "
-                                       "time.sleep(0.2)\"")
+                            "time.sleep(0.2)\"")
 
     async def collect():
         pieces = []

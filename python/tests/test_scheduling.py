@@ -19,8 +19,8 @@ def two_nodes(tmp_path_factory):
     from conftest import start_head, stop_head
     cluster = start_head(num_cpus=2)
     try:
-        proc = cluster.manta(["start", "--address", cluster.address, "--num-cpus", "2",
-                              f"--metrics-export-port={free_port()}"])
+        proc = cluster.manta(
+            ["start", "--address", cluster.address, "--num-cpus", "2", f"--metrics-export-port={free_port()}"])
         assert proc.returncode == 0, proc.stderr
         manta.init(address=cluster.address, _temp_dir=cluster.temp_dir)
         wait_for(lambda: len([n for n in manta.nodes() if n["Alive"]]) == 2, 30, "two nodes")
@@ -49,8 +49,8 @@ def test_node_affinity_runs_on_the_named_node(two_nodes):
                              timeout=60)) == {node}
     dead = "ab" * 28
     with pytest.raises(exceptions.TaskUnschedulableError):
-        manta.get(node_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy(dead, soft=False)).remote(),
-                  timeout=30)
+        manta.get(
+            node_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy(dead, soft=False)).remote(), timeout=30)
     soft = NodeAffinitySchedulingStrategy(dead, soft=True)
     assert manta.get(node_of.options(scheduling_strategy=soft).remote(), timeout=30) in nodes
     with pytest.raises(ValueError, match="not a hex id"):
@@ -58,8 +58,10 @@ def test_node_affinity_runs_on_the_named_node(two_nodes):
 
 
 def test_actors_follow_node_affinity(two_nodes):
+
     @manta.remote
     class Where:
+
         def node(self):
             return manta.get_runtime_context().get_node_id()
 
@@ -90,6 +92,7 @@ def wait_for_child(path):
 
 
 def test_cancel_ends_the_tasks_a_task_submitted_unless_not_recursive(two_nodes, tmp_path):
+
     def all_cpus_free():
         return manta.available_resources().get("CPU", 0) == manta.cluster_resources()["CPU"]
 
@@ -126,6 +129,7 @@ def cancel_borrowed(refs, force=False):
 
 @manta.remote
 class Napper:
+
     def nap(self, path):
         return spin(path)
 
@@ -154,6 +158,7 @@ def test_a_borrower_cancels_through_the_owner(two_nodes, tmp_path):
 
 
 def test_cancel_drops_queued_interrupts_running_and_force_kills(two_nodes):
+
     @manta.remote
     def spin():
         n = 0

@@ -4,9 +4,9 @@ import pickle
 
 import pytest
 
-from manta.util.scheduling_strategies import (
-    DoesNotExist, Exists, In, NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy, NotIn,
-    PlacementGroupSchedulingStrategy, validate_scheduling_strategy)
+from manta.util.scheduling_strategies import (DoesNotExist, Exists, In, NodeAffinitySchedulingStrategy,
+                                              NodeLabelSchedulingStrategy, NotIn, PlacementGroupSchedulingStrategy,
+                                              validate_scheduling_strategy)
 
 NODE = "ab" * 28
 

@@ -85,8 +85,9 @@ def test_slice_shapes():
     assert tpu.get_slice_shape("16x16", "v6e").hosts_per_slice == 64
     assert tpu.get_tpu_version_from_type("TPU-V5LITEPOD") == "v5litepod"
     assert tpu.get_tpu_coordinator_env_vars("10.0.0.1", 2, 1) == {
-        "MEGASCALE_COORDINATOR_ADDRESS": "10.0.0.1", "MEGASCALE_PORT": "8081",
-        "MEGASCALE_NUM_SLICES": "2", "MEGASCALE_SLICE_ID": "1"}
+        "MEGASCALE_COORDINATOR_ADDRESS": "10.0.0.1", "MEGASCALE_PORT": "8081", "MEGASCALE_NUM_SLICES": "2",
+        "MEGASCALE_SLICE_ID": "1"
+    }
 
 
 def test_bad_input_raises_value_error_naming_the_problem():
@@ -208,6 +209,7 @@ def _host_env(prefix):
 
 
 class Host:
+
     def env(self):
         return _host_env(("TPU_", "MEGASCALE_", "MY_"))
 
@@ -218,8 +220,8 @@ def test_manager_runs_once_per_host_of_each_slice(free):
     refs = tpu.TpuManager.remote(tpus, _host_env, True, {"MY_ENV": "x"}, ("TPU_", "MEGASCALE_", "MY_"))
     envs = manta.get(list(refs), timeout=60)
     assert len(envs) == 4
-    assert sorted((e["MEGASCALE_SLICE_ID"], e["TPU_WORKER_ID"]) for e in envs) == [
-        ("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+    assert sorted((e["MEGASCALE_SLICE_ID"], e["TPU_WORKER_ID"]) for e in envs) == [("0", "0"), ("0", "1"), ("1", "0"),
+                                                                                   ("1", "1")]
     assert all(e["MEGASCALE_NUM_SLICES"] == "2" and e["MY_ENV"] == "x" for e in envs)
     refs.release()
     wait_for(_all_free, 10, "both slices free")

@@ -72,8 +72,8 @@ def _seen(storage, name):
 
 
 ENV_KEYS = ("JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_PLATFORMS", "TPU_WORKER_ID",
-            "TPU_WORKER_HOSTNAMES", "TPU_ACCELERATOR_TYPE", "MEGASCALE_COORDINATOR_ADDRESS",
-            "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MY_SETTING")
+            "TPU_WORKER_HOSTNAMES", "TPU_ACCELERATOR_TYPE", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES",
+            "MEGASCALE_SLICE_ID", "MY_SETTING")
 
 
 def checkpointing_loop(config):
@@ -86,11 +86,12 @@ def checkpointing_loop(config):
     if restored is not None:
         with restored.as_directory() as d, open(os.path.join(d, "rank_%d" % rank)) as f:
             start = int(f.read()) + 1
-    record = {"attempt": ctx.get_attempt_number(), "rank": rank, "size": ctx.get_world_size(),
-              "local_rank": ctx.get_local_rank(), "node_rank": ctx.get_node_rank(),
-              "name": ctx.get_experiment_name(), "storage": ctx.get_storage_path(), "cwd": os.getcwd(),
-              "restored": restored.path if restored else None, "start": start, "pid": os.getpid(),
-              "env": {k: os.environ.get(k) for k in ENV_KEYS}}
+    record = {
+        "attempt": ctx.get_attempt_number(), "rank": rank, "size": ctx.get_world_size(),
+        "local_rank": ctx.get_local_rank(), "node_rank": ctx.get_node_rank(), "name": ctx.get_experiment_name(),
+        "storage": ctx.get_storage_path(), "cwd": os.getcwd(), "restored": restored.path if restored else None,
+        "start": start, "pid": os.getpid(), "env": {k: os.environ.get(k) for k in ENV_KEYS}
+    }
     os.makedirs(os.path.join(config["out"], "seen"), exist_ok=True)
     with open(os.path.join(config["out"], "seen", "a%d_r%d.json" % (record["attempt"], rank)), "w") as f:
         json.dump(record, f)
@@ -105,11 +106,10 @@ def checkpointing_loop(config):
 
 def test_python_loop_on_two_slices_checkpoints_and_restarts(free, tmp_path):
     storage = str(tmp_path)
-    trainer = JaxTrainer(checkpointing_loop, train_loop_config={"steps": 3, "out": storage},
-                         scaling_config=_scaling(8),
-                         run_config=RunConfig(name="pyloop", storage_path=storage,
-                                              failure_config=FailureConfig(max_failures=1),
-                                              worker_runtime_env={"env_vars": {"MY_SETTING": "on"}}))
+    trainer = JaxTrainer(
+        checkpointing_loop, train_loop_config={"steps": 3, "out": storage}, scaling_config=_scaling(8),
+        run_config=RunConfig(name="pyloop", storage_path=storage, failure_config=FailureConfig(max_failures=1),
+                             worker_runtime_env={"env_vars": {"MY_SETTING": "on"}}))
     result = trainer.fit()
     run_dir = os.path.join(storage, "pyloop")
     assert result.path == run_dir
@@ -194,10 +194,11 @@ def where_loop(config):
 
 def test_label_selector_places_the_workers(free, tmp_path):
     out = str(tmp_path)
-    JaxTrainer(where_loop, train_loop_config={"out": out},
-               scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1},
-                                            label_selector={"manta.io/tpu-slice-name": "tpu-group-1"}),
-               run_config=RunConfig(name="selected", storage_path=out)).fit()
+    JaxTrainer(
+        where_loop, train_loop_config={"out": out},
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1},
+                                     label_selector={"manta.io/tpu-slice-name": "tpu-group-1"}),
+        run_config=RunConfig(name="selected", storage_path=out)).fit()
     for rank in range(2):
         with open(os.path.join(out, "rank%d" % rank)) as f:
             assert f.read() == "tpu-group-1"
@@ -248,8 +249,8 @@ def _train_workers(temp_dir):
 
 
 def test_ctrl_c_in_the_driver_gives_the_slice_back(free, tmp_path):
-    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")},
-               MANTA_ADDRESS=free.address, PYTHONPATH=PACKAGE_DIR, MANTA_TOKEN=_token(free))
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}, MANTA_ADDRESS=free.address,
+               PYTHONPATH=PACKAGE_DIR, MANTA_TOKEN=_token(free))
     driver = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(tmp_path)], env=env, cwd=str(tmp_path),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -281,10 +282,12 @@ def elastic_loop(config):
             start = int(f.read()) + 1
     out = config["out"]
     os.makedirs(os.path.join(out, "seen"), exist_ok=True)
-    record = {"pid": os.getpid(), "starts": _STARTS[0], "rank": ctx.get_world_rank(),
-              "size": ctx.get_world_size(), "slice": ctx.get_slice_id(), "start": start,
-              "host": os.environ.get("TPU_NAME", "") + "/" + os.environ.get("TPU_WORKER_ID", ""),
-              "restored": restored.path if restored else None, "process_id": os.environ.get("JAX_PROCESS_ID")}
+    record = {
+        "pid": os.getpid(), "starts": _STARTS[0], "rank": ctx.get_world_rank(), "size": ctx.get_world_size(),
+        "slice": ctx.get_slice_id(), "start": start,
+        "host": os.environ.get("TPU_NAME", "") + "/" + os.environ.get("TPU_WORKER_ID", ""),
+        "restored": restored.path if restored else None, "process_id": os.environ.get("JAX_PROCESS_ID")
+    }
     with open(os.path.join(out, "seen", "%d_%d.json" % (os.getpid(), _STARTS[0])), "w") as f:
         json.dump(record, f)
     step = start
@@ -324,9 +327,9 @@ def _progress(out):
 
 def test_elastic_python_loop_shrinks_and_grows_keeping_survivor_processes(free, tmp_path):
     out = str(tmp_path)
-    trainer = JaxTrainer(elastic_loop, train_loop_config={"out": out}, scaling_config=_scaling((4, 8)),
-                         run_config=RunConfig(name="elastic", storage_path=out,
-                                              failure_config=FailureConfig(max_failures=0)))
+    trainer = JaxTrainer(
+        elastic_loop, train_loop_config={"out": out}, scaling_config=_scaling((4, 8)),
+        run_config=RunConfig(name="elastic", storage_path=out, failure_config=FailureConfig(max_failures=0)))
     box = {}
     fit = threading.Thread(target=lambda: box.update(result=_try(trainer.fit)))
     fit.start()
@@ -340,9 +343,10 @@ def test_elastic_python_loop_shrinks_and_grows_keeping_survivor_processes(free, 
         at_four = _progress(out)["step"]
         wait_for(lambda: _progress(out)["step"] >= at_four + 2, 60, "two steps on 4 workers")
         host_env = {k: v for k, v in env.items() if k.startswith(("TPU_", "MEGASCALE_", "PATH", "HOME"))}
-        subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
-                        f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run([
+            os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}", f"--temp-dir={free.temp_dir}",
+            "--num-cpus=1"
+        ], env=host_env, cwd=free.temp_dir, check=True, capture_output=True, timeout=60)
         wait_for(lambda: (_progress(out) or {}).get("size") == 8, 120, "the group to grow back to 8")
         at_eight = _progress(out)["step"]
         wait_for(lambda: _progress(out)["step"] >= at_eight + 2, 60, "two steps on 8 workers again")
@@ -382,9 +386,12 @@ BASE_CONFIG = os.path.join(REPO_DIR, "train", "kernels", "configs", "base.yml")
 
 
 def _tiny_args(data, run, steps, *extra):
-    return ["base.yml", "model_name=tiny", "steps=%d" % steps, "per_device_batch_size=1",
-            "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "base_output_directory=" + data,
-            "run_name=" + run, "metrics_file=%s/%s.jsonl" % (data, run), *extra]
+    return [
+        "base.yml", "model_name=tiny",
+        "steps=%d" % steps, "per_device_batch_size=1", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
+        "base_output_directory=" + data, "run_name=" + run,
+        "metrics_file=%s/%s.jsonl" % (data, run), *extra
+    ]
 
 
 def _submit(cluster, script, args, tmp_path):
@@ -397,10 +404,11 @@ def _submit(cluster, script, args, tmp_path):
     with open(os.path.join(cluster.session_dir, "dashboard_address")) as f:
         dashboard = f.read().strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}
-    return subprocess.run([os.path.join(cluster.bin_dir, "manta"), "job", "submit", f"--address={dashboard}",
-                           f"--temp-dir={cluster.temp_dir}", f"--working-dir={work}",
-                           f"--runtime-env-json={runtime_env}", "--", sys.executable, script, *args],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([
+        os.path.join(cluster.bin_dir,
+                     "manta"), "job", "submit", f"--address={dashboard}", f"--temp-dir={cluster.temp_dir}",
+        f"--working-dir={work}", f"--runtime-env-json={runtime_env}", "--", sys.executable, script, *args
+    ], capture_output=True, text=True, timeout=300, env=env)
 
 
 def _losses(path):
@@ -415,9 +423,10 @@ def test_the_tutorial_script_trains_the_kernels_as_a_job(free, tmp_path):
     out = r.stdout
     assert "[State Transition] SCHEDULING -> RUNNING." in out
     assert "Using SlicePlacementGroup utility to reserve 1 slice(s) with topology '4x4'..." in out
-    assert re.search(r"\(TrainWorker pid=\d+, ip=[0-9.]+\) completed step: \d+, seconds: [0-9.]+, TFLOP/s/device: "
-                     r"[0-9.]+, Tokens/s/device: [0-9.]+, total_weights: \d+, loss: [0-9.]+ \[repeated \d+x "
-                     r"across cluster\]", out), out
+    assert re.search(
+        r"\(TrainWorker pid=\d+, ip=[0-9.]+\) completed step: \d+, seconds: [0-9.]+, TFLOP/s/device: "
+        r"[0-9.]+, Tokens/s/device: [0-9.]+, total_weights: \d+, loss: [0-9.]+ \[repeated \d+x "
+        r"across cluster\]", out), out
     assert re.search(r"Job '[^']+' succeeded", out), out
     assert "Training finished: final loss" in out
     assert len(_losses(os.path.join(data, "py4x4.jsonl"))) == 6
@@ -438,8 +447,10 @@ def _token(cluster):
 
 
 def _group_size(cluster):
-    r = subprocess.run([os.path.join(cluster.bin_dir, "manta"), "list", "train-runs", "--format", "json",
-                        f"--temp-dir={cluster.temp_dir}"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([
+        os.path.join(cluster.bin_dir, "manta"), "list", "train-runs", "--format", "json",
+        f"--temp-dir={cluster.temp_dir}"
+    ], capture_output=True, text=True, timeout=30)
     try:
         runs = json.loads(r.stdout)
     except ValueError:
@@ -454,19 +465,22 @@ def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free
     args = _tiny_args(data, "elastic", 45, "enable_checkpointing=true", "checkpoint_period=5")
     args[0] = BASE_CONFIG
     # The same config unresized: 8 processes of 4 devices over 2 slices.
-    reference_args = [a.replace("run_name=elastic", "run_name=unresized")
-                       .replace("elastic.jsonl", "unresized.jsonl") for a in args]
-    local = subprocess.run([os.path.join(free.bin_dir, "manta_train_local"), "--num_processes=8",
-                            "--chips_per_host=4", "--num_slices=2", "--", *reference_args,
-                            "exact_gradient_sums=true"], capture_output=True, text=True, timeout=300)
+    reference_args = [
+        a.replace("run_name=elastic", "run_name=unresized").replace("elastic.jsonl", "unresized.jsonl") for a in args
+    ]
+    local = subprocess.run([
+        os.path.join(free.bin_dir, "manta_train_local"), "--num_processes=8", "--chips_per_host=4", "--num_slices=2",
+        "--", *reference_args, "exact_gradient_sums=true"
+    ], capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stdout + local.stderr
     reference = dict(_lines(os.path.join(data, "unresized.jsonl")))
     metrics = os.path.join(data, "elastic.jsonl")
-    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")},
-               MANTA_ADDRESS=free.address, PYTHONPATH=PACKAGE_DIR, HOME=str(tmp_path), MANTA_TOKEN=_token(free))
-    driver = subprocess.Popen([sys.executable, os.path.join(REPO_DIR, "examples", "python",
-                                                            "maxtext_elastic_trainer.py"), *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith("MANTA_")}, MANTA_ADDRESS=free.address,
+               PYTHONPATH=PACKAGE_DIR, HOME=str(tmp_path), MANTA_TOKEN=_token(free))
+    driver = subprocess.Popen(
+        [sys.executable,
+         os.path.join(REPO_DIR, "examples", "python", "maxtext_elastic_trainer.py"), *args], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=env)
     try:
         wait_for(lambda: len(_lines(metrics)) >= 12 or driver.poll() is not None, 120, "12 steps on 8 workers")
         assert driver.poll() is None, driver.stdout.read()
@@ -477,9 +491,10 @@ def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free
         at_four = len(_lines(metrics))
         wait_for(lambda: len(_lines(metrics)) >= at_four + 3, 60, "three steps on 4 workers")
         host_env = {k: v for k, v in host_env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
-        subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
-                        f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run([
+            os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}", f"--temp-dir={free.temp_dir}",
+            "--num-cpus=1"
+        ], env=host_env, cwd=free.temp_dir, check=True, capture_output=True, timeout=60)
         out, _ = driver.communicate(timeout=300)
     finally:
         if driver.poll() is None:
@@ -496,14 +511,18 @@ def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free
 
 # ---- preemption notices (last: it replaces a host) --------------------------------
 
+
 def preemption_loop(config):
     ctx = train.get_context()
     rank = ctx.get_world_rank()
     out = config["out"]
     if rank == 1:
         with open(os.path.join(out, "rank1.tmp"), "w") as f:
-            json.dump({"node": manta.get_runtime_context().get_node_id(), "slice": os.environ["TPU_NAME"],
-                       "worker": os.environ["TPU_WORKER_ID"]}, f)
+            json.dump(
+                {
+                    "node": manta.get_runtime_context().get_node_id(), "slice": os.environ["TPU_NAME"],
+                    "worker": os.environ["TPU_WORKER_ID"]
+                }, f)
         os.replace(os.path.join(out, "rank1.tmp"), os.path.join(out, "rank1"))
     info = None
     for i in range(1200):
@@ -513,8 +532,9 @@ def preemption_loop(config):
             break
         time.sleep(0.05)
     with open(os.path.join(out, "rank%d.seen" % rank), "w") as f:
-        json.dump(None if info is None else {"deadline": info.deadline, "ranks": info.preempted_ranks,
-                                             "reason": info.reason, "at": i}, f)
+        json.dump(
+            None if info is None else
+            {"deadline": info.deadline, "ranks": info.preempted_ranks, "reason": info.reason, "at": i}, f)
 
 
 def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path):
@@ -530,9 +550,10 @@ def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path
             host = json.load(f)
         _, env = local_cluster.raylet_of(free.temp_dir, host["slice"], host["worker"])
         before = time.time()
-        r = subprocess.run([os.path.join(free.bin_dir, "manta"), "drain-node", host["node"], "--reason=preemption",
-                            "--deadline=60s", f"--temp-dir={free.temp_dir}"], capture_output=True, text=True,
-                           timeout=30)
+        r = subprocess.run([
+            os.path.join(free.bin_dir, "manta"), "drain-node", host["node"], "--reason=preemption", "--deadline=60s",
+            f"--temp-dir={free.temp_dir}"
+        ], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         fit.join(120)
@@ -551,7 +572,8 @@ def test_every_rank_sees_the_preemption_notice_of_a_draining_host(free, tmp_path
     wait_for(lambda: not any(n["NodeID"] == host["node"] and n["Alive"] for n in manta.nodes()), 120,
              "the drained host to leave", interval_s=0.2)
     host_env = {k: v for k, v in env.items() if k.startswith(("TPU_", "PATH", "HOME"))}
-    subprocess.run([os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}",
-                    f"--temp-dir={free.temp_dir}", "--num-cpus=1"], env=host_env, cwd=free.temp_dir,
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run([
+        os.path.join(free.bin_dir, "manta"), "start", f"--address={free.address}", f"--temp-dir={free.temp_dir}",
+        "--num-cpus=1"
+    ], env=host_env, cwd=free.temp_dir, check=True, capture_output=True, timeout=60)
     wait_for(_all_free, 60, "the replacement host to make its slice whole")

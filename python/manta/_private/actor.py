@@ -9,6 +9,7 @@ from manta._private.state import state
 
 
 class ActorMethod:
+
     def __init__(self, handle, name, options=None):
         self._handle = handle
         self._name = name
@@ -28,8 +29,8 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         num_returns = self._options.get("num_returns", self._handle._num_returns.get(self._name, 1))
         parts, collection, ref_args = pack_args(args, kwargs, self._name)
-        refs = _core.submit_actor_task(self._handle._actor_id, self._method_name, parts,
-                                       collection, ref_args, max(1, num_returns))
+        refs = _core.submit_actor_task(self._handle._actor_id, self._method_name, parts, collection, ref_args,
+                                       max(1, num_returns))
         if num_returns == 0:
             return None
         return _refs(refs, num_returns)
@@ -85,17 +86,22 @@ def method(*, num_returns=None, **unsupported):
     def mark(m):
         m.__manta_num_returns__ = num_returns
         return m
+
     return mark
 
 
 class ActorClass:
+
     def __init__(self, cls, options):
         opts.check(options, opts.ACTOR_OPTIONS, "actors")
         self._cls = cls
         self._options = dict(options)
         self._methods = _method_names(cls)
-        self._num_returns = {n: getattr(cls, n).__manta_num_returns__ for n in self._methods
-                             if getattr(getattr(cls, n), "__manta_num_returns__", None) is not None}
+        self._num_returns = {
+            n: getattr(cls, n).__manta_num_returns__
+            for n in self._methods
+            if getattr(getattr(cls, n), "__manta_num_returns__", None) is not None
+        }
         self._name = None
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
@@ -113,6 +119,7 @@ class ActorClass:
         outer = self
 
         class _Bound:
+
             def remote(self, *args, **kwargs):
                 return outer._create(merged, args, kwargs)
 

@@ -46,9 +46,8 @@ def _check_runtime_env(runtime_env):
         raise TypeError("runtime_env must be a dict, got %r" % type(runtime_env).__name__)
     for key in runtime_env:
         if key not in _SUPPORTED_ENV_KEYS:
-            raise ValueError(
-                "runtime_env key '%s' is not supported by Manta (supported: %s)"
-                % (key, ", ".join(_SUPPORTED_ENV_KEYS)))
+            raise ValueError("runtime_env key '%s' is not supported by Manta (supported: %s)" %
+                             (key, ", ".join(_SUPPORTED_ENV_KEYS)))
     env_vars = runtime_env.get("env_vars", {})
     if not isinstance(env_vars, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
@@ -88,9 +87,9 @@ def _check_version():
                            "use the package built with the cluster's version" % (_core.VERSION, cluster))
 
 
-def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None,
-         namespace=None, runtime_env=None, ignore_reinit_error=False, include_dashboard=None,
-         logging_level=None, log_to_driver=True, _temp_dir=None, **kwargs):
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None, namespace=None, runtime_env=None,
+         ignore_reinit_error=False, include_dashboard=None, logging_level=None, log_to_driver=True, _temp_dir=None,
+         **kwargs):
     """Joins a cluster (address "auto", "HOST:PORT", $MANTA_ADDRESS or
     $RAY_ADDRESS), else the one `manta start` runs on this machine, else
     starts a local one that stops when this process exits."""
@@ -191,8 +190,7 @@ def _as_list(refs, what):
             if not isinstance(r, _core.ObjectRef):
                 raise TypeError("%s expects ObjectRefs, got %r" % (what, type(r).__name__))
         return list(refs), False
-    raise TypeError("%s expects an ObjectRef or a list of ObjectRefs, got %r"
-                    % (what, type(refs).__name__))
+    raise TypeError("%s expects an ObjectRef or a list of ObjectRefs, got %r" % (what, type(refs).__name__))
 
 
 def _timeout(timeout):
@@ -212,8 +210,8 @@ def get(object_refs, *, timeout=None):
         if isinstance(r, tuple):
             error_type, message, data = r
             if error_type == 100:
-                raise exceptions.GetTimeoutError(
-                    "Get timed out: some object(s) not ready after %ss (%s)" % (timeout, refs[i]))
+                raise exceptions.GetTimeoutError("Get timed out: some object(s) not ready after %ss (%s)" %
+                                                 (timeout, refs[i]))
             raise exceptions.from_error(error_type, message, data)
         values[i] = serialization.deserialize_any(r)
     return values[0] if single else values
@@ -266,9 +264,15 @@ def nodes():
     out = []
     for n in _core.nodes():
         out.append({
-            "NodeID": n["node_id"], "Alive": n["alive"], "NodeManagerAddress": n["ip"],
-            "NodeManagerHostname": n["ip"], "NodeName": n["ip"], "Resources": n["resources"],
-            "Labels": n["labels"], "IsHead": n["is_head"], "Draining": n["draining"],
+            "NodeID": n["node_id"],
+            "Alive": n["alive"],
+            "NodeManagerAddress": n["ip"],
+            "NodeManagerHostname": n["ip"],
+            "NodeName": n["ip"],
+            "Resources": n["resources"],
+            "Labels": n["labels"],
+            "IsHead": n["is_head"],
+            "Draining": n["draining"],
             "DeathReason": n["death_reason"],
         })
     return out

@@ -31,20 +31,20 @@ def find_binary(name):
         path = os.path.join(d, name)
         if os.access(path, os.X_OK):
             return path
-    raise RuntimeError(
-        "cannot find the Manta program '%s' (looked in %s); set MANTA_BIN_DIR to the "
-        "directory that holds it" % (name, ", ".join(candidates)))
+    raise RuntimeError("cannot find the Manta program '%s' (looked in %s); set MANTA_BIN_DIR to the "
+                       "directory that holds it" % (name, ", ".join(candidates)))
 
 
 class LocalCluster:
-    def __init__(self, num_cpus=None, num_gpus=None, resources=None, labels=None,
-                 include_dashboard=False):
+
+    def __init__(self, num_cpus=None, num_gpus=None, resources=None, labels=None, include_dashboard=False):
         self.temp_dir = tempfile.mkdtemp(prefix="manta-local-")
         self.manta = find_binary("manta")
-        args = [self.manta, "start", "--head", "--temp-dir", self.temp_dir,
-                "--port", str(_free_port()), "--node-ip-address", "127.0.0.1",
-                "--metrics-export-port", str(_free_port()),
-                "--include-dashboard", "1" if include_dashboard else "0"]
+        args = [
+            self.manta, "start", "--head", "--temp-dir", self.temp_dir, "--port",
+            str(_free_port()), "--node-ip-address", "127.0.0.1", "--metrics-export-port",
+            str(_free_port()), "--include-dashboard", "1" if include_dashboard else "0"
+        ]
         if include_dashboard:
             args += ["--dashboard-port", str(_free_port())]
         if num_cpus is not None:
@@ -68,8 +68,8 @@ class LocalCluster:
         if self.temp_dir is None:
             return
         if os.path.isdir(os.path.join(self.temp_dir, "session_latest")):
-            subprocess.run([self.manta, "stop", "--temp-dir", self.temp_dir, "-g", "5"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run([self.manta, "stop", "--temp-dir", self.temp_dir, "-g", "5"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.temp_dir = None
 

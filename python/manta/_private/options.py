@@ -3,26 +3,26 @@ core worker's: an option is never accepted and ignored."""
 
 import numbers
 
-TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries",
-                "retry_exceptions", "name", "scheduling_strategy", "label_selector",
-                "runtime_env", "accelerator_type"}
-ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts",
-                 "max_task_retries", "max_concurrency", "name", "namespace", "lifetime",
-                 "get_if_exists", "scheduling_strategy", "label_selector", "runtime_env"}
+TASK_OPTIONS = {
+    "num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "retry_exceptions", "name",
+    "scheduling_strategy", "label_selector", "runtime_env", "accelerator_type"
+}
+ACTOR_OPTIONS = {
+    "num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "max_concurrency", "name",
+    "namespace", "lifetime", "get_if_exists", "scheduling_strategy", "label_selector", "runtime_env"
+}
 METHOD_OPTIONS = {"num_returns", "name"}
 
 
 def check(options, known, what):
     for key in options:
         if key not in known:
-            raise ValueError("Invalid option keyword %s for %s. Valid ones are %s."
-                             % (key, what, ", ".join(sorted(known))))
+            raise ValueError("Invalid option keyword %s for %s. Valid ones are %s." %
+                             (key, what, ", ".join(sorted(known))))
     for key in ("num_cpus", "num_gpus", "memory"):
         v = options.get(key)
-        if v is not None and (not isinstance(v, numbers.Number) or isinstance(v, bool)
-                              or v != v or v < 0):
-            raise ValueError("The keyword '%s' only accepts None or a non-negative number, got %r"
-                             % (key, v))
+        if v is not None and (not isinstance(v, numbers.Number) or isinstance(v, bool) or v != v or v < 0):
+            raise ValueError("The keyword '%s' only accepts None or a non-negative number, got %r" % (key, v))
     n = options.get("num_returns")
     if n is not None:
         if n in ("dynamic", "streaming"):

@@ -99,6 +99,7 @@ def _refs(refs, num_returns):
 
 
 class RemoteFunction:
+
     def __init__(self, function, options):
         opts.check(options, opts.TASK_OPTIONS, "remote functions")
         self._function = function
@@ -119,8 +120,8 @@ class RemoteFunction:
 
     def __call__(self, *args, **kwargs):
         raise TypeError("Remote functions cannot be called directly. Instead of running "
-                        "'%s.%s()', try '%s.%s.remote()'." % (self.__module__, self.__name__,
-                                                              self.__module__, self.__name__))
+                        "'%s.%s()', try '%s.%s.remote()'." %
+                        (self.__module__, self.__name__, self.__module__, self.__name__))
 
     def options(self, **options):
         opts.check(options, opts.TASK_OPTIONS, "remote functions")
@@ -129,6 +130,7 @@ class RemoteFunction:
         outer = self
 
         class _Bound:
+
             def remote(self, *args, **kwargs):
                 return outer._submit(merged, args, kwargs)
 

@@ -7,6 +7,7 @@ _lock = threading.RLock()
 
 
 class _State:
+
     def __init__(self):
         self.initialized = False
         self.namespace = ""

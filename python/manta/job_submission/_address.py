@@ -65,9 +65,8 @@ def resolve_dashboard_url(address=None, temp_dir=None):
         session = _latest_session(temp_dir)
         url = _read_text(os.path.join(session, "dashboard_address")) if session else None
         if not url:
-            raise ConnectionError(
-                f"no dashboard found under {temp_dir} (pass address='http://HOST:8265' "
-                f"or set {DASHBOARD_ADDRESS_ENV})")
+            raise ConnectionError(f"no dashboard found under {temp_dir} (pass address='http://HOST:8265' "
+                                  f"or set {DASHBOARD_ADDRESS_ENV})")
     return _normalize(url)
 
 

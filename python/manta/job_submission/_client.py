@@ -16,8 +16,8 @@ from . import _packaging
 from ._models import JobDetails, JobStatus
 
 SUPPORTED_RUNTIME_ENV_KEYS = ("env_vars", "working_dir")
-_TIMEOUT_S = 60          # one request's connect and read timeout
-_TAIL_TIMEOUT_S = 3600   # a quiet job sends nothing for long; then the status is polled
+_TIMEOUT_S = 60  # one request's connect and read timeout
+_TAIL_TIMEOUT_S = 3600  # a quiet job sends nothing for long; then the status is polled
 
 
 class JobSubmissionClient:
@@ -45,8 +45,8 @@ class JobSubmissionClient:
 
     def __init__(self, address: Optional[str] = None, create_cluster_if_needed: bool = False,
                  cookies: Optional[Dict[str, Any]] = None, metadata: Optional[Dict[str, Any]] = None,
-                 headers: Optional[Dict[str, Any]] = None, verify: Optional[Union[str, bool]] = True,
-                 *, temp_dir: Optional[str] = None):
+                 headers: Optional[Dict[str, Any]] = None, verify: Optional[Union[str, bool]] = True, *,
+                 temp_dir: Optional[str] = None):
         del create_cluster_if_needed
         self._temp_dir = temp_dir or _address.DEFAULT_TEMP_DIR
         self._address = _address.resolve_dashboard_url(address, self._temp_dir)
@@ -179,11 +179,10 @@ class JobSubmissionClient:
 
     # --- the Jobs API ----------------------------------------------------------
 
-    def submit_job(self, *, entrypoint: str, job_id: Optional[str] = None,
-                   runtime_env: Optional[Dict[str, Any]] = None, metadata: Optional[Dict[str, str]] = None,
-                   submission_id: Optional[str] = None, entrypoint_num_cpus: Optional[Union[int, float]] = None,
-                   entrypoint_num_gpus: Optional[Union[int, float]] = None,
-                   entrypoint_memory: Optional[int] = None,
+    def submit_job(self, *, entrypoint: str, job_id: Optional[str] = None, runtime_env: Optional[Dict[str, Any]] = None,
+                   metadata: Optional[Dict[str, str]] = None, submission_id: Optional[str] = None,
+                   entrypoint_num_cpus: Optional[Union[int, float]] = None,
+                   entrypoint_num_gpus: Optional[Union[int, float]] = None, entrypoint_memory: Optional[int] = None,
                    entrypoint_resources: Optional[Dict[str, float]] = None) -> str:
         """Submits a job that runs `entrypoint` (a shell command) on the head;
         its submission id. `job_id` is the older name of `submission_id`.
@@ -203,10 +202,8 @@ class JobSubmissionClient:
         body: Dict[str, Any] = {"entrypoint": entrypoint, "runtime_env": env, "metadata": merged}
         if submission_id:
             body["submission_id"] = submission_id
-        for field, value in (("entrypoint_num_cpus", entrypoint_num_cpus),
-                             ("entrypoint_num_gpus", entrypoint_num_gpus),
-                             ("entrypoint_memory", entrypoint_memory),
-                             ("entrypoint_resources", entrypoint_resources)):
+        for field, value in (("entrypoint_num_cpus", entrypoint_num_cpus), ("entrypoint_num_gpus", entrypoint_num_gpus),
+                             ("entrypoint_memory", entrypoint_memory), ("entrypoint_resources", entrypoint_resources)):
             if value is not None:
                 body[field] = value
         reply = self._call("POST", "/api/jobs/", body)
@@ -278,4 +275,3 @@ def _close_response(resp):
         resp.close()
     except Exception:  # noqa: BLE001
         pass
-

@@ -9,11 +9,11 @@ from typing import Any, Dict, Optional
 class JobStatus(str, enum.Enum):
     """The status of a submitted job."""
 
-    PENDING = "PENDING"      # submitted; its entrypoint has not started
-    RUNNING = "RUNNING"      # its entrypoint runs
-    STOPPED = "STOPPED"      # stopped by a user
+    PENDING = "PENDING"  # submitted; its entrypoint has not started
+    RUNNING = "RUNNING"  # its entrypoint runs
+    STOPPED = "STOPPED"  # stopped by a user
     SUCCEEDED = "SUCCEEDED"  # its entrypoint exited with 0
-    FAILED = "FAILED"        # its entrypoint exited with another code, or could not start
+    FAILED = "FAILED"  # its entrypoint exited with another code, or could not start
 
     def __str__(self):
         return self.value
@@ -86,8 +86,8 @@ class JobDetails:
         driver = kwargs.get("driver_info")
         if isinstance(driver, dict):
             kwargs["driver_info"] = DriverInfo(id=str(driver.get("id", "")),
-                                               node_ip_address=str(driver.get("node_ip_address", "")),
-                                               pid=str(driver.get("pid", "")))
+                                               node_ip_address=str(driver.get("node_ip_address",
+                                                                              "")), pid=str(driver.get("pid", "")))
         return cls(**kwargs)
 
     def dict(self) -> Dict[str, Any]:

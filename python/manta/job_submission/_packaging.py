@@ -19,8 +19,8 @@ import zlib
 MAX_WORKING_DIR_BYTES = 100 << 20
 _BLOCK = 512
 
-
 # --- ignore rules -----------------------------------------------------------
+
 
 def _match_class(p, i, c):
     """The bracket expression at p[i] == '[': (index past it, matched), or (None, False)."""
@@ -168,8 +168,9 @@ class IgnoreRules:
 
 # --- tar --------------------------------------------------------------------
 
+
 def _octal(value, width):
-    return ("%0*o" % (width - 1, value)).encode()[: width - 1] + b"\0"
+    return ("%0*o" % (width - 1, value)).encode()[:width - 1] + b"\0"
 
 
 def _header(name, type_flag, size, link, mode):
@@ -209,8 +210,7 @@ def tar_entry(path, type_flag, data=b"", link="", mode=0o644):
 
 def gzip_bytes(data):
     """gzip as zlib's deflate with a gzip wrapper writes it (what the CLI sends)."""
-    z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 16 + zlib.MAX_WBITS, 8,
-                         zlib.Z_DEFAULT_STRATEGY)
+    z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 16 + zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY)
     return z.compress(data) + z.flush()
 
 
@@ -220,6 +220,7 @@ def package_name(archive):
 
 
 # --- the walk ---------------------------------------------------------------
+
 
 def entrypoint_file(working_dir, entrypoint):
     """The entrypoint's program when it is a file given by a relative path inside

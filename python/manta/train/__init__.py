@@ -21,10 +21,12 @@ manta.train.v2.jax for JaxTrainer.
 from manta.train._checkpoint import Checkpoint
 from manta.train._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from manta.train._errors import ControllerError, TrainingFailedError, WorkerGroupError
-from manta.train._session import (PreemptionInfo, TrainContext, get_checkpoint, get_context,
-                                  get_preemption_info, report)
+from manta.train._session import (PreemptionInfo, TrainContext, get_checkpoint, get_context, get_preemption_info,
+                                  report)
 from manta.train._trainer import JaxTrainer, Result
 
-__all__ = ["Checkpoint", "CheckpointConfig", "ControllerError", "FailureConfig", "JaxTrainer", "Result",
-           "PreemptionInfo", "RunConfig", "ScalingConfig", "TrainContext", "TrainingFailedError",
-           "WorkerGroupError", "get_checkpoint", "get_context", "get_preemption_info", "report"]
+__all__ = [
+    "Checkpoint", "CheckpointConfig", "ControllerError", "FailureConfig", "JaxTrainer", "Result", "PreemptionInfo",
+    "RunConfig", "ScalingConfig", "TrainContext", "TrainingFailedError", "WorkerGroupError", "get_checkpoint",
+    "get_context", "get_preemption_info", "report"
+]

@@ -31,6 +31,8 @@ class GroupEnded(BaseException):
     host died, drained or came back): the loop stops at its step boundary
     and runs again on the new group. Not an Exception, so a loop's
     `except Exception` lets it through."""
+
+
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
@@ -98,8 +100,8 @@ class PreemptionInfo:
         self.reason = d["reason"]
 
     def __repr__(self):
-        return "PreemptionInfo(deadline=%r, preempted_ranks=%r, reason=%r)" % (
-            self.deadline, self.preempted_ranks, self.reason)
+        return "PreemptionInfo(deadline=%r, preempted_ranks=%r, reason=%r)" % (self.deadline, self.preempted_ranks,
+                                                                               self.reason)
 
 
 def get_preemption_info():
@@ -127,8 +129,8 @@ def _numbers(metrics):
         try:
             out[str(k)] = float(v)
         except (TypeError, ValueError):
-            raise TypeError("report(metrics): the value of %r is %s; Manta's trainer reports numbers"
-                            % (k, type(v).__name__)) from None
+            raise TypeError("report(metrics): the value of %r is %s; Manta's trainer reports numbers" %
+                            (k, type(v).__name__)) from None
     return out
 
 
@@ -194,8 +196,10 @@ def _end():
 def takes_config(fn):
     """Whether the loop takes the config (one parameter) or nothing."""
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        params = [
+            p for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
     except (TypeError, ValueError):
         return True
     if len(params) > 1:

@@ -61,9 +61,9 @@ def _storage_path(path):
     if path.startswith("file://"):
         path = path[len("file://"):]
     elif "://" in path:
-        raise ValueError(
-            "RunConfig(storage_path=%r): Manta's trainer keeps checkpoints in a local or mounted "
-            "directory that every worker sees; mount the bucket (e.g. with gcsfuse) and give its path" % path)
+        raise ValueError("RunConfig(storage_path=%r): Manta's trainer keeps checkpoints in a local or mounted "
+                         "directory that every worker sees; mount the bucket (e.g. with gcsfuse) and give its path"
+                         % path)
     return os.path.abspath(os.path.expanduser(path))
 
 
@@ -97,13 +97,17 @@ def _scaling_dict(s):
     resources = {}
     for k, v in (s.resources_per_worker or {}).items():
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError("ScalingConfig(resources_per_worker=...): %r must be a finite quantity >= 0, got %r"
-                             % (k, v))
+            raise ValueError("ScalingConfig(resources_per_worker=...): %r must be a finite quantity >= 0, got %r" %
+                             (k, v))
         resources[str(k)] = float(v)
     return {
-        "use_tpu": bool(s.use_tpu), "min_workers": s.min_workers, "max_workers": s.max_workers,
-        "topology": s.topology or "", "accelerator_type": s.accelerator_type or "",
-        "resources_per_worker": resources, "placement_strategy": s.placement_strategy or "PACK",
+        "use_tpu": bool(s.use_tpu),
+        "min_workers": s.min_workers,
+        "max_workers": s.max_workers,
+        "topology": s.topology or "",
+        "accelerator_type": s.accelerator_type or "",
+        "resources_per_worker": resources,
+        "placement_strategy": s.placement_strategy or "PACK",
         "label_selector": selector,
     }
 
@@ -116,8 +120,10 @@ def _run_dict(r):
     if r.storage_filesystem is not None:
         raise ValueError("RunConfig(storage_filesystem=...): Manta's trainer uses local or mounted directories")
     return {
-        "name": r.name or "", "storage_path": _storage_path(r.storage_path),
-        "max_failures": int(failure.max_failures), "num_to_keep": int(checkpoint.num_to_keep or 0),
+        "name": r.name or "",
+        "storage_path": _storage_path(r.storage_path),
+        "max_failures": int(failure.max_failures),
+        "num_to_keep": int(checkpoint.num_to_keep or 0),
         "worker_env": _worker_env(r.worker_runtime_env),
     }
 
@@ -127,8 +133,7 @@ class JaxTrainer:
     module's docstring."""
 
     def __init__(self, train_loop_per_worker, *, train_loop_config=None, jax_config=None, scaling_config=None,
-                 run_config=None, datasets=None, dataset_config=None, resume_from_checkpoint=None,
-                 metadata=None):
+                 run_config=None, datasets=None, dataset_config=None, resume_from_checkpoint=None, metadata=None):
         if datasets:
             raise NotImplementedError("JaxTrainer(datasets=...) is not supported by Manta's trainer")
         if resume_from_checkpoint is not None:

@@ -12,6 +12,7 @@ _STATES = {0: "PENDING", 1: "PREPARED", 2: "CREATED", 3: "REMOVED", 4: "RESCHEDU
 
 
 class PlacementGroupID:
+
     def __init__(self, binary):
         self._binary = binary
 
@@ -53,8 +54,9 @@ class PlacementGroup:
     def ready(self):
         """An ObjectRef that resolves (to True) once every bundle is reserved."""
         from manta.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-        return _ready_task().options(num_cpus=0, scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=self, placement_group_bundle_index=-1)).remote()
+        return _ready_task().options(
+            num_cpus=0, scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=self,
+                                                                             placement_group_bundle_index=-1)).remote()
 
     def wait(self, timeout_seconds=30):
         """Whether the group is created within the timeout."""
@@ -94,12 +96,12 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, bundle_lab
             raise ValueError("Bundles cannot be an empty dictionary or resources with only 0 values. "
                              "Bundles: %r" % (bundles,))
     if strategy not in _STRATEGIES:
-        raise ValueError("Invalid placement group strategy %s. Supported strategies are: %s."
-                         % (strategy, ", ".join(_STRATEGIES)))
+        raise ValueError("Invalid placement group strategy %s. Supported strategies are: %s." %
+                         (strategy, ", ".join(_STRATEGIES)))
     if lifetime not in (None, "detached"):
         raise ValueError("Placement group `lifetime` argument must be either `None` or 'detached'")
-    for unsupported, value in (("_max_cpu_fraction_per_node", _max_cpu_fraction_per_node),
-                               ("_soft_target_node_id", _soft_target_node_id)):
+    for unsupported, value in (("_max_cpu_fraction_per_node", _max_cpu_fraction_per_node), ("_soft_target_node_id",
+                                                                                            _soft_target_node_id)):
         if value is not None:
             raise ValueError("%s is not supported by Manta" % unsupported)
     selectors = list(bundle_label_selector or [])
@@ -107,8 +109,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, bundle_lab
         raise ValueError("bundle_label_selector must have one selector per bundle")
     group_id = os.urandom(18)
     _core.create_placement_group(group_id, name, state.namespace, _STRATEGIES[strategy],
-                                 [{k: float(v) for k, v in b.items()} for b in bundles],
-                                 [dict(s) for s in selectors], lifetime == "detached")
+                                 [{k: float(v) for k, v in b.items()} for b in bundles], [dict(s) for s in selectors],
+                                 lifetime == "detached")
     return PlacementGroup(PlacementGroupID(group_id), [dict(b) for b in bundles])
 
 

@@ -18,9 +18,16 @@ placement group bundles are supported; reserve a group with them instead.
 from typing import Dict, List, Optional, Union
 
 __all__ = [
-    "DEFAULT_SCHEDULING_STRATEGY", "SPREAD_SCHEDULING_STRATEGY", "PlacementGroupSchedulingStrategy",
-    "NodeAffinitySchedulingStrategy", "NodeLabelSchedulingStrategy", "In", "NotIn", "Exists",
-    "DoesNotExist", "SchedulingStrategyT",
+    "DEFAULT_SCHEDULING_STRATEGY",
+    "SPREAD_SCHEDULING_STRATEGY",
+    "PlacementGroupSchedulingStrategy",
+    "NodeAffinitySchedulingStrategy",
+    "NodeLabelSchedulingStrategy",
+    "In",
+    "NotIn",
+    "Exists",
+    "DoesNotExist",
+    "SchedulingStrategyT",
 ]
 
 DEFAULT_SCHEDULING_STRATEGY = "DEFAULT"
@@ -70,8 +77,8 @@ class PlacementGroupSchedulingStrategy(_Value):
         if placement_group_bundle_index < -1:
             raise ValueError("placement_group_bundle_index must be -1 (any bundle) or a bundle's index, "
                              f"got {placement_group_bundle_index}")
-        if placement_group_capture_child_tasks is not None and not isinstance(
-                placement_group_capture_child_tasks, bool):
+        if placement_group_capture_child_tasks is not None and not isinstance(placement_group_capture_child_tasks,
+                                                                              bool):
             raise TypeError("placement_group_capture_child_tasks must be a bool or None")
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
@@ -101,8 +108,8 @@ class NodeAffinitySchedulingStrategy(_Value):
             bytes.fromhex(node_id)
         except ValueError:
             raise ValueError(f"node_id {node_id!r} is not a hex id") from None
-        for name, value in (("soft", soft), ("_spill_on_unavailable", _spill_on_unavailable),
-                            ("_fail_on_unavailable", _fail_on_unavailable)):
+        for name, value in (("soft", soft), ("_spill_on_unavailable", _spill_on_unavailable), ("_fail_on_unavailable",
+                                                                                               _fail_on_unavailable)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
         if _spill_on_unavailable and not soft:

@@ -47,11 +47,26 @@ from manta.util.placement_group import PlacementGroup, PlacementGroupID
 from manta.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 __all__ = [
-    "SliceShape", "TpuSlice", "SlicePlacementGroup", "slice_placement_group", "dispatch",
-    "get_tpu_version_from_type", "get_slice_shape", "list_slices", "get_num_tpu_slices",
-    "get_num_ready_tpu_slices", "get_tpu_coordinator_env_vars", "get_current_pod_name",
-    "get_current_pod_worker_count", "get_num_tpu_chips_on_node", "TpuManager", "RayTpuManager",
-    "RayTpu", "SliceHandles", "DEFAULT_TPU_HEAD_RESERVATION_TIMEOUT_S", "DEFAULT_MEGASCALE_PORT",
+    "SliceShape",
+    "TpuSlice",
+    "SlicePlacementGroup",
+    "slice_placement_group",
+    "dispatch",
+    "get_tpu_version_from_type",
+    "get_slice_shape",
+    "list_slices",
+    "get_num_tpu_slices",
+    "get_num_ready_tpu_slices",
+    "get_tpu_coordinator_env_vars",
+    "get_current_pod_name",
+    "get_current_pod_worker_count",
+    "get_num_tpu_chips_on_node",
+    "TpuManager",
+    "RayTpuManager",
+    "RayTpu",
+    "SliceHandles",
+    "DEFAULT_TPU_HEAD_RESERVATION_TIMEOUT_S",
+    "DEFAULT_MEGASCALE_PORT",
 ]
 
 DEFAULT_TPU_HEAD_RESERVATION_TIMEOUT_S = 60.0
@@ -95,12 +110,11 @@ class TpuSlice:
     @classmethod
     def _of(cls, d):
         return cls(name=d["name"], num_hosts=d["num_hosts"], head_ip=d["head_ip"], topology=d["topology"],
-                   pod_type=d["pod_type"], chips_per_host=d["chips_per_host"],
-                   free=bool(d["head_free"] and d["chips_free"]))
+                   pod_type=d["pod_type"], chips_per_host=d["chips_per_host"], free=bool(d["head_free"] and
+                                                                                         d["chips_free"]))
 
 
 RayTpu = TpuSlice
-
 
 # ---- Shapes and the cluster's slices ----------------------------------------------
 
@@ -144,8 +158,7 @@ def get_num_tpu_slices(topology: str, accelerator_type: str, tpu_resource_per_ch
     return len(_slices_of(topology, accelerator_type, tpu_resource_per_chip))
 
 
-def get_num_ready_tpu_slices(topology: str, accelerator_type: str,
-                             tpu_resource_per_chip: Optional[int] = None) -> int:
+def get_num_ready_tpu_slices(topology: str, accelerator_type: str, tpu_resource_per_chip: Optional[int] = None) -> int:
     """How many slices of this shape have every host alive and nothing holding them."""
     return sum(1 for s in _slices_of(topology, accelerator_type, tpu_resource_per_chip) if s.free)
 
@@ -197,8 +210,8 @@ def _check_str(name, value):
 
 def _check_per_chip(tpu_resource_per_chip):
     if tpu_resource_per_chip not in (None, 1):
-        raise ValueError("tpu_resource_per_chip=%r is not supported by Manta: a TPU resource is one chip"
-                         % (tpu_resource_per_chip,))
+        raise ValueError("tpu_resource_per_chip=%r is not supported by Manta: a TPU resource is one chip" %
+                         (tpu_resource_per_chip,))
 
 
 # ---- Reserving slices -------------------------------------------------------------
@@ -235,9 +248,8 @@ class SlicePlacementGroup:
     cluster is asked anything.
     """
 
-    def __init__(self, topology: str, accelerator_version: str,
-                 resources_per_bundle: Optional[Dict[str, float]] = None, strategy: Optional[str] = None,
-                 name: str = "", lifetime: Optional[str] = None, num_slices: int = 1,
+    def __init__(self, topology: str, accelerator_version: str, resources_per_bundle: Optional[Dict[str, float]] = None,
+                 strategy: Optional[str] = None, name: str = "", lifetime: Optional[str] = None, num_slices: int = 1,
                  chips_per_vm: Optional[int] = None,
                  head_reservation_timeout_s: Optional[float] = DEFAULT_TPU_HEAD_RESERVATION_TIMEOUT_S,
                  bundle_label_selector: Optional[List[Dict[str, str]]] = None, pg_per_slice: bool = False,
@@ -257,8 +269,8 @@ class SlicePlacementGroup:
             raise ValueError("bundle_label_selector is not supported by Manta's slice placement groups: "
                              "each bundle is pinned to its host by the slice's labels")
         if chips_per_vm is not None and chips_per_vm != shape.chips_per_host:
-            raise ValueError("chips_per_vm=%r is not supported: a %s slice of topology %s has %d chips per host"
-                             % (chips_per_vm, shape.pod_type, shape.topology, shape.chips_per_host))
+            raise ValueError("chips_per_vm=%r is not supported: a %s slice of topology %s has %d chips per host" %
+                             (chips_per_vm, shape.pod_type, shape.topology, shape.chips_per_host))
         _check_per_chip(tpu_resource_per_chip)
         bundle = self._bundle(resources_per_bundle, shape)
         if strategy is not None and not isinstance(strategy, str):
@@ -268,9 +280,10 @@ class SlicePlacementGroup:
         self._shape = shape
         self._accelerator_version = get_tpu_version_from_type(accelerator_version)
         self._pg_per_slice = bool(pg_per_slice)
-        self._reservation = _core.tpu_reserve_slices(
-            topology, accelerator_version, num_slices, bundle, strategy or "", not self._pg_per_slice,
-            _timeout(head_reservation_timeout_s, "head_reservation_timeout_s"), int(megascale_port))
+        self._reservation = _core.tpu_reserve_slices(topology, accelerator_version, num_slices, bundle, strategy or "",
+                                                     not self._pg_per_slice,
+                                                     _timeout(head_reservation_timeout_s, "head_reservation_timeout_s"),
+                                                     int(megascale_port))
         self._groups = [PlacementGroup(PlacementGroupID(g)) for g in self._reservation.groups]
         self._slices = [TpuSlice._of(d) for d in self._reservation.slices]
         self._bundle_resources = dict(self._reservation.bundle_resources)
@@ -403,7 +416,8 @@ class SlicePlacementGroup:
         resources = dict(self._bundle_resources)
         cpus = resources.pop("CPU", 0)
         return {
-            "num_cpus": cpus, "resources": resources,
+            "num_cpus": cpus,
+            "resources": resources,
             "scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
             "runtime_env": {"env_vars": self.process_env(slice_index, host)},
         }
@@ -439,9 +453,9 @@ class SlicePlacementGroup:
         return "SlicePlacementGroup(%s x%d: %s)" % (self.pod_type, self._num_slices, ", ".join(self.slice_names))
 
 
-def slice_placement_group(topology: str, accelerator_version: str,
-                          resources_per_bundle: Optional[Dict[str, float]] = None, num_slices: int = 1,
-                          chips_per_vm: Optional[int] = None, pg_per_slice: bool = False,
+def slice_placement_group(topology: str, accelerator_version: str, resources_per_bundle: Optional[Dict[str,
+                                                                                                       float]] = None,
+                          num_slices: int = 1, chips_per_vm: Optional[int] = None, pg_per_slice: bool = False,
                           tpu_resource_per_chip: Optional[int] = None, **kwargs) -> SlicePlacementGroup:
     """Reserves `num_slices` whole slices; see SlicePlacementGroup."""
     return SlicePlacementGroup(topology=topology, accelerator_version=accelerator_version,
@@ -506,8 +520,8 @@ def _run_on_hosts(spg, target, slice_indices, args, kwargs, extra_env=None):
 
 
 def dispatch(fn: Any, *args: Any, topology: Optional[str] = None, accelerator_version: Optional[str] = None,
-             tpu_slice: Optional[SlicePlacementGroup] = None, slice_index: Optional[int] = None,
-             num_slices: int = 1, chips_per_vm: Optional[int] = None,
+             tpu_slice: Optional[SlicePlacementGroup] = None, slice_index: Optional[int] = None, num_slices: int = 1,
+             chips_per_vm: Optional[int] = None,
              head_reservation_timeout_s: Optional[float] = DEFAULT_TPU_HEAD_RESERVATION_TIMEOUT_S,
              pg_ready_timeout_s: Optional[float] = None, **kwargs: Any) -> list:
     """Runs the remote function `fn(*args, **kwargs)` once on every host of a
@@ -607,8 +621,8 @@ class TpuManager:
         return list_slices()
 
     @classmethod
-    def remote(cls, tpus: List[TpuSlice], actor_or_fn, multislice: bool = False,
-               env: Optional[Dict[str, str]] = None, *args, **kwargs) -> SliceHandles:
+    def remote(cls, tpus: List[TpuSlice], actor_or_fn, multislice: bool = False, env: Optional[Dict[str, str]] = None,
+               *args, **kwargs) -> SliceHandles:
         """Starts `actor_or_fn(*args, **kwargs)` (a function or class, remote or
         not) once per host of len(tpus) slices shaped like `tpus`, with `env`
         and each host's TPU variables; with multislice, the slices form one
@@ -618,8 +632,8 @@ class TpuManager:
         tpus = list(tpus or [])
         if not tpus or not all(isinstance(t, TpuSlice) for t in tpus):
             raise ValueError("tpus must be a non-empty list of TpuSlice (from get_available_resources())")
-        if env is not None and not (isinstance(env, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        if env is not None and not (isinstance(env, dict) and
+                                    all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
             raise TypeError("env must be a dict of str to str")
         target = _as_remote(actor_or_fn)
         groups = []
