@@ -20,6 +20,7 @@ JOBS="${MANTA_BUILD_JOBS:-2}"
 # formatted. Once that work lands, `scripts/format.sh FILE` one and drop it
 # from this list.
 PENDING=(
+  docs/check_docs.py
 )
 
 check=0
