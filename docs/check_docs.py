@@ -42,9 +42,41 @@ import tempfile
 
 # Programs the docs run that are not Manta's (their flags are not checked).
 EXTERNAL = {
-    "apt-get", "bash", "buildah", "cat", "cd", "cmake", "cp", "ctest", "curl", "do", "done", "echo", "env",
-    "export", "for", "git", "kill", "kubectl", "ls", "mkdir", "ninja", "node", "npm", "openssl", "pip",
-    "podman", "promtool", "python3", "/usr/bin/python3", "rm", "sh", "skopeo", "sudo", "time", "yamllint",
+    "apt-get",
+    "bash",
+    "buildah",
+    "cat",
+    "cd",
+    "cmake",
+    "cp",
+    "ctest",
+    "curl",
+    "do",
+    "done",
+    "echo",
+    "env",
+    "export",
+    "for",
+    "git",
+    "kill",
+    "kubectl",
+    "ls",
+    "mkdir",
+    "ninja",
+    "node",
+    "npm",
+    "openssl",
+    "pip",
+    "podman",
+    "promtool",
+    "python3",
+    "/usr/bin/python3",
+    "rm",
+    "sh",
+    "skopeo",
+    "sudo",
+    "time",
+    "yamllint",
 }
 # Where the identifiers of the docs must appear: anything tracked but these.
 NOT_TREE = ("README.md", "docs/")
@@ -67,7 +99,7 @@ class Doc:
     def __init__(self, path, text):
         self.path = path
         self.blocks = []  # (first line number, language, [lines])
-        self.prose = []   # (line number, line)
+        self.prose = []  # (line number, line)
         fence = None
         for n, line in enumerate(text.split("\n"), 1):
             if fence is None and line.lstrip().startswith("```"):
@@ -270,6 +302,7 @@ def logical_lines(lines):
 
 
 class Checker:
+
     def __init__(self, tree):
         self.tree = tree
         self.cli = Cli(tree)
@@ -501,7 +534,8 @@ class Checker:
             try:
                 at = source.index(line.rstrip(), at) + 1
             except ValueError:
-                return self.error(where, "excerpt of %s: line not found there (in order): %s" % (m.group(1), line.strip()))
+                return self.error(where, "excerpt of %s: line not found there (in order): %s" %
+                                  (m.group(1), line.strip()))
 
     # ---- a doc
 
@@ -509,8 +543,10 @@ class Checker:
         doc = Doc(rel, text)
         doc_dir = os.path.dirname(rel)
         for starts, text in paragraphs(doc.prose):
+
             def where(m):
                 return "%s:%d" % (rel, max(n for off, n in starts if off <= m.start()))
+
             if text.count("`") % 2:
                 self.error("%s:%d" % (rel, starts[0][1]), "a `span` is not closed in its paragraph")
             for m in SPAN.finditer(text):
@@ -621,9 +657,9 @@ def main():
     failures = [] if args.no_self_test else self_test(checker, docs, set(errors))
     for f in failures:
         print(f)
-    print("check_docs: %d docs, %d errors%s" % (len(docs), len(errors),
-                                              "" if args.no_self_test else ", %d of %d planted errors missed" %
-                                              (len(failures), len(PLANTED))))
+    print("check_docs: %d docs, %d errors%s" %
+          (len(docs), len(errors), "" if args.no_self_test else ", %d of %d planted errors missed" %
+           (len(failures), len(PLANTED))))
     return 1 if errors or failures else 0
 
 

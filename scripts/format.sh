@@ -16,13 +16,6 @@ CLANG_FORMAT="${CLANG_FORMAT:-clang-format-14}"
 YAPF="${YAPF:-yapf3}"
 JOBS="${MANTA_BUILD_JOBS:-2}"
 
-# Not formatted yet: files that held uncommitted work when the tree was
-# formatted. Once that work lands, `scripts/format.sh FILE` one and drop it
-# from this list.
-PENDING=(
-  docs/check_docs.py
-)
-
 check=0
 if [ "${1:-}" = "--check" ]; then
   check=1
@@ -39,7 +32,7 @@ else
   fi
   kept=()
   for f in "${files[@]}"; do
-    if [ -f "$f" ] && [[ " ${PENDING[*]} " != *" $f "* ]]; then kept+=("$f"); fi
+    if [ -f "$f" ]; then kept+=("$f"); fi
   done
   files=("${kept[@]}")
 fi
