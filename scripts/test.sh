@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # Builds Manta and runs the whole test suite: unit tests and integration
-# tests that start real clusters of processes, three tests at a time (most
-# of an integration test's time is spent waiting on its daemons; each has
-# its own ports and session directory; the few that need the machine to
-# themselves say RUN_SERIAL). From before the build to the end, at low
-# priority, the lock annotations are checked (scripts/thread_safety.sh,
-# clang's -Wthread-safety) in the cycles the build and the tests leave.
-# Ends with how long each phase took.
+# tests that start real clusters of processes, label by label, two tests at
+# a time (each integration test has its own ports and session directory;
+# the few that need the machine to themselves say RUN_SERIAL). Beside them,
+# at low priority, the lock annotations are checked (scripts/thread_safety.sh,
+# clang's -Wthread-safety). Ends with how long each phase took.
 #
 #   scripts/test.sh                 # everything, as CI runs it
 #   scripts/test.sh -R Elastic      # build, then only `ctest -R Elastic` (no lock check)
@@ -20,13 +18,13 @@ timed() {  # timed NAME COMMAND...: runs it, notes its duration, keeps its statu
   phases+=("$(printf '%-22s %5d s' "$name" $((SECONDS - start)))")
   return $rc
 }
-JOBS="${MANTA_TEST_JOBS:-3}"
+JOBS="${MANTA_TEST_JOBS:-2}"
 ctest_run() { (cd build && exec ctest --output-on-failure -j"$JOBS" --timeout 600 "$@"); }
 
 timed "setup" scripts/install_deps.sh --test
+timed "build" scripts/build.sh
 status=0
 if [ $# -gt 0 ]; then
-  timed "build" scripts/build.sh
   timed "tests" ctest_run "$@" || status=$?
   printf '%s\n' "${phases[@]}"
   exit $status
@@ -44,7 +42,6 @@ trap 'rm -f "$lock_log" "$lock_time"; [ -z "$lock_pid" ] || kill "$lock_pid" 2>/
 ) >"$lock_log" 2>&1 &
 lock_pid=$!
 
-timed "build" scripts/build.sh
 # One ctest run over every label, longest tests first: a clean clone has no
 # timings of its own, so it starts from the ones kept in .ci/test_costs.txt
 # (scripts/update_test_costs.sh refreshes them). ctest ends with the time
