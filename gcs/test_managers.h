@@ -125,7 +125,7 @@ class TestManagers {
   NodeManager nodes_{&store_, &pub_, ClusterId::FromRandom(), "inc", &raylets_};
   ResourceManager resources_{&nodes_, &pub_};
   KvManager kv_{&store_};
-  JobManager jobs_{&store_, &pub_, &raylets_, [this] { return std::vector<rpc::NodeInfo>(); }, timers_.RunAfter()};
+  JobManager jobs_{&store_, &pub_, &raylets_, [] { return std::vector<rpc::NodeInfo>(); }, timers_.RunAfter()};
   TaskEventManager task_events_{&pub_};
   TrainRunManager train_runs_{&store_, &jobs_};
   std::unique_ptr<ActorScheduler> actor_scheduler_;

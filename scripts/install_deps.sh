@@ -7,11 +7,12 @@
 #   scripts/install_deps.sh --image  # and what builds and runs the image (scripts/build_image.sh)
 set -euo pipefail
 
-# Building and running: compilers, the libraries, Python's headers and the
+# Building and running: compilers (clang builds; gcc's libstdc++ and
+# binutils come with build-essential), the libraries, Python's headers and the
 # packages the Python front end uses, and uPlot, which the dashboard's page
 # embeds at build time.
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+  build-essential clang cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
@@ -22,14 +23,13 @@ PACKAGES=(
 NODE_TOOLS=(uplot@1.6.32)
 
 # Testing: the servers the tests start (Redis, Prometheus), the browser the
-# page's test drives, the checkers of the Kubernetes manifests, clang for the
-# lock annotation check, clang-format 14 and yapf for the format check
-# (scripts/format.sh), curl as a plain HTTP client; from npm the manifests'
+# page's test drives, the checkers of the Kubernetes manifests, clang-format
+# 14 and yapf for the format check (scripts/format.sh), curl as a plain HTTP client; from npm the manifests'
 # schemas, playwright-core (which drives Debian's chromium and downloads no
 # browser) and llama.cpp as node-llama-cpp with its prebuilt x64 library only
 # (the peer that loads Manta's GGUF exports); fortunes, the text the
 # README's and bench_serving's training runs read (/usr/share/games/fortunes).
-TEST_PACKAGES=(redis-server prometheus chromium yamllint clang clang-format-14 yapf3 curl python3-pytest python3-grpcio
+TEST_PACKAGES=(redis-server prometheus chromium yamllint clang-format-14 yapf3 curl python3-pytest python3-grpcio
                fortunes)
 TEST_NODE_TOOLS=(kubernetes-models@4.5.1 js-yaml@4.1.0 playwright-core@1.65.1 node-llama-cpp@3.22.1
                  @node-llama-cpp/linux-x64@3.22.1)

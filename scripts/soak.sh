@@ -2,8 +2,7 @@
 # Runs the whole test suite N times in a row (5 by default) while a third
 # process keeps one core busy, and prints a table of each run: tests, failed,
 # and the names of those that failed. A test that fails once is a flake to
-# fix at its root. Builds first (scripts/build.sh); the lock check is not
-# run (it does not depend on timing).
+# fix at its root. Builds first (scripts/build.sh).
 #
 #   scripts/soak.sh [RUNS] [ctest arguments...]
 set -euo pipefail

@@ -258,9 +258,13 @@ TEST_F(ServerTest, AFormEncodedBodyIsReadAsTheJsonItIs) {
 TEST_F(ServerTest, HostileClientsAreRefusedFromTheirHeadsOnBothPorts) {
   Start({});
   const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
-  for (const auto& [port, path, probe] :
+  for (const auto& target :
        {std::tuple<int, std::string, std::string>{port_, "/generate", "GET /healthcheck HTTP/1.1\r\n" + auth + "\r\n"},
         {metrics_port_, "/metrics", "GET /metrics HTTP/1.1\r\n" + auth + "\r\n"}}) {
+    // Named copies: a lambda cannot capture a structured binding in C++17.
+    const int port = std::get<0>(target);
+    const std::string& path = std::get<1>(target);
+    const std::string& probe = std::get<2>(target);
     // Three 200 MB chunked bodies without the token, and a real request meanwhile.
     const int64_t before = testing::RssOf(pid_);
     std::vector<std::string> answers;
