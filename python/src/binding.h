@@ -44,6 +44,9 @@ class ObjectRef {
 // The ObjectRef a Python object is, without pybind11's per-call type
 // lookup for the exact type; a TypeError for anything else.
 const ObjectRef* RefOf(py::handle h);
+// A new Python ObjectRef (as ObjectRef's constructor), made without
+// pybind11's per-call type lookup.
+py::object NewRef(core::ObjectRefInfo info, bool counted);
 
 // While entered (a `with` block), every ObjectRef pickled on this thread is
 // listed here; a put or submit given it keeps those refs alive for whoever
@@ -90,11 +93,12 @@ py::dict ToDict(const std::map<std::string, double>& m);
 // is then withdrawn, or never injected).
 bool TakeTaskInterrupt();
 
-void DefineRefs(py::module_& m);     // refs.cc: ObjectRef, HeldBytes
-void DefineCalls(py::module_& m);    // calls.cc: tasks, actors, objects
-void DefineCluster(py::module_& m);  // cluster.cc: init, identity, nodes, groups, kv
-void DefineWorker(py::module_& m);   // worker.cc: the resolver and the task loop
-void DefineTpu(py::module_& m);      // tpu.cc: TPU slice shapes, listing and reservations
-void DefineTrain(py::module_& m);    // train.cc: JaxTrainer.fit and the in-loop calls
+void DefineRefs(py::module_& m);       // refs.cc: ObjectRef, HeldBytes
+void DefineCalls(py::module_& m);      // calls.cc: tasks, actors, objects
+void DefineFastPaths(py::module_& m);  // fast.cc: put_scalar, get_ready
+void DefineCluster(py::module_& m);    // cluster.cc: init, identity, nodes, groups, kv
+void DefineWorker(py::module_& m);     // worker.cc: the resolver and the task loop
+void DefineTpu(py::module_& m);        // tpu.cc: TPU slice shapes, listing and reservations
+void DefineTrain(py::module_& m);      // train.cc: JaxTrainer.fit and the in-loop calls
 
 }  // namespace manta::python

@@ -155,7 +155,7 @@ core::ActorOptions ActorOptionsFrom(const py::dict& d) {
 // counted each for the caller).
 py::list Refs(std::vector<core::ObjectRefInfo> infos) {
   py::list out;
-  for (auto& info : infos) out.append(py::cast(std::make_unique<ObjectRef>(std::move(info), /*counted=*/true)));
+  for (auto& info : infos) out.append(NewRef(std::move(info), /*counted=*/true));
   return out;
 }
 
@@ -338,12 +338,12 @@ void DefineCalls(py::module_& m) {
   m.def("put_plain", [](const py::handle& value) {
     std::shared_ptr<const std::string> data = LargeValues::Get().Share(EncodePlain(value));
     auto ref = Take(Core().PutWithRefs(std::move(data), {}));
-    return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
+    return NewRef(std::move(ref), /*counted=*/true);
   });
   m.def("put", [](const py::list& value, const py::object& contained) {
     std::shared_ptr<const std::string> data = LargeValues::Get().Share(Join(value));
     auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
-    return py::cast(std::make_unique<ObjectRef>(std::move(ref), /*counted=*/true));
+    return NewRef(std::move(ref), /*counted=*/true);
   });
   m.def("cancel", [](const ObjectRef& ref, bool force, bool recursive) {
     core::CoreWorker& core = Core();

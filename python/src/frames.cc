@@ -1,9 +1,11 @@
 #include "python/src/frames.h"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "python/src/large_values.h"
+#include "python/src/scalars.h"
 
 namespace manta::python {
 namespace {
@@ -20,22 +22,38 @@ PyObject* PickleFunction(const char* name) {
 
 }  // namespace
 
+std::string FrameHead(size_t capacity) {
+  std::string frame = LargeValues::Get().Take(std::max(capacity, kHeadSize));
+  frame.resize(kHeadSize);
+  return frame;
+}
+
+void SetFrameLength(std::string* frame) {
+  const uint32_t count = 0;
+  const uint64_t length = frame->size() - kHeadSize;
+  char* head = frame->data();
+  std::memcpy(head, kMagic, 4);
+  std::memcpy(head + 4, &count, 4);  // x86-64 and arm64: little-endian
+  std::memcpy(head + 8, &length, 8);
+}
+
 std::string EncodePlain(const py::handle& value) {
   static PyObject* const dumps = PickleFunction("dumps");
   static PyObject* const protocol = PyLong_FromLong(5);
+  std::string frame = FrameHead();
+  if (PickleScalar(value.ptr(), &frame)) {
+    SetFrameLength(&frame);
+    return frame;
+  }
   py::object pickled =
       py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(dumps, value.ptr(), protocol, nullptr));
   if (!pickled) throw py::error_already_set();
   char* bytes = nullptr;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(pickled.ptr(), &bytes, &size) != 0) throw py::error_already_set();
-  std::string frame = LargeValues::Get().Take(kHeadSize + static_cast<size_t>(size));
-  const uint32_t count = 0;
-  const uint64_t length = static_cast<uint64_t>(size);
-  frame.append(kMagic, 4);
-  frame.append(reinterpret_cast<const char*>(&count), 4);  // x86-64 and arm64: little-endian
-  frame.append(reinterpret_cast<const char*>(&length), 8);
+  frame.reserve(kHeadSize + static_cast<size_t>(size));
   frame.append(bytes, static_cast<size_t>(size));
+  SetFrameLength(&frame);
   return frame;
 }
 
@@ -47,6 +65,9 @@ std::optional<py::object> DecodeInBand(const std::shared_ptr<const std::string>&
   std::memcpy(&count, data->data() + 4, 4);
   std::memcpy(&length, data->data() + 8, 8);
   if (count != 0 || length > data->size() - kHeadSize) return std::nullopt;
+  if (PyObject* scalar = UnpickleScalar(data->data() + kHeadSize, length)) {
+    return py::reinterpret_steal<py::object>(scalar);
+  }
   // A read-only view of the held bytes, alive while `data` is: pickle
   // copies what it reads from an in-band pickle.
   py::object view = py::reinterpret_steal<py::object>(PyMemoryView_FromMemory(

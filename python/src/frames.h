@@ -17,6 +17,11 @@ namespace manta::python {
 // serialize_plain makes it.
 std::string EncodePlain(const py::handle& value);
 
+// A frame being written: its header's 16 bytes, to be filled by
+// SetFrameLength once the in-band pickle that follows is appended.
+std::string FrameHead(size_t capacity = 64);
+void SetFrameLength(std::string* frame);
+
 // The value of a frame with no out-of-band buffers; nullopt for any
 // other bytes (a frame with buffers, another language's msgpack) or when
 // unpickling raised (the Python path then raises it in its turn).

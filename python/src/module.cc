@@ -14,6 +14,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("FUNCTION_KV_NAMESPACE") = manta::kFunctionKvNamespace;
   manta::python::DefineRefs(m);
   manta::python::DefineCalls(m);
+  manta::python::DefineFastPaths(m);
   manta::python::DefineCluster(m);
   manta::python::DefineWorker(m);
   manta::python::DefineTpu(m);

@@ -62,6 +62,16 @@ const ObjectRef* RefOf(py::handle h) {
   return h.cast<const ObjectRef*>();
 }
 
+py::object NewRef(core::ObjectRefInfo info, bool counted) {
+  static const py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
+  auto ref = std::make_unique<ObjectRef>(std::move(info), counted);
+  // The instance takes the holder over (moved from `ref`).
+  py::handle made = py::detail::type_caster_generic::cast(ref.get(), py::return_value_policy::take_ownership, {}, type,
+                                                          nullptr, nullptr, &ref);
+  if (!made) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(made);
+}
+
 ObjectRef::~ObjectRef() {
   if (info_.id.IsNil()) return;
   if (core::CoreWorker* core = core::CoreWorker::Current()) core->RemoveLocalReference(info_.id);

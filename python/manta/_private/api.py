@@ -231,6 +231,15 @@ def put(value):
     return _core.put(parts, collection)
 
 
+# manta.get and manta.put are the binding's: a value this process owns and
+# holds (pickled in-band) is read, and a scalar (None, bool, int, float,
+# short str or bytes) stored, in one call into C++; every other call runs
+# get() and put() above.
+if hasattr(_core, "front_get"):
+    get = _core.front_get(get)
+    put = _core.front_put(put)
+
+
 def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first `num_returns` refs ready, in order. A
     ref another process owns is ready once its value is here for get (so

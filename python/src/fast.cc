@@ -1,0 +1,132 @@
+// The calls a loop of small puts and gets makes, bound with CPython's own
+// calling convention rather than pybind11's dispatch: a put of a scalar and
+// a get of a value this process owns and already holds. Each answers None
+// (put) or MISS (get) for anything else, or when manta is not initialized,
+// and the package then takes the general path (manta/_private/api.py),
+// which initializes, waits and raises as the case needs.
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "python/src/binding.h"
+#include "python/src/frames.h"
+#include "python/src/large_values.h"
+#include "python/src/scalars.h"
+
+namespace manta::python {
+namespace {
+
+PyObject* g_miss = nullptr;
+
+PyObject* Miss() { return Py_NewRef(g_miss); }
+
+// The ObjectRef `h` is, when its type is exactly ObjectRef.
+const ObjectRef* ExactRef(PyObject* h) {
+  static py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
+  if (type == nullptr || Py_TYPE(h) != type->type) return nullptr;
+  return reinterpret_cast<py::detail::instance*>(h)->get_value_and_holder(type).value_ptr<ObjectRef>();
+}
+
+PyObject* PutScalar(PyObject*, PyObject* value) {
+  core::CoreWorker* core = core::CoreWorker::Current();
+  if (core == nullptr) Py_RETURN_NONE;
+  std::string frame = FrameHead();
+  if (!PickleScalar(value, &frame)) Py_RETURN_NONE;
+  SetFrameLength(&frame);
+  try {
+    absl::StatusOr<core::ObjectRefInfo> ref = core->PutWithRefs(LargeValues::Get().Share(std::move(frame)), {});
+    if (!ref.ok()) Py_RETURN_NONE;  // the general path raises its error
+    return NewRef(std::move(*ref), /*counted=*/true).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyObject* GetReady(PyObject*, PyObject* h) {
+  const ObjectRef* ref = ExactRef(h);
+  core::CoreWorker* core = core::CoreWorker::Current();
+  if (ref == nullptr || core == nullptr || !ref->info().owner_address.empty()) return Miss();
+  try {
+    auto got = core->Get({ref->info()}, absl::ZeroDuration());
+    if (!got[0].ok()) return Miss();  // not ready, or an error the general path raises
+    std::optional<py::object> value = DecodeInBand(*got[0]);
+    return value ? value->release().ptr() : Miss();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+// manta.put and manta.get themselves: the call above, else the general
+// path (`self`, a Python function) with the same arguments.
+PyObject* FrontPut(PyObject* general, PyObject* value) {
+  PyObject* ref = PutScalar(nullptr, value);
+  if (ref != Py_None) return ref;  // a ref, or an error raised
+  Py_DECREF(ref);
+  return PyObject_CallOneArg(general, value);
+}
+
+PyObject* FrontGet(PyObject* general, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (kwnames == nullptr && PyVectorcall_NARGS(nargsf) == 1) {  // no timeout
+    PyObject* value = GetReady(nullptr, args[0]);
+    if (value != g_miss) return value;  // a value, or an error raised
+    Py_DECREF(value);
+  }
+  return PyObject_Vectorcall(general, args, nargsf, kwnames);
+}
+
+PyMethodDef kPut = {"put", FrontPut, METH_O,
+                    "put(value)\n--\n\nStores `value` in this process (the owner) and returns its ref."};
+PyMethodDef kGet = {"get", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrontGet)),
+                    METH_FASTCALL | METH_KEYWORDS,
+                    "get(object_refs, *, timeout=None)\n--\n\nThe values of the refs (a list for a list), raising "
+                    "the first error."};
+
+PyMethodDef kPutScalar = {"put_scalar", PutScalar, METH_O,
+                          "put_scalar(value): the ref of `value` stored by this process when it is a "
+                          "scalar (None, bool, int, float, short str or bytes); None otherwise."};
+PyMethodDef kGetReady = {"get_ready", GetReady, METH_O,
+                         "get_ready(ref): the value of `ref` when this process owns it, holds it and it "
+                         "was pickled in-band; MISS otherwise."};
+
+// A builtin function of `def` bound to `self`, in module manta.
+py::object Bind(PyMethodDef* def, const py::object& self) {
+  static PyObject* const module = PyUnicode_InternFromString("manta");
+  PyObject* f = PyCFunction_NewEx(def, self.ptr(), module);
+  if (f == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(f);
+}
+
+}  // namespace
+
+void DefineFastPaths(py::module_& m) {
+  g_miss = PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type));
+  if (g_miss == nullptr) throw py::error_already_set();
+  m.attr("MISS") = py::reinterpret_borrow<py::object>(g_miss);
+  // The codec alone, for its tests: bytes or None, a value or MISS.
+  m.def("pickle_scalar", [](const py::handle& value) -> py::object {
+    std::string out;
+    if (!PickleScalar(value.ptr(), &out)) return py::none();
+    return py::bytes(out);
+  });
+  m.def("unpickle_scalar", [](const py::bytes& data) -> py::object {
+    const std::string_view bytes = data;
+    PyObject* value = UnpickleScalar(bytes.data(), bytes.size());
+    return value ? py::reinterpret_steal<py::object>(value) : py::reinterpret_borrow<py::object>(g_miss);
+  });
+  // front_put(general) and front_get(general): manta.put and manta.get.
+  m.def("front_put", [](const py::function& general) { return Bind(&kPut, general); });
+  m.def("front_get", [](const py::function& general) { return Bind(&kGet, general); });
+  for (PyMethodDef* def : {&kPutScalar, &kGetReady}) {
+    py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr()));
+    if (!f) throw py::error_already_set();
+    m.attr(def->ml_name) = f;
+  }
+}
+
+}  // namespace manta::python
