@@ -41,11 +41,12 @@ class ObjectRef {
   core::ObjectRefInfo info_;
 };
 
-// The ObjectRef a Python object is, without pybind11's per-call type
-// lookup for the exact type; a TypeError for anything else.
+// The ObjectRef a Python object is (_core.ObjectRef, refs.cc: a CPython
+// type holding the ObjectRef): nullptr, or a TypeError from RefOf, for
+// anything else.
+const ObjectRef* AsRef(PyObject* h);
 const ObjectRef* RefOf(py::handle h);
-// A new Python ObjectRef (as ObjectRef's constructor), made without
-// pybind11's per-call type lookup.
+// A new Python ObjectRef (the arguments as ObjectRef's constructor's).
 py::object NewRef(core::ObjectRefInfo info, bool counted);
 
 // While entered (a `with` block), every ObjectRef pickled on this thread is

@@ -53,8 +53,8 @@ std::vector<core::Arg> RawArgs(const py::list& values) {
   std::vector<core::Arg> args;
   args.reserve(values.size());
   for (const py::handle& v : values) {
-    if (py::isinstance<ObjectRef>(v)) {
-      args.push_back(core::Arg::Ref(v.cast<const ObjectRef&>().info()));
+    if (const ObjectRef* ref = AsRef(v.ptr())) {
+      args.push_back(core::Arg::Ref(ref->info()));
     } else {
       args.push_back(core::Arg::Value(std::string(v.cast<py::bytes>())));
     }
@@ -264,6 +264,23 @@ std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, 
   return ready;
 }
 
+// When the first `num_returns` ready refs are among the list's first few
+// (the common case of a loop waiting on refs in the order it made them),
+// the flags of the whole list, found without looking at the rest of it;
+// empty otherwise.
+std::vector<bool> ReadyInPrefix(const py::list& refs, int num_returns, bool fetch_local) {
+  constexpr int kPrefix = 64;
+  const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));
+  if (num_returns > kPrefix || n <= static_cast<size_t>(kPrefix)) return {};
+  std::vector<core::ObjectRefInfo> prefix;
+  prefix.reserve(kPrefix);
+  for (int i = 0; i < kPrefix; ++i) prefix.push_back(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info());
+  std::vector<bool> flags = Core().Wait(prefix, num_returns, absl::ZeroDuration(), fetch_local);
+  if (std::count(flags.begin(), flags.end(), true) < num_returns) return {};
+  flags.resize(n, false);
+  return flags;
+}
+
 }  // namespace
 
 void DefineCalls(py::module_& m) {
@@ -345,12 +362,13 @@ void DefineCalls(py::module_& m) {
     auto ref = Take(Core().PutWithRefs(std::move(data), Contained(contained)));
     return NewRef(std::move(ref), /*counted=*/true);
   });
-  m.def("cancel", [](const ObjectRef& ref, bool force, bool recursive) {
+  m.def("cancel", [](const py::handle& ref, bool force, bool recursive) {
     core::CoreWorker& core = Core();
+    const core::ObjectRefInfo info = RefOf(ref)->info();
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = core.CancelTask(ref.info(), force, recursive);
+      status = core.CancelTask(info, force, recursive);
     }
     Check(status);
   });
@@ -366,13 +384,16 @@ void DefineCalls(py::module_& m) {
   m.def(
       "wait_split",
       [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
-        std::vector<core::ObjectRefInfo> infos = Infos(refs);
+        const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));
         absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
-        seen.reserve(infos.size());
-        for (const core::ObjectRefInfo& r : infos) {
-          if (!seen.insert(r.id).second) throw py::value_error("Wait requires a list of unique object refs.");
+        seen.reserve(n);
+        for (size_t i = 0; i < n; ++i) {
+          if (!seen.insert(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info().id).second) {
+            throw py::value_error("Wait requires a list of unique object refs.");
+          }
         }
-        std::vector<bool> flags = Wait(std::move(infos), num_returns, timeout_s, fetch_local);
+        std::vector<bool> flags = ReadyInPrefix(refs, num_returns, fetch_local);
+        if (flags.empty()) flags = Wait(Infos(refs), num_returns, timeout_s, fetch_local);
         if (static_cast<size_t>(PyList_GET_SIZE(refs.ptr())) != flags.size()) {
           throw std::runtime_error("the list of refs changed during wait");  // another thread's
         }

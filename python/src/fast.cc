@@ -20,13 +20,6 @@ PyObject* g_miss = nullptr;
 
 PyObject* Miss() { return Py_NewRef(g_miss); }
 
-// The ObjectRef `h` is, when its type is exactly ObjectRef.
-const ObjectRef* ExactRef(PyObject* h) {
-  static py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
-  if (type == nullptr || Py_TYPE(h) != type->type) return nullptr;
-  return reinterpret_cast<py::detail::instance*>(h)->get_value_and_holder(type).value_ptr<ObjectRef>();
-}
-
 PyObject* PutScalar(PyObject*, PyObject* value) {
   core::CoreWorker* core = core::CoreWorker::Current();
   if (core == nullptr) Py_RETURN_NONE;
@@ -46,7 +39,7 @@ PyObject* PutScalar(PyObject*, PyObject* value) {
 }
 
 PyObject* GetReady(PyObject*, PyObject* h) {
-  const ObjectRef* ref = ExactRef(h);
+  const ObjectRef* ref = AsRef(h);
   core::CoreWorker* core = core::CoreWorker::Current();
   if (ref == nullptr || core == nullptr || !ref->info().owner_address.empty()) return Miss();
   try {

@@ -30,7 +30,7 @@ py::tuple Reduce(const ObjectRef& ref, const py::object& unpickle) {
 
 // A ref that arrived inside a value: borrowed from its owner (which may
 // block on the owner, so without the GIL).
-std::unique_ptr<ObjectRef> Unpickle(const py::bytes& id, const py::bytes& owner) {
+py::object Unpickle(const py::bytes& id, const py::bytes& owner) {
   absl::StatusOr<ObjectId> parsed = ObjectId::FromBinary(std::string(id));
   if (!parsed.ok()) throw py::value_error("not an object id: " + parsed.status().ToString());
   core::ObjectRefInfo info{*parsed, std::string(owner)};
@@ -40,8 +40,99 @@ std::unique_ptr<ObjectRef> Unpickle(const py::bytes& id, const py::bytes& owner)
     py::gil_scoped_release release;
     core.AddBorrowedReference(info);
   }
-  return std::make_unique<ObjectRef>(std::move(info), /*counted=*/false);
+  return NewRef(std::move(info), /*counted=*/false);
 }
+
+// ObjectRef is a type of CPython's own, the ObjectRef held inside the
+// Python object: making and dropping a ref (every put and every submit's
+// returns) allocates once and registers nothing, which pybind11's classes
+// cannot do. It cannot be made from Python or subclassed.
+struct RefObject {
+  PyObject_HEAD ObjectRef ref;
+};
+
+PyTypeObject* g_ref_type = nullptr;
+
+// Calls `f` (returning a py::object), turning a C++ exception into the
+// Python one.
+template <typename F>
+PyObject* Guarded(F&& f) {
+  try {
+    return f().release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+const ObjectRef& Self(PyObject* self) { return reinterpret_cast<RefObject*>(self)->ref; }
+
+void Dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  reinterpret_cast<RefObject*>(self)->ref.~ObjectRef();
+  type->tp_free(self);
+  Py_DECREF(type);  // each instance of a heap type holds its type
+}
+
+PyObject* Repr(PyObject* self) {
+  return PyUnicode_FromString(("ObjectRef(" + Self(self).info().id.Hex() + ")").c_str());
+}
+
+Py_hash_t Hash(PyObject* self) {
+  const auto h = static_cast<Py_hash_t>(absl::HashOf(Self(self).info().id));
+  return h == -1 ? -2 : h;  // -1 means an error
+}
+
+PyObject* Compare(PyObject* a, PyObject* b, int op) {
+  if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != g_ref_type) Py_RETURN_NOTIMPLEMENTED;
+  const bool equal = Self(a).info().id == Self(b).info().id;
+  return PyBool_FromLong(equal == (op == Py_EQ));
+}
+
+PyObject* Binary(PyObject* self, PyObject*) {
+  return Guarded([&] { return py::object(Bytes(Self(self).info().id.Binary())); });
+}
+
+PyObject* Hex(PyObject* self, PyObject*) {
+  return Guarded([&] { return py::object(py::str(Self(self).info().id.Hex())); });
+}
+
+PyObject* OwnerAddress(PyObject* self, PyObject*) {
+  return Guarded([&] { return py::object(Bytes(WireOwner(Self(self).info()))); });
+}
+
+PyObject* ReduceRef(PyObject* self, PyObject*) {
+  return Guarded([&] {
+    static PyObject* const unpickle =
+        py::object(py::module_::import("manta._private.refs").attr("unpickle_ref")).release().ptr();
+    return py::object(Reduce(Self(self), py::reinterpret_borrow<py::object>(unpickle)));
+  });
+}
+
+PyMethodDef kRefMethods[] = {
+    {"binary", Binary, METH_NOARGS, "The id's bytes."},
+    {"hex", Hex, METH_NOARGS, "The id in hexadecimal."},
+    {"owner_address", OwnerAddress, METH_NOARGS, "The address of the process that owns the value."},
+    {"__reduce__", ReduceRef, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot kRefSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(Dealloc)},
+    {Py_tp_repr, reinterpret_cast<void*>(Repr)},
+    {Py_tp_hash, reinterpret_cast<void*>(Hash)},
+    {Py_tp_richcompare, reinterpret_cast<void*>(Compare)},
+    {Py_tp_methods, kRefMethods},
+    {Py_tp_doc, const_cast<char*>("A reference to a value in the cluster (Ray's ObjectRef).")},
+    {0, nullptr},
+};
+
+PyType_Spec kRefSpec = {"manta._core.ObjectRef", sizeof(RefObject), 0,
+                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_IMMUTABLETYPE, kRefSlots};
 
 }  // namespace
 
@@ -51,24 +142,19 @@ ObjectRef::ObjectRef(core::ObjectRefInfo info, bool counted) : info_(std::move(i
   }
 }
 
+const ObjectRef* AsRef(PyObject* h) {
+  return Py_TYPE(h) == g_ref_type ? &reinterpret_cast<RefObject*>(h)->ref : nullptr;
+}
+
 const ObjectRef* RefOf(py::handle h) {
-  static py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
-  if (type != nullptr && Py_TYPE(h.ptr()) == type->type) {
-    return reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder(type).value_ptr<ObjectRef>();
-  }
-  if (!py::isinstance<ObjectRef>(h)) {
-    throw py::type_error("expected an ObjectRef, got " + std::string(py::str(py::type::of(h).attr("__name__"))));
-  }
-  return h.cast<const ObjectRef*>();
+  if (const ObjectRef* ref = AsRef(h.ptr())) return ref;
+  throw py::type_error("expected an ObjectRef, got " + std::string(Py_TYPE(h.ptr())->tp_name));
 }
 
 py::object NewRef(core::ObjectRefInfo info, bool counted) {
-  static const py::detail::type_info* const type = py::detail::get_type_info(typeid(ObjectRef));
-  auto ref = std::make_unique<ObjectRef>(std::move(info), counted);
-  // The instance takes the holder over (moved from `ref`).
-  py::handle made = py::detail::type_caster_generic::cast(ref.get(), py::return_value_policy::take_ownership, {}, type,
-                                                          nullptr, nullptr, &ref);
-  if (!made) throw py::error_already_set();
+  PyObject* made = g_ref_type->tp_alloc(g_ref_type, 0);
+  if (made == nullptr) throw py::error_already_set();
+  new (&reinterpret_cast<RefObject*>(made)->ref) ObjectRef(std::move(info), counted);
   return py::reinterpret_steal<py::object>(made);
 }
 
@@ -105,19 +191,10 @@ void DefineRefs(py::module_& m) {
       })
       .def("__len__", [](const HeldBytes& h) { return h.data->size(); });
 
-  py::class_<ObjectRef>(m, "ObjectRef", "A reference to a value in the cluster (Ray's ObjectRef).")
-      .def("binary", [](const ObjectRef& r) { return Bytes(r.info().id.Binary()); })
-      .def("hex", [](const ObjectRef& r) { return r.info().id.Hex(); })
-      .def("owner_address", [](const ObjectRef& r) { return Bytes(WireOwner(r.info())); })
-      .def("__eq__",
-           [](const ObjectRef& a, const py::object& b) {
-             return py::isinstance<ObjectRef>(b) && a.info().id == b.cast<const ObjectRef&>().info().id;
-           })
-      .def("__hash__", [](const ObjectRef& r) { return static_cast<py::ssize_t>(absl::HashOf(r.info().id)); })
-      .def("__repr__", [](const ObjectRef& r) { return "ObjectRef(" + r.info().id.Hex() + ")"; })
-      .def("__reduce__", [](const ObjectRef& r) {
-        return Reduce(r, py::module_::import("manta._private.refs").attr("unpickle_ref"));
-      });
+  // Kept for the process's life: refs may outlive the module's dict.
+  g_ref_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kRefSpec));
+  if (g_ref_type == nullptr) throw py::error_already_set();
+  m.attr("ObjectRef") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(g_ref_type));
   m.def("_unpickle_ref", &Unpickle);
 }
 

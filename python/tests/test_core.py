@@ -205,6 +205,18 @@ def test_wait_returns_ready_first_and_respects_timeout(driver):
     assert ready == [c, a] and not_ready == [slower, b]
     with pytest.raises(ValueError):
         manta.wait([fast], num_returns=2)
+    # Long lists: ready refs early in the list are found without the rest,
+    # one far in still is, and a duplicate anywhere is refused.
+    held = [manta.put(i) for i in range(100)]
+    ready, not_ready = manta.wait(held[:3] + [slower] + held[3:], num_returns=3, timeout=20)
+    assert ready == held[:3] and not_ready == [slower] + held[3:]
+    late = [slower] + [add.remote(slower) for _ in range(69)] + [a]  # waiting on slower's value
+    ready, not_ready = manta.wait(late, num_returns=1, timeout=20)
+    assert ready == [a] and not_ready == late[:-1]
+    for r in late[1:-1]:
+        manta.cancel(r)
+    with pytest.raises(ValueError, match="unique"):
+        manta.wait(held + [held[80]])
 
 
 def test_env_vars_reach_os_environ(driver):
