@@ -341,7 +341,7 @@ class Checker:
             for b in self.used_binaries:
                 flags |= flags_in(self.tree.help_text((b,)))
             for f in self.tree.files:
-                if f.startswith(("scripts/", "deploy/", "bench/")) and f.endswith(".sh"):
+                if f.startswith(("scripts/", "deploy/", "bench/")) and f.endswith((".sh", ".py")):
                     flags |= flags_in(self.tree.read(f) or "")
             self._all_flags = flags
         return self._all_flags

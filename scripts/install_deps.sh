@@ -12,7 +12,7 @@ set -euo pipefail
 # packages the Python front end uses, and uPlot, which the dashboard's page
 # embeds at build time.
 PACKAGES=(
-  build-essential clang cmake ninja-build pkg-config
+  build-essential clang mold cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libuv1-dev libgloo-dev libopenblas-dev
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev

@@ -2,10 +2,12 @@
 API (bench_microbenchmark) measured in the same run on the same cluster, and
 Ray's published Python figures.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/python/microbenchmark.py [--seconds 2] [--json FILE]
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/microbenchmark.py [--seconds 2] [--repeat 3] [--json FILE]
 
 It starts a one-node cluster (2 CPUs) in a temporary directory, runs the C++
-benchmark against it, then the Python one, and stops the cluster. It also
+benchmark against it, then the Python one, --repeat times, and stops the
+cluster; each side's figure is the median of its rounds, and the ratio the
+median of the rounds' ratios. It also
 measures manta.init() with no cluster to the first task's result, and an
 idle Python worker's private memory (USS).
 """
@@ -13,6 +15,7 @@ idle Python worker's private memory (USS).
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,12 +63,22 @@ class Caller:
 
 
 def rate(seconds, per_round, round_fn):
+    """Rounds per second, times per_round. As Ray's timeit, the clock is read
+    once per batch of rounds (the batch doubling while it takes under a
+    millisecond), as bench/common/cluster.cc's PairedRate does for the C++
+    side."""
     round_fn()  # warm
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        round_fn()
-        n += 1
-    return n * per_round / (time.perf_counter() - start)
+    n, step = 0, 1
+    start = last = time.perf_counter()
+    while last - start < seconds:
+        for _ in range(step):
+            round_fn()
+        n += step
+        now = time.perf_counter()
+        if now - last < 1e-3:
+            step *= 2
+        last = now
+    return n * per_round / (last - start)
 
 
 def measure(seconds):
@@ -142,13 +155,17 @@ def idle_worker_uss_mb():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of both sides, one after the other; each figure is the median of its rounds")
     parser.add_argument("--json")
     args = parser.parse_args()
     cluster = LocalCluster(num_cpus=2)
+    cpps, pys = [], []
     try:
-        cpp = cpp_rates(cluster.address, cluster.temp_dir, args.seconds)
         manta.init(address=cluster.address, _temp_dir=cluster.temp_dir)
-        py = measure(args.seconds)
+        for _ in range(max(1, args.repeat)):  # the machine's noise hits both sides alike
+            cpps.append(cpp_rates(cluster.address, cluster.temp_dir, args.seconds))
+            pys.append(measure(args.seconds))
         uss = idle_worker_uss_mb()
         manta.shutdown()
     finally:
@@ -156,9 +173,11 @@ def main():
     startup = first_result_seconds()
     rows = []
     print("%-30s %14s %14s %7s %10s" % ("metric", "python", "c++", "py/c++", "vs Ray"))
-    for name, value in py.items():
-        base = cpp.get(name)
-        ratio = value / base if base else float("nan")
+    for name in pys[0]:
+        value = statistics.median(p[name] for p in pys)
+        base = statistics.median(c[name] for c in cpps) if all(c.get(name) for c in cpps) else None
+        # The median of each round's ratio: a round's two sides ran minutes apart at most.
+        ratio = statistics.median(p[name] / c[name] for p, c in zip(pys, cpps)) if base else float("nan")
         ray = RAY.get(name)
         print("%-30s %14.1f %14s %7.2f %10s" % (name, value, "%.1f" % base if base else "-", ratio, "%.1fx" %
                                                 (value / ray) if ray else "-"))
