@@ -423,7 +423,7 @@ void JobManager::BeginStop(const std::string& id, const Runner& runner) {
   Log()->info("stopping job submission_id={} runner_pid={}", id, runner.pid);
   SignalRunnerGroup(runner, SIGTERM).IgnoreError();
   absl::Duration grace = shutting_down ? options_.shutdown_grace : options_.stop_grace;
-  kill_timers_[id] = loop_->RunAfter(grace, [this, id, runner] {
+  kill_timers_[id] = loop_->RunAfter(grace, [id, runner] {
     if (SignalRunnerGroup(runner, SIGKILL).ok()) {
       Log()->info("job did not exit after SIGTERM, sent SIGKILL submission_id={}", id);
     }

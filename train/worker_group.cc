@@ -37,7 +37,7 @@ absl::StatusOr<PlacementGroup> ReservePlainGroup(const ScalingSpec& scaling, int
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Reserve(const ControllerSpec& spec, int num_workers,
                                                                   absl::Duration timeout) {
-  std::unique_ptr<WorkerGroup> g(new WorkerGroup(spec, num_workers));
+  std::unique_ptr<WorkerGroup> g(new WorkerGroup(spec));
   const ScalingSpec& scaling = spec.scaling;
   if (!scaling.use_tpu) {
     auto group = ReservePlainGroup(scaling, num_workers, timeout);

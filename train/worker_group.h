@@ -79,12 +79,11 @@ class WorkerGroup {
   std::string Describe(int rank) const;
 
  private:
-  WorkerGroup(const ControllerSpec& spec, int num_workers) : spec_(spec), num_workers_(num_workers) {}
+  explicit WorkerGroup(const ControllerSpec& spec) : spec_(spec) {}
   // Orders members by rank and fills their contexts once Setup answered.
   void AssignRanks(const std::string& attempt_id, int attempt_number);
 
   const ControllerSpec& spec_;
-  const int num_workers_;
   tpu::SliceReservation slices_;  // use_tpu
   PlacementGroup group_;          // otherwise
   std::vector<Member> members_;

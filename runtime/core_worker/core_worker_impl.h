@@ -128,6 +128,10 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   absl::StatusOr<std::vector<ObjectRefInfo>> SubmitActorTask(const ActorId& actor, const std::string& method_name,
                                                              std::vector<Arg> args,
                                                              const ActorTaskOptions& options) override;
+  // The RPC handlers of the same names (the service's) stay visible beside
+  // the seam's calls.
+  using rpc::CoreWorkerService::CallbackService::CancelTask;
+  using rpc::CoreWorkerService::CallbackService::KillActor;
   absl::Status CancelTask(const ObjectRefInfo& ref, bool force, bool recursive) override;
   absl::StatusOr<ActorId> GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   absl::Status KillActor(const ActorId& actor, bool no_restart) override;
