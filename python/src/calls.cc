@@ -275,7 +275,12 @@ std::vector<bool> ReadyInPrefix(const py::list& refs, int num_returns, bool fetc
   std::vector<core::ObjectRefInfo> prefix;
   prefix.reserve(kPrefix);
   for (int i = 0; i < kPrefix; ++i) prefix.push_back(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info());
-  std::vector<bool> flags = Core().Wait(prefix, num_returns, absl::ZeroDuration(), fetch_local);
+  core::CoreWorker& core = Core();
+  std::vector<bool> flags;
+  {
+    py::gil_scoped_release release;  // as every wait: a borrowed ref's owner may be asked
+    flags = core.Wait(prefix, num_returns, absl::ZeroDuration(), fetch_local);
+  }
   if (std::count(flags.begin(), flags.end(), true) < num_returns) return {};
   flags.resize(n, false);
   return flags;

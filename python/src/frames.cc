@@ -40,10 +40,12 @@ void SetFrameLength(std::string* frame) {
 std::string EncodePlain(const py::handle& value) {
   static PyObject* const dumps = PickleFunction("dumps");
   static PyObject* const protocol = PyLong_FromLong(5);
-  std::string frame = FrameHead();
-  if (PickleScalar(value.ptr(), &frame)) {
-    SetFrameLength(&frame);
-    return frame;
+  {
+    std::string frame = FrameHead();
+    if (PickleScalar(value.ptr(), &frame)) {
+      SetFrameLength(&frame);
+      return frame;
+    }
   }
   py::object pickled =
       py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(dumps, value.ptr(), protocol, nullptr));
@@ -51,7 +53,7 @@ std::string EncodePlain(const py::handle& value) {
   char* bytes = nullptr;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(pickled.ptr(), &bytes, &size) != 0) throw py::error_already_set();
-  frame.reserve(kHeadSize + static_cast<size_t>(size));
+  std::string frame = FrameHead(kHeadSize + static_cast<size_t>(size));  // a pooled buffer when large
   frame.append(bytes, static_cast<size_t>(size));
   SetFrameLength(&frame);
   return frame;

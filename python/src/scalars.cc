@@ -65,7 +65,7 @@ size_t PickleShort(unsigned char op, const char* data, Py_ssize_t size, unsigned
 }  // namespace
 
 bool PickleScalar(PyObject* value, std::string* out) {
-  unsigned char body[2 + 255 + 1];
+  unsigned char body[2 + 255 + 2];  // opcode, length, 255 bytes, MEMOIZE, STOP
   size_t n = 0;
   if (value == Py_None) {
     body[n++] = kNone;
