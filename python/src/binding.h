@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -81,6 +82,27 @@ template <typename T>
 T Take(absl::StatusOr<T> s) {
   if (!s.ok()) Raise(s.status());
   return std::move(*s);
+}
+
+// For functions bound with CPython's own convention: calls `f` (returning
+// a py::object, or a new reference) and turns a C++ exception into the
+// Python one (nullptr returned, the error set).
+template <typename F>
+PyObject* Guarded(F&& f) {
+  try {
+    if constexpr (std::is_same_v<decltype(f()), PyObject*>) {
+      return f();
+    } else {
+      return f().release().ptr();
+    }
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
 }
 
 py::bytes Bytes(const std::string& s);

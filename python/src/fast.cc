@@ -26,33 +26,23 @@ PyObject* PutScalar(PyObject*, PyObject* value) {
   std::string frame = FrameHead();
   if (!PickleScalar(value, &frame)) Py_RETURN_NONE;
   SetFrameLength(&frame);
-  try {
+  return Guarded([&]() -> PyObject* {
     absl::StatusOr<core::ObjectRefInfo> ref = core->PutWithRefs(LargeValues::Get().Share(std::move(frame)), {});
     if (!ref.ok()) Py_RETURN_NONE;  // the general path raises its error
     return NewRef(std::move(*ref), /*counted=*/true).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
+  });
 }
 
 PyObject* GetReady(PyObject*, PyObject* h) {
   const ObjectRef* ref = AsRef(h);
   core::CoreWorker* core = core::CoreWorker::Current();
   if (ref == nullptr || core == nullptr || !ref->info().owner_address.empty()) return Miss();
-  try {
+  return Guarded([&]() -> PyObject* {
     auto got = core->Get({ref->info()}, absl::ZeroDuration());
     if (!got[0].ok()) return Miss();  // not ready, or an error the general path raises
     std::optional<py::object> value = DecodeInBand(*got[0]);
     return value ? value->release().ptr() : Miss();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
+  });
 }
 
 // manta.put and manta.get themselves: the call above, else the general

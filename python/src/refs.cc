@@ -53,22 +53,6 @@ struct RefObject {
 
 PyTypeObject* g_ref_type = nullptr;
 
-// Calls `f` (returning a py::object), turning a C++ exception into the
-// Python one.
-template <typename F>
-PyObject* Guarded(F&& f) {
-  try {
-    return f().release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const py::builtin_exception& e) {
-    e.set_error();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
-}
-
 const ObjectRef& Self(PyObject* self) { return reinterpret_cast<RefObject*>(self)->ref; }
 
 void Dealloc(PyObject* self) {
