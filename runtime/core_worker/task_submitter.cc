@@ -163,14 +163,16 @@ void TaskSubmitter::Pump(TaskQueue& q, std::vector<PushCall*>* to_start) {
   // lease of its own. CPU-only tasks are fungible and pipeline once more
   // workers cannot be had at once.
   if (!q.tasks.empty()) {
-    bool saturated = q.lease_requests_in_flight == 0 || deps_.clock() - q.oldest_lease_request >= kPipelineAfter;
+    const absl::Time now = deps_.clock();
+    bool saturated = q.lease_requests_in_flight == 0 || now - q.oldest_lease_request >= kPipelineAfter;
     int depth = q.fungible && saturated ? kPipelineDepth : 1;
+    auto takes = [&](const WorkerLease& lease) {
+      return !lease.dead && lease.in_flight < depth && (lease.in_flight == 0 || now - lease.last_done < kPipelineAfter);
+    };
     while (!q.tasks.empty()) {
       std::shared_ptr<WorkerLease>* best = nullptr;
       for (auto& lease : q.leases) {
-        if (!lease->dead && lease->in_flight < depth && (!best || lease->in_flight < (*best)->in_flight)) {
-          best = &lease;
-        }
+        if (takes(*lease) && (!best || lease->in_flight < (*best)->in_flight)) best = &lease;
       }
       if (best == nullptr) break;
       rpc::TaskSpec spec = std::move(q.tasks.front());
@@ -312,6 +314,7 @@ void TaskSubmitter::OnPushDone(PushCall& call, std::vector<PushCall*>* to_start)
   const std::shared_ptr<WorkerLease>& lease = call.lease;
   rpc::TaskSpec& spec = *call.request.mutable_spec();
   --lease->in_flight;
+  lease->last_done = deps_.clock();
   pending_[spec.task_id()] = nullptr;  // requeued, or erased below
   const bool cancelled = cancelled_.erase(spec.task_id()) > 0;
   if (!call.status.ok() && cancelled) {

@@ -47,6 +47,7 @@ struct WorkerLease {
   int worker_pid = 0;
   int in_flight = 0;
   absl::Time idle_since = absl::InfiniteFuture();
+  absl::Time last_done = absl::InfinitePast();  // when a task pushed here last ended
   bool dead = false;
 };
 
@@ -72,7 +73,9 @@ class TaskSubmitter {
   // worker busy across the round trip. Only once more workers cannot be
   // had quickly (lease requests outstanding longer than kPipelineAfter):
   // until then each task gets a worker of its own, so tasks holding a
-  // device each get a different one.
+  // device each get a different one. And only onto a worker that ended a
+  // task within kPipelineAfter: none waits behind a long task (which may
+  // be waiting for it).
   static constexpr int kPipelineDepth = 32;
   static constexpr absl::Duration kPipelineAfter = absl::Milliseconds(10);
   // Lease requests in flight per shape.

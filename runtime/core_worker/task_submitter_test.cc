@@ -300,7 +300,7 @@ TEST_F(TaskSubmitterTest, StopWithTasksInFlightPushesNoMoreAndReturnsEveryWorker
   EXPECT_EQ(host_.returned[1].worker_id(), "w1") << "the lease running a task goes back at the end";
 }
 
-TEST_F(TaskSubmitterTest, CpuTasksPipelineOnALeaseOnlyOnceMoreLeasesAreSlowToCome) {
+TEST_F(TaskSubmitterTest, CpuTasksPipelineOnlyOntoAWorkerEndingTasksOnceLeasesAreSlow) {
   for (int i = 0; i < 3; ++i) Submit(Spec(std::to_string(i)));
   ASSERT_TRUE(host_.Await([&] { return host_.leases.size() == 3; }));
   Grant(0, "w1", 5001);
@@ -311,9 +311,21 @@ TEST_F(TaskSubmitterTest, CpuTasksPipelineOnALeaseOnlyOnceMoreLeasesAreSlowToCom
   EXPECT_EQ(NumPushes(), 1u);
   clock_.Advance(TaskSubmitter::kPipelineAfter);
   Submit(Spec("4"));
-  // Requests outstanding that long: the lease takes the queue, pipelined.
+  // Requests outstanding that long, but w1's task has run that long too:
+  // nothing waits behind it (the task may be waiting for one of these).
+  EXPECT_EQ(NumPushes(), 1u);
+  Finish(0, absl::OkStatus());
+  // w1 ends tasks: it takes the queue, pipelined.
   ASSERT_EQ(NumPushes(), 5u);
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(PushAt(i).request.intended_worker_id(), "w1");
+  // None of them ends within kPipelineAfter: the next task waits for a
+  // worker that is ending tasks.
+  clock_.Advance(TaskSubmitter::kPipelineAfter);
+  Submit(Spec("5"));
+  EXPECT_EQ(NumPushes(), 5u);
+  Finish(1, absl::OkStatus());
+  ASSERT_EQ(NumPushes(), 6u);
+  EXPECT_EQ(PushAt(5).request.spec().args(0).data(), "5");
 }
 
 TEST_F(TaskSubmitterTest, ALocalRayletUnreachableBeyondItsPatienceFailsTheQueue) {
