@@ -367,6 +367,10 @@ absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::Put(std::string data) {
 absl::StatusOr<ObjectRefInfo> CoreWorkerImpl::PutWithRefs(std::shared_ptr<const std::string> data,
                                                           const std::vector<ObjectRefInfo>& contained) {
   ObjectId id = ObjectId::FromRandom();
+  if (contained.empty()) {  // nothing to hold: a plain put
+    store_.Put(id, std::move(data));
+    return ObjectRefInfo{id, std::string()};
+  }
   // The caller holds every contained ref now: a reference each keeps them
   // (and any borrow of them) until the stored value is erased.
   std::vector<ObjectId> held;
