@@ -17,7 +17,7 @@ from manta._private.remote_function import FUNCTION_NS, unpack_args
 
 _loaded = {}  # content hash -> function or class
 _env = {}
-_env_fingerprint = [None]
+_env_changes = [None]
 _named = [None]  # the task name this worker last announced
 
 
@@ -37,10 +37,10 @@ def _load(name):
 def _sync_environ():
     """Copies the variables the core worker set for this task into os.environ."""
     global _env
-    fingerprint = _core.environ_fingerprint()
-    if fingerprint == _env_fingerprint[0]:
+    changes = _core.environ_changes()
+    if changes == _env_changes[0]:
         return
-    _env_fingerprint[0] = fingerprint
+    _env_changes[0] = changes
     env = _core.environ()
     for k in set(os.environ) - set(env):
         os.environ.pop(k, None)
@@ -110,7 +110,7 @@ def _retryable(e):
 
 
 def _failure(e, what):
-    text = traceback.format_exc()
+    text = "".join(traceback.format_exception(e))
     try:
         error = exceptions.make_task_error(e, what, text, os.getpid(), os.environ.get("MANTA_NODE_IP", ""))
         data = cloudpickle.dumps(error)
@@ -119,12 +119,28 @@ def _failure(e, what):
     return (False, "%s: %s" % (type(e).__name__, e), data, _retryable(e))
 
 
+def install():
+    """Makes execute this process's executor. The core worker runs a call
+    whose arguments are pickled in-band and whose function is loaded and
+    announced without execute's frames, with these same helpers."""
+    from manta._private.remote_function import _NO_ARGS
+    _core.set_executor(
+        execute, {
+            "sync_environ": _sync_environ,
+            "failure": _failure,
+            "returns": _returns,
+            "loaded": _loaded,
+            "named": _named,
+            "no_args": b"".join(_NO_ARGS),
+        })
+
+
 def main():
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
     from manta._private.state import state
     state.initialized = True
-    _core.set_executor(execute)
+    install()
     from manta._private.api import _BOOT
     # This worker's own tasks' workers run as it does.
     _core.run_worker(sys.executable, ["-c", _BOOT, *sys.argv[1:]])

@@ -70,6 +70,10 @@ struct HeldBytes {
   std::shared_ptr<const std::string> data;
 };
 
+// How many times this process joined a cluster (init): what one session
+// made (a function exported to its cluster) may not hold in the next.
+uint64_t Session();
+
 // The core worker, or a Python RuntimeError when manta is not initialized.
 core::CoreWorker& Core();
 core::ClusterState& Cluster();

@@ -268,6 +268,27 @@ std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, 
 // (the common case of a loop waiting on refs in the order it made them),
 // the flags of the whole list, found without looking at the rest of it;
 // empty otherwise.
+// The ids, in order, of the last not_ready list wait_split returned, which
+// holds no id twice; the usual loop (`_, refs = wait(refs)`) passes it
+// back, and comparing ids in order costs less than hashing each again.
+// Read and written with the GIL held.
+std::vector<ObjectId>* const g_unique = new std::vector<ObjectId>();
+
+// Raises ValueError when `refs` (ObjectRefs) holds an id twice.
+void CheckUnique(const py::list& refs) {
+  const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));
+  bool known = n == g_unique->size();
+  for (size_t i = 0; known && i < n; ++i) known = RefOf(PyList_GET_ITEM(refs.ptr(), i))->info().id == (*g_unique)[i];
+  if (known) return;
+  absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
+  seen.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!seen.insert(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info().id).second) {
+      throw py::value_error("Wait requires a list of unique object refs.");
+    }
+  }
+}
+
 std::vector<bool> ReadyInPrefix(const py::list& refs, int num_returns, bool fetch_local) {
   constexpr int kPrefix = 64;
   const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));
@@ -389,14 +410,7 @@ void DefineCalls(py::module_& m) {
   m.def(
       "wait_split",
       [](const py::list& refs, int num_returns, double timeout_s, bool fetch_local) {
-        const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));
-        absl::flat_hash_set<ObjectId, IdHash, IdEq> seen;
-        seen.reserve(n);
-        for (size_t i = 0; i < n; ++i) {
-          if (!seen.insert(RefOf(PyList_GET_ITEM(refs.ptr(), i))->info().id).second) {
-            throw py::value_error("Wait requires a list of unique object refs.");
-          }
-        }
+        CheckUnique(refs);
         std::vector<bool> flags = ReadyInPrefix(refs, num_returns, fetch_local);
         if (flags.empty()) flags = Wait(Infos(refs), num_returns, timeout_s, fetch_local);
         if (static_cast<size_t>(PyList_GET_SIZE(refs.ptr())) != flags.size()) {
@@ -406,6 +420,7 @@ void DefineCalls(py::module_& m) {
         for (size_t i = 0; i < flags.size() && n_ready < static_cast<size_t>(num_returns); ++i) n_ready += flags[i];
         py::list ready(n_ready), not_ready(flags.size() - n_ready);
         size_t r = 0, w = 0;
+        g_unique->clear();
         for (size_t i = 0; i < flags.size(); ++i) {
           PyObject* item = PyList_GET_ITEM(refs.ptr(), i);
           Py_INCREF(item);
@@ -413,6 +428,7 @@ void DefineCalls(py::module_& m) {
             PyList_SET_ITEM(ready.ptr(), r++, item);
           } else {
             PyList_SET_ITEM(not_ready.ptr(), w++, item);
+            g_unique->push_back(AsRef(item)->info().id);
           }
         }
         return py::make_tuple(ready, not_ready);

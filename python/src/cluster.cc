@@ -95,7 +95,11 @@ void DefineGroups(py::module_& m) {
   });
 }
 
+uint64_t g_sessions = 0;  // init calls; read and written with the GIL held
+
 }  // namespace
+
+uint64_t Session() { return g_sessions; }
 
 core::CoreWorker& Core() {
   core::CoreWorker* core = core::CoreWorker::Current();
@@ -151,6 +155,7 @@ void DefineCluster(py::module_& m) {
         o.runtime_env_working_dir = working_dir;
         o.runtime_env_env_vars = env_vars;
         Check(Released([&] { return TryInit(o); }));
+        ++g_sessions;
       },
       py::arg("address"), py::arg("temp_dir"), py::arg("executable"), py::arg("args"), py::arg("working_dir") = "",
       py::arg("env_vars") = std::map<std::string, std::string>());
@@ -161,6 +166,7 @@ void DefineCluster(py::module_& m) {
     o.core_worker_factory = core::FakeCoreWorker::Factory();
     o.address = "127.0.0.1:1";  // resolved but never dialed
     Check(Released([&] { return TryInit(o); }));
+    ++g_sessions;
   });
   m.def("shutdown", [] {
     Released([] {

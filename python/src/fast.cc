@@ -1,11 +1,15 @@
-// The calls a loop of small puts and gets makes, bound with CPython's own
-// calling convention rather than pybind11's dispatch: a put of a scalar and
-// a get of a value this process owns and already holds. Each answers None
-// (put) or MISS (get) for anything else, or when manta is not initialized,
-// and the package then takes the general path (manta/_private/api.py),
-// which initializes, waits and raises as the case needs.
+// The calls a loop of small puts, gets and actor calls makes, bound with
+// CPython's own calling convention rather than pybind11's dispatch: a put
+// of a scalar, a get of a value this process owns and already holds, and
+// an actor method's call with scalar arguments and no options. Each
+// answers None (put) or MISS (get) for anything else, or when manta is not
+// initialized, and the package then takes the general path
+// (manta/_private/api.py, remote_function.py, actor.py), which initializes, waits and raises
+// as the case needs.
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string_view>
 
 #include "python/src/binding.h"
@@ -77,8 +81,48 @@ PyMethodDef kGetReady = {"get_ready", GetReady, METH_O,
                          "get_ready(ref): the value of `ref` when this process owns it, holds it and it "
                          "was pickled in-band; MISS otherwise."};
 
+// A remote function's or actor method's call: `self` is (the general path,
+// a capsule of Call). With no keywords and up to kMaxPickledArgs scalar
+// arguments, the arguments are pickled here and submitted as
+// RemoteFunction.remote and ActorMethod.remote submit them; any other call,
+// or one in another session than the one the call was made for (a function
+// is exported again to each cluster joined), goes to the general path.
+struct Call {
+  std::optional<ActorId> actor;  // else a task
+  std::string name;              // the function's or method's
+  core::TaskOptions options;     // a task's
+  uint64_t session = 0;          // Session() when made
+};
+constexpr char kCallCapsule[] = "manta.Call";
+
+PyObject* FrontCall(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  PyObject* general = PyTuple_GET_ITEM(self, 0);
+  const auto* call = static_cast<const Call*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(self, 1), kCallCapsule));
+  core::CoreWorker* core = core::CoreWorker::Current();
+  const size_t n = PyVectorcall_NARGS(nargsf);
+  std::string frame = FrameHead();
+  if (call == nullptr || core == nullptr || kwnames != nullptr || Session() != call->session ||
+      !PickleArgs(args, n, &frame)) {
+    PyErr_Clear();
+    return PyObject_Vectorcall(general, args, nargsf, kwnames);
+  }
+  SetFrameLength(&frame);
+  return Guarded([&]() -> PyObject* {
+    std::vector<core::Arg> value;
+    value.push_back(core::Arg::Value(std::move(frame)));
+    std::vector<core::ObjectRefInfo> refs =
+        call->actor ? Take(core->SubmitActorTask(*call->actor, call->name, std::move(value), core::ActorTaskOptions()))
+                    : Take(core->SubmitTask(call->name, std::move(value), call->options));
+    return NewRef(std::move(refs.at(0)), /*counted=*/true).release().ptr();
+  });
+}
+
+PyMethodDef kCall = {"remote", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrontCall)),
+                     METH_FASTCALL | METH_KEYWORDS,
+                     "remote(*args, **kwargs)\n--\n\nSubmits the call; returns the ref of its result."};
+
 // A builtin function of `def` bound to `self`, in module manta.
-py::object Bind(PyMethodDef* def, const py::object& self) {
+py::object Bind(PyMethodDef* def, const py::handle& self) {
   static PyObject* const module = PyUnicode_InternFromString("manta");
   PyObject* f = PyCFunction_NewEx(def, self.ptr(), module);
   if (f == nullptr) throw py::error_already_set();
@@ -105,6 +149,30 @@ void DefineFastPaths(py::module_& m) {
   // front_put(general) and front_get(general): manta.put and manta.get.
   m.def("front_put", [](const py::function& general) { return Bind(&kPut, general); });
   m.def("front_get", [](const py::function& general) { return Bind(&kGet, general); });
+  // front_call(general, actor id or None, name, task options or None): the
+  // `remote` of a remote function or actor method with one return and the
+  // options given, for this session.
+  m.def("front_call",
+        [](const py::function& general, const py::object& actor, const std::string& name, const py::object& options) {
+          auto call = std::make_unique<Call>();
+          if (!actor.is_none()) call->actor = Take(ActorId::FromBinary(std::string(actor.cast<py::bytes>())));
+          if (!options.is_none()) call->options = options.cast<const core::TaskOptions&>();
+          if (call->options.num_returns != 1) throw py::value_error("front_call takes calls with one return");
+          call->name = name;
+          Core();  // initialized
+          call->session = Session();
+          PyObject* capsule = PyCapsule_New(call.get(), kCallCapsule, [](PyObject* c) {
+            delete static_cast<Call*>(PyCapsule_GetPointer(c, kCallCapsule));
+          });
+          if (capsule == nullptr) throw py::error_already_set();
+          call.release();
+          return Bind(&kCall, py::make_tuple(general, py::reinterpret_steal<py::object>(capsule)));
+        });
+  m.def("pickle_args", [](const py::args& args) -> py::object {
+    std::string out;
+    if (!PickleArgs(reinterpret_cast<PyTupleObject*>(args.ptr())->ob_item, args.size(), &out)) return py::none();
+    return py::bytes(out);
+  });
   for (PyMethodDef* def : {&kPutScalar, &kGetReady}) {
     py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr()));
     if (!f) throw py::error_already_set();

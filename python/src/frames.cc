@@ -59,21 +59,21 @@ std::string EncodePlain(const py::handle& value) {
   return frame;
 }
 
-std::optional<py::object> DecodeInBand(const std::shared_ptr<const std::string>& data) {
+std::optional<py::object> DecodeInBand(std::string_view data) {
   static PyObject* const loads = PickleFunction("loads");
-  if (data->size() < kHeadSize || std::memcmp(data->data(), kMagic, 4) != 0) return std::nullopt;
+  if (data.size() < kHeadSize || std::memcmp(data.data(), kMagic, 4) != 0) return std::nullopt;
   uint32_t count = 0;
   uint64_t length = 0;
-  std::memcpy(&count, data->data() + 4, 4);
-  std::memcpy(&length, data->data() + 8, 8);
-  if (count != 0 || length > data->size() - kHeadSize) return std::nullopt;
-  if (PyObject* scalar = UnpickleScalar(data->data() + kHeadSize, length)) {
+  std::memcpy(&count, data.data() + 4, 4);
+  std::memcpy(&length, data.data() + 8, 8);
+  if (count != 0 || length > data.size() - kHeadSize) return std::nullopt;
+  if (PyObject* scalar = UnpickleScalar(data.data() + kHeadSize, length)) {
     return py::reinterpret_steal<py::object>(scalar);
   }
-  // A read-only view of the held bytes, alive while `data` is: pickle
-  // copies what it reads from an in-band pickle.
-  py::object view = py::reinterpret_steal<py::object>(PyMemoryView_FromMemory(
-      const_cast<char*>(data->data() + kHeadSize), static_cast<Py_ssize_t>(length), PyBUF_READ));
+  // A read-only view of the bytes, alive during the call: pickle copies
+  // what it reads from an in-band pickle.
+  py::object view = py::reinterpret_steal<py::object>(
+      PyMemoryView_FromMemory(const_cast<char*>(data.data() + kHeadSize), static_cast<Py_ssize_t>(length), PyBUF_READ));
   if (!view) throw py::error_already_set();
   PyObject* value = PyObject_CallOneArg(loads, view.ptr());
   if (value == nullptr) {

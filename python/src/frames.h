@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "python/src/binding.h"
 
@@ -25,6 +26,9 @@ void SetFrameLength(std::string* frame);
 // The value of a frame with no out-of-band buffers; nullopt for any
 // other bytes (a frame with buffers, another language's msgpack) or when
 // unpickling raised (the Python path then raises it in its turn).
-std::optional<py::object> DecodeInBand(const std::shared_ptr<const std::string>& data);
+std::optional<py::object> DecodeInBand(std::string_view data);
+inline std::optional<py::object> DecodeInBand(const std::shared_ptr<const std::string>& data) {
+  return DecodeInBand(std::string_view(*data));
+}
 
 }  // namespace manta::python

@@ -9,7 +9,8 @@ namespace {
 // pickle's opcodes (Lib/pickletools.py).
 constexpr unsigned char kProto = 0x80, kFrame = 0x95, kStop = '.', kNone = 'N', kTrue = 0x88, kFalse = 0x89,
                         kBinInt1 = 'K', kBinInt2 = 'M', kBinInt = 'J', kLong1 = 0x8a, kBinFloat = 'G',
-                        kShortUnicode = 0x8c, kShortBytes = 'C', kMemoize = 0x94;
+                        kShortUnicode = 0x8c, kShortBytes = 'C', kMemoize = 0x94, kEmptyList = ']', kEmptyDict = '}',
+                        kMark = '(', kAppend = 'a', kAppends = 'e', kTuple2 = 0x86;
 
 void PutLe(unsigned char* at, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) at[i] = static_cast<unsigned char>(v >> (8 * i));
@@ -62,52 +63,87 @@ size_t PickleShort(unsigned char op, const char* data, Py_ssize_t size, unsigned
   return 3 + size;
 }
 
-}  // namespace
-
-bool PickleScalar(PyObject* value, std::string* out) {
-  unsigned char body[2 + 255 + 2];  // opcode, length, 255 bytes, MEMOIZE, STOP
-  size_t n = 0;
+// The opcodes of one scalar (with MEMOIZE after a str or bytes, as pickle
+// writes them) into `body` (kMaxScalarBody bytes); 0 for any other value.
+constexpr size_t kMaxScalarBody = 2 + 255 + 1;  // opcode, length, 255 bytes, MEMOIZE
+size_t ScalarBody(PyObject* value, unsigned char* body) {
   if (value == Py_None) {
-    body[n++] = kNone;
-  } else if (value == Py_True || value == Py_False) {
-    body[n++] = value == Py_True ? kTrue : kFalse;
-  } else if (PyLong_CheckExact(value)) {
+    body[0] = kNone;
+    return 1;
+  }
+  if (value == Py_True || value == Py_False) {
+    body[0] = value == Py_True ? kTrue : kFalse;
+    return 1;
+  }
+  if (PyLong_CheckExact(value)) {
     int overflow = 0;
     const long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow != 0) return false;
-    n = PickleInt(x, body);
-  } else if (PyFloat_CheckExact(value)) {
-    body[n++] = kBinFloat;
+    return overflow != 0 ? 0 : PickleInt(x, body);
+  }
+  if (PyFloat_CheckExact(value)) {
+    body[0] = kBinFloat;
     if (PyFloat_Pack8(PyFloat_AS_DOUBLE(value), reinterpret_cast<char*>(body + 1), /*le=*/0) != 0) {
       PyErr_Clear();
-      return false;
+      return 0;
     }
-    n += 8;
-  } else if (PyUnicode_CheckExact(value)) {
+    return 9;
+  }
+  if (PyUnicode_CheckExact(value)) {
     Py_ssize_t size = 0;
     const char* utf8 = PyUnicode_AsUTF8AndSize(value, &size);
     if (utf8 == nullptr) {  // lone surrogates: pickle's own path encodes them
       PyErr_Clear();
-      return false;
+      return 0;
     }
-    if (size > 255) return false;
-    n = PickleShort(kShortUnicode, utf8, size, body);
-  } else if (PyBytes_CheckExact(value)) {
-    const Py_ssize_t size = PyBytes_GET_SIZE(value);
-    if (size > 255) return false;
-    n = PickleShort(kShortBytes, PyBytes_AS_STRING(value), size, body);
-  } else {
-    return false;
+    return size > 255 ? 0 : PickleShort(kShortUnicode, utf8, size, body);
   }
-  body[n++] = kStop;
+  if (PyBytes_CheckExact(value)) {
+    const Py_ssize_t size = PyBytes_GET_SIZE(value);
+    return size > 255 ? 0 : PickleShort(kShortBytes, PyBytes_AS_STRING(value), size, body);
+  }
+  return 0;
+}
+
+// Appends PROTO 5, the FRAME of `body` (pickle frames what it writes once
+// a frame holds 4 bytes), then `body`.
+void AppendFramed(const unsigned char* body, size_t n, std::string* out) {
   const unsigned char head[2] = {kProto, 5};
   out->append(reinterpret_cast<const char*>(head), 2);
-  if (n >= 4) {  // pickle frames what it writes once a frame holds 4 bytes
+  if (n >= 4) {
     unsigned char frame[9] = {kFrame};
     PutLe(frame + 1, n, 8);
     out->append(reinterpret_cast<const char*>(frame), 9);
   }
   out->append(reinterpret_cast<const char*>(body), n);
+}
+
+}  // namespace
+
+bool PickleScalar(PyObject* value, std::string* out) {
+  unsigned char body[kMaxScalarBody + 1];  // and STOP
+  size_t n = ScalarBody(value, body);
+  if (n == 0) return false;
+  body[n++] = kStop;
+  AppendFramed(body, n, out);
+  return true;
+}
+
+bool PickleArgs(PyObject* const* args, size_t count, std::string* out) {
+  if (count > kMaxPickledArgs) return false;
+  unsigned char body[kMaxPickledArgs * kMaxScalarBody + 16];
+  size_t n = 0;
+  body[n++] = kEmptyList;
+  body[n++] = kMemoize;
+  if (count > 1) body[n++] = kMark;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t k = ScalarBody(args[i], body + n);
+    if (k == 0) return false;
+    n += k;
+  }
+  if (count == 1) body[n++] = kAppend;
+  if (count > 1) body[n++] = kAppends;
+  for (unsigned char op : {kEmptyDict, kMemoize, kTuple2, kMemoize, kStop}) body[n++] = op;
+  AppendFramed(body, n, out);
   return true;
 }
 

@@ -10,12 +10,19 @@
 // `data` the pickled exception it re-raises.
 #include <unistd.h>
 
+#include <cstring>
+#include <optional>
+#include <string_view>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "manta/api.h"
+#include "manta/internal/environment.h"
 #include "manta/internal/function_registry.h"
 #include "python/src/binding.h"
+#include "python/src/frames.h"
+#include "python/src/scalars.h"
 #include "runtime/core_worker/log_printer.h"
 
 extern char** environ;
@@ -95,6 +102,145 @@ void InterruptRunning(const TaskId& task) {
   PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
 }
 
+// The executor's answer as the invoker's result.
+absl::StatusOr<internal::ReturnValues> FromAnswer(const py::tuple& answer) {
+  if (answer[0].cast<bool>()) {
+    internal::ReturnValues values;
+    for (const py::handle& parts : answer[1]) values.push_back(Join(py::reinterpret_borrow<py::list>(parts)));
+    return values;
+  }
+  std::string message = answer[1].cast<std::string>();
+  std::string data = answer[2].cast<std::string>();
+  absl::Status error = core::MakeApplicationError(message, data);
+  // The executor matched the error against the task's retry filter.
+  if (answer.size() > 3 && answer[3].cast<bool>()) error = core::MarkRetryable(std::move(error));
+  return error;
+}
+
+// The executor's own functions and state the fast path below uses
+// (manta/_worker.py's install() hands them over).
+struct Helpers {
+  py::object sync_environ;  // copies the task's environment into os.environ
+  py::object failure;       // (exception, what) -> the executor's failure answer
+  py::object returns;       // (result, num_returns) -> the returns' parts
+  py::dict loaded;          // content hash -> function, as fetched and checked
+  py::list named;           // [the task name this worker last announced]
+  std::string no_args;      // the frame of a call with no arguments
+};
+Helpers* g_helpers = nullptr;
+uint64_t g_synced_environment = ~uint64_t{0};  // EnvironmentChanges at the last sync; GIL
+
+// A name's Python string, made once (names are a job's functions and methods).
+PyObject* Interned(std::string_view name) {
+  static auto* names = new absl::flat_hash_map<std::string, PyObject*>();
+  auto [it, inserted] = names->try_emplace(std::string(name), nullptr);
+  if (inserted) it->second = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+  if (it->second == nullptr) throw py::error_already_set();
+  return it->second;
+}
+
+// The call's positional and keyword arguments when its one view is a frame
+// pickled in-band; false for anything else (refs passed as arguments,
+// out-of-band buffers, a pickle that does not load here).
+bool InBandArgs(const internal::ArgViews& views, py::tuple* args, py::object* kwargs) {
+  if (views.size() != 1) return false;
+  if (views[0] == g_helpers->no_args) {
+    *args = py::tuple();
+    return true;
+  }
+  std::optional<py::object> value = DecodeInBand(views[0]);
+  if (!value || !PyTuple_CheckExact(value->ptr()) || PyTuple_GET_SIZE(value->ptr()) != 2) return false;
+  PyObject* list = PyTuple_GET_ITEM(value->ptr(), 0);
+  PyObject* dict = PyTuple_GET_ITEM(value->ptr(), 1);
+  if (!PyList_CheckExact(list) || !PyDict_CheckExact(dict)) return false;
+  *args = py::reinterpret_steal<py::tuple>(PyList_AsTuple(list));
+  if (!*args) throw py::error_already_set();
+  if (PyDict_GET_SIZE(dict) > 0) *kwargs = py::reinterpret_borrow<py::object>(dict);
+  return true;
+}
+
+// The function a task or method call runs, and what names it in errors;
+// false when the executor must run the call (a task not yet loaded in this
+// worker, or not the one it last announced).
+bool Callee(const char* kind, const std::string& name, const py::object& instance, py::object* fn, py::object* what) {
+  const size_t colon = name.find(':', name.find(':') + 1);
+  if (colon == std::string::npos) return false;
+  PyObject* key = Interned(std::string_view(name).substr(colon + 1));
+  if (std::strcmp(kind, "method") == 0) {
+    *fn = py::reinterpret_steal<py::object>(PyObject_GetAttr(instance.ptr(), key));
+    if (!*fn) {  // the executor raises it as the task's error
+      PyErr_Clear();
+      return false;
+    }
+    *what = py::reinterpret_borrow<py::object>(key);  // the method: its class is named on failure
+    return true;
+  }
+  if (std::strcmp(kind, "task") != 0) return false;
+  PyObject* loaded = PyDict_GetItemWithError(g_helpers->loaded.ptr(), key);
+  if (loaded == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  *fn = py::reinterpret_borrow<py::object>(loaded);
+  *what = py::getattr(*fn, "__qualname__", py::str(name));
+  PyObject* named = g_helpers->named.ptr();
+  if (PyList_GET_SIZE(named) != 1) return false;
+  const int same = PyObject_RichCompareBool(PyList_GET_ITEM(named, 0), what->ptr(), Py_EQ);
+  if (same < 0) PyErr_Clear();
+  return same == 1;
+}
+
+// Runs the call as the executor would, without its Python frames, when its
+// arguments are pickled in-band and its function is at hand; nullopt, with
+// nothing run, for the executor to run it.
+std::optional<absl::StatusOr<internal::ReturnValues>> FastExecute(const char* kind, const std::string& name,
+                                                                  const py::object& instance,
+                                                                  const internal::ArgViews& views) {
+  if (g_helpers == nullptr) return std::nullopt;
+  const uint64_t changes = core::EnvironmentChanges();
+  if (changes != g_synced_environment) {
+    g_helpers->sync_environ();
+    g_synced_environment = changes;
+  }
+  py::tuple args;
+  py::object kwargs, fn, what;
+  if (!Callee(kind, name, instance, &fn, &what) || !InBandArgs(views, &args, &kwargs)) return std::nullopt;
+  PyObject* result = PyObject_Call(fn.ptr(), args.ptr(), kwargs.ptr());
+  const core::TaskContext* context = core::CurrentTaskContext();
+  const int num_returns = context == nullptr ? 1 : context->num_returns;
+  if (result != nullptr && num_returns == 1) {
+    std::string frame = FrameHead();
+    const bool scalar = PickleScalar(result, &frame);
+    if (scalar) {
+      Py_DECREF(result);
+      SetFrameLength(&frame);
+      internal::ReturnValues values;
+      values.push_back(std::move(frame));
+      return values;
+    }
+  }
+  if (result != nullptr) {
+    py::object value = py::reinterpret_steal<py::object>(result);
+    PyObject* parts =
+        PyObject_CallFunctionObjArgs(g_helpers->returns.ptr(), value.ptr(), py::int_(num_returns).ptr(), nullptr);
+    if (parts != nullptr) return FromAnswer(py::make_tuple(true, py::reinterpret_steal<py::object>(parts)));
+  }
+  // What the call (or pickling its result) raised, with its traceback.
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value == nullptr)
+    return absl::StatusOr<internal::ReturnValues>(absl::InternalError("a call failed with no error"));
+  if (traceback != nullptr) PyException_SetTraceback(value, traceback);
+  py::object error = py::reinterpret_steal<py::object>(value);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  if (std::strcmp(kind, "method") == 0) {
+    what = py::str("{}.{}").format(py::type::of(instance).attr("__qualname__"), what);
+  }
+  return FromAnswer(g_helpers->failure(error, what));
+}
+
 // Calls the executor and turns its answer into the invoker's result.
 absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::string& name, const py::object& instance,
                                                const internal::ArgViews& args) {
@@ -102,18 +248,8 @@ absl::StatusOr<internal::ReturnValues> Execute(const char* kind, const std::stri
   py::gil_scoped_acquire gil;
   RunningTask running;
   try {
-    py::tuple answer = (*g_executor)(kind, name, instance, Views(args));
-    if (answer[0].cast<bool>()) {
-      internal::ReturnValues values;
-      for (const py::handle& parts : answer[1]) values.push_back(Join(py::reinterpret_borrow<py::list>(parts)));
-      return values;
-    }
-    std::string message = answer[1].cast<std::string>();
-    std::string data = answer[2].cast<std::string>();
-    absl::Status error = core::MakeApplicationError(message, data);
-    // The executor matched the error against the task's retry filter.
-    if (answer.size() > 3 && answer[3].cast<bool>()) error = core::MarkRetryable(std::move(error));
-    return error;
+    if (auto done = FastExecute(kind, name, instance, args)) return *std::move(done);
+    return FromAnswer((*g_executor)(kind, name, instance, Views(args)));
   } catch (py::error_already_set& e) {
     // The executor catches what user code raises; this is its own failure.
     return absl::InternalError(absl::StrCat("the Python executor failed: ", e.what()));
@@ -179,8 +315,16 @@ bool TakeTaskInterrupt() {
 
 void DefineWorker(py::module_& m) {
   m.attr("TASK_NAME_MARKER") = core::kTaskNameMarker;
-  m.def("set_executor", [](py::object executor) {
+  // set_executor(execute, helpers): helpers, a dict of Helpers' fields by
+  // name, lets calls with in-band arguments run without execute's frames.
+  m.def("set_executor", [](py::object executor, const py::dict& helpers) {
     if (g_executor != nullptr) throw py::value_error("the executor is already set");
+    g_helpers = new Helpers{helpers["sync_environ"],
+                            helpers["failure"],
+                            helpers["returns"],
+                            helpers["loaded"].cast<py::dict>(),
+                            helpers["named"].cast<py::list>(),
+                            helpers["no_args"].cast<std::string>()};
     g_executor = new py::object(std::move(executor));
     internal::FunctionRegistry::Instance().SetResolver("py:", PythonResolver());
     core::SetTaskInterruptHook(&InterruptRunning);
@@ -215,13 +359,9 @@ void DefineWorker(py::module_& m) {
     const core::TaskContext* t = core::CurrentTaskContext();
     return t == nullptr ? 1 : t->num_returns;
   });
-  // A fingerprint of the process's C environment: the executor copies the
-  // environment into os.environ only when it changed.
-  m.def("environ_fingerprint", [] {
-    size_t h = 0;
-    for (char** e = environ; *e != nullptr; ++e) h = h * 1000003u ^ std::hash<std::string_view>()(*e);
-    return h;
-  });
+  // How often the core worker changed the environment (the executor
+  // copies it into os.environ when this moved).
+  m.def("environ_changes", [] { return core::EnvironmentChanges(); });
   // The process's C environment: a task's variables are set there by the
   // core worker; the executor copies them into os.environ.
   m.def("environ", [] {

@@ -225,8 +225,11 @@ def test_env_vars_reach_os_environ(driver):
     def read(name):
         return os.environ.get(name)
 
-    ref = read.options(runtime_env={"env_vars": {"MANTA_TEST_VAR": "on"}}).remote("MANTA_TEST_VAR")
-    assert manta.get(ref) == "on"
+    with_var = read.options(runtime_env={"env_vars": {"MANTA_TEST_VAR": "on"}})
+    for _ in range(2):
+        assert manta.get([with_var.remote("MANTA_TEST_VAR") for _ in range(4)]) == ["on"] * 4
+        # The workers that ran those restored their environment, os.environ too.
+        assert manta.get([read.remote("MANTA_TEST_VAR") for _ in range(8)]) == [None] * 8
 
 
 def test_bad_use_is_refused_clearly(driver):
@@ -381,3 +384,33 @@ def test_get_if_exists_returns_the_named_actor(driver):
     assert manta.get(again.incr.remote(1)) == 4  # the same actor, not a new one at 100
     with pytest.raises(ValueError, match="is taken"):
         Counter.options(name="shared-counter").remote(0)
+
+
+def test_functions_and_classes_run_on_the_next_cluster_joined(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    # Exported to the first cluster, then to the second after shutdown.
+    code = textwrap.dedent("""
+        import manta
+
+        @manta.remote
+        def inc(x):
+            return x + 1
+
+        @manta.remote
+        class Box:
+            def get(self, x):
+                return x
+
+        for _ in range(2):
+            manta.init(num_cpus=1)
+            print(manta.get(inc.remote(1), timeout=60), manta.get(Box.remote().get.remote(5), timeout=60))
+            manta.shutdown()
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("MANTA_ADDRESS", "RAY_ADDRESS")}
+    env["PYTHONPATH"] = PACKAGE_DIR
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2", "5", "2", "5"]

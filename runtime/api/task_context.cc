@@ -1,15 +1,18 @@
 // The thread's running task (core::CurrentTaskContext) and the process's
 // interrupt hook.
+#include <atomic>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "manta/internal/core_worker.h"
+#include "manta/internal/environment.h"
 
 namespace manta::core {
 namespace {
 
 thread_local const TaskContext* current_task = nullptr;
+std::atomic<uint64_t> environment_changes{0};
 
 absl::Mutex hook_mu;
 std::function<void(const TaskId&)>* hook ABSL_GUARDED_BY(hook_mu) = nullptr;
@@ -37,6 +40,10 @@ void InterruptTask(const TaskId& task) {
 }
 
 const TaskContext* CurrentTaskContext() { return current_task; }
+
+uint64_t EnvironmentChanges() { return environment_changes.load(std::memory_order_acquire); }
+
+void NoteEnvironmentChange() { environment_changes.fetch_add(1, std::memory_order_acq_rel); }
 
 ScopedTaskContext::ScopedTaskContext(const TaskContext* context) : outer_(current_task) { current_task = context; }
 

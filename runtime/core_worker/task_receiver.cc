@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,21 +16,37 @@
 #include "grpcpp/support/status.h"
 #include "common/tpu.h"
 #include "runtime/core_worker/wire.h"
+#include "manta/internal/environment.h"
 #include "manta/internal/function_registry.h"
 
 namespace manta::core {
 namespace {
 
+// setenv and unsetenv, counting the calls that change something
+// (EnvironmentChanges): a reused worker usually sets what it had.
+void SetVar(const char* name, const char* value) {
+  const char* old = std::getenv(name);
+  if (old != nullptr && std::strcmp(old, value) == 0) return;
+  setenv(name, value, 1);
+  NoteEnvironmentChange();
+}
+
+void UnsetVar(const char* name) {
+  if (std::getenv(name) == nullptr) return;
+  unsetenv(name);
+  NoteEnvironmentChange();
+}
+
 void SetChipEnv(const rpc::PushTaskRequest& req) {
   // A reused worker: the chips an earlier task held are not this one's.
   for (const char* name : {tpu::kEnvVisibleChips, tpu::kEnvChipsPerHostBounds, tpu::kEnvHostBounds}) {
-    unsetenv(name);
+    UnsetVar(name);
   }
   if (req.tpu_chip_ids_size() == 0) return;
   std::vector<int> chips(req.tpu_chip_ids().begin(), req.tpu_chip_ids().end());
   auto env = tpu::VisibleChipsEnv(chips, req.tpu_chips_per_host());
   if (!env.ok()) return;
-  for (const auto& [k, v] : *env) setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : *env) SetVar(k.c_str(), v.c_str());
 }
 
 // What a variable was before ApplyTaskEnv changed it (nullopt: unset).
@@ -45,9 +62,9 @@ SavedEnv ApplyTaskEnv(const rpc::TaskSpec& spec) {
     const char* old = std::getenv(name.c_str());
     saved.emplace_back(name, old == nullptr ? std::nullopt : std::optional<std::string>(old));
     if (value.empty()) {
-      unsetenv(name.c_str());
+      UnsetVar(name.c_str());
     } else {
-      setenv(name.c_str(), value.c_str(), 1);
+      SetVar(name.c_str(), value.c_str());
     }
   }
   return saved;
@@ -56,9 +73,9 @@ SavedEnv ApplyTaskEnv(const rpc::TaskSpec& spec) {
 void RestoreEnv(const SavedEnv& saved) {
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
     if (it->second.has_value()) {
-      setenv(it->first.c_str(), it->second->c_str(), 1);
+      SetVar(it->first.c_str(), it->second->c_str());
     } else {
-      unsetenv(it->first.c_str());
+      UnsetVar(it->first.c_str());
     }
   }
 }

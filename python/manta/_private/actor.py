@@ -15,6 +15,10 @@ class ActorMethod:
         self._name = name
         self._method_name = "py:m:" + name
         self._options = options or {}
+        if not self._options and handle._num_returns.get(name, 1) == 1:
+            # A builtin taking the common call (scalar arguments) straight to
+            # the core worker, and any other to remote() below.
+            self.remote = _core.front_call(self._remote, handle._actor_id, self._method_name, None)
 
     def __call__(self, *args, **kwargs):
         raise TypeError("Actor methods cannot be called directly. Instead of running "
@@ -27,6 +31,9 @@ class ActorMethod:
         return ActorMethod(self._handle, self._name, merged)
 
     def remote(self, *args, **kwargs):
+        return self._remote(*args, **kwargs)
+
+    def _remote(self, *args, **kwargs):
         num_returns = self._options.get("num_returns", self._handle._num_returns.get(self._name, 1))
         parts, collection, ref_args = pack_args(args, kwargs, self._name)
         refs = _core.submit_actor_task(self._handle._actor_id, self._method_name, parts, collection, ref_args,
@@ -130,7 +137,7 @@ class ActorClass:
 
     def _create(self, options, args, kwargs):
         api.auto_init()
-        if self._name is None:
+        if self._name is None or self._name[5:] not in state.exported:  # once per cluster joined
             self._name = export(self._cls, "c")
         lifetime = options.get("lifetime")
         if lifetime not in (None, "detached", "non_detached"):

@@ -116,6 +116,8 @@ class RemoteFunction:
         # this process stay here (the receiver computes its own).
         state = dict(self.__dict__)
         state["_core_options"] = None
+        state.pop("remote", None)  # this session's fast path (see _submit)
+        state.pop("_fast_for", None)
         return state
 
     def __call__(self, *args, **kwargs):
@@ -139,14 +141,22 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         return self._submit(self._options, args, kwargs)
 
+    def _remote(self, *args, **kwargs):
+        return self._submit(self._options, args, kwargs)
+
     def _submit(self, options, args, kwargs):
         api.auto_init()
-        if self._name is None:
+        if self._name is None or self._name[5:] not in state.exported:  # once per cluster joined
             self._name = export(self._function, "f")
         num_returns = options.get("num_returns", 1)
         cached = self._core_options
         if cached is None or cached[0] is not options:
             cached = self._core_options = (options, self._core_options_of(options, num_returns))
+        if options is self._options and num_returns == 1 and self.__dict__.get("_fast_for") is not state.exported:
+            # From now on in this session, a builtin takes the common call
+            # (scalar arguments) straight to the core worker, any other here.
+            self.remote = _core.front_call(self._remote, None, self._name, cached[1])
+            self._fast_for = state.exported
         parts, collection, ref_args = pack_args(args, kwargs, self.__qualname__)
         refs = _core.submit_task(self._name, parts, collection, ref_args, cached[1])
         if num_returns == 0:

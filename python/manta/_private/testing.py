@@ -12,7 +12,7 @@ def init_fake():
         if state.initialized:
             raise RuntimeError("manta is already initialized")
         if not getattr(_core, "_executor_set", False):
-            _core.set_executor(_worker.execute)
+            _worker.install()
             _core._executor_set = True
         _core._init_fake()
         state.initialized = True
