@@ -110,7 +110,7 @@ def _retryable(e):
 
 
 def _failure(e, what):
-    text = "".join(traceback.format_exception(e))
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     try:
         error = exceptions.make_task_error(e, what, text, os.getpid(), os.environ.get("MANTA_NODE_IP", ""))
         data = cloudpickle.dumps(error)

@@ -264,10 +264,6 @@ std::vector<bool> Wait(std::vector<core::ObjectRefInfo> infos, int num_returns, 
   return ready;
 }
 
-// When the first `num_returns` ready refs are among the list's first few
-// (the common case of a loop waiting on refs in the order it made them),
-// the flags of the whole list, found without looking at the rest of it;
-// empty otherwise.
 // The ids, in order, of the last not_ready list wait_split returned, which
 // holds no id twice; the usual loop (`_, refs = wait(refs)`) passes it
 // back, and comparing ids in order costs less than hashing each again.
@@ -289,6 +285,10 @@ void CheckUnique(const py::list& refs) {
   }
 }
 
+// When the first `num_returns` ready refs are among the list's first few
+// (the common case of a loop waiting on refs in the order it made them),
+// the flags of the whole list, found without looking at the rest of it;
+// empty otherwise.
 std::vector<bool> ReadyInPrefix(const py::list& refs, int num_returns, bool fetch_local) {
   constexpr int kPrefix = 64;
   const size_t n = static_cast<size_t>(PyList_GET_SIZE(refs.ptr()));

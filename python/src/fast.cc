@@ -151,15 +151,16 @@ void DefineFastPaths(py::module_& m) {
   m.def("front_get", [](const py::function& general) { return Bind(&kGet, general); });
   // front_call(general, actor id or None, name, task options or None): the
   // `remote` of a remote function or actor method with one return and the
-  // options given, for this session.
+  // options given, for this session; None when manta is not initialized.
   m.def("front_call",
-        [](const py::function& general, const py::object& actor, const std::string& name, const py::object& options) {
+        [](const py::function& general, const py::object& actor, const std::string& name,
+           const py::object& options) -> py::object {
+          if (core::CoreWorker::Current() == nullptr) return py::none();
           auto call = std::make_unique<Call>();
           if (!actor.is_none()) call->actor = Take(ActorId::FromBinary(std::string(actor.cast<py::bytes>())));
           if (!options.is_none()) call->options = options.cast<const core::TaskOptions&>();
           if (call->options.num_returns != 1) throw py::value_error("front_call takes calls with one return");
           call->name = name;
-          Core();  // initialized
           call->session = Session();
           PyObject* capsule = PyCapsule_New(call.get(), kCallCapsule, [](PyObject* c) {
             delete static_cast<Call*>(PyCapsule_GetPointer(c, kCallCapsule));

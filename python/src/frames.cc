@@ -77,6 +77,9 @@ std::optional<py::object> DecodeInBand(std::string_view data) {
   if (!view) throw py::error_already_set();
   PyObject* value = PyObject_CallOneArg(loads, view.ptr());
   if (value == nullptr) {
+    // The Python path raises an Exception again; anything else (Ctrl-C, a
+    // cancel's KeyboardInterrupt) raises from here.
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     PyErr_Clear();
     return std::nullopt;
   }

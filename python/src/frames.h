@@ -25,7 +25,8 @@ void SetFrameLength(std::string* frame);
 
 // The value of a frame with no out-of-band buffers; nullopt for any
 // other bytes (a frame with buffers, another language's msgpack) or when
-// unpickling raised (the Python path then raises it in its turn).
+// unpickling raised an Exception (the Python path then raises it in its
+// turn); any other error (KeyboardInterrupt) is thrown.
 std::optional<py::object> DecodeInBand(std::string_view data);
 inline std::optional<py::object> DecodeInBand(const std::shared_ptr<const std::string>& data) {
   return DecodeInBand(std::string_view(*data));

@@ -76,9 +76,13 @@ class RunningTask {
     absl::MutexLock lock(&g_running_mu);
     (*g_running)[context_->task_id] = RunningThread{PyThread_get_thread_ident()};
   }
+  // With the GIL held: an interrupt injected but not raised (the task
+  // ended first) is withdrawn, not left for this thread's next task.
   ~RunningTask() {
     if (context_ == nullptr) return;
     absl::MutexLock lock(&g_running_mu);
+    auto it = g_running->find(context_->task_id);
+    if (it != g_running->end() && it->second.interrupted) PyThreadState_SetAsyncExc(it->second.thread, nullptr);
     g_running->erase(context_->task_id);
   }
   RunningTask(const RunningTask&) = delete;
@@ -128,6 +132,7 @@ struct Helpers {
   std::string no_args;      // the frame of a call with no arguments
 };
 Helpers* g_helpers = nullptr;
+uint64_t g_fast_calls = 0;                     // calls FastExecute ran; GIL
 uint64_t g_synced_environment = ~uint64_t{0};  // EnvironmentChanges at the last sync; GIL
 
 // A name's Python string, made once (names are a job's functions and methods).
@@ -135,7 +140,10 @@ PyObject* Interned(std::string_view name) {
   static auto* names = new absl::flat_hash_map<std::string, PyObject*>();
   auto [it, inserted] = names->try_emplace(std::string(name), nullptr);
   if (inserted) it->second = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
-  if (it->second == nullptr) throw py::error_already_set();
+  if (it->second == nullptr) {
+    names->erase(it);
+    throw py::error_already_set();
+  }
   return it->second;
 }
 
@@ -159,17 +167,39 @@ bool InBandArgs(const internal::ArgViews& views, py::tuple* args, py::object* kw
   return true;
 }
 
+// Whether the error set may be left to the executor (which raises it
+// again): an Exception is cleared; anything else (a cancel's
+// KeyboardInterrupt, raised once) stays set for the failure path.
+bool ClearedException() {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+  PyErr_Clear();
+  return true;
+}
+
+// Raises, as the executor's next bytecode would have, an exception another
+// thread injected into this one (a cancel's) that nothing raised yet.
+bool RaisePendingAsync() {
+  PyObject* pending = PyThreadState_Get()->async_exc;
+  if (pending == nullptr) return false;
+  Py_INCREF(pending);
+  PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+  PyErr_SetNone(pending);
+  Py_DECREF(pending);
+  return true;
+}
+
 // The function a task or method call runs, and what names it in errors;
 // false when the executor must run the call (a task not yet loaded in this
-// worker, or not the one it last announced).
+// worker, or not the one it last announced), or with an error set when the
+// call fails here (ClearedException).
 bool Callee(const char* kind, const std::string& name, const py::object& instance, py::object* fn, py::object* what) {
   const size_t colon = name.find(':', name.find(':') + 1);
   if (colon == std::string::npos) return false;
   PyObject* key = Interned(std::string_view(name).substr(colon + 1));
   if (std::strcmp(kind, "method") == 0) {
     *fn = py::reinterpret_steal<py::object>(PyObject_GetAttr(instance.ptr(), key));
-    if (!*fn) {  // the executor raises it as the task's error
-      PyErr_Clear();
+    if (!*fn) {
+      ClearedException();
       return false;
     }
     *what = py::reinterpret_borrow<py::object>(key);  // the method: its class is named on failure
@@ -178,7 +208,7 @@ bool Callee(const char* kind, const std::string& name, const py::object& instanc
   if (std::strcmp(kind, "task") != 0) return false;
   PyObject* loaded = PyDict_GetItemWithError(g_helpers->loaded.ptr(), key);
   if (loaded == nullptr) {
-    PyErr_Clear();
+    if (PyErr_Occurred()) ClearedException();
     return false;
   }
   *fn = py::reinterpret_borrow<py::object>(loaded);
@@ -186,7 +216,7 @@ bool Callee(const char* kind, const std::string& name, const py::object& instanc
   PyObject* named = g_helpers->named.ptr();
   if (PyList_GET_SIZE(named) != 1) return false;
   const int same = PyObject_RichCompareBool(PyList_GET_ITEM(named, 0), what->ptr(), Py_EQ);
-  if (same < 0) PyErr_Clear();
+  if (same < 0) ClearedException();
   return same == 1;
 }
 
@@ -197,15 +227,26 @@ std::optional<absl::StatusOr<internal::ReturnValues>> FastExecute(const char* ki
                                                                   const py::object& instance,
                                                                   const internal::ArgViews& views) {
   if (g_helpers == nullptr) return std::nullopt;
-  const uint64_t changes = core::EnvironmentChanges();
-  if (changes != g_synced_environment) {
-    g_helpers->sync_environ();
-    g_synced_environment = changes;
-  }
   py::tuple args;
-  py::object kwargs, fn, what;
-  if (!Callee(kind, name, instance, &fn, &what) || !InBandArgs(views, &args, &kwargs)) return std::nullopt;
-  PyObject* result = PyObject_Call(fn.ptr(), args.ptr(), kwargs.ptr());
+  py::object kwargs, fn, what = py::str(name);
+  PyObject* result = nullptr;
+  try {
+    const uint64_t changes = core::EnvironmentChanges();
+    if (changes != g_synced_environment) {
+      g_helpers->sync_environ();
+      g_synced_environment = changes;
+    }
+    if (Callee(kind, name, instance, &fn, &what)) {
+      if (!InBandArgs(views, &args, &kwargs)) return std::nullopt;
+      ++g_fast_calls;
+      result = PyObject_Call(fn.ptr(), args.ptr(), kwargs.ptr());
+      if (result != nullptr && RaisePendingAsync()) Py_CLEAR(result);
+    } else if (!PyErr_Occurred()) {
+      return std::nullopt;
+    }
+  } catch (py::error_already_set& e) {  // a cancel's interrupt, raised before the call
+    e.restore();
+  }
   const core::TaskContext* context = core::CurrentTaskContext();
   const int num_returns = context == nullptr ? 1 : context->num_returns;
   if (result != nullptr && num_returns == 1) {
@@ -235,7 +276,7 @@ std::optional<absl::StatusOr<internal::ReturnValues>> FastExecute(const char* ki
   py::object error = py::reinterpret_steal<py::object>(value);
   Py_XDECREF(type);
   Py_XDECREF(traceback);
-  if (std::strcmp(kind, "method") == 0) {
+  if (fn && std::strcmp(kind, "method") == 0) {
     what = py::str("{}.{}").format(py::type::of(instance).attr("__qualname__"), what);
   }
   return FromAnswer(g_helpers->failure(error, what));
@@ -359,6 +400,8 @@ void DefineWorker(py::module_& m) {
     const core::TaskContext* t = core::CurrentTaskContext();
     return t == nullptr ? 1 : t->num_returns;
   });
+  // How many calls this process ran without the executor's frames.
+  m.def("fast_calls", [] { return g_fast_calls; });
   // How often the core worker changed the environment (the executor
   // copies it into os.environ when this moved).
   m.def("environ_changes", [] { return core::EnvironmentChanges(); });

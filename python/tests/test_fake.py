@@ -134,23 +134,33 @@ def test_scalar_arguments_are_pickled_as_pack_args_pickles_them():
 
 
 def test_calls_take_the_builtin_path_and_the_rest_the_general_one():
+    from manta import _core
     manta.get(double.remote(1))  # the first call installs the builtin
-    assert type(double.remote).__name__ == "builtin_function_or_method"
+    assert type(double._fast).__name__ == "builtin_function_or_method"
     # Scalars take the builtin; keywords, containers, refs and other types
     # go to the general path: every one gives the same answer.
     assert manta.get([double.remote(x) for x in (4, 2.5, "ab", b"c", True)]) == [8, 5.0, "abab", b"cc", 2]
     assert manta.get([double.remote(x=4), double.remote([1]), double.remote(manta.put(3))]) == [8, [1, 1], 6]
     assert manta.get(split.remote(2)) == [2, -2]
+    # The worker runs a loaded task it announced last without the executor.
+    manta.get(double.remote(0))
+    before = _core.fast_calls()
+    assert manta.get([double.remote(1) for _ in range(3)]) == [2, 2, 2]
+    assert _core.fast_calls() - before == 3
     box = Box.remote(7)
-    assert type(box.get.remote).__name__ == "builtin_function_or_method"
+    assert type(box.get._fast).__name__ == "builtin_function_or_method"
     assert manta.get(box.get.remote()) == 7
     assert manta.get(box.get.options(num_returns=1).remote()) == 7
     with pytest.raises(TypeError):
         manta.get(box.get.remote(1))  # get() takes no argument: the worker says so
-    # A remote function pickles without this session's builtin.
+    # A remote function, an actor method and their remote() pickle without
+    # this session's builtin.
     import cloudpickle
     again = cloudpickle.loads(cloudpickle.dumps(double))
-    assert "remote" not in again.__dict__ and manta.get(again.remote(5)) == 10
+    assert "_fast" not in again.__dict__ and manta.get(again.remote(5)) == 10
+    assert manta.get(cloudpickle.loads(cloudpickle.dumps(double.remote))(6)) == 12
+    assert manta.get(cloudpickle.loads(cloudpickle.dumps(box.get)).remote()) == 7
+    assert manta.get(cloudpickle.loads(cloudpickle.dumps(box.get.remote))()) == 7
 
 
 def test_tasks_and_returns():
@@ -161,12 +171,18 @@ def test_tasks_and_returns():
 
 
 def test_user_exception_class_survives():
-    for _ in range(2):  # the second call is the builtin's
+    from manta import _core
+    manta.get(double.remote(0))  # the worker's last announced task is another
+    for call in range(2):
+        before = _core.fast_calls()
         with pytest.raises(MyError) as info:
             manta.get(raises_mine.remote())
         assert isinstance(info.value, exceptions.RayTaskError)
         assert "raises_mine" in str(info.value)
         assert 'raise MyError("mine")' in str(info.value)  # the remote traceback
+        # The first call announces the task in the executor; the second runs
+        # it from C++, without the executor's frames.
+        assert _core.fast_calls() - before == call
 
 
 def test_actor_calls_and_errors():

@@ -462,7 +462,9 @@ def _group_size(cluster):
 
 def test_the_kernels_from_python_resize_8_4_8_and_train_the_unresized_model(free, tmp_path):
     data = str(tmp_path / "data")
-    args = _tiny_args(data, "elastic", 45, "enable_checkpointing=true", "checkpoint_period=5")
+    # Enough steps that the run is still going when the slice is back: under
+    # load a step on 4 workers can take 0.2 s and the grow 4 s to decide.
+    args = _tiny_args(data, "elastic", 60, "enable_checkpointing=true", "checkpoint_period=5")
     args[0] = BASE_CONFIG
     # The same config unresized: 8 processes of 4 devices over 2 slices.
     reference_args = [

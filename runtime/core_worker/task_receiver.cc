@@ -39,14 +39,16 @@ void UnsetVar(const char* name) {
 
 void SetChipEnv(const rpc::PushTaskRequest& req) {
   // A reused worker: the chips an earlier task held are not this one's.
-  for (const char* name : {tpu::kEnvVisibleChips, tpu::kEnvChipsPerHostBounds, tpu::kEnvHostBounds}) {
-    UnsetVar(name);
+  std::map<std::string, std::string> env;
+  if (req.tpu_chip_ids_size() > 0) {
+    std::vector<int> chips(req.tpu_chip_ids().begin(), req.tpu_chip_ids().end());
+    auto made = tpu::VisibleChipsEnv(chips, req.tpu_chips_per_host());
+    if (made.ok()) env.insert(made->begin(), made->end());
   }
-  if (req.tpu_chip_ids_size() == 0) return;
-  std::vector<int> chips(req.tpu_chip_ids().begin(), req.tpu_chip_ids().end());
-  auto env = tpu::VisibleChipsEnv(chips, req.tpu_chips_per_host());
-  if (!env.ok()) return;
-  for (const auto& [k, v] : *env) SetVar(k.c_str(), v.c_str());
+  for (const char* name : {tpu::kEnvVisibleChips, tpu::kEnvChipsPerHostBounds, tpu::kEnvHostBounds}) {
+    if (!env.count(name)) UnsetVar(name);
+  }
+  for (const auto& [k, v] : env) SetVar(k.c_str(), v.c_str());
 }
 
 // What a variable was before ApplyTaskEnv changed it (nullopt: unset).

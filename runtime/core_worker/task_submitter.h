@@ -74,8 +74,9 @@ class TaskSubmitter {
   // had quickly (lease requests outstanding longer than kPipelineAfter):
   // until then each task gets a worker of its own, so tasks holding a
   // device each get a different one. And only onto a worker that ended a
-  // task within kPipelineAfter: none waits behind a long task (which may
-  // be waiting for it).
+  // task within kPipelineAfter, so no task is pushed behind one that has
+  // run that long (which may be waiting for it). One pushed while the task
+  // ahead of it was younger still waits if that task turns out long.
   static constexpr int kPipelineDepth = 32;
   static constexpr absl::Duration kPipelineAfter = absl::Milliseconds(10);
   // Lease requests in flight per shape.

@@ -9,6 +9,7 @@ from manta._private.state import state
 
 
 class ActorMethod:
+    _fast = None  # this session's builtin for remote() (see __init__)
 
     def __init__(self, handle, name, options=None):
         self._handle = handle
@@ -17,8 +18,12 @@ class ActorMethod:
         self._options = options or {}
         if not self._options and handle._num_returns.get(name, 1) == 1:
             # A builtin taking the common call (scalar arguments) straight to
-            # the core worker, and any other to remote() below.
-            self.remote = _core.front_call(self._remote, handle._actor_id, self._method_name, None)
+            # the core worker, and any other to _remote() (None when manta is
+            # not initialized).
+            self._fast = _core.front_call(self._remote, handle._actor_id, self._method_name, None)
+
+    def __reduce__(self):
+        return (ActorMethod, (self._handle, self._name, self._options))
 
     def __call__(self, *args, **kwargs):
         raise TypeError("Actor methods cannot be called directly. Instead of running "
@@ -31,6 +36,9 @@ class ActorMethod:
         return ActorMethod(self._handle, self._name, merged)
 
     def remote(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None:
+            return fast(*args, **kwargs)
         return self._remote(*args, **kwargs)
 
     def _remote(self, *args, **kwargs):
@@ -114,6 +122,12 @@ class ActorClass:
         self.__qualname__ = cls.__qualname__
         self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
+
+    def __setstate__(self, saved):
+        self.__dict__.update(saved)
+        # Pickled where it was exported, to this same cluster: not again.
+        if self._name is not None:
+            state.exported.setdefault(self._name[5:], True)
 
     def __call__(self, *args, **kwargs):
         raise TypeError("Actors cannot be instantiated directly. Instead of '%s()', use "

@@ -99,6 +99,7 @@ def _refs(refs, num_returns):
 
 
 class RemoteFunction:
+    _fast = None  # this session's builtin for remote() (see _submit)
 
     def __init__(self, function, options):
         opts.check(options, opts.TASK_OPTIONS, "remote functions")
@@ -116,9 +117,15 @@ class RemoteFunction:
         # this process stay here (the receiver computes its own).
         state = dict(self.__dict__)
         state["_core_options"] = None
-        state.pop("remote", None)  # this session's fast path (see _submit)
+        state.pop("_fast", None)  # this session's builtin (see _submit)
         state.pop("_fast_for", None)
         return state
+
+    def __setstate__(self, saved):
+        self.__dict__.update(saved)
+        # Pickled where it was exported, to this same cluster: not again.
+        if self._name is not None:
+            state.exported.setdefault(self._name[5:], True)
 
     def __call__(self, *args, **kwargs):
         raise TypeError("Remote functions cannot be called directly. Instead of running "
@@ -139,6 +146,9 @@ class RemoteFunction:
         return _Bound()
 
     def remote(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None:
+            return fast(*args, **kwargs)
         return self._submit(self._options, args, kwargs)
 
     def _remote(self, *args, **kwargs):
@@ -155,7 +165,7 @@ class RemoteFunction:
         if options is self._options and num_returns == 1 and self.__dict__.get("_fast_for") is not state.exported:
             # From now on in this session, a builtin takes the common call
             # (scalar arguments) straight to the core worker, any other here.
-            self.remote = _core.front_call(self._remote, None, self._name, cached[1])
+            self._fast = _core.front_call(self._remote, None, self._name, cached[1])
             self._fast_for = state.exported
         parts, collection, ref_args = pack_args(args, kwargs, self.__qualname__)
         refs = _core.submit_task(self._name, parts, collection, ref_args, cached[1])
