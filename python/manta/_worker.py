@@ -16,8 +16,6 @@ from manta._private import serialization
 from manta._private.remote_function import FUNCTION_NS, unpack_args
 
 _loaded = {}  # content hash -> function or class
-_env = {}
-_env_changes = [None]
 _named = [None]  # the task name this worker last announced
 
 
@@ -35,19 +33,15 @@ def _load(name):
 
 
 def _sync_environ():
-    """Copies the variables the core worker set for this task into os.environ."""
-    global _env
-    changes = _core.environ_changes()
-    if changes == _env_changes[0]:
-        return
-    _env_changes[0] = changes
+    """Copies the process's C environment, where the core worker sets a
+    task's variables, into os.environ. The worker's invoker calls it before
+    a call whenever the core worker changed the environment."""
     env = _core.environ()
     for k in set(os.environ) - set(env):
         os.environ.pop(k, None)
     for k, v in env.items():
         if os.environ.get(k) != v:
             os.environ[k] = v
-    _env = env
 
 
 def _announce(task_name):
@@ -73,10 +67,10 @@ def _returns(result, num_returns):
 
 
 def execute(kind, name, instance, views):
-    """Runs one task: (True, values) or (False, message, pickled error)."""
+    """Runs one task: (True, values) or (False, message, pickled error).
+    os.environ holds the task's environment already (_sync_environ)."""
     what = name
     try:
-        _sync_environ()
         args, kwargs = unpack_args(views)
         if kind == "actor":
             cls = _load(name)

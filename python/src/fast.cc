@@ -1,11 +1,10 @@
-// The calls a loop of small puts, gets and actor calls makes, bound with
+// The calls a loop of small puts, gets and remote calls makes, bound with
 // CPython's own calling convention rather than pybind11's dispatch: a put
-// of a scalar, a get of a value this process owns and already holds, and
-// an actor method's call with scalar arguments and no options. Each
-// answers None (put) or MISS (get) for anything else, or when manta is not
-// initialized, and the package then takes the general path
-// (manta/_private/api.py, remote_function.py, actor.py), which initializes, waits and raises
-// as the case needs.
+// of a scalar, a get of a value this process owns and already holds, and a
+// remote function's or actor method's call with scalar arguments. For
+// anything else, or when manta is not initialized, each hands the call to
+// the general path (manta/_private/api.py, remote_function.py, actor.py),
+// which initializes, waits and raises as the case needs.
 #include <cstdint>
 #include <cstring>
 #include <memory>

@@ -106,13 +106,16 @@ void InterruptRunning(const TaskId& task) {
   PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
 }
 
+// The returns' values from the executor's lists of parts, one per return.
+internal::ReturnValues JoinReturns(const py::handle& returns) {
+  internal::ReturnValues values;
+  for (const py::handle& parts : returns) values.push_back(Join(py::reinterpret_borrow<py::list>(parts)));
+  return values;
+}
+
 // The executor's answer as the invoker's result.
 absl::StatusOr<internal::ReturnValues> FromAnswer(const py::tuple& answer) {
-  if (answer[0].cast<bool>()) {
-    internal::ReturnValues values;
-    for (const py::handle& parts : answer[1]) values.push_back(Join(py::reinterpret_borrow<py::list>(parts)));
-    return values;
-  }
+  if (answer[0].cast<bool>()) return JoinReturns(answer[1]);
   std::string message = answer[1].cast<std::string>();
   std::string data = answer[2].cast<std::string>();
   absl::Status error = core::MakeApplicationError(message, data);
@@ -124,7 +127,7 @@ absl::StatusOr<internal::ReturnValues> FromAnswer(const py::tuple& answer) {
 // The executor's own functions and state the fast path below uses
 // (manta/_worker.py's install() hands them over).
 struct Helpers {
-  py::object sync_environ;  // copies the task's environment into os.environ
+  py::object sync_environ;  // copies the C environment into os.environ
   py::object failure;       // (exception, what) -> the executor's failure answer
   py::object returns;       // (result, num_returns) -> the returns' parts
   py::dict loaded;          // content hash -> function, as fetched and checked
@@ -134,6 +137,15 @@ struct Helpers {
 Helpers* g_helpers = nullptr;
 uint64_t g_fast_calls = 0;                     // calls FastExecute ran; GIL
 uint64_t g_synced_environment = ~uint64_t{0};  // EnvironmentChanges at the last sync; GIL
+
+// Copies the environment into os.environ when the core worker changed it
+// since the last copy (a task's env_vars or chips, set or restored).
+void SyncEnvironment() {
+  const uint64_t changes = core::EnvironmentChanges();
+  if (changes == g_synced_environment) return;
+  g_helpers->sync_environ();
+  g_synced_environment = changes;
+}
 
 // A name's Python string, made once (names are a job's functions and methods).
 PyObject* Interned(std::string_view name) {
@@ -220,22 +232,18 @@ bool Callee(const char* kind, const std::string& name, const py::object& instanc
   return same == 1;
 }
 
-// Runs the call as the executor would, without its Python frames, when its
-// arguments are pickled in-band and its function is at hand; nullopt, with
-// nothing run, for the executor to run it.
+// Copies the environment (SyncEnvironment), then runs the call as the
+// executor would, without its Python frames, when its arguments are
+// pickled in-band and its function is at hand; nullopt, with nothing run,
+// for the executor to run it.
 std::optional<absl::StatusOr<internal::ReturnValues>> FastExecute(const char* kind, const std::string& name,
                                                                   const py::object& instance,
                                                                   const internal::ArgViews& views) {
-  if (g_helpers == nullptr) return std::nullopt;
   py::tuple args;
   py::object kwargs, fn, what = py::str(name);
   PyObject* result = nullptr;
   try {
-    const uint64_t changes = core::EnvironmentChanges();
-    if (changes != g_synced_environment) {
-      g_helpers->sync_environ();
-      g_synced_environment = changes;
-    }
+    SyncEnvironment();
     if (Callee(kind, name, instance, &fn, &what)) {
       if (!InBandArgs(views, &args, &kwargs)) return std::nullopt;
       ++g_fast_calls;
@@ -264,7 +272,7 @@ std::optional<absl::StatusOr<internal::ReturnValues>> FastExecute(const char* ki
     py::object value = py::reinterpret_steal<py::object>(result);
     PyObject* parts =
         PyObject_CallFunctionObjArgs(g_helpers->returns.ptr(), value.ptr(), py::int_(num_returns).ptr(), nullptr);
-    if (parts != nullptr) return FromAnswer(py::make_tuple(true, py::reinterpret_steal<py::object>(parts)));
+    if (parts != nullptr) return JoinReturns(py::reinterpret_steal<py::object>(parts));
   }
   // What the call (or pickling its result) raised, with its traceback.
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
@@ -319,6 +327,7 @@ internal::FunctionRegistry::Resolver PythonResolver() {
           KeepThreadState();
           py::gil_scoped_acquire gil;
           try {
+            SyncEnvironment();
             py::tuple answer = (*g_executor)("actor", name, py::none(), Views(args));
             if (answer[0].cast<bool>()) return HoldInstance(answer[1]);
             return core::MakeApplicationError(answer[1].cast<std::string>(), answer[2].cast<std::string>());
@@ -402,9 +411,6 @@ void DefineWorker(py::module_& m) {
   });
   // How many calls this process ran without the executor's frames.
   m.def("fast_calls", [] { return g_fast_calls; });
-  // How often the core worker changed the environment (the executor
-  // copies it into os.environ when this moved).
-  m.def("environ_changes", [] { return core::EnvironmentChanges(); });
   // The process's C environment: a task's variables are set there by the
   // core worker; the executor copies them into os.environ.
   m.def("environ", [] {
