@@ -182,4 +182,84 @@ Choice ChoosePlacement(Strategy strategy, const std::vector<BundleWant>& wants, 
   return ChooseGreedy(strategy, wants, nodes, used);
 }
 
+namespace {
+
+// The label values of `nodes`, least loaded node's first.
+std::vector<std::string> LabelValues(const std::vector<NodeOption>& nodes) {
+  std::vector<const NodeOption*> sorted;
+  for (const NodeOption& o : nodes) {
+    if (!o.label_value.empty()) sorted.push_back(&o);
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](const NodeOption* a, const NodeOption* b) {
+    return Load(a->total, a->available) < Load(b->total, b->available);
+  });
+  std::vector<std::string> values;
+  absl::flat_hash_set<std::string> seen;
+  for (const NodeOption* o : sorted) {
+    if (seen.insert(o->label_value).second) values.push_back(o->label_value);
+  }
+  return values;
+}
+
+// The nodes of one label value, each with the matches of the wants `idx`.
+std::vector<NodeOption> NodesOf(const std::vector<NodeOption>& nodes, const std::string& value,
+                                const std::vector<size_t>& idx) {
+  std::vector<NodeOption> out;
+  for (const NodeOption& o : nodes) {
+    if (o.label_value != value) continue;
+    NodeOption copy{o.id, o.total, o.available, {}, o.label_value};
+    for (size_t w : idx) copy.matches.push_back(w < o.matches.size() && o.matches[w]);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+}  // namespace
+
+Choice ChoosePlacementByLabel(Strategy strategy, const std::vector<BundleWant>& wants, std::vector<NodeOption> nodes,
+                              const absl::flat_hash_set<NodeId>& used, const std::map<int, std::string>& fixed) {
+  std::map<int, std::vector<size_t>> domains;
+  for (size_t w = 0; w < wants.size(); ++w) domains[wants[w].domain].push_back(w);
+  const std::vector<std::string> values = LabelValues(nodes);
+  absl::flat_hash_set<std::string> taken;
+  for (const auto& [domain, value] : fixed) taken.insert(value);
+  Choice result;
+  for (const auto& [domain, idx] : domains) {
+    std::vector<BundleWant> sub;
+    for (size_t w : idx) sub.push_back(wants[w]);
+    auto f = fixed.find(domain);
+    bool placed = false, ever = false;
+    for (const std::string& value : values) {
+      const bool allowed = f != fixed.end() ? value == f->second : !taken.contains(value);
+      std::vector<NodeOption> options = NodesOf(nodes, value, idx);
+      absl::flat_hash_set<NodeId> here;
+      for (const NodeOption& o : options) {
+        if (used.contains(o.id)) here.insert(o.id);
+      }
+      Choice c = ChoosePlacement(strategy, sub, std::move(options), here);
+      ever |= !c.infeasible;
+      if (!allowed || !c.placed) continue;
+      for (size_t i = 0; i < sub.size(); ++i) {
+        const NodeId& node = c.nodes.at(sub[i].index);
+        result.nodes[sub[i].index] = node;
+        for (NodeOption& o : nodes) {
+          if (o.id == node) o.available.Subtract(sub[i].demand);
+        }
+      }
+      taken.insert(value);
+      placed = true;
+      break;
+    }
+    if (!placed) {
+      Choice none;
+      none.infeasible = !ever;
+      none.message = ever ? absl::StrCat("no label value has room for every bundle of domain ", domain, " now")
+                          : absl::StrCat("no nodes sharing one label value could ever hold the bundles of domain ",
+                                         domain, " (", sub.front().what, ", ...)");
+      return none;
+    }
+  }
+  return Placed(std::move(result));
+}
+
 }  // namespace manta::pg

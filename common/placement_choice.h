@@ -34,6 +34,7 @@ struct BundleWant {
   int index = 0;  // in its group
   ResourceSet demand;
   std::string what;  // names the bundle in messages: "bundle 1 {TPU: 4}"
+  int domain = 0;    // with a same-label rule: the bundles sharing a value
 };
 
 // A node a bundle may go to.
@@ -43,6 +44,9 @@ struct NodeOption {
   ResourceSet available;  // left now
   // [w]: whether the node's labels satisfy the selector of wants[w].
   std::vector<bool> matches;
+  // With a same-label rule: the node's value of the label (empty: it has
+  // none, and takes no bundle).
+  std::string label_value;
 };
 
 struct Choice {
@@ -56,6 +60,14 @@ struct Choice {
 // lost some to a dead node).
 Choice ChoosePlacement(Strategy strategy, const std::vector<BundleWant>& wants, std::vector<NodeOption> nodes,
                        const absl::flat_hash_set<NodeId>& used);
+
+// With a same-label rule: the wants of each domain (BundleWant::domain) on
+// nodes of one label value, placed by `strategy` among those nodes, and no
+// value used by two domains. `fixed`: the value of each domain with bundles
+// already placed. Domains are decided in order, each on the first value
+// (least loaded node first) with room for all of its bundles.
+Choice ChoosePlacementByLabel(Strategy strategy, const std::vector<BundleWant>& wants, std::vector<NodeOption> nodes,
+                              const absl::flat_hash_set<NodeId>& used, const std::map<int, std::string>& fixed);
 
 // The share of a node in use: the mean over its nonzero resources of
 // (total - available) / total.

@@ -1,5 +1,7 @@
 #include "common/placement_choice.h"
 
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace manta::pg {
@@ -113,6 +115,83 @@ TEST_F(PlacementChoiceTest, ABundleNoNodeCouldEverHoldIsInfeasible) {
 TEST(PlacementLoadTest, MeanShareUsedOverNonzeroResources) {
   EXPECT_DOUBLE_EQ(Load(Set({{"CPU", 4}, {"TPU", 4}}), Set({{"CPU", 2}, {"TPU", 4}})), 0.25);
   EXPECT_DOUBLE_EQ(Load(ResourceSet(), ResourceSet()), 0);
+}
+
+// Two "slices" of two hosts each, as nodes labelled s1/s2; the test asks
+// for two domains of two bundles (one bundle per host: worker w of a slice
+// is the only node matching want w of each domain).
+class PlacementByLabelTest : public ::testing::Test {
+ protected:
+  NodeOption Host(const NodeId& id, const std::string& slice, int worker, double available) {
+    NodeOption o = Node(id, 4, available, {});
+    o.label_value = slice;
+    // wants 0,1 (domain 0) and 2,3 (domain 1): want w needs worker w % 2.
+    for (int w = 0; w < 4; ++w) o.matches.push_back(w % 2 == worker);
+    return o;
+  }
+  std::vector<BundleWant> Wants() {
+    std::vector<BundleWant> wants;
+    for (int w = 0; w < 4; ++w) {
+      wants.push_back(Want(w, 4));
+      wants.back().domain = w / 2;
+    }
+    return wants;
+  }
+  NodeId s1w0_ = NodeId::FromRandom(), s1w1_ = NodeId::FromRandom();
+  NodeId s2w0_ = NodeId::FromRandom(), s2w1_ = NodeId::FromRandom();
+  NodeId s3w0_ = NodeId::FromRandom();
+};
+
+TEST_F(PlacementByLabelTest, EachDomainTakesOneWholeValueAndNoTwoShareOne) {
+  Choice c = ChoosePlacementByLabel(
+      Strategy::kStrictSpread, Wants(),
+      {Host(s1w0_, "s1", 0, 4), Host(s1w1_, "s1", 1, 4), Host(s2w0_, "s2", 0, 4), Host(s2w1_, "s2", 1, 4)}, {}, {});
+  ASSERT_TRUE(c.placed) << c.message;
+  // Each domain's bundles on one slice, the two domains on different slices.
+  std::set<NodeId> d0 = {c.nodes.at(0), c.nodes.at(1)}, d1 = {c.nodes.at(2), c.nodes.at(3)};
+  EXPECT_TRUE((d0 == std::set<NodeId>{s1w0_, s1w1_} && d1 == std::set<NodeId>{s2w0_, s2w1_}) ||
+              (d1 == std::set<NodeId>{s1w0_, s1w1_} && d0 == std::set<NodeId>{s2w0_, s2w1_}));
+  EXPECT_EQ(c.nodes.at(0) == s1w0_ || c.nodes.at(0) == s2w0_, true);  // worker 0 of its slice
+}
+
+TEST_F(PlacementByLabelTest, ASliceMissingAHostOrWithAHostBusyIsSkipped) {
+  // s3 has no worker 1; s1's worker 1 is busy: only s2 can take a domain.
+  std::vector<BundleWant> one = {Want(0, 4), Want(1, 4)};
+  Choice c = ChoosePlacementByLabel(Strategy::kStrictSpread, one,
+                                    {Host(s3w0_, "s3", 0, 4), Host(s1w0_, "s1", 0, 4), Host(s1w1_, "s1", 1, 0),
+                                     Host(s2w0_, "s2", 0, 4), Host(s2w1_, "s2", 1, 4)},
+                                    {}, {});
+  ASSERT_TRUE(c.placed) << c.message;
+  EXPECT_EQ(c.nodes.at(0), s2w0_);
+  EXPECT_EQ(c.nodes.at(1), s2w1_);
+
+  // Both domains, but one slice has room now: wait (feasible some day).
+  c = ChoosePlacementByLabel(
+      Strategy::kStrictSpread, Wants(),
+      {Host(s1w0_, "s1", 0, 4), Host(s1w1_, "s1", 1, 0), Host(s2w0_, "s2", 0, 4), Host(s2w1_, "s2", 1, 4)}, {}, {});
+  EXPECT_FALSE(c.placed);
+  EXPECT_FALSE(c.infeasible);
+
+  // Only a slice missing a host: never.
+  c = ChoosePlacementByLabel(Strategy::kStrictSpread, one, {Host(s3w0_, "s3", 0, 4)}, {}, {});
+  EXPECT_FALSE(c.placed);
+  EXPECT_TRUE(c.infeasible);
+}
+
+TEST_F(PlacementByLabelTest, ADomainWithBundlesPlacedStaysOnItsValue) {
+  // Bundle 1 of domain 0 (a worker 1) is placed again; bundle 0 is on s2.
+  std::vector<BundleWant> wants = {Want(1, 4)};
+  auto worker1 = [this](const NodeId& id, const std::string& slice, bool is_worker1) {
+    NodeOption o = Host(id, slice, 0, 4);
+    o.matches = {is_worker1};
+    return o;
+  };
+  Choice c = ChoosePlacementByLabel(Strategy::kStrictSpread, wants,
+                                    {worker1(s1w0_, "s1", false), worker1(s1w1_, "s1", true),
+                                     worker1(s2w0_, "s2", false), worker1(s2w1_, "s2", true)},
+                                    {s2w0_}, {{0, "s2"}});
+  ASSERT_TRUE(c.placed) << c.message;
+  EXPECT_EQ(c.nodes.at(1), s2w1_);
 }
 
 }  // namespace

@@ -19,6 +19,11 @@ constexpr int kSyncAttempts = 5;
 
 std::shared_ptr<spdlog::logger> Log() { return Logger("gcs"); }
 
+// Writes a group's state into a create's reply.
+std::function<void(const rpc::PlacementGroupInfo&)> CreateFill(rpc::CreatePlacementGroupReply* reply) {
+  return [reply](const rpc::PlacementGroupInfo& info) { *reply->mutable_placement_group() = info; };
+}
+
 bool Waiting(const rpc::PlacementGroupInfo& info) {
   return info.state() == rpc::PlacementGroupInfo::PENDING || info.state() == rpc::PlacementGroupInfo::PREPARED ||
          info.state() == rpc::PlacementGroupInfo::RESCHEDULING;
@@ -51,6 +56,15 @@ absl::Status ValidatePlacementGroupSpec(const rpc::PlacementGroupInfo& spec) {
       return absl::InvalidArgumentError(absl::StrCat("bundle ", i, " has too many resources or labels"));
     }
     if (auto parsed = ParseBundle(b); !parsed.ok()) return parsed.status();
+    if (b.label_domain() < 0 || b.label_domain() >= spec.bundles_size() ||
+        (spec.same_label().empty() && b.label_domain() != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", i, " has label_domain ", b.label_domain(),
+                                                     spec.same_label().empty() ? " without same_label" : ""));
+    }
+  }
+  if (!spec.same_label().empty() &&
+      !LabelSelector::Parse(std::map<std::string, std::string>{{spec.same_label(), "x"}}).ok()) {
+    return absl::InvalidArgumentError("same_label is not a label key");
   }
   return absl::OkStatus();
 }
@@ -102,14 +116,15 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   if (auto s = ValidatePlacementGroupSpec(request.spec()); !s.ok()) return done(s);
   if (shut_down_) return done(absl::UnavailableError("the GCS is shutting down"));
   PlacementGroupId id = *PlacementGroupId::FromBinary(request.spec().placement_group_id());
+  if (request.wait_ready_ms() < 0) return done(absl::InvalidArgumentError("wait_ready_ms must not be negative"));
   if (auto it = groups_.find(id); it != groups_.end()) {
     *reply->mutable_placement_group() = it->second->info;
     // A retry of a create whose write is still on its way waits for it too.
     if (auto c = creating_.find(id); c != creating_.end()) {
-      c->second.push_back(std::move(done));
+      c->second.push_back({reply, std::move(done), request.wait_ready_ms()});
       return;
     }
-    return done(absl::OkStatus());
+    return AddWaiter(*it->second, absl::Milliseconds(request.wait_ready_ms()), CreateFill(reply), std::move(done));
   }
   const rpc::PlacementGroupInfo& spec = request.spec();
   if (!spec.name().empty() && names_.count({spec.ray_namespace(), spec.name()}) > 0) {
@@ -124,6 +139,7 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   info.set_strategy(spec.strategy());
   info.set_creator_job_id(spec.creator_job_id());
   info.set_detached(spec.detached());
+  info.set_same_label(spec.same_label());
   info.set_state(rpc::PlacementGroupInfo::PENDING);
   info.set_create_time_ms(NowUnixMs());
   for (const rpc::Bundle& b : spec.bundles()) {
@@ -131,6 +147,7 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
     copy->set_index(b.index());
     *copy->mutable_resources() = b.resources();
     *copy->mutable_label_selector() = b.label_selector();
+    copy->set_label_domain(b.label_domain());
   }
   if (!info.name().empty()) names_[{info.ray_namespace(), info.name()}] = id;
   Group& ref = *g;
@@ -140,7 +157,7 @@ void PlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlacemen
   // answer still has it when it restarts; the first placement attempt starts
   // meanwhile, and the caller need not wait for it. Writes are applied in
   // order: any later write of the group lands after this one.
-  creating_[id].push_back(std::move(done));
+  creating_[id].push_back({reply, std::move(done), request.wait_ready_ms()});
   PersistAndPublish(ref, [this, id](const absl::Status& s) { OnCreatePersisted(id, s); });
   TrySchedule(id);
 }
@@ -149,10 +166,17 @@ void PlacementGroupManager::OnCreatePersisted(const PlacementGroupId& id, const 
   MANTA_CHECK_THREAD(thread_);
   auto it = creating_.find(id);
   if (it == creating_.end()) return;  // answered at shutdown
-  std::vector<rpc::Done> creators = std::move(it->second);
+  std::vector<Creator> creators = std::move(it->second);
   creating_.erase(it);
   if (!status.ok()) Log()->error("cannot store placement_group_id={}: {}", id.Hex(), status.ToString());
-  for (rpc::Done& done : creators) done(status);
+  auto g = groups_.find(id);
+  for (Creator& c : creators) {
+    if (!status.ok() || g == groups_.end()) {
+      c.done(status);
+      continue;
+    }
+    AddWaiter(*g->second, absl::Milliseconds(c.wait_ready_ms), CreateFill(c.reply), std::move(c.done));
+  }
 }
 
 void PlacementGroupManager::HandleRemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request,
@@ -224,20 +248,26 @@ void PlacementGroupManager::HandleWaitPlacementGroupReady(const rpc::WaitPlaceme
   if (request.timeout_ms() < 0) return done(absl::InvalidArgumentError("timeout_ms must not be negative"));
   auto it = groups_.find(*id);
   if (it == groups_.end()) return done(absl::NotFoundError("no placement group " + id->Hex()));
-  Group& g = *it->second;
-  if (!Waiting(g.info) || request.timeout_ms() == 0 || shut_down_) {
-    reply->set_ready(g.info.state() == rpc::PlacementGroupInfo::CREATED);
-    *reply->mutable_placement_group() = g.info;
+  auto fill = [reply](const rpc::PlacementGroupInfo& info) {
+    reply->set_ready(info.state() == rpc::PlacementGroupInfo::CREATED);
+    *reply->mutable_placement_group() = info;
+  };
+  AddWaiter(*it->second, absl::Milliseconds(request.timeout_ms()), std::move(fill), std::move(done));
+}
+
+void PlacementGroupManager::AddWaiter(Group& g, absl::Duration wait,
+                                      std::function<void(const rpc::PlacementGroupInfo&)> fill, rpc::Done done) {
+  if (!Waiting(g.info) || wait <= absl::ZeroDuration() || shut_down_) {
+    fill(g.info);
     return done(absl::OkStatus());
   }
-  g.waiters.push_back({reply, std::move(done), nullptr});
+  g.waiters.push_back({std::move(fill), std::move(done), nullptr});
   auto w = std::prev(g.waiters.end());
-  absl::Duration wait = std::min(absl::Milliseconds(request.timeout_ms()), kMaxWait);
-  w->timer = run_after_(wait, [this, id = *id, w] {
+  PlacementGroupId id = *PlacementGroupId::FromBinary(g.info.placement_group_id());
+  w->timer = run_after_(std::min(wait, kMaxWait), [this, id, w] {
     auto it = groups_.find(id);
     if (it == groups_.end()) return;
-    w->reply->set_ready(false);
-    *w->reply->mutable_placement_group() = it->second->info;
+    w->fill(it->second->info);
     rpc::Done done = std::move(w->done);
     it->second->waiters.erase(w);  // destroys this timer after the callback returns
     done(absl::OkStatus());
@@ -249,8 +279,7 @@ void PlacementGroupManager::AnswerWaiters(Group& g) {
   g.waiters.clear();
   for (Waiter& w : waiters) {
     w.timer.reset();
-    w.reply->set_ready(g.info.state() == rpc::PlacementGroupInfo::CREATED);
-    *w.reply->mutable_placement_group() = g.info;
+    w.fill(g.info);
     w.done(absl::OkStatus());
   }
 }
@@ -269,7 +298,7 @@ void PlacementGroupManager::Shutdown() {
   // Creates whose write has not landed: the caller makes the call again (it
   // is idempotent), on this GCS's successor.
   for (auto& [id, creators] : creating_) {
-    for (rpc::Done& done : creators) done(absl::UnavailableError("the GCS is shutting down"));
+    for (Creator& c : creators) c.done(absl::UnavailableError("the GCS is shutting down"));
   }
   creating_.clear();
 }

@@ -93,8 +93,10 @@ class PlacementGroupManager {
   void ForEachGroup(const std::function<void(const rpc::PlacementGroupInfo&)>& visit) const;
 
  private:
+  // A call answered once its group is CREATED or REMOVED, or its time is
+  // up: `fill` writes the group's state into the call's reply.
   struct Waiter {
-    rpc::WaitPlacementGroupReadyReply* reply;
+    std::function<void(const rpc::PlacementGroupInfo&)> fill;
     rpc::Done done;
     std::unique_ptr<EventLoop::Timer> timer;
   };
@@ -123,6 +125,10 @@ class PlacementGroupManager {
   // Answers the group's CreatePlacementGroup calls once its first write landed.
   void OnCreatePersisted(const PlacementGroupId& id, const absl::Status& status);
   void AnswerWaiters(Group& g);
+  // Answers `done` (through `fill`) now when `g` is not waiting to be placed,
+  // else once it is CREATED or REMOVED or `wait` has passed.
+  void AddWaiter(Group& g, absl::Duration wait, std::function<void(const rpc::PlacementGroupInfo&)> fill,
+                 rpc::Done done);
   void SyncNode(const rpc::NodeInfo& info, int attempt);
   void TrimRemoved();
 
@@ -147,7 +153,12 @@ class PlacementGroupManager {
   absl::flat_hash_map<PlacementGroupId, Returning> returning_;
   // New groups whose first write has not landed yet, and the
   // CreatePlacementGroup calls waiting for it (the first and any retry).
-  absl::flat_hash_map<PlacementGroupId, std::vector<rpc::Done>> creating_;
+  struct Creator {
+    rpc::CreatePlacementGroupReply* reply;
+    rpc::Done done;
+    int64_t wait_ready_ms;  // then waits for CREATED this long, as a Waiter
+  };
+  absl::flat_hash_map<PlacementGroupId, std::vector<Creator>> creating_;
   std::unique_ptr<EventLoop::Timer> kick_;  // a SchedulePending on its way
   uint64_t next_order_ = 1;
   size_t num_removed_ = 0;

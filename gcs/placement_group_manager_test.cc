@@ -164,6 +164,16 @@ TEST_F(PlacementGroupManagerTest, BadSpecsAreRefusedAndChangeNothing) {
   Info id = Spec(Info::PACK, {{{"CPU", 1}}});
   id.set_placement_group_id("short");
   bad.push_back(id);
+  Info domain = Spec(Info::PACK, {{{"CPU", 1}}, {{"CPU", 1}}});
+  domain.mutable_bundles(1)->set_label_domain(1);  // a domain without same_label
+  bad.push_back(domain);
+  Info same = Spec(Info::PACK, {{{"CPU", 1}}});
+  same.set_same_label("not a key!");
+  bad.push_back(same);
+  Info range = Spec(Info::PACK, {{{"CPU", 1}}});
+  range.set_same_label("slice");
+  range.mutable_bundles(0)->set_label_domain(-1);
+  bad.push_back(range);
   for (const Info& spec : bad) {
     absl::Status s = Create(spec);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << spec.ShortDebugString();
@@ -237,6 +247,95 @@ TEST_F(PlacementGroupManagerTest, CreateIsAnsweredOnceTheGroupIsStored) {
   EXPECT_EQ(late_answer->code(), absl::StatusCode::kUnavailable);
   held.Land();  // harmless
   EXPECT_EQ(Create(Spec(Info::PACK, {{{"CPU", 1}}})).code(), absl::StatusCode::kUnavailable);
+}
+
+// A create with wait_ready_ms is one round trip: answered once the group is
+// CREATED, or with its state when the wait runs out.
+TEST_F(PlacementGroupManagerTest, ACreateThatWaitsIsAnsweredOnceCreatedOrOnTime) {
+  AddNode({{"CPU", 2}});
+  rpc::CreatePlacementGroupRequest req;
+  *req.mutable_spec() = Spec(Info::PACK, {{{"CPU", 2}}});
+  req.set_wait_ready_ms(60000);
+  rpc::CreatePlacementGroupReply reply;
+  std::optional<absl::Status> answer;
+  manager_->HandleCreatePlacementGroup(req, &reply, [&](const absl::Status& s) { answer = s; });
+  Pump(loop_);  // stored: still waiting for the raylet
+  EXPECT_FALSE(answer.has_value());
+  AnswerRaylets();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->ok());
+  EXPECT_EQ(reply.placement_group().state(), Info::CREATED);
+  EXPECT_FALSE(reply.placement_group().bundles(0).node_id().empty());
+
+  // No room: answered PENDING when its wait runs out, and the group stays.
+  rpc::CreatePlacementGroupRequest full = req;
+  *full.mutable_spec() = Spec(Info::PACK, {{{"CPU", 2}}});
+  full.set_wait_ready_ms(50);
+  rpc::CreatePlacementGroupReply pending;
+  answer.reset();
+  manager_->HandleCreatePlacementGroup(full, &pending, [&](const absl::Status& s) { answer = s; });
+  Pump(loop_);
+  EXPECT_FALSE(answer.has_value());
+  timers_.FireAll();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->ok());
+  EXPECT_EQ(pending.placement_group().state(), Info::PENDING);
+  EXPECT_EQ(Get(full.spec()).state(), Info::PENDING);
+
+  // A negative wait is refused and makes nothing.
+  rpc::CreatePlacementGroupRequest bad = req;
+  *bad.mutable_spec() = Spec(Info::PACK, {{{"CPU", 1}}});
+  bad.set_wait_ready_ms(-1);
+  answer.reset();
+  manager_->HandleCreatePlacementGroup(bad, &reply, [&](const absl::Status& s) { answer = s; });
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_->Get(*PlacementGroupId::FromBinary(bad.spec().placement_group_id())), nullptr);
+}
+
+// same_label: each domain's bundles on nodes sharing one value of the label,
+// two domains never on one value.
+TEST_F(PlacementGroupManagerTest, SameLabelPutsEachDomainOnOneValue) {
+  auto labelled = [this](const std::string& slice, int worker) {
+    NodeId id = NodeId::FromRandom();
+    rpc::NodeInfo n;
+    n.set_node_id(id.Binary());
+    n.set_node_ip("10.0.0.1");
+    n.set_node_manager_port(7000);
+    (*n.mutable_resources_total())["TPU"] = 4;
+    (*n.mutable_labels())["slice"] = slice;
+    (*n.mutable_labels())["worker"] = std::to_string(worker);
+    rpc::NodeResources r;
+    r.set_node_id(id.Binary());
+    (*r.mutable_total())["TPU"] = 4;
+    (*r.mutable_available())["TPU"] = 4;
+    view_[id] = r;
+    manager_->OnNodeAdded(n);
+    auto call = std::move(raylets_.releases.back());
+    raylets_.releases.pop_back();
+    call.cb(absl::OkStatus(), {});
+    return id;
+  };
+  // Slice a is missing worker 1; b and c are whole.
+  labelled("a", 0);
+  std::map<NodeId, std::string> slice_of;
+  for (const std::string slice : {"b", "c"}) {
+    for (int w = 0; w < 2; ++w) slice_of[labelled(slice, w)] = slice;
+  }
+  Info spec = Spec(Info::STRICT_SPREAD, {{{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}, {{"TPU", 4}}});
+  spec.set_same_label("slice");
+  for (int i = 0; i < 4; ++i) {
+    (*spec.mutable_bundles(i)->mutable_label_selector())["worker"] = std::to_string(i % 2);
+    spec.mutable_bundles(i)->set_label_domain(i / 2);
+  }
+  ASSERT_TRUE(Placed(spec));
+  Info got = Get(spec);
+  EXPECT_EQ(got.same_label(), "slice");
+  std::vector<std::string> slices;
+  for (const rpc::Bundle& b : got.bundles()) slices.push_back(slice_of.at(*NodeId::FromBinary(b.node_id())));
+  EXPECT_EQ(slices[0], slices[1]);
+  EXPECT_EQ(slices[2], slices[3]);
+  EXPECT_NE(slices[0], slices[2]);
 }
 
 TEST_F(PlacementGroupManagerTest, CreateWaitRemove) {

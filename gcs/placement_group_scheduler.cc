@@ -190,9 +190,20 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
   std::vector<pg::BundleWant> wants;
   std::vector<LabelSelector> selectors;
   absl::flat_hash_set<NodeId> used;  // nodes of bundles already placed
+  std::map<int, std::string> fixed;  // same_label: the value of domains with bundles placed
+  const std::string& same = group.same_label();
+  auto label_of = [this, &same](const NodeId& id) -> std::string {
+    auto it = nodes_.find(id);
+    if (it == nodes_.end()) return "";
+    auto l = it->second.info.labels().find(same);
+    return l == it->second.info.labels().end() ? "" : l->second;
+  };
   for (const rpc::Bundle& b : group.bundles()) {
     if (!b.node_id().empty()) {
-      if (auto n = NodeId::FromBinary(b.node_id()); n.ok()) used.insert(*n);
+      if (auto n = NodeId::FromBinary(b.node_id()); n.ok()) {
+        used.insert(*n);
+        if (!same.empty()) fixed[b.label_domain()] = label_of(*n);
+      }
       continue;
     }
     auto parsed = ParseBundle(b);
@@ -201,7 +212,7 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
       result.message = std::string(parsed.status().message());
       return result;
     }
-    wants.push_back({b.index(), std::move(parsed->first), Describe(b)});
+    wants.push_back({b.index(), std::move(parsed->first), Describe(b), b.label_domain()});
     selectors.push_back(std::move(parsed->second));
   }
   // Synced nodes, with what each has left.
@@ -210,9 +221,12 @@ PlacementResult PlacementGroupScheduler::Choose(const rpc::PlacementGroupInfo& g
     if (!n.synced || n.info.draining()) continue;
     pg::NodeOption o{id, Total(id), Available(id), {}};
     for (const LabelSelector& s : selectors) o.matches.push_back(s.Matches(n.info.labels()));
+    if (!same.empty()) o.label_value = label_of(id);
     nodes.push_back(std::move(o));
   }
-  pg::Choice choice = pg::ChoosePlacement(ToStrategy(group.strategy()), wants, std::move(nodes), used);
+  pg::Choice choice =
+      same.empty() ? pg::ChoosePlacement(ToStrategy(group.strategy()), wants, std::move(nodes), used)
+                   : pg::ChoosePlacementByLabel(ToStrategy(group.strategy()), wants, std::move(nodes), used, fixed);
   result.outcome = choice.placed ? PlacementResult::kCreated : PlacementResult::kNoFit;
   result.infeasible = choice.infeasible;
   result.message = std::move(choice.message);

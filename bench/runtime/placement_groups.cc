@@ -12,6 +12,9 @@
 //                                  loop (baseline: one raw round trip, us)
 //   slice_reserve_2x_v6e16_p50/p99 milliseconds to reserve two whole v6e-16
 //                                  slices (baseline: one raw round trip, ms)
+//   slice_reserve_2x_v6e64_p50/p99 the same for two v6e-64 slices (16 hosts
+//                                  each), on a second cluster of 32 TPU hosts
+//                                  (--v6e64=false, or --address, skips it)
 //
 // Without --address it starts a head and two simulated v6e-16 slices (8 TPU
 // hosts) in a temporary directory and stops them at the end. This program is
@@ -44,6 +47,46 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// Reserves and releases two whole slices `rounds` times; reports p50 and p99
+// as slice_reserve_2x_<name>_*, beside one raw round trip (ms).
+void MeasureReservations(const std::string& name, const std::string& topology, int rounds, double raw_ms,
+                         manta::bench::Report& report) {
+  manta::tpu::SliceOptions slices;
+  slices.topology = topology;
+  slices.accelerator_version = "v6e";
+  slices.num_slices = 2;
+  std::vector<double> ms;
+  for (int i = 0; i <= rounds; ++i) {
+    auto start = Clock::now();
+    manta::tpu::SliceReservation r = manta::tpu::ReserveSlices(slices);
+    double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    r.Release();
+    if (i > 0) ms.push_back(elapsed);  // the first warms up connections
+  }
+  report.Add("slice_reserve_2x_" + name + "_p50", Percentile(ms, 0.5), "ms", raw_ms);
+  report.Add("slice_reserve_2x_" + name + "_p99", Percentile(ms, 0.99), "ms", raw_ms);
+}
+
+// Two v6e-64 slices (16 hosts of 4 chips each): a second cluster, 32 raylets.
+absl::Status MeasureV6e64(int rounds, double raw_ms, manta::bench::Report& report) {
+  manta::bench::LocalCluster cluster;
+  manta::bench::ClusterSpec spec{2, {{"tpu-big-0", "v6e-64", "8x8"}, {"tpu-big-1", "v6e-64", "8x8"}}};
+  if (auto s = cluster.Start("", spec); !s.ok()) return s;
+  manta::InitOptions init;
+  init.address = cluster.address();
+  init.temp_dir = cluster.temp_dir();
+  if (auto s = manta::TryInit(init); !s.ok()) return s;
+  absl::Status status;
+  try {
+    MeasureReservations("v6e64", "8x8", rounds, raw_ms, report);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(e.what());
+  }
+  manta::Shutdown();
+  cluster.Stop();
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "Slice reservations to time.")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "Write the figures here as JSON.");
   app.add_option("--address", address, "Use this cluster (with two free v6e-16 slices) instead of starting one.");
+  bool v6e64 = true;
+  app.add_option("--v6e64", v6e64, "Also time two v6e-64 slices, on a second cluster of 32 TPU hosts.");
   CLI11_PARSE(app, argc, argv);
 
   manta::bench::LocalCluster cluster;
@@ -118,22 +163,14 @@ int main(int argc, char** argv) {
                  1e6 / raw_seq);
     }
 
-    // Reserve and release two whole v6e-16 slices.
-    manta::tpu::SliceOptions slices;
-    slices.topology = "4x4";
-    slices.accelerator_version = "v6e";
-    slices.num_slices = 2;
-    std::vector<double> ms;
-    for (int i = 0; i <= rounds; ++i) {
-      auto start = Clock::now();
-      manta::tpu::SliceReservation r = manta::tpu::ReserveSlices(slices);
-      double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      r.Release();
-      if (i > 0) ms.push_back(elapsed);  // the first warms up connections
+    // Reserve and release two whole v6e-16 slices, then two v6e-64 ones.
+    const double raw_ms = 1000.0 / raw_seq;
+    MeasureReservations("v6e16", "4x4", rounds, raw_ms, report);
+    manta::Shutdown();
+    cluster.Stop();
+    if (v6e64 && address.empty()) {
+      if (auto s = MeasureV6e64(rounds, raw_ms, report); !s.ok()) throw std::runtime_error(std::string(s.message()));
     }
-    double raw_ms = 1000.0 / raw_seq;
-    report.Add("slice_reserve_2x_v6e16_p50", Percentile(ms, 0.5), "ms", raw_ms);
-    report.Add("slice_reserve_2x_v6e16_p99", Percentile(ms, 0.99), "ms", raw_ms);
     report.Print();
     if (!json_path.empty()) {
       if (auto s = report.WriteJson(json_path); !s.ok()) {
@@ -145,7 +182,7 @@ int main(int argc, char** argv) {
     std::cerr << "benchmark failed: " << e.what() << "\n";
     rc = 1;
   }
-  manta::Shutdown();
+  manta::Shutdown();  // both are idempotent
   cluster.Stop();
   return rc;
 }

@@ -144,7 +144,9 @@ def test_two_slices_reserved_and_one_task_per_host(free):
         assert spg.bundle(1, 1) == (spg.placement_group, 3)
         assert len(spg.host_ips(0)) == 2
         selectors = spg.bundle_label_selector
-        assert selectors[2] == {"manta.io/tpu-slice-name": spg.slice_names[1], "manta.io/tpu-worker-id": "0"}
+        # Each bundle names its host by worker id; the GCS puts a slice's
+        # bundles on one slice (the group's same-label rule).
+        assert selectors[2] == {"manta.io/tpu-pod-type": POD_TYPE, "manta.io/tpu-worker-id": "0"}
         env = spg.process_env(1, 1)
         assert (env["TPU_WORKER_ID"], env["TPU_NAME"], env["MEGASCALE_SLICE_ID"]) == ("1", spg.slice_names[1], "1")
         assert tpu.get_num_ready_tpu_slices(TOPOLOGY, VERSION) == 0  # both held

@@ -1,6 +1,6 @@
 // TPU slices over placement groups: listing slices from the node table,
-// reserving whole slices (head groups, then the slices' bundles), and the
-// per-process JAX environment.
+// reserving whole slices (groups whose bundles the GCS places a slice to a
+// label domain), and the per-process JAX environment.
 #include "manta/tpu.h"
 
 #include <algorithm>
@@ -272,175 +272,82 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
   return r;
 }
 
-// Which heads each head group may take, as a label condition on the slice
-// name, one per slice of the request. Slices with a host that fails the
-// caller's selector are never taken. When enough slices are wholly free
-// now, only those (a free head on a held slice would wait for its holder).
-// When enough are whole, any but the slices that miss a host now. When too
-// few are whole, the request is met only once a slice missing a host has it
-// back (a host killed and replaced, say): the free slices first, then any,
-// and the reservation waits for the missing hosts. Where the caller's
-// selector names slices itself, every condition lists the slices it allows.
-// Empty: any (or the caller's own condition).
-std::vector<std::string> SliceConditions(const SliceRequest& req, int num_slices,
-                                         const std::vector<core::NodeData>& nodes,
-                                         const std::vector<core::NodeResourcesData>& resources) {
-  std::vector<std::string> mismatched, incomplete, whole, free;
-  for (auto& [name, s] : ObserveSlices(nodes, &req.selector)) {
-    if (s.info.pod_type != req.pod_type) continue;
-    if (s.mismatched) {
-      mismatched.push_back(name);
-      continue;
-    }
-    if (!Complete(s)) {
-      incomplete.push_back(name);
-      continue;
-    }
-    whole.push_back(name);
-    FillFree(s, resources);
-    bool bundles_fit = s.info.head_free;
-    for (const auto& [worker, node] : s.hosts) {
-      for (const auto& [resource, amount] : req.bundle) {
-        bundles_fit = bundles_fit && Holds(Available(resources, node->node_id), resource, amount);
-      }
-    }
-    if (bundles_fit) free.push_back(name);
-  }
-  auto in = [](const std::vector<std::string>& names) {
-    return names.empty() ? std::string() : "in(" + absl::StrJoin(names, ",") + ")";
-  };
-  auto not_in = [](std::vector<std::string> names, const std::vector<std::string>& more) {
-    names.insert(names.end(), more.begin(), more.end());
-    return names.empty() ? std::string() : "!in(" + absl::StrJoin(names, ",") + ")";
-  };
-  const bool by_name = req.label_selector.count(kLabelSliceName) > 0;
-  const int n = num_slices;
-  if (static_cast<int>(free.size()) >= n) return std::vector<std::string>(n, in(free));
-  if (static_cast<int>(whole.size()) >= n) {
-    return std::vector<std::string>(n, by_name ? in(whole) : not_in(incomplete, mismatched));
-  }
-  std::vector<std::string> candidates = whole;
-  candidates.insert(candidates.end(), incomplete.begin(), incomplete.end());
-  std::vector<std::string> conditions(n, by_name ? in(candidates) : not_in(mismatched, {}));
-  for (size_t s = 0; s < free.size(); ++s) conditions[s] = in(free);
-  return conditions;
-}
-
-// A reservation under way: the groups it made, removed unless it succeeds.
-struct Reserving {
-  core::CoreWorker* core;
-  absl::Time deadline;
-  std::vector<PlacementGroupId> heads;
-  std::vector<PlacementGroupId> slice_groups;
-
-  absl::Status Fail(absl::Status s) {
-    RemoveAll(core, slice_groups);
-    RemoveAll(core, heads);
-    return s;
-  }
-};
-
-// Step 1 for slice `s`: a group holding a free TPU-<pod type>-head on a
-// worker 0, then the name of that node's slice. `nodes` is read again when
-// the node joined after it was read.
-absl::StatusOr<std::string> ReserveHead(Reserving& r, const SliceRequest& req, const std::string& slice_condition,
-                                        int s, std::vector<core::NodeData>& nodes) {
-  core::PlacementGroupData head;
-  head.id = PlacementGroupId::FromRandom();
-  head.strategy = core::PlacementStrategy::kStrictPack;
-  core::BundleData b;
-  b.resources[HeadResourceName(req.pod)] = 1;
-  b.label_selector = req.label_selector;
-  b.label_selector[kLabelPodType] = req.pod_type;
-  b.label_selector[kLabelWorkerId] = "0";
-  if (!slice_condition.empty()) {
-    std::map<std::string, std::string> restricted = b.label_selector;
-    restricted[kLabelSliceName] = slice_condition;
-    // Slice names the selector syntax cannot hold: no restriction.
-    if (LabelSelector::Parse(restricted).ok()) b.label_selector = std::move(restricted);
-  }
-  head.bundles.push_back(std::move(b));
-  auto created = r.core->CreatePlacementGroup(head);
-  if (!created.ok()) return Prefixed(created.status(), absl::StrCat("head group of slice ", s));
-  r.heads.push_back(head.id);
-  auto ready = WaitCreated(r.core, head.id, r.deadline, absl::StrCat("the head of slice ", s), req.what);
-  if (!ready.ok()) return ready.status();
-  const NodeId& node = ready->bundles.at(0).node_id;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (attempt > 0) {
-      auto again = r.core->GetAllNodes();
-      if (!again.ok()) return Prefixed(again.status(), "cannot read the node table");
-      nodes = *std::move(again);
-    }
-    for (const core::NodeData& n : nodes) {
-      if (n.node_id == node && !Label(n, kLabelSliceName).empty()) return Label(n, kLabelSliceName);
-    }
-  }
-  return absl::InternalError(absl::StrCat("ReserveSlices: the head of slice ", s, " is on node ", node.Hex(),
-                                          ", which has no ", kLabelSliceName, " label"));
-}
-
-// Step 2's groups: host h of slice s on the node with worker id h, in one
-// group or one per slice.
-std::vector<core::PlacementGroupData> SliceGroups(const SliceOptions& options, const SliceRequest& req,
-                                                  const std::vector<std::string>& names) {
+// The reservation's groups: one, or one per slice. Bundle h of slice s
+// goes to the host with worker id h of one slice of the pod type, every
+// host matching the caller's selector; the slice's bundles form one label
+// domain of the slice-name label, so the GCS places a slice's bundles on
+// one slice, and two slices on two, in one decision. Bundle 0 of a slice
+// also holds the slice's TPU-<pod type>-head, as a reservation made through
+// the head (Ray's way) does: a slice whose head is held is never taken.
+std::vector<core::PlacementGroupData> SliceGroups(const SliceOptions& options, const SliceRequest& req) {
   std::vector<core::PlacementGroupData> specs;
   for (int s = 0; s < options.num_slices; ++s) {
     if (specs.empty() || !options.one_group) {
       specs.emplace_back();
       specs.back().id = PlacementGroupId::FromRandom();
       specs.back().strategy = options.strategy;
+      specs.back().same_label = kLabelSliceName;
     }
     core::PlacementGroupData& g = specs.back();
+    const int domain = options.one_group ? s : 0;
     for (int h = 0; h < req.hosts; ++h) {
       core::BundleData b;
       b.resources = req.bundle;
+      if (h == 0) b.resources[HeadResourceName(req.pod)] = 1;
       b.label_selector = req.label_selector;
-      b.label_selector[kLabelSliceName] = names[s];
+      b.label_selector[kLabelPodType] = req.pod_type;
       b.label_selector[kLabelWorkerId] = std::to_string(h);
       b.index = static_cast<int>(g.bundles.size());
+      b.label_domain = domain;
       g.bundles.push_back(std::move(b));
     }
   }
   return specs;
 }
 
-// Step 2: creates the groups, then waits for each.
-absl::StatusOr<std::vector<core::PlacementGroupData>> ReserveSliceGroups(
-    Reserving& r, const SliceOptions& options, const SliceRequest& req,
-    const std::vector<core::PlacementGroupData>& specs, const std::vector<std::string>& names) {
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto created = r.core->CreatePlacementGroup(specs[i]);
+// Creates the groups, then waits for each; every group made is in
+// `made`, for the caller to remove on failure.
+absl::StatusOr<std::vector<core::PlacementGroupData>> CreateAndWait(core::CoreWorker* core, absl::Time deadline,
+                                                                    const SliceOptions& options,
+                                                                    const SliceRequest& req,
+                                                                    const std::vector<core::PlacementGroupData>& specs,
+                                                                    std::vector<PlacementGroupId>& made) {
+  // The last group's create waits for it in the same call: one round trip
+  // for a single group.
+  // A group whose create failed may exist all the same: each is in `made`
+  // before its call.
+  for (size_t i = 0; i + 1 < specs.size(); ++i) {
+    made.push_back(specs[i].id);
+    auto created = core->CreatePlacementGroup(specs[i]);
     if (!created.ok()) return Prefixed(created.status(), absl::StrCat("bundles of slice group ", i));
-    r.slice_groups.push_back(specs[i].id);
   }
+  made.push_back(specs.back().id);
+  auto last = core->CreatePlacementGroupAndWait(specs.back(), std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  if (!last.ok()) return Prefixed(last.status(), absl::StrCat("bundles of slice group ", specs.size() - 1));
   std::vector<core::PlacementGroupData> ready_groups;
   for (size_t i = 0; i < specs.size(); ++i) {
-    std::string what = options.one_group ? std::string("the slices' group")
-                                         : absl::StrCat("the group of slice ", i, " (", names[i], ")");
-    auto ready = WaitCreated(r.core, specs[i].id, r.deadline, what, req.what);
+    std::string what = options.one_group ? std::string("the slices' group") : absl::StrCat("the group of slice ", i);
+    auto ready = i + 1 == specs.size() && last->state == core::PlacementGroupState::kCreated
+                     ? absl::StatusOr<core::PlacementGroupData>(*last)
+                     : WaitCreated(core, specs[i].id, deadline, what, req.what);
     if (!ready.ok()) return ready.status();
     ready_groups.push_back(*std::move(ready));
   }
   return ready_groups;
 }
 
-// The address of every host of slice `s`, from the created groups.
-std::vector<std::string> HostIps(const SliceOptions& options, const SliceRequest& req,
-                                 const std::vector<core::PlacementGroupData>& ready_groups, int s,
-                                 const std::vector<core::NodeData>& nodes) {
-  std::vector<std::string> ips;
-  for (int h = 0; h < req.hosts; ++h) {
-    const core::PlacementGroupData& g = options.one_group ? ready_groups[0] : ready_groups[s];
-    const int index = options.one_group ? s * req.hosts + h : h;
-    const NodeId& node = g.bundles.at(index).node_id;
-    std::string ip;
-    for (const core::NodeData& n : nodes) {
-      if (n.node_id == node) ip = n.ip;
-    }
-    ips.push_back(std::move(ip));
+// The node of host `host` of slice `s`, from the created groups.
+NodeId HostNode(const SliceOptions& options, const SliceRequest& req,
+                const std::vector<core::PlacementGroupData>& ready_groups, int s, int host) {
+  const core::PlacementGroupData& g = options.one_group ? ready_groups[0] : ready_groups[s];
+  return g.bundles.at(options.one_group ? s * req.hosts + host : host).node_id;
+}
+
+const core::NodeData* FindNode(const std::vector<core::NodeData>& nodes, const NodeId& id) {
+  for (const core::NodeData& n : nodes) {
+    if (n.node_id == id) return &n;
   }
-  return ips;
+  return nullptr;
 }
 
 }  // namespace
@@ -448,32 +355,21 @@ std::vector<std::string> HostIps(const SliceOptions& options, const SliceRequest
 absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
   ASSIGN_OR_RETURN(SliceRequest req, CheckSliceRequest(options));
   ASSIGN_OR_RETURN(core::CoreWorker * core, Core());
-  Reserving r{core,
-              options.timeout == absl::InfiniteDuration()
-                  ? absl::InfiniteFuture()
-                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration()),
-              {},
-              {}};
+  const absl::Time deadline = options.timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration());
+  std::vector<core::PlacementGroupData> specs = SliceGroups(options, req);
+  std::vector<PlacementGroupId> made;
+  auto fail = [&](absl::Status s) {
+    RemoveAll(core, made);
+    return s;
+  };
+  auto ready_groups = CreateAndWait(core, deadline, options, req, specs, made);
+  if (!ready_groups.ok()) return fail(ready_groups.status());
+
+  // Each host's address and each slice's name, from the node table.
   auto nodes = core->GetAllNodes();
-  if (!nodes.ok()) return Prefixed(nodes.status(), "cannot read the node table");
-  auto resources = core->GetClusterResources();
-  if (!resources.ok()) return Prefixed(resources.status(), "cannot read the cluster's resources");
-  const std::vector<std::string> conditions = SliceConditions(req, options.num_slices, *nodes, *resources);
-
-  // 1. One head group per slice, 2. the slices' bundles.
-  std::vector<std::string> names;
-  for (int s = 0; s < options.num_slices; ++s) {
-    auto name = ReserveHead(r, req, conditions[s], s, *nodes);
-    if (!name.ok()) return r.Fail(name.status());
-    names.push_back(*std::move(name));
-  }
-  std::vector<core::PlacementGroupData> specs = SliceGroups(options, req, names);
-  auto ready_groups = ReserveSliceGroups(r, options, req, specs, names);
-  if (!ready_groups.ok()) return r.Fail(ready_groups.status());
-
-  // 3. Where each host is, then the heads go back.
-  nodes = core->GetAllNodes();
-  if (!nodes.ok()) return r.Fail(Prefixed(nodes.status(), "cannot read the node table"));
+  if (!nodes.ok()) return fail(Prefixed(nodes.status(), "cannot read the node table"));
   SliceReservation out;
   out.hosts_per_slice_ = req.hosts;
   out.one_group_ = options.one_group;
@@ -481,22 +377,29 @@ absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
   out.bundle_resources_ = req.bundle;
   for (const auto& g : specs) out.groups_.emplace_back(g.id.Binary());
   for (int s = 0; s < options.num_slices; ++s) {
-    std::vector<std::string> ips = HostIps(options, req, *ready_groups, s, *nodes);
+    std::vector<std::string> ips;
+    std::string name;
+    for (int h = 0; h < req.hosts; ++h) {
+      const NodeId node = HostNode(options, req, *ready_groups, s, h);
+      const core::NodeData* n = FindNode(*nodes, node);
+      if (n == nullptr) {
+        return fail(absl::UnavailableError(
+            absl::StrCat("ReserveSlices: host ", h, " of slice ", s, " (node ", node.Hex(), ") left the cluster")));
+      }
+      if (h == 0) name = Label(*n, kLabelSliceName);
+      ips.push_back(n->ip);
+    }
     SliceInfo info;
-    info.name = names[s];
+    info.name = name;
     info.pod_type = req.pod_type;
     info.topology = TopologyToString(req.topology);
     info.num_hosts = req.hosts;
     info.expected_hosts = req.hosts;
     info.chips_per_host = req.chips_per_host;
     info.head_ip = ips.at(0);
-    info.head_free = false;  // this reservation holds every chip of the slice
+    info.head_free = false;  // this reservation holds the head and every chip
     out.slices_.push_back(std::move(info));
     out.host_ips_.push_back(std::move(ips));
-  }
-  for (const PlacementGroupId& id : r.heads) {
-    absl::Status s = core->RemovePlacementGroup(id);
-    if (!s.ok() && !absl::IsNotFound(s)) return r.Fail(Prefixed(s, "cannot release a head group"));
   }
   return out;
 }

@@ -190,18 +190,23 @@ TEST_F(TpuSlicesTest, ReservesTwoSlicesInOneGroupOrderedByWorkerId) {
   EXPECT_EQ(r.hosts_per_slice(), 4);
   ASSERT_EQ(r.groups().size(), 1u);
   EXPECT_EQ(r.BundleResources(), (std::map<std::string, double>{{"TPU", 4}}));
-  // The two head groups are gone; the slices' group holds 8 bundles, bundle
-  // s*4+h on worker h of slice s.
+  // One group, made in one call: 8 bundles, bundle s*4+h for worker h of
+  // slice s, each slice a domain of the slice-name label; bundle 0 of each
+  // slice also holds its head.
   EXPECT_EQ(core_->LivePlacementGroupCount(), 1u);
   auto created = core_->CreatedPlacementGroups();
-  ASSERT_EQ(created.size(), 3u);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(created[i].strategy, manta::core::PlacementStrategy::kStrictPack);
-    EXPECT_EQ(created[i].bundles.at(0).resources, (std::map<std::string, double>{{"TPU-v6e-16-head", 1}}));
-    EXPECT_EQ(created[i].bundles[0].label_selector.at(manta::tpu::kLabelWorkerId), "0");
-    EXPECT_EQ(created[i].bundles[0].label_selector.at(manta::tpu::kLabelPodType), "v6e-16");
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].strategy, manta::core::PlacementStrategy::kStrictSpread);
+  EXPECT_EQ(created[0].same_label, manta::tpu::kLabelSliceName);
+  for (int i = 0; i < 8; ++i) {
+    const manta::core::BundleData& b = created[0].bundles.at(i);
+    EXPECT_EQ(b.label_domain, i / 4);
+    EXPECT_EQ(b.label_selector.at(manta::tpu::kLabelWorkerId), std::to_string(i % 4));
+    EXPECT_EQ(b.label_selector.at(manta::tpu::kLabelPodType), "v6e-16");
+    std::map<std::string, double> want = {{"TPU", 4}};
+    if (i % 4 == 0) want["TPU-v6e-16-head"] = 1;
+    EXPECT_EQ(b.resources, want) << "bundle " << i;
   }
-  EXPECT_EQ(created[2].strategy, manta::core::PlacementStrategy::kStrictSpread);
   std::vector<manta::BundleLocation> bundles = r.groups()[0].Bundles();
   ASSERT_EQ(bundles.size(), 8u);
   std::set<std::string> names;
@@ -229,12 +234,12 @@ TEST_F(TpuSlicesTest, ReservesTwoSlicesInOneGroupOrderedByWorkerId) {
   EXPECT_EQ(env.at("MEGASCALE_SLICE_ID"), "1");
   EXPECT_EQ(env.at("TPU_WORKER_HOSTNAMES"), absl::StrJoin(r.host_ips(1), ","));
 
-  // Every chip is held (the heads themselves are back): a second client
-  // waits and gives up without leaving anything behind.
+  // Every chip and both heads are held: a second client waits and gives up
+  // without leaving anything behind.
   auto held = manta::tpu::ListSlices();  // a range-for over a temporary's member would dangle
   ASSERT_EQ(held.at("v6e-16").size(), 2u);
   for (const auto& s : held.at("v6e-16")) {
-    EXPECT_TRUE(s.head_free);
+    EXPECT_FALSE(s.head_free);
     EXPECT_FALSE(s.chips_free);
   }
   absl::Status second = Thrown([] {
@@ -261,6 +266,20 @@ TEST_F(TpuSlicesTest, PrefersAWhollyFreeSliceToAHeldOne) {
   EXPECT_EQ(second.slices()[0].name, "tpu-group-1");
   second.Release();
   first.Release();
+}
+
+TEST_F(TpuSlicesTest, ASliceWhoseHeadIsHeldElsewhereIsNotTaken) {
+  // Another client reserved tpu-group-0 through its head, as Ray does.
+  AddSlice("tpu-group-0", 0);
+  AddSlice("tpu-group-1", 1);
+  manta::PlacementGroup head =
+      manta::CreatePlacementGroup({.bundles = {{.resources = {{"TPU-v6e-16-head", 1}},
+                                                .label_selector = {{manta::tpu::kLabelSliceName, "tpu-group-0"}}}}});
+  ASSERT_TRUE(head.Wait(absl::Seconds(1)));
+  auto r = manta::tpu::ReserveSlices({.topology = "4x4", .accelerator_version = "v6e", .timeout = absl::Seconds(1)});
+  EXPECT_EQ(r.slices()[0].name, "tpu-group-1");
+  r.Release();
+  manta::RemovePlacementGroup(head);
 }
 
 TEST_F(TpuSlicesTest, OneGroupPerSlice) {
@@ -300,8 +319,8 @@ TEST_F(TpuSlicesTest, NeverChoosesASliceWithAMissingHost) {
 
 TEST_F(TpuSlicesTest, WaitsForAMissingHostWhenTooFewSlicesAreWhole) {
   // A host of tpu-group-1 was killed and its replacement is on its way: the
-  // only way to two slices is through tpu-group-1, so the reservation takes
-  // its head and waits for the host instead of excluding the slice.
+  // only way to two slices is through tpu-group-1, so the reservation's group
+  // waits for the host.
   AddSlice("tpu-group-0", 0);
   AddSlice("tpu-group-1", 1, {0, 1, 3});
   absl::StatusOr<manta::tpu::SliceReservation> r = absl::UnknownError("not returned");
@@ -310,8 +329,9 @@ TEST_F(TpuSlicesTest, WaitsForAMissingHostWhenTooFewSlicesAreWhole) {
         {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .timeout = absl::Seconds(30)});
   });
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (core_->CreatedPlacementGroups().size() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_EQ(core_->CreatedPlacementGroups().size(), 3u);  // both heads, and the slices' group waits
+  while (core_->CreatedPlacementGroups().size() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(core_->CreatedPlacementGroups().size(), 1u);  // the slices' group waits
+  EXPECT_EQ(core_->LivePlacementGroupCount(), 1u);
   AddSlice("tpu-group-1", 1, {2});
   reserving.join();
   ASSERT_TRUE(r.ok()) << r.status();
@@ -380,9 +400,9 @@ TEST_F(TpuSlicesTest, TimeoutRemovesEverything) {
         {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .timeout = absl::Milliseconds(20)});
   });
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
-  EXPECT_NE(std::string(s.message()).find("slice 1"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("the slices' group"), std::string::npos) << s;
   EXPECT_EQ(core_->LivePlacementGroupCount(), 0u);
-  EXPECT_EQ(core_->CreatedPlacementGroups().size(), 2u);  // two heads tried, both removed
+  EXPECT_EQ(core_->CreatedPlacementGroups().size(), 1u);  // made, then removed
 
   // The slices' bundles cannot be placed (a host's chips are taken): same.
   manta::PlacementGroup squatter = manta::CreatePlacementGroup(

@@ -154,6 +154,8 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
                                                             const std::string& ray_namespace) override;
   absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
                                                              absl::Duration timeout) override;
+  absl::StatusOr<PlacementGroupData> CreatePlacementGroupAndWait(const PlacementGroupData& spec,
+                                                                 absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
   const JobId& job_id() const override { return job_id_; }

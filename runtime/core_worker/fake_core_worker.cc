@@ -390,7 +390,7 @@ bool FakeCoreWorker::TryPlaceLocked(PlacementGroupData& group) {
     const BundleData& b = group.bundles[i];
     ResourceSet demand = ResourceSet::FromMap(b.resources).value_or(ResourceSet());
     std::string what = absl::StrCat("bundle ", i, " ", demand.DebugString());
-    wants.push_back({static_cast<int>(i), std::move(demand), std::move(what)});
+    wants.push_back({static_cast<int>(i), std::move(demand), std::move(what), b.label_domain});
     selectors.push_back(LabelSelector::Parse(b.label_selector).value_or(LabelSelector()));
   }
   std::vector<pg::NodeOption> nodes;
@@ -401,13 +401,17 @@ bool FakeCoreWorker::TryPlaceLocked(PlacementGroupData& group) {
                      ResourceSet::FromMap(AvailableLocked(n.node_id)).value_or(ResourceSet()),
                      {}};
     for (const LabelSelector& s : selectors) o.matches.push_back(s.Matches(n.labels));
+    if (auto l = n.labels.find(group.same_label); !group.same_label.empty() && l != n.labels.end()) {
+      o.label_value = l->second;
+    }
     nodes.push_back(std::move(o));
   }
   const pg::Strategy strategy = group.strategy == PlacementStrategy::kStrictPack     ? pg::Strategy::kStrictPack
                                 : group.strategy == PlacementStrategy::kSpread       ? pg::Strategy::kSpread
                                 : group.strategy == PlacementStrategy::kStrictSpread ? pg::Strategy::kStrictSpread
                                                                                      : pg::Strategy::kPack;
-  pg::Choice choice = pg::ChoosePlacement(strategy, wants, std::move(nodes), {});
+  pg::Choice choice = group.same_label.empty() ? pg::ChoosePlacement(strategy, wants, std::move(nodes), {})
+                                               : pg::ChoosePlacementByLabel(strategy, wants, std::move(nodes), {}, {});
   if (!choice.placed) {
     group.infeasible = choice.infeasible;
     group.state_message = choice.message;
@@ -484,6 +488,13 @@ absl::StatusOr<PlacementGroupData> FakeCoreWorker::GetNamedPlacementGroup(const 
     return absl::NotFoundError("no placement group named '" + name + "'");
   }
   return groups_.at(it->second).data;
+}
+
+absl::StatusOr<PlacementGroupData> FakeCoreWorker::CreatePlacementGroupAndWait(const PlacementGroupData& spec,
+                                                                               absl::Duration timeout) {
+  auto created = CreatePlacementGroup(spec);
+  if (!created.ok()) return created.status();
+  return WaitPlacementGroupReady(spec.id, timeout);
 }
 
 absl::StatusOr<PlacementGroupData> FakeCoreWorker::WaitPlacementGroupReady(const PlacementGroupId& id,

@@ -143,6 +143,8 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
                                                             const std::string& ray_namespace) override;
   absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
                                                              absl::Duration timeout) override;
+  absl::StatusOr<PlacementGroupData> CreatePlacementGroupAndWait(const PlacementGroupData& spec,
+                                                                 absl::Duration timeout) override;
   absl::StatusOr<std::vector<NodeData>> GetAllNodes() override;
   absl::StatusOr<std::vector<NodeResourcesData>> GetClusterResources() override;
   const JobId& job_id() const override { return job_id_; }

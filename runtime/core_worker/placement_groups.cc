@@ -26,12 +26,14 @@ rpc::PlacementGroupInfo ToProto(const PlacementGroupData& d, const JobId& job, c
   info.set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(static_cast<int>(d.strategy)));
   info.set_creator_job_id(job.Binary());
   info.set_detached(d.detached);
+  info.set_same_label(d.same_label);
   for (const BundleData& b : d.bundles) {
     rpc::Bundle* out = info.add_bundles();
     out->set_placement_group_id(d.id.Binary());
     out->set_index(b.index);
     for (const auto& [k, v] : b.resources) (*out->mutable_resources())[k] = v;
     for (const auto& [k, v] : b.label_selector) (*out->mutable_label_selector())[k] = v;
+    out->set_label_domain(b.label_domain);
   }
   return info;
 }
@@ -43,6 +45,7 @@ PlacementGroupData FromProto(const rpc::PlacementGroupInfo& info) {
   d.ray_namespace = info.ray_namespace();
   d.strategy = static_cast<PlacementStrategy>(static_cast<int>(info.strategy()));
   d.detached = info.detached();
+  d.same_label = info.same_label();
   d.state = static_cast<PlacementGroupState>(static_cast<int>(info.state()));
   d.state_message = info.state_message();
   d.infeasible = info.infeasible();
@@ -52,6 +55,7 @@ PlacementGroupData FromProto(const rpc::PlacementGroupInfo& info) {
     out.resources.insert(b.resources().begin(), b.resources().end());
     out.label_selector.insert(b.label_selector().begin(), b.label_selector().end());
     if (auto node = NodeId::FromBinary(b.node_id()); node.ok()) out.node_id = *node;
+    out.label_domain = b.label_domain();
     d.bundles.push_back(std::move(out));
   }
   return d;
@@ -122,6 +126,26 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
     PlacementGroupData data = FromProto(reply->placement_group());
     if (reply->ready() || data.state == PlacementGroupState::kRemoved || absl::Now() >= deadline) return data;
   }
+}
+
+absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroupAndWait(const PlacementGroupData& spec,
+                                                                               absl::Duration timeout) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + std::max(timeout, absl::ZeroDuration());
+  const absl::Duration hold = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxHeldWait);
+  rpc::CreatePlacementGroupRequest req;
+  *req.mutable_spec() = ToProto(spec, job_id_, spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace);
+  req.set_wait_ready_ms(absl::ToInt64Milliseconds(hold));
+  auto reply = GcsCall<rpc::CreatePlacementGroupReply>(
+      [req](gcs::GcsClient& gcs, auto done) { gcs.CreatePlacementGroup(req, std::move(done)); }, hold + kWaitSlack);
+  if (!reply.ok()) return reply.status();
+  PlacementGroupData data = FromProto(reply->placement_group());
+  if (data.state == PlacementGroupState::kCreated || data.state == PlacementGroupState::kRemoved ||
+      absl::Now() >= deadline) {
+    return data;
+  }
+  return WaitPlacementGroupReady(spec.id, deadline - absl::Now());
 }
 
 absl::StatusOr<std::vector<NodeData>> CoreWorkerImpl::GetAllNodes() {

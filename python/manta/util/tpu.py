@@ -18,8 +18,9 @@ Where Manta differs from Ray:
 
 * A SlicePlacementGroup is reserved when it is constructed: the call returns
   once every bundle is placed (or raises RuntimeError after
-  head_reservation_timeout_s), so ready() resolves at once. The slices' head
-  groups are released as soon as the bundles are placed:
+  head_reservation_timeout_s), so ready() resolves at once. There are no
+  separate head groups: each slice's head resource is held by its bundle 0,
+  placed with the rest of the slice in one decision, so
   head_placement_groups is always empty and release_head_pgs() has nothing
   to do.
 * There is one bundle per host holding every chip of that host (plus any
@@ -365,7 +366,7 @@ class SlicePlacementGroup:
 
     @property
     def head_placement_groups(self) -> List[PlacementGroup]:
-        """Always empty: the heads are released once the bundles are placed."""
+        """Always empty: each slice's head is held by its bundle 0."""
         return []
 
     @property
@@ -381,7 +382,7 @@ class SlicePlacementGroup:
         return dict(self._bundle_resources)
 
     def release_head_pgs(self, slice_index: Optional[int] = None) -> None:
-        """Nothing to do: the heads were released when the bundles were placed."""
+        """Nothing to do: each slice's head is held by its bundle 0, with the slice, until shutdown()."""
         if slice_index is not None and not 0 <= slice_index < self._num_slices:
             raise ValueError(f"Invalid slice_index: {slice_index}.")
 

@@ -6,18 +6,16 @@
 //   ... or one actor per host:  auto actors = manta::tpu::ActorsOnSlices(slices, Trainer::Create, cfg);
 //   slices.Release();
 //
-// A slice is reserved whole: for each slice, ReserveSlices reserves a free
-// `TPU-<pod type>-head` resource (worker 0 of a slice of that pod type),
-// learns the slice's name from that host's labels, reserves one bundle per
-// host of the slice (`{TPU: chips_per_host}` by default) with the slice-name
-// and worker-id label selectors (bundle b on worker b), and releases the head
-// reservations once every slice's bundles are ready. When enough slices are
-// wholly free when ReserveSlices starts, only those are chosen; else, when
-// enough have every host alive and none draining, a slice missing a host is
-// never chosen; when too few do, the free ones come first, then any head,
-// and the call waits for that slice's missing hosts (a host replaced after
-// a failure completes its slice). Two clients never share a slice (its
-// bundles hold every chip of every host).
+// A slice is reserved whole: one bundle per host of the slice
+// (`{TPU: chips_per_host}` by default), bundle b on the host with worker id
+// b, bundle 0 also holding the slice's `TPU-<pod type>-head` (as a Ray
+// reservation through the head does). The GCS places every bundle of a
+// slice on hosts of one slice (one TPU_NAME), and each slice of the request
+// on another, in one decision: a reservation is one create and one wait per
+// group. A slice with a host missing, draining, held or not matching the
+// caller's selector is not taken; when no slice can be taken now, the call
+// waits until one can (a host replaced after a failure completes its slice)
+// or its timeout. Two clients never share a slice (the head is held).
 //
 // Each process started through RunOnSlices/ActorsOnSlices gets the TPU_*
 // variables a JAX process expects (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, ...)

@@ -284,7 +284,8 @@ struct BundleData {
   int index = 0;
   std::map<std::string, double> resources;
   std::map<std::string, std::string> label_selector;
-  NodeId node_id;  // nil while the bundle has no node
+  NodeId node_id;        // nil while the bundle has no node
+  int label_domain = 0;  // with the group's same_label (rpc::Bundle)
 };
 
 // A group's spec (what CreatePlacementGroup sends) and, from the GCS, its state.
@@ -295,6 +296,9 @@ struct PlacementGroupData {
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<BundleData> bundles;
   bool detached = false;
+  // A node label key: each label domain of bundles on nodes with one value
+  // of it, no value shared by two domains (rpc::PlacementGroupInfo).
+  std::string same_label;
   // Filled from the GCS.
   PlacementGroupState state = PlacementGroupState::kPending;
   std::string state_message;
@@ -441,6 +445,11 @@ class CoreWorker {
   // returns its state then (ready iff state == kCreated).
   virtual absl::StatusOr<PlacementGroupData> WaitPlacementGroupReady(const PlacementGroupId& id,
                                                                      absl::Duration timeout) = 0;
+  // CreatePlacementGroup, then WaitPlacementGroupReady up to `timeout`, the
+  // wait starting in the create's own call (one round trip when the group
+  // is placed within the GCS's limit on a held wait).
+  virtual absl::StatusOr<PlacementGroupData> CreatePlacementGroupAndWait(const PlacementGroupData& spec,
+                                                                         absl::Duration timeout) = 0;
   // ---- The node table (blocking GCS calls) ----
   // Every node the GCS knows, alive or dead.
   virtual absl::StatusOr<std::vector<NodeData>> GetAllNodes() = 0;
