@@ -306,6 +306,7 @@ void TrainController::RecordAttempt(const std::string& attempt_id, state::TrainA
   group_nodes_.clear();
   for (const state::TrainWorker& w : *workers) group_nodes_[w.node_id.Hex()].push_back(w.world_rank);
   preemption_.reset();
+  round_preemption_.reset();
 }
 
 void TrainController::NotePreemption(const NodeInfo& node) {
@@ -413,7 +414,7 @@ ReportReply TrainController::WorkerReport(ReportRequest request) {
     reply.ok = true;
     reply.pause = seq == paused_seq_;
     reply.committed = checkpoints_.Latest();
-    reply.preemption = preemption_;
+    reply.preemption = round_preemption_;
   }
   // How long the rank waited for its round: Ray's report blocked time.
   recorder_.UpdateLater([&, blocked = absl::ToDoubleSeconds(absl::Now() - arrived)](state::TrainRun& r) {
@@ -430,6 +431,7 @@ ReportReply TrainController::WorkerReport(ReportRequest request) {
 
 bool TrainController::CompleteRound(const RoundOutcome& done, const ReportRequest& request) {
   latest_metrics_ = done.metrics;
+  round_preemption_ = preemption_;
   reported_ = true;
   resizable_ = request.resizable;
   replicated_ = request.replicated;

@@ -142,6 +142,11 @@ class TrainController : private RunControl {
   // its draining nodes gave, handed to every report of the group.
   std::map<std::string, std::vector<int>> group_nodes_ ABSL_GUARDED_BY(mu_);
   std::optional<PreemptionInfo> preemption_ ABSL_GUARDED_BY(mu_);
+  // preemption_ as the latest round completed: what every rank of that round
+  // is answered, however late it wakes (a notice arriving while the ranks
+  // wake would else reach some of them a round before the others, and the
+  // others would wait in the next round for ranks that stopped).
+  std::optional<PreemptionInfo> round_preemption_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NodeWatch> drain_watch_;  // set by Run: drain notices for preemption_
 };
 
