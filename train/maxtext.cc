@@ -35,7 +35,9 @@ std::map<std::string, double> StepReport(const StepMetrics& m, double total_weig
           {"grad_norm", m.grad_norm},
           {"tflops_per_device", m.tflops_per_device},
           {"tokens_per_second_per_device", m.tokens_per_device_per_second},
-          {"total_weights", total_weights}};
+          {"total_weights", total_weights},
+          // of this rank's first chip: time blocked waiting for its peers
+          {"seconds_in_collectives", m.seconds_in_collectives}};
 }
 
 // A fixed-size run: the kernels' RunTraining, reporting every step.

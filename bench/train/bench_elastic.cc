@@ -243,6 +243,11 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   report->Add("return_reserve_start_and_boundary", Decided(r.out, 3), "s");
   report->Add("return_reform_and_transfer", grow->metrics.at("startup_seconds"), "s");
   report->Add("return_first_step", grow->metrics.at("seconds"), "s");
+  // Of that step, the time rank 0 (a survivor) waited in collectives: the
+  // rest of the group's lag.
+  if (auto c = grow->metrics.find("seconds_in_collectives"); c != grow->metrics.end()) {
+    report->Add("return_first_step_in_collectives", c->second, "s");
+  }
   // A steady step at 8 workers: the median of the last ten.
   std::vector<double> tail;
   std::ifstream in(metrics);
