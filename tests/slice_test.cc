@@ -103,6 +103,18 @@ TEST_F(SliceTest, RacingClientsNeverShareASlice) {
   }
 }
 
+TEST_F(SliceTest, AReservationWaitsLongerThanOneCallForASliceToFree) {
+  // The reservation's create waits for its group at the GCS: a slice freed
+  // 12 s later (past a GCS call's 10 s timeout) is still taken.
+  CommandResult r = cluster_.RunProgram("slice_driver", {"wait_long"}, absl::Seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto waited = LinesWith(r.out, "WAITED ");
+  ASSERT_EQ(waited.size(), 1u) << r.out;
+  std::vector<std::string> f = absl::StrSplit(waited[0], ' ');
+  ASSERT_EQ(f.size(), 3u) << waited[0];
+  EXPECT_GE(std::stod(f[1]), 11) << waited[0];  // it did wait for the release
+}
+
 TEST_F(SliceTest, ASliceWithADeadHostIsNeverChosen) {
   // Raylets 1-4 are tpu-group-0's hosts: kill its worker 2.
   MANTA_ASSERT_OK(cluster_.KillRaylet(3, SIGKILL));

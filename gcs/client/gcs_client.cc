@@ -162,8 +162,10 @@ class GrpcGcsClient final : public GcsClient {
 
   void CreatePlacementGroup(const rpc::CreatePlacementGroupRequest& request,
                             Callback<rpc::CreatePlacementGroupReply> cb) override {
+    // A create that waits for the group is held that long at the GCS.
     stubs_.Call<rpc::CreatePlacementGroupReply>(MANTA_ASYNC(placement_groups, CreatePlacementGroup), request,
-                                                stubs_.timeout, std::move(cb));
+                                                stubs_.timeout + absl::Milliseconds(request.wait_ready_ms()),
+                                                std::move(cb));
   }
 
   void RemovePlacementGroup(const rpc::RemovePlacementGroupRequest& request, absl::Duration timeout,

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,27 @@ int ReserveOne() {
   return 0;
 }
 
+// Both slices held, and given back from another thread after `hold`: a
+// reservation of one slice waits longer than one GCS call's timeout (10 s).
+int WaitLong(absl::Duration hold) {
+  manta::tpu::SliceOptions both = OneSlice();
+  both.num_slices = 2;
+  manta::tpu::SliceReservation held = manta::tpu::ReserveSlices(both);
+  std::thread release([&] {
+    absl::SleepFor(hold);  // the workload: a holder that keeps its slices this long
+    held.Release();
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<manta::tpu::SliceReservation> r = manta::tpu::TryReserveSlices(OneSlice());
+  const double waited = absl::ToDoubleSeconds(absl::Now() - start);
+  release.join();
+  if (!r.ok()) return Fail("the waiting reservation failed: " + r.status().ToString());
+  std::cout << "WAITED " << waited << " " << r->slices().at(0).name << "\n";
+  r->Release();
+  std::cout << "OK wait_long" << std::endl;
+  return 0;
+}
+
 int GroupTasks() {
   manta::PlacementGroupOptions o;
   o.strategy = manta::PlacementStrategy::kStrictSpread;
@@ -124,7 +146,7 @@ int GroupTasks() {
 
 int main(int argc, char** argv) {
   manta::Init(argc, argv);
-  if (argc < 2) return Fail("usage: slice_driver race ROUNDS | reserve_one | group_tasks");
+  if (argc < 2) return Fail("usage: slice_driver race ROUNDS | reserve_one | wait_long | group_tasks");
   std::string mode = argv[1];
   int rc = 1;
   try {
@@ -132,6 +154,8 @@ int main(int argc, char** argv) {
       rc = Race(std::atoi(argv[2]));
     } else if (mode == "reserve_one") {
       rc = ReserveOne();
+    } else if (mode == "wait_long") {
+      rc = WaitLong(absl::Seconds(12));
     } else if (mode == "group_tasks") {
       rc = GroupTasks();
     } else {
