@@ -235,7 +235,6 @@ struct SliceRequest {
   std::map<std::string, double> bundle;               // each host's bundle
   std::string what;                                   // "2 slice(s) of v6e-16 (4x4) within 5m", for errors
   std::map<std::string, std::string> label_selector;  // the caller's, on every bundle
-  LabelSelector selector;                             // label_selector, parsed
 };
 
 absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
@@ -257,15 +256,8 @@ absl::StatusOr<SliceRequest> CheckSliceRequest(const SliceOptions& options) {
     return invalid(absl::StrCat("megascale_port ", options.megascale_port, " is not a port"));
   }
   if (auto s = CheckSliceLabelSelector(options.label_selector, pod->ToString()); !s.ok()) return invalid(s.message());
-  SliceRequest r{*pod,
-                 pod->ToString(),
-                 *topology,
-                 *chips,
-                 *hosts,
-                 options.resources_per_bundle,
-                 "",
-                 options.label_selector,
-                 *LabelSelector::Parse(options.label_selector)};
+  SliceRequest r{*pod, pod->ToString(),       *topology, *chips, *hosts, options.resources_per_bundle,
+                 "",   options.label_selector};
   if (r.bundle.empty()) r.bundle[kTpuResource] = *chips;
   r.what = absl::StrCat(options.num_slices, " slice(s) of ", r.pod_type, " (", TopologyToString(r.topology),
                         ") within ", absl::FormatDuration(options.timeout));
@@ -355,9 +347,8 @@ const core::NodeData* FindNode(const std::vector<core::NodeData>& nodes, const N
 absl::StatusOr<SliceReservation> TryReserveSlices(const SliceOptions& options) {
   ASSIGN_OR_RETURN(SliceRequest req, CheckSliceRequest(options));
   ASSIGN_OR_RETURN(core::CoreWorker * core, Core());
-  const absl::Time deadline = options.timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + std::max(options.timeout, absl::ZeroDuration());
+  // Time plus an infinite duration is the infinite future.
+  const absl::Time deadline = absl::Now() + std::max(options.timeout, absl::ZeroDuration());
   std::vector<core::PlacementGroupData> specs = SliceGroups(options, req);
   std::vector<PlacementGroupId> made;
   auto fail = [&](absl::Status s) {

@@ -328,8 +328,7 @@ TEST_F(TpuSlicesTest, WaitsForAMissingHostWhenTooFewSlicesAreWhole) {
     r = manta::tpu::TryReserveSlices(
         {.topology = "4x4", .accelerator_version = "v6e", .num_slices = 2, .timeout = absl::Seconds(30)});
   });
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (core_->CreatedPlacementGroups().size() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(core_->AwaitCreatedPlacementGroups(1, absl::Seconds(10)));
   ASSERT_EQ(core_->CreatedPlacementGroups().size(), 1u);  // the slices' group waits
   EXPECT_EQ(core_->LivePlacementGroupCount(), 1u);
   AddSlice("tpu-group-1", 1, {2});

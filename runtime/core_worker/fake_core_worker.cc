@@ -367,6 +367,12 @@ std::vector<PlacementGroupData> FakeCoreWorker::CreatedPlacementGroups() const {
   return out;
 }
 
+bool FakeCoreWorker::AwaitCreatedPlacementGroups(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto created = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return groups_.size() >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&created), timeout);
+}
+
 std::map<std::string, double> FakeCoreWorker::AvailableLocked(const NodeId& node) const {
   ResourceSet available;
   for (const NodeData& n : nodes_) {

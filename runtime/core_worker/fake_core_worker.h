@@ -114,6 +114,9 @@ class FakeCoreWorker : public CoreWorker, public ClusterState {
   // Groups not removed, and every group ever created in creation order.
   size_t LivePlacementGroupCount() const;
   std::vector<PlacementGroupData> CreatedPlacementGroups() const;
+  // Blocks until at least `n` groups were ever created or `timeout` passes;
+  // whether they were.
+  bool AwaitCreatedPlacementGroups(size_t n, absl::Duration timeout) const;
 
   // ---- CoreWorker ------------------------------------------------------------
   absl::StatusOr<std::vector<ObjectRefInfo>> SubmitTask(const std::string& function_name, std::vector<Arg> args,

@@ -130,9 +130,8 @@ absl::StatusOr<PlacementGroupData> CoreWorkerImpl::WaitPlacementGroupReady(const
 
 absl::StatusOr<PlacementGroupData> CoreWorkerImpl::CreatePlacementGroupAndWait(const PlacementGroupData& spec,
                                                                                absl::Duration timeout) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + std::max(timeout, absl::ZeroDuration());
+  // Time plus an infinite duration is the infinite future.
+  const absl::Time deadline = absl::Now() + std::max(timeout, absl::ZeroDuration());
   const absl::Duration hold = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kMaxHeldWait);
   rpc::CreatePlacementGroupRequest req;
   *req.mutable_spec() = ToProto(spec, job_id_, spec.ray_namespace.empty() ? job_id_.Hex() : spec.ray_namespace);
