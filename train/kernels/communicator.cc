@@ -10,6 +10,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "train/kernels/check.h"
 #include "train/kernels/collective_group.h"
+#include "train/kernels/loop_ticker.h"
 #include "train/kernels/rendezvous.h"
 
 namespace manta::train {
@@ -34,7 +35,11 @@ class Timer {
 Communicator::Communicator(const Mesh& mesh, const DistributedEnv& env)
     : mesh_(mesh), env_(env), nanos_in_collectives_(env.chips_per_host) {}
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // Closing each connection waits for a turn of the device's loop.
+  LoopTicker ticker(device_);
+  groups_.clear();
+}
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Mesh& mesh, const DistributedEnv& env,
                                                                    absl::Duration timeout) {
@@ -83,7 +88,13 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
       return absl::UnavailableError(absl::StrCat("gloo device on '", attr.hostname, "': ", e.what()));
     }
   }
-  absl::Status s = ConnectGroups(device, timeout);
+  device_ = device;
+  absl::Status s;
+  {
+    // Each connection this process initiates waits for a turn of the loop.
+    LoopTicker ticker(device);
+    s = ConnectGroups(device, timeout);
+  }
   absl::MutexLock lock(&abort_mu_);
   if (broken_) return absl::CancelledError("aborted while joining: " + broken_why_);
   if (s.ok()) connected_ = true;

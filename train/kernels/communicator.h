@@ -95,6 +95,7 @@ class Communicator {
   const DistributedEnv env_;
   std::unique_ptr<RendezvousServer> server_;
   std::unique_ptr<RendezvousClient> store_;
+  std::shared_ptr<gloo::transport::Device> device_;  // null with one process
   // Keyed by (mask, first member); built in Connect, read-only afterwards.
   std::map<std::pair<unsigned, int>, std::unique_ptr<CollectiveGroup>> groups_;
   std::atomic<bool> broken_{false};

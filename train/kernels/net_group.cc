@@ -63,6 +63,23 @@ std::unique_ptr<gloo::Algorithm> MakeAlgorithm(const std::shared_ptr<gloo::Conte
 
 }  // namespace
 
+NetGroup::NetGroup(std::shared_ptr<gloo::Context> context) : context_(std::move(context)) {
+  // Built with the group, so the barrier that guards every later build
+  // has its own buffers registered on every process before it is used.
+  if (size() > 1) barrier_ = std::make_unique<gloo::BarrierAllToOne>(context_);
+}
+
+void NetGroup::Built() {
+  // gloo's tcp device thread busy-polls a connection whose data arrives
+  // for a buffer its process has not registered yet. Peers build an
+  // algorithm when they first reach it, and a fresh process reaches it
+  // late (its first step is cold), so without this the warm processes'
+  // data would make it spin, with every process of the group waiting on
+  // the slowest. Once past the barrier, every process has registered this
+  // algorithm's buffers.
+  if (size() > 1) Barrier();
+}
+
 NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
   Cached& c = cache_[{op, n}];
   if (c.algorithm) return c;
@@ -74,12 +91,15 @@ NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
   } else {
     c.algorithm = MakeAlgorithm<float>(context_, op, n, &c.in);
   }
+  Built();
   return c;
 }
 
 NetGroup::Cached64& NetGroup::Get64(char op, int64_t n) {
   Cached64& c = cache64_[{op, n}];
-  if (!c.algorithm) c.algorithm = MakeAlgorithm<double>(context_, op, n, &c.in);
+  if (c.algorithm) return c;
+  c.algorithm = MakeAlgorithm<double>(context_, op, n, &c.in);
+  Built();
   return c;
 }
 
@@ -139,8 +159,7 @@ void NetGroup::Broadcast(float* buf, int64_t n, int root) {
 }
 
 void NetGroup::Barrier() {
-  if (!barrier_) barrier_ = std::make_unique<gloo::BarrierAllToOne>(context_);
-  barrier_->run();
+  if (barrier_) barrier_->run();
 }
 
 }  // namespace manta::train

@@ -1,6 +1,9 @@
 // Collectives among the processes of one gloo context, on flat float
-// buffers (sums also on double buffers, for exact gradient reductions). Algorithms are built on first use for each (operation, size)
-// and reused; their staging buffers belong to this object. Not
+// buffers (sums also on double buffers, for exact gradient reductions).
+// Algorithms are built on first use for each (operation, size) and
+// reused; their staging buffers belong to this object. A build is
+// followed by a barrier of the group, so no process sends an algorithm's
+// data before every peer has registered its buffers. Not
 // thread-safe: one caller at a time (CollectiveGroup serializes), except
 // Abort. A failed peer, or Abort here or on a peer, makes the pending and
 // later calls throw (gloo::IoException).
@@ -21,7 +24,7 @@ namespace manta::train {
 
 class NetGroup {
  public:
-  explicit NetGroup(std::shared_ptr<gloo::Context> context) : context_(std::move(context)) {}
+  explicit NetGroup(std::shared_ptr<gloo::Context> context);
 
   int size() const { return context_->size; }
   int rank() const { return context_->rank; }
@@ -51,8 +54,11 @@ class NetGroup {
     DoubleBuffer in;
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
+  // The algorithm for (op, n), built on first use (every process builds
+  // the same ones in the same order); Built() follows each build.
   Cached& Get(char op, int64_t n);
   Cached64& Get64(char op, int64_t n);
+  void Built();
   template <typename T, typename C>
   void AllReduceImpl(C& c, T* buf, int64_t n);
   template <typename T>
