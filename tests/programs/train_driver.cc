@@ -17,20 +17,32 @@
 #include <manta/train.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
+
+// One write of the whole line: the workers' log lines, forwarded to this
+// process's stdout from another thread, land between writes, never inside
+// a line the tests parse.
+void PrintLine(const std::string& line) {
+  const std::string text = line + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
 
 struct TestLoopConfig {
   std::vector<std::string> argv;
@@ -133,16 +145,16 @@ int main(int argc, char** argv) {
 
   manta::train::JaxTrainer trainer(TestLoop, loop, scaling, run);
   trainer.SetPreflight(manta::train::MaxTextPreflight(loop.argv));
-  std::cout << "FIT_START_MS=" << absl::ToUnixMillis(absl::Now()) << std::endl;
+  PrintLine(absl::StrCat("FIT_START_MS=", absl::ToUnixMillis(absl::Now())));
   manta::train::Result r = trainer.Fit();
   auto loss = r.metrics.find("loss");
-  std::cout.precision(9);
-  std::cout << "RESULT ok=" << r.ok() << " attempts=" << r.num_attempts << " failures=" << r.num_failures
-            << " loss=" << (loss == r.metrics.end() ? std::nan("") : loss->second)
-            << " checkpoint=" << (r.checkpoint ? r.checkpoint->path : "-") << " run_id=" << r.run_id << std::endl;
-  if (!r.ok()) {
-    std::cout << "ERROR " << absl::StatusCodeToString(r.error.code()) << ": " << r.error.message() << std::endl;
-  }
+  std::ostringstream result;
+  result.precision(9);
+  result << "RESULT ok=" << r.ok() << " attempts=" << r.num_attempts << " failures=" << r.num_failures
+         << " loss=" << (loss == r.metrics.end() ? std::nan("") : loss->second)
+         << " checkpoint=" << (r.checkpoint ? r.checkpoint->path : "-") << " run_id=" << r.run_id;
+  PrintLine(result.str());
+  if (!r.ok()) PrintLine(absl::StrCat("ERROR ", absl::StatusCodeToString(r.error.code()), ": ", r.error.message()));
   manta::Shutdown();
   return r.ok() ? 0 : 1;
 }
