@@ -33,12 +33,11 @@ LoopTicker::LoopTicker(std::shared_ptr<gloo::transport::Device> device, absl::Du
   }
   thread_ = std::thread([this, period] {
     const uint64_t one = 1;
-    while (!stop_.load(std::memory_order_relaxed)) {
+    do {
       if (::write(fd_, &one, sizeof(one)) < 0) {
         // The counter is full or the descriptor is gone: the next turn drains it.
       }
-      absl::SleepFor(period);
-    }
+    } while (!stop_.WaitForNotificationWithTimeout(period));
   });
 }
 
@@ -47,13 +46,28 @@ LoopTicker::~LoopTicker() {
   // Unregistering waits for a turn of the loop, which the thread still
   // provides; then nothing calls handleEvents any more.
   Tcp(device_)->unregisterDescriptor(fd_, this);
-  stop_ = true;
+  stop_.Notify();
   thread_.join();
   ::close(fd_);
 }
 
+bool LoopTicker::AwaitTurns(int64_t n, absl::Duration timeout) {
+  struct Want {
+    const int64_t* turns;
+    int64_t n;
+  };
+  absl::MutexLock lock(&mu_);
+  Want want{&turns_, n};
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](Want* w) { return *w->turns >= w->n; }, &want),
+                              timeout);
+}
+
 void LoopTicker::handleEvents(int /*events*/) {
-  ++turns_;
+  {
+    absl::MutexLock lock(&mu_);
+    ++turns_;
+  }
   uint64_t count = 0;
   if (::read(fd_, &count, sizeof(count)) < 0) {
     // Nothing to drain (EAGAIN): another turn already did.

@@ -10,11 +10,13 @@
 //   ctx->connectFullMesh(store, device);
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gloo/transport/tcp/loop.h"
 
@@ -35,14 +37,16 @@ class LoopTicker : public gloo::transport::tcp::Handler {
 
   // On the loop's thread: drains the wake-ups.
   void handleEvents(int events) override;
-  // Turns of the loop this ticker has seen (from any thread).
-  int64_t turns() const { return turns_.load(); }
+  // Waits until this ticker has seen `n` turns of the loop, or `timeout`
+  // passes; whether it saw them (from any thread).
+  bool AwaitTurns(int64_t n, absl::Duration timeout);
 
  private:
   std::shared_ptr<gloo::transport::Device> device_;
   int fd_ = -1;  // an eventfd registered with the loop
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> turns_{0};
+  absl::Notification stop_;
+  absl::Mutex mu_;
+  int64_t turns_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
