@@ -141,7 +141,9 @@ def checkpointing_loop(config):
         with open(os.path.join(train.get_checkpoint().path, "rank_0")) as f:
             step = int(f.read()) + 1
     while not os.path.exists(config["stop"]):
-        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+        # Beside the stop file: a worker killed mid-step leaves it there.
+        scratch = os.path.dirname(config["stop"])
+        with tempfile.TemporaryDirectory(prefix="ckpt_", dir=scratch) as local:  # report() keeps a copy
             with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
                 f.write(str(step))
             time.sleep(STEP_S)

@@ -96,7 +96,8 @@ def checkpointing_loop(config):
     with open(os.path.join(config["out"], "seen", "a%d_r%d.json" % (record["attempt"], rank)), "w") as f:
         json.dump(record, f)
     for step in range(start, config["steps"]):
-        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+        # Under the test's folder: a worker killed mid-step leaves it there.
+        with tempfile.TemporaryDirectory(prefix="ckpt_", dir=config["out"]) as local:  # report() keeps a copy
             with open(os.path.join(local, "rank_%d" % rank), "w") as f:
                 f.write(str(step))
             train.report({"step": step, "loss": 1.0 / (step + 1)}, checkpoint=Checkpoint.from_directory(local))
@@ -292,7 +293,7 @@ def elastic_loop(config):
         json.dump(record, f)
     step = start
     while not (step >= 4 and os.path.exists(os.path.join(out, "stop"))):
-        with tempfile.TemporaryDirectory(prefix="ckpt_") as local:  # report() keeps a copy
+        with tempfile.TemporaryDirectory(prefix="ckpt_", dir=out) as local:  # report() keeps a copy
             with open(os.path.join(local, "rank_%d" % ctx.get_world_rank()), "w") as f:
                 f.write(str(step))
             train.report({"step": step, "world_size": ctx.get_world_size()},
