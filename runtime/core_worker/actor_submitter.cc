@@ -344,6 +344,7 @@ void ActorSubmitter::SendCalls(Actor& a, std::vector<PushCall*>* to_start) {
     auto* call = new PushCall;
     call->actor = a.id;
     call->address = a.address;
+    call->worker_id = a.info.address().worker_id();
     call->sequence = order;
     rpc::PushTaskRequest& req = call->request;
     req.set_intended_worker_id(a.info.address().worker_id());
@@ -375,6 +376,7 @@ PushCall* ActorSubmitter::SkipPush(const Actor& a, const std::string& task_id, i
   auto* call = new PushCall;
   call->actor = a.id;
   call->address = a.address;
+  call->worker_id = a.info.address().worker_id();
   call->sequence = -1;  // no pending call: its reply settles nothing
   call->incarnation = a.info.num_restarts();
   rpc::PushTaskRequest& req = call->request;

@@ -73,10 +73,25 @@ class ClientPool {
  public:
   rpc::CoreWorkerService::Stub* Worker(const std::string& address);
   rpc::NodeManagerService::Stub* Raylet(const std::string& address);
+  // A stub of its own for worker process `worker_id` at `address` (by the
+  // address alone when the id is empty). A process at an address another
+  // one used (its port handed out again by the kernel) then never gets that
+  // one's channel: its dead connection, or the failure to reach it that the
+  // channel remembers while it backs off.
+  std::shared_ptr<rpc::CoreWorkerService::Stub> WorkerProcess(const std::string& address, const std::string& worker_id);
+
+  // Stubs kept by WorkerProcess; past it they are all let go (a stream
+  // still using one keeps it).
+  static constexpr size_t kMaxWorkerProcesses = 10000;
 
  private:
+  struct ProcessStub {
+    std::string address;
+    std::shared_ptr<rpc::CoreWorkerService::Stub> stub;
+  };
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<rpc::CoreWorkerService::Stub>> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ProcessStub> processes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<rpc::NodeManagerService::Stub>> raylets_ ABSL_GUARDED_BY(mu_);
 };
 

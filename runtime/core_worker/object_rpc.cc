@@ -20,6 +20,18 @@ rpc::CoreWorkerService::Stub* ClientPool::Worker(const std::string& address) {
   return stub.get();
 }
 
+std::shared_ptr<rpc::CoreWorkerService::Stub> ClientPool::WorkerProcess(const std::string& address,
+                                                                        const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (processes_.size() >= kMaxWorkerProcesses) processes_.clear();
+  ProcessStub& entry = processes_[worker_id.empty() ? address : worker_id];
+  if (!entry.stub || entry.address != address) {
+    entry.address = address;
+    entry.stub = rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address));
+  }
+  return entry.stub;
+}
+
 rpc::NodeManagerService::Stub* ClientPool::Raylet(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = raylets_[address];

@@ -24,7 +24,8 @@ struct PushCall {
   rpc::PushTaskRequest request;
   rpc::PushTaskReply reply;
   absl::Status status;
-  std::string address;  // the worker's "ip:port"
+  std::string address;    // the worker's "ip:port"
+  std::string worker_id;  // its process's id (binary), when known
   // A normal task: its queue and lease (TaskSubmitter).
   TaskQueue* queue = nullptr;
   std::shared_ptr<WorkerLease> lease;

@@ -26,13 +26,14 @@ Message& BatchFor(std::deque<Message>& queue, size_t& back_bytes, size_t bytes) 
 
 // ---------------------------------------------------------------- caller side
 
-PushStream::PushStream(PushTransport* transport, std::string address)
-    : transport_(transport), address_(std::move(address)) {}
+PushStream::PushStream(PushTransport* transport, std::string key) : transport_(transport), key_(std::move(key)) {}
 
-void PushStream::Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token) {
+void PushStream::Bind(std::shared_ptr<PushStream> self, std::shared_ptr<rpc::CoreWorkerService::Stub> stub,
+                      const std::string& token) {
   self_ = std::move(self);
+  stub_ = std::move(stub);
   rpc::PrepareContext(&ctx_, token, absl::InfiniteDuration());
-  stub->async()->PushTasks(&ctx_, this);
+  stub_->async()->PushTasks(&ctx_, this);
 }
 
 void PushStream::Start() {
@@ -158,7 +159,7 @@ void PushStream::OnDone(const grpc::Status& status) {
     left.assign(sent_.begin(), sent_.end());
     sent_.clear();
   }
-  transport_->ForgetStream(address_, this);
+  transport_->ForgetStream(key_, this);
   // In the order they were sent. The worker ends a stream only with an
   // error (the caller never closes its side). What ended it is no refusal
   // of the calls on it, unless every call would meet it (token, a process

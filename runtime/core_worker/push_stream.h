@@ -37,13 +37,16 @@ constexpr size_t kMaxPushBatchBytes = 1 << 20;
 
 class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply> {
  public:
-  PushStream(PushTransport* transport, std::string address);
+  // `key`: what the transport knows it by (ForgetStream).
+  PushStream(PushTransport* transport, std::string key);
   // Binds the call (`self` keeps this alive until OnDone); Send may be
   // called from then on, and never finds it broken before Start. Start
   // starts it.
   // Writes start outside reactions, so the stream holds the call open (a
   // gRPC hold) until it is broken and no write is out.
-  void Bind(std::shared_ptr<PushStream> self, rpc::CoreWorkerService::Stub* stub, const std::string& token);
+  // The stream keeps `stub` (and its channel) while it lives.
+  void Bind(std::shared_ptr<PushStream> self, std::shared_ptr<rpc::CoreWorkerService::Stub> stub,
+            const std::string& token);
   void Start();
   enum class Sent { kSent, kBroken, kTooLarge };
   // Sends `call`, whose result then reaches transport->OnPushDone. kBroken:
@@ -59,7 +62,8 @@ class PushStream : public grpc::ClientBidiReactor<rpc::PushTasksRequest, rpc::Pu
 
  private:
   PushTransport* const transport_;
-  const std::string address_;
+  const std::string key_;
+  std::shared_ptr<rpc::CoreWorkerService::Stub> stub_;  // outlives ctx_
   grpc::ClientContext ctx_;
   std::shared_ptr<PushStream> self_;
   absl::Mutex mu_;

@@ -41,7 +41,7 @@ void PushTransport::SendOnStream(PushCall* call) {
   // Tasks and actor calls alike go over the worker's stream.
   while (true) {
     bool fresh = false;
-    std::shared_ptr<PushStream> stream = StreamTo(call->address, &fresh);
+    std::shared_ptr<PushStream> stream = StreamTo(*call, &fresh);
     if (stream == nullptr) {
       return OnPushDone(call, grpc::Status(grpc::StatusCode::CANCELLED, "this process is stopping"));
     }
@@ -58,23 +58,24 @@ void PushTransport::SendOnStream(PushCall* call) {
   }
 }
 
-std::shared_ptr<PushStream> PushTransport::StreamTo(const std::string& address, bool* fresh) {
+std::shared_ptr<PushStream> PushTransport::StreamTo(const PushCall& call, bool* fresh) {
+  std::string key = call.address + "/" + call.worker_id;
   absl::MutexLock lock(&streams_mu_);
   if (stopping_) return nullptr;  // CancelAll has cancelled, or will see it
-  auto it = streams_.find(address);
+  auto it = streams_.find(key);
   if (it != streams_.end() && it->second->Usable()) return it->second;
-  auto stream = std::make_shared<PushStream>(this, address);
-  stream->Bind(stream, host_->Worker(address), token_);
-  streams_[address] = stream;
+  auto stream = std::make_shared<PushStream>(this, key);
+  stream->Bind(stream, host_->Worker(call.address, call.worker_id), token_);
+  streams_[key] = stream;
   *fresh = true;
   absl::MutexLock live(&live_mu_);
   ++live_streams_;
   return stream;
 }
 
-void PushTransport::ForgetStream(const std::string& address, const PushStream* stream) {
+void PushTransport::ForgetStream(const std::string& key, const PushStream* stream) {
   absl::MutexLock lock(&streams_mu_);
-  auto it = streams_.find(address);
+  auto it = streams_.find(key);
   if (it != streams_.end() && it->second.get() == stream) streams_.erase(it);
 }
 
@@ -151,7 +152,7 @@ bool PushTransport::CancelAll() {
   std::vector<std::shared_ptr<PushStream>> streams;
   {
     absl::MutexLock lock(&streams_mu_);
-    for (auto& [address, stream] : streams_) streams.push_back(stream);
+    for (auto& [key, stream] : streams_) streams.push_back(stream);
   }
   for (auto& stream : streams) stream->Cancel();
   streams.clear();

@@ -50,9 +50,10 @@ class PushTransport {
   class Host {
    public:
     virtual ~Host() = default;
-    // The stub of the worker at `address` ("ip:port"); it outlives the
-    // transport's streams.
-    virtual rpc::CoreWorkerService::Stub* Worker(const std::string& address) = 0;
+    // A stub for worker process `worker_id` at `address` ("ip:port") that
+    // no other process's calls use (ClientPool::WorkerProcess).
+    virtual std::shared_ptr<rpc::CoreWorkerService::Stub> Worker(const std::string& address,
+                                                                 const std::string& worker_id) = 0;
     // `call` ended with call->status (when OK, call->reply is the worker's
     // reply): stores its returns and settles it with its submitter, adding
     // to `to_start` the calls that made due. Never once stopping.
@@ -87,8 +88,8 @@ class PushTransport {
   // ---- for PushStream ----
   // A call's result or failure (gRPC thread, or inline from Start).
   void OnPushDone(PushCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
-  // A stream that ended: no longer the one to `address` (if it was).
-  void ForgetStream(const std::string& address, const PushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  // A stream that ended: no longer the one under `key` (if it was).
+  void ForgetStream(const std::string& key, const PushStream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   // Last of a stream's completion; after it the stream touches nothing here.
   void StreamEnded() ABSL_LOCKS_EXCLUDED(live_mu_);
 
@@ -104,10 +105,11 @@ class PushTransport {
   // A normal task's push whose connection broke goes out again (true) while
   // resends are left and the transport is not stopping.
   bool ResendPush(PushCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(live_mu_, streams_mu_);
-  // The open stream to `address`, or a new one, bound but not started
-  // (*fresh; the caller starts it once it has sent on it); null once
-  // stopping.
-  std::shared_ptr<PushStream> StreamTo(const std::string& address, bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  // The open stream to `call`'s worker process, or a new one, bound but not
+  // started (*fresh; the caller starts it once it has sent on it); null
+  // once stopping. Streams are by process: a call never goes out on a
+  // stream to an earlier process at its address.
+  std::shared_ptr<PushStream> StreamTo(const PushCall& call, bool* fresh) ABSL_LOCKS_EXCLUDED(streams_mu_);
 
   // Constant after construction.
   Host* const host_;
@@ -118,7 +120,7 @@ class PushTransport {
   std::atomic<bool> stopping_{false};
 
   absl::Mutex streams_mu_;
-  // The stream to each worker ("ip:port").
+  // The stream to each worker process, by "ip:port" and worker id.
   absl::flat_hash_map<std::string, std::shared_ptr<PushStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
 
   absl::Mutex live_mu_;

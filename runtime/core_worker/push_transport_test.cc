@@ -1,6 +1,7 @@
 // PushTransport against an in-process worker end of PushTasks (one that
 // answers each push, or one that holds them) and against an address that
-// refuses connections. The host is a fake that records each settlement.
+// refuses connections. The host is a fake that records each settlement and
+// takes its stubs from the core worker's ClientPool.
 #include "runtime/core_worker/push_transport.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "common/id.h"
 #include "common/rpc/grpc_util.h"
+#include "runtime/core_worker/core_worker_impl.h"
 #include "runtime/core_worker/task_submitter.h"
 
 namespace manta::core {
@@ -47,16 +49,14 @@ struct Settled {
   std::string returned;  // the object id of the reply's first return
 };
 
-// The transport's host: stubs over real channels, and a record of every
-// settlement. Each settlement starts the next follow-up call, if any, as a
-// submitter's next queued call would.
+// The transport's host: the core worker's stubs over real channels, and a
+// record of every settlement. Each settlement starts the next follow-up
+// call, if any, as a submitter's next queued call would.
 class RecordingPushHost : public PushTransport::Host {
  public:
-  rpc::CoreWorkerService::Stub* Worker(const std::string& address) override {
-    absl::MutexLock lock(&mu_);
-    std::unique_ptr<rpc::CoreWorkerService::Stub>& stub = stubs_[address];
-    if (!stub) stub = rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address));
-    return stub.get();
+  std::shared_ptr<rpc::CoreWorkerService::Stub> Worker(const std::string& address,
+                                                       const std::string& worker_id) override {
+    return pool_.WorkerProcess(address, worker_id);
   }
 
   void Settle(PushCall* call, std::vector<PushCall*>* to_start) override {
@@ -89,8 +89,8 @@ class RecordingPushHost : public PushTransport::Host {
   }
 
  private:
+  ClientPool pool_;
   absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<rpc::CoreWorkerService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
   std::vector<Settled> settled_ ABSL_GUARDED_BY(mu_);
   std::vector<PushCall*> follow_ups_ ABSL_GUARDED_BY(mu_);
 };
@@ -190,13 +190,14 @@ class PushTransportTest : public ::testing::Test {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
-  // Starts a worker end; returns its "ip:port".
-  std::string StartWorker(bool answer) {
+  // Starts a worker end (at `at`, by default on a free port); returns its
+  // "ip:port".
+  std::string StartWorker(bool answer, const std::string& at = "127.0.0.1:0") {
     service_ = std::make_unique<FakeWorkerService>(answer);
     grpc::ServerBuilder builder;
     rpc::ConfigureServerBuilder(&builder);
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(at, grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     return "127.0.0.1:" + std::to_string(port);
@@ -269,6 +270,32 @@ TEST_F(PushTransportTest, ActorCallToARefusingWorkerFailsWithoutBeingSentAgain) 
   std::vector<Settled> settled = host_.settled();
   EXPECT_EQ(settled[0].status.code(), absl::StatusCode::kUnavailable) << settled[0].status;
   EXPECT_EQ(settled[0].resends, 0);
+}
+
+TEST_F(PushTransportTest, AWorkerAtAnAddressAnEarlierOneUsedGetsAChannelOfItsOwn) {
+  // The first worker's process is gone: its port refuses, and the call to
+  // it fails (its channel now backs off, remembering that).
+  auto gone = std::make_unique<RefusingPort>();
+  ASSERT_TRUE(gone->ok());
+  const std::string address = gone->address();
+  PushCall* to_gone = NewCall(address);
+  to_gone->worker_id = "first worker";
+  pushes_.Start({to_gone});
+  ASSERT_TRUE(host_.AwaitSettled(1));
+  ASSERT_EQ(host_.settled()[0].status.code(), absl::StatusCode::kUnavailable) << host_.settled()[0].status;
+  // A new worker process is given the same port, and is called at once.
+  gone.reset();
+  ASSERT_EQ(StartWorker(/*answer=*/true, address), address);
+  ASSERT_TRUE(server_ != nullptr);
+  PushCall* to_new = NewCall(address);
+  to_new->worker_id = "second worker";
+  const std::string task = to_new->request.spec().task_id();
+  pushes_.Start({to_new});
+  ASSERT_TRUE(host_.AwaitSettled(2));
+  const Settled s = host_.settled()[1];
+  EXPECT_TRUE(s.status.ok()) << "the new worker was not reached: " << s.status;
+  EXPECT_EQ(s.returned, task);
+  EXPECT_EQ(service_->received(), 1);
 }
 
 TEST_F(PushTransportTest, CallLargerThanAMessageFailsAloneAndTheStreamGoesOn) {

@@ -74,7 +74,10 @@ class CoreWorkerImpl::PushHostImpl final : public PushTransport::Host {
  public:
   explicit PushHostImpl(CoreWorkerImpl* cw) : cw_(cw) {}
 
-  rpc::CoreWorkerService::Stub* Worker(const std::string& address) override { return cw_->pool_.Worker(address); }
+  std::shared_ptr<rpc::CoreWorkerService::Stub> Worker(const std::string& address,
+                                                       const std::string& worker_id) override {
+    return cw_->pool_.WorkerProcess(address, worker_id);
+  }
   void Settle(PushCall* call, std::vector<PushCall*>* to_start) override { cw_->SettlePush(call, to_start); }
 
  private:

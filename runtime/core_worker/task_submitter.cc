@@ -293,6 +293,7 @@ PushCall* TaskSubmitter::PushTask(TaskQueue& q, const std::shared_ptr<WorkerLeas
   ++lease->in_flight;
   auto* call = new PushCall;
   call->address = AddressKey(lease->worker);
+  call->worker_id = lease->worker.worker_id();
   call->queue = &q;
   call->lease = lease;
   rpc::PushTaskRequest& req = call->request;
