@@ -103,9 +103,11 @@ class FakeWorkerService final : public rpc::CoreWorkerService::CallbackService {
 
   grpc::ServerBidiReactor<rpc::PushTasksRequest, rpc::PushTasksReply>* PushTasks(
       grpc::CallbackServerContext* ctx) override {
+    ++streams_;
     return new Stream(this);
   }
   int received() const { return received_.load(); }
+  int streams() const { return streams_.load(); }
 
  private:
   // One caller's stream: a read, then (answering) a write of its results,
@@ -154,6 +156,7 @@ class FakeWorkerService final : public rpc::CoreWorkerService::CallbackService {
 
   const bool answer_;
   std::atomic<int> received_{0};
+  std::atomic<int> streams_{0};
 };
 
 // An address that refuses connections: a port bound and not listened on.
@@ -296,6 +299,27 @@ TEST_F(PushTransportTest, AWorkerAtAnAddressAnEarlierOneUsedGetsAChannelOfItsOwn
   EXPECT_TRUE(s.status.ok()) << "the new worker was not reached: " << s.status;
   EXPECT_EQ(s.returned, task);
   EXPECT_EQ(service_->received(), 1);
+}
+
+TEST_F(PushTransportTest, EachWorkerProcessAtAnAddressHasAStreamOfItsOwn) {
+  const std::string address = StartWorker(/*answer=*/false);
+  PushCall* first = NewCall(address);
+  first->worker_id = "first worker";
+  pushes_.Start({first});
+  ASSERT_TRUE(WaitUntil([&] { return service_->received() == 1; }));
+  // The first worker's stream is still open; a call for another process at
+  // that address never goes out on it.
+  PushCall* second = NewCall(address);
+  second->worker_id = "second worker";
+  pushes_.Start({second});
+  ASSERT_TRUE(WaitUntil([&] { return service_->received() == 2; }));
+  EXPECT_EQ(service_->streams(), 2);
+  // A call for the first worker again takes its stream.
+  PushCall* again = NewCall(address);
+  again->worker_id = "first worker";
+  pushes_.Start({again});
+  ASSERT_TRUE(WaitUntil([&] { return service_->received() == 3; }));
+  EXPECT_EQ(service_->streams(), 2);
 }
 
 TEST_F(PushTransportTest, CallLargerThanAMessageFailsAloneAndTheStreamGoesOn) {
