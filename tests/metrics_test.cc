@@ -284,7 +284,7 @@ TEST(MetricsTest, PrometheusScrapesEveryLiveDaemonWithRaysNames) {
   const absl::Time began = absl::Now();
   ASSERT_TRUE(prometheus.Start(session + "/" + kSdFile, session + "/token").ok());
 
-  // Three actors held by a driver.
+  // Three actors held by a driver, each running a call until told to end.
   const std::string go = cluster.temp_dir() + "/go";
   auto driver = cluster.RunManta({"job", "submit", "--temp-dir=" + temp, "--no-wait", "--",
                                   std::filesystem::absolute(Cluster::BinDir()).string() + "/runtime_driver",

@@ -109,6 +109,15 @@ class Recorder {
   int Pid() { return getpid(); }
   int Tag() { return tag_; }
   std::vector<uint8_t> EchoBytes(std::vector<uint8_t> data) { return data; }
+  // Runs until `path` exists (at most two minutes); whether it appeared.
+  bool RunUntil(std::string path) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (access(path.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+  }
 
  private:
   int tag_;
@@ -116,7 +125,7 @@ class Recorder {
   bool out_of_order_ = false;
 };
 MANTA_REMOTE(Recorder::Create, &Recorder::Append, &Recorder::InOrder, &Recorder::Count, &Recorder::Pid, &Recorder::Tag,
-             &Recorder::EchoBytes);
+             &Recorder::EchoBytes, &Recorder::RunUntil);
 
 // Keeps refs it was given inside a value, past the call that gave them.
 class Holder {
@@ -569,11 +578,12 @@ int HeldActors(int n, const std::string& marker) {
   std::vector<manta::ActorHandle<Recorder>> held;
   for (int i = 0; i < n; ++i) held.push_back(manta::Actor(Recorder::Create).Remote(i));
   for (auto& actor : held) manta::Get(actor.Task(&Recorder::Pid).Remote());
+  // Each actor runs a call until told to end: tasks RUNNING the whole time.
+  std::vector<manta::ObjectRef<bool>> running;
+  for (auto& actor : held) running.push_back(actor.Task(&Recorder::RunUntil).Remote(marker));
   std::cout << "READY " << n << std::endl;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (access(marker.c_str(), F_OK) != 0) {
-    if (std::chrono::steady_clock::now() > deadline) return Fail("never told to end");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (auto& r : running) {
+    if (!manta::Get(r)) return Fail("never told to end");
   }
   std::cout << "OK held actors" << std::endl;
   return 0;
