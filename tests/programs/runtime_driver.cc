@@ -23,6 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "common/process.h"
+
 namespace {
 
 int Fail(const std::string& why) {
@@ -109,15 +112,8 @@ class Recorder {
   int Pid() { return getpid(); }
   int Tag() { return tag_; }
   std::vector<uint8_t> EchoBytes(std::vector<uint8_t> data) { return data; }
-  // Runs until `path` exists (at most two minutes); whether it appeared.
-  bool RunUntil(std::string path) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-    while (access(path.c_str(), F_OK) != 0) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return true;
-  }
+  // Runs until `path` is written (at most two minutes); whether it was.
+  bool RunUntil(std::string path) { return manta::WaitForFile(path, absl::Now() + absl::Minutes(2)).ok(); }
 
  private:
   int tag_;
