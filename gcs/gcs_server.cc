@@ -122,11 +122,11 @@ class GcsServer::Impl {
     });
     nodes_ =
         std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_, raylet_clients_.get());
-    resources_ = std::make_unique<ResourceManager>(nodes_.get(), publisher_.get());
-    kv_ = std::make_unique<KvManager>(store_.get());
     auto run_after = [this](absl::Duration delay, std::function<void()> fn) {
       return loop_->RunAfter(delay, std::move(fn));
     };
+    resources_ = std::make_unique<ResourceManager>(nodes_.get(), publisher_.get(), run_after);
+    kv_ = std::make_unique<KvManager>(store_.get());
     jobs_ = std::make_unique<JobManager>(
         store_.get(), publisher_.get(), raylet_clients_.get(), [this] { return AliveNodes(); }, run_after);
     task_events_ = std::make_unique<TaskEventManager>(publisher_.get());

@@ -22,10 +22,19 @@ absl::Status ValidateResourceMap(const google::protobuf::Map<std::string, double
   return absl::OkStatus();
 }
 
+bool SameMap(const google::protobuf::Map<std::string, double>& a, const google::protobuf::Map<std::string, double>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, value] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second != value) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-ResourceManager::ResourceManager(const NodeManager* nodes, Publisher* publisher)
-    : nodes_(nodes), publisher_(publisher) {}
+ResourceManager::ResourceManager(const NodeManager* nodes, Publisher* publisher, RunAfter run_after)
+    : nodes_(nodes), publisher_(publisher), run_after_(std::move(run_after)) {}
 
 void ResourceManager::OnNodeAdded(const rpc::NodeInfo& info) {
   MANTA_CHECK_THREAD(thread_);
@@ -84,7 +93,23 @@ bool ResourceManager::Apply(const rpc::NodeResources& resources) {
       !ValidateResourceMap(resources.available(), "available").ok()) {
     return false;
   }
-  return Take(it->second, resources);
+  if (!Take(it->second, resources)) return false;
+  if (!it->second.published) {
+    applied_.push_back(*id);
+    if (publish_timer_ == nullptr) publish_timer_ = run_after_(kPublishApplied, [this] { PublishApplied(); });
+  }
+  return true;
+}
+
+void ResourceManager::PublishApplied() {
+  MANTA_CHECK_THREAD(thread_);
+  auto fired = std::move(publish_timer_);
+  std::vector<NodeId> nodes;
+  nodes.swap(applied_);
+  for (const NodeId& node : nodes) {
+    auto it = view_.find(node);  // gone if the node died meanwhile
+    if (it != view_.end()) PublishIfNew(it->second);
+  }
 }
 
 bool ResourceManager::Take(Entry& e, const rpc::NodeResources& r) {
@@ -93,8 +118,9 @@ bool ResourceManager::Take(Entry& e, const rpc::NodeResources& r) {
   if (r.version() == e.resources.version() && google::protobuf::util::MessageDifferencer::Equals(r, e.resources)) {
     return false;
   }
+  const bool same_maps = SameMap(r.total(), e.resources.total()) && SameMap(r.available(), e.resources.available());
   e.resources = r;
-  e.published = false;
+  if (!same_maps) e.published = false;
   return true;
 }
 

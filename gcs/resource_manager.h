@@ -6,13 +6,22 @@
 // NODE_RESOURCES. Not persisted: totals come back with node recovery and
 // raylets report again when they see a new GCS incarnation.
 //
+// A raylet answers each bundle call with its view, and does not report
+// that view again (ToldView): the GCS publishes such views itself, together,
+// kPublishApplied after the first of them, as the raylets' own reports
+// would have been throttled. A view whose maps equal the one published
+// only moves the version: it wakes no raylet.
+//
 // Thread: the GCS loop thread.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/event_loop.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
 #include "common/thread_checker.h"
@@ -24,7 +33,11 @@ namespace manta::gcs {
 
 class ResourceManager {
  public:
-  ResourceManager(const NodeManager* nodes, Publisher* publisher);
+  using RunAfter = std::function<std::unique_ptr<EventLoop::Timer>(absl::Duration, std::function<void()>)>;
+  // Views taken from bundle replies go out this long after the first.
+  static constexpr absl::Duration kPublishApplied = absl::Milliseconds(100);
+
+  ResourceManager(const NodeManager* nodes, Publisher* publisher, RunAfter run_after);
 
   // Wired to NodeManager's listeners.
   void OnNodeAdded(const rpc::NodeInfo& info);
@@ -37,10 +50,11 @@ class ResourceManager {
 
   // Takes the view of itself a raylet returns with a bundle reply: ignored
   // for an unknown or dead node, malformed maps, or an older version.
-  // Returns whether it was taken. Not published here (so one reservation
-  // does not wake every raylet several times): the raylet reports each
-  // change, and every report publishes the newest view held, even when the
-  // report itself is older than this one and is ignored.
+  // Returns whether it was taken. Published kPublishApplied after the first
+  // such view not yet published (so one reservation does not wake every
+  // raylet several times), or sooner by the node's next report: every report
+  // publishes the newest view held, even when the report itself is older
+  // than this one and is ignored.
   bool Apply(const rpc::NodeResources& resources);
 
   const rpc::NodeResources* Get(const NodeId& node) const;
@@ -52,13 +66,19 @@ class ResourceManager {
     std::vector<rpc::ResourceDemand> demands;
   };
   // Takes `r` unless it is older than the view held, or the same (false
-  // then: nothing changed).
+  // then: nothing changed). A newer version with the same maps is taken but
+  // leaves the entry as published as it was.
   static bool Take(Entry& e, const rpc::NodeResources& r);
   void PublishIfNew(Entry& e);
+  // Publishes the views taken from replies since the last time.
+  void PublishApplied();
 
   const NodeManager* const nodes_;
   Publisher* const publisher_;
+  const RunAfter run_after_;
   absl::flat_hash_map<NodeId, Entry> view_;
+  std::vector<NodeId> applied_;                      // taken from replies, maybe not published
+  std::unique_ptr<EventLoop::Timer> publish_timer_;  // set while applied_ waits
   // The loop thread, which every handler and listener runs on.
   ThreadChecker thread_;
 };

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/placement_group_resources.h"
+#include "gcs/fake_timers.h"
 #include "gcs/in_memory_store.h"
 #include "gcs/test_util.h"
 #include "gtest/gtest.h"
@@ -66,7 +67,8 @@ class ResourceManagerTest : public ::testing::Test {
   InMemoryStore store_{&loop_};
   Publisher pub_{&loop_, "inc"};
   NodeManager nodes_{&store_, &pub_, ClusterId::FromRandom(), "inc"};
-  ResourceManager resources_{&nodes_, &pub_};
+  FakeTimers timers_;
+  ResourceManager resources_{&nodes_, &pub_, timers_.RunAfter()};
   NodeId node_ = NodeId::FromRandom();
 };
 
@@ -101,6 +103,52 @@ TEST_F(ResourceManagerTest, AnOlderReportPublishesTheNewerViewOfABundleReply) {
   ASSERT_TRUE(Report(View(5, 2)).ok());
   EXPECT_EQ(PublishCount(), 3);
   EXPECT_EQ(Published().back().version(), 5);
+  timers_.FireAll();
+  EXPECT_EQ(PublishCount(), 3) << "the reply's view went out with a report already";
+}
+
+// The raylet does not report what its bundle replies told the GCS: the GCS
+// publishes those views itself, once, a while after the first.
+TEST_F(ResourceManagerTest, BundleReplyViewsArePublishedTogetherAfterTheFirst) {
+  ASSERT_TRUE(Report(View(1, 4)).ok());
+  ASSERT_TRUE(resources_.Apply(View(2, 3)));
+  ASSERT_TRUE(resources_.Apply(View(3, 2)));
+  EXPECT_EQ(PublishCount(), 1) << "not at once";
+  EXPECT_EQ(timers_.num_armed(), 1u) << "one publish for both replies";
+  EXPECT_EQ(timers_.last_delay(), ResourceManager::kPublishApplied);
+  timers_.FireAll();
+  EXPECT_EQ(PublishCount(), 2);
+  std::vector<rpc::NodeResources> seen = Published();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].version(), 3);
+  EXPECT_EQ(seen[0].available().at("TPU"), 2);
+  timers_.FireAll();
+  EXPECT_EQ(PublishCount(), 2);
+}
+
+// A report only confirming what a reply told (a newer version, the same
+// maps) is taken but wakes no raylet; a changed one does.
+TEST_F(ResourceManagerTest, ANewerViewWithTheSameMapsIsTakenButNotPublished) {
+  ASSERT_TRUE(Report(View(1, 4)).ok());
+  ASSERT_TRUE(Report(View(2, 4)).ok());
+  EXPECT_EQ(PublishCount(), 1);
+  EXPECT_EQ(resources_.Get(node_)->version(), 2);
+  ASSERT_TRUE(resources_.Apply(View(3, 4)));
+  EXPECT_EQ(timers_.num_armed(), 0u) << "nothing to publish";
+  ASSERT_TRUE(Report(View(4, 1)).ok());
+  EXPECT_EQ(PublishCount(), 2);
+  EXPECT_EQ(Published().back().available().at("TPU"), 1);
+}
+
+// A node that died before its replies' views went out is skipped.
+TEST_F(ResourceManagerTest, AReplyViewOfANodeThatDiedIsNotPublished) {
+  ASSERT_TRUE(Report(View(1, 4)).ok());
+  ASSERT_TRUE(resources_.Apply(View(2, 0)));
+  rpc::NodeInfo dead;
+  dead.set_node_id(node_.Binary());
+  resources_.OnNodeDead(dead);
+  timers_.FireAll();
+  EXPECT_EQ(PublishCount(), 1);
 }
 
 TEST_F(ResourceManagerTest, ViewsOfUnknownNodesOrWithBadValuesChangeNothing) {

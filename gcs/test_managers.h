@@ -123,7 +123,7 @@ class TestManagers {
   FakeCoreWorkerClientPool workers_;
   FakeTimers timers_;
   NodeManager nodes_{&store_, &pub_, ClusterId::FromRandom(), "inc", &raylets_};
-  ResourceManager resources_{&nodes_, &pub_};
+  ResourceManager resources_{&nodes_, &pub_, timers_.RunAfter()};
   KvManager kv_{&store_};
   JobManager jobs_{&store_, &pub_, &raylets_, [] { return std::vector<rpc::NodeInfo>(); }, timers_.RunAfter()};
   TaskEventManager task_events_{&pub_};

@@ -109,7 +109,9 @@ void GcsLink::OnHealthCheck(const std::string& gcs_incarnation) {
 void GcsLink::SendReport(std::function<void()> done) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   if (!registered_ || stopped_) return done();
-  gcs_->ReportResources(host_->Report(), [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
+  std::optional<rpc::ReportResourcesRequest> report = host_->Report();
+  if (!report) return done();
+  gcs_->ReportResources(*report, [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
     done();
     if (stopped_) return;
     if (s.ok()) {

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -50,8 +51,9 @@ class GcsLink {
     virtual ~Host() = default;
     // What a registration carries.
     virtual rpc::NodeInfo NodeInfo() const = 0;
-    // The next resource report (a new version) with the waiting demand.
-    virtual rpc::ReportResourcesRequest Report() = 0;
+    // The next resource report (a new version) with the waiting demand, or
+    // none when it would tell the GCS nothing new.
+    virtual std::optional<rpc::ReportResourcesRequest> Report() = 0;
     // Registered (`first`: the first time); resources are to be reported.
     virtual void OnRegistered(bool first) = 0;
     // A report failed: send one again (through the raylet's throttle).

@@ -27,7 +27,7 @@ class FakeRaylet : public GcsLink::Host {
     info.set_node_ip("10.0.0.1");
     return info;
   }
-  rpc::ReportResourcesRequest Report() override {
+  std::optional<rpc::ReportResourcesRequest> Report() override {
     rpc::ReportResourcesRequest req;
     req.mutable_resources()->set_node_id(node_id_);
     req.mutable_resources()->set_version(++version);

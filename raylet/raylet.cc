@@ -34,6 +34,8 @@ namespace {
 
 // Resource changes reach the GCS at most this often.
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
+// A view told only by a bundle call's reply is reported this much later.
+constexpr absl::Duration kConfirmReplied = absl::Seconds(1);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 // How often leases waiting for a placement group ask whether it still exists.
 constexpr absl::Duration kGroupRecheckPeriod = absl::Seconds(2);
@@ -231,6 +233,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     return [this, out, done = std::move(done)](const absl::Status& s) {
       ++resource_version_;
       *out = Resources();
+      told_.Replied(local_.total(), local_.available());
       done(s);
     };
   }
@@ -263,7 +266,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                            });
     reports_ = std::make_unique<ReportThrottle>(
         loop_, kReportInterval, [this](std::function<void()> done) { link_->SendReport(std::move(done)); });
-    local_.SetChangeListener([this] { reports_->Request(); });
+    local_.SetChangeListener([this] { RequestReportSoon(); });
     leases_->SetDemandsListener([this] { reports_->Request(); });
     leases_->SetGrantListener([this](const rpc::TaskSpec& spec, const LeasedWorker& worker) {
       if (spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) {
@@ -501,20 +504,50 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     }
   }
 
-  rpc::ReportResourcesRequest Report() override {
+  std::optional<rpc::ReportResourcesRequest> Report() override {
+    std::vector<rpc::ResourceDemand> demands = leases_->Demands();
+    if (told_.Redundant(local_.total(), local_.available(), !demands.empty())) {
+      // Told by a bundle call's reply: confirmed by a report in a while,
+      // should that reply have been lost.
+      if (told_.by_reply() && !confirm_timer_) {
+        confirm_timer_ = loop_->RunAfter(kConfirmReplied, [this] {
+          confirm_timer_.reset();
+          told_.Forget();
+          reports_->Request();
+        });
+      }
+      return std::nullopt;
+    }
     rpc::ReportResourcesRequest req;
     ++resource_version_;
     *req.mutable_resources() = Resources();
-    for (auto& d : leases_->Demands()) *req.add_demands() = std::move(d);
+    told_.Reported(local_.total(), local_.available(), !demands.empty());
+    for (auto& d : demands) *req.add_demands() = std::move(d);
     return req;
   }
 
   void OnRegistered(bool first) override {
+    told_.Forget();
     reports_->Request();
     if (first) WriteReadyFile();
   }
 
-  void RequestReport() override { reports_->Request(); }
+  void RequestReport() override {
+    told_.Forget();  // a report failed
+    reports_->Request();
+  }
+
+  // A change's report is requested on the loop's next turn, after the call
+  // that made the change has answered: a bundle call's reply has then told
+  // the GCS the new view, and the report is skipped (ToldView).
+  void RequestReportSoon() {
+    if (report_posted_) return;
+    report_posted_ = true;
+    loop_->Post([this] {
+      report_posted_ = false;
+      reports_->Request();
+    });
+  }
   bool OnNodeResources(const rpc::NodeResources& r) override { return view_.OnNodeResources(r); }
 
   void OnNodesReset() override {
@@ -605,6 +638,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   std::unique_ptr<BundleManager> bundles_;
   std::unique_ptr<LogForwarder> logs_;
   std::unique_ptr<ReportThrottle> reports_;
+  ToldView told_;               // loop thread
+  bool report_posted_ = false;  // a RequestReportSoon is on its way
+  std::unique_ptr<EventLoop::Timer> confirm_timer_;
   bool logs_failing_ = false;
   // What each worker was last granted for: an actor's class, or a function.
   struct WorkerName {

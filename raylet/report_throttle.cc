@@ -37,4 +37,25 @@ void ReportThrottle::MaybeSend() {
   });
 }
 
+void ToldView::Replied(const ResourceSet& total, const ResourceSet& available) {
+  // Demand is only ever reported: until a report went out (since the last
+  // Forget), the GCS's idea of it is unknown, and so is what it holds.
+  if (!known_) return;
+  by_reply_ = true;
+  total_ = total;
+  available_ = available;
+}
+
+void ToldView::Reported(const ResourceSet& total, const ResourceSet& available, bool demand) {
+  known_ = true;
+  by_reply_ = false;
+  demand_ = demand;
+  total_ = total;
+  available_ = available;
+}
+
+bool ToldView::Redundant(const ResourceSet& total, const ResourceSet& available, bool demand) const {
+  return known_ && !demand && !demand_ && total == total_ && available == available_;
+}
+
 }  // namespace manta::raylet

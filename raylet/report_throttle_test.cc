@@ -26,5 +26,41 @@ TEST(ReportThrottleTest, CoalescesWhileInFlightAndWithinTheInterval) {
   EXPECT_EQ(throttle.num_sent(), 2) << "nothing was requested since";
 }
 
+ResourceSet Cpus(double n) { return *ResourceSet::FromMap({{"CPU", n}}); }
+
+TEST(ToldViewTest, AReportOfWhatTheGcsWasToldIsRedundant) {
+  ToldView told;
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), false)) << "nothing told yet";
+  told.Replied(Cpus(4), Cpus(3));
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(3), false)) << "a reply alone: the GCS's demand is unknown";
+
+  told.Reported(Cpus(4), Cpus(4), false);
+  EXPECT_TRUE(told.Redundant(Cpus(4), Cpus(4), false));
+  EXPECT_FALSE(told.by_reply());
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(2), false)) << "available changed";
+  EXPECT_FALSE(told.Redundant(Cpus(8), Cpus(4), false)) << "total changed";
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), true)) << "demand is always reported";
+
+  // A bundle call's reply told the GCS the new view: its report is redundant.
+  told.Replied(Cpus(5), Cpus(3));
+  EXPECT_TRUE(told.Redundant(Cpus(5), Cpus(3), false));
+  EXPECT_TRUE(told.by_reply());
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), false)) << "the view before the reply is not the GCS's any more";
+
+  told.Forget();  // registered again, or a report failed
+  EXPECT_FALSE(told.Redundant(Cpus(5), Cpus(3), false));
+}
+
+TEST(ToldViewTest, DemandOnceReportedMakesTheNextReportNeeded) {
+  ToldView told;
+  told.Reported(Cpus(4), Cpus(0), true);
+  // The demand went away: the GCS must hear that, though the view is the same.
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(0), false));
+  told.Replied(Cpus(4), Cpus(0));
+  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(0), false)) << "a reply carries no demand";
+  told.Reported(Cpus(4), Cpus(0), false);
+  EXPECT_TRUE(told.Redundant(Cpus(4), Cpus(0), false));
+}
+
 }  // namespace
 }  // namespace manta::raylet
