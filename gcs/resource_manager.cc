@@ -22,15 +22,6 @@ absl::Status ValidateResourceMap(const google::protobuf::Map<std::string, double
   return absl::OkStatus();
 }
 
-bool SameMap(const google::protobuf::Map<std::string, double>& a, const google::protobuf::Map<std::string, double>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, value] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second != value) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 ResourceManager::ResourceManager(const NodeManager* nodes, Publisher* publisher, RunAfter run_after)
@@ -118,9 +109,8 @@ bool ResourceManager::Take(Entry& e, const rpc::NodeResources& r) {
   if (r.version() == e.resources.version() && google::protobuf::util::MessageDifferencer::Equals(r, e.resources)) {
     return false;
   }
-  const bool same_maps = SameMap(r.total(), e.resources.total()) && SameMap(r.available(), e.resources.available());
   e.resources = r;
-  if (!same_maps) e.published = false;
+  e.published = false;
   return true;
 }
 

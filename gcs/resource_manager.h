@@ -9,8 +9,7 @@
 // A raylet answers each bundle call with its view, and does not report
 // that view again (ToldView): the GCS publishes such views itself, together,
 // kPublishApplied after the first of them, as the raylets' own reports
-// would have been throttled. A view whose maps equal the one published
-// only moves the version: it wakes no raylet.
+// would have been throttled.
 //
 // Thread: the GCS loop thread.
 #pragma once
@@ -66,8 +65,7 @@ class ResourceManager {
     std::vector<rpc::ResourceDemand> demands;
   };
   // Takes `r` unless it is older than the view held, or the same (false
-  // then: nothing changed). A newer version with the same maps is taken but
-  // leaves the entry as published as it was.
+  // then: nothing changed).
   static bool Take(Entry& e, const rpc::NodeResources& r);
   void PublishIfNew(Entry& e);
   // Publishes the views taken from replies since the last time.

@@ -126,20 +126,6 @@ TEST_F(ResourceManagerTest, BundleReplyViewsArePublishedTogetherAfterTheFirst) {
   EXPECT_EQ(PublishCount(), 2);
 }
 
-// A report only confirming what a reply told (a newer version, the same
-// maps) is taken but wakes no raylet; a changed one does.
-TEST_F(ResourceManagerTest, ANewerViewWithTheSameMapsIsTakenButNotPublished) {
-  ASSERT_TRUE(Report(View(1, 4)).ok());
-  ASSERT_TRUE(Report(View(2, 4)).ok());
-  EXPECT_EQ(PublishCount(), 1);
-  EXPECT_EQ(resources_.Get(node_)->version(), 2);
-  ASSERT_TRUE(resources_.Apply(View(3, 4)));
-  EXPECT_EQ(timers_.num_armed(), 0u) << "nothing to publish";
-  ASSERT_TRUE(Report(View(4, 1)).ok());
-  EXPECT_EQ(PublishCount(), 2);
-  EXPECT_EQ(Published().back().available().at("TPU"), 1);
-}
-
 // A node that died before its replies' views went out is skipped.
 TEST_F(ResourceManagerTest, AReplyViewOfANodeThatDiedIsNotPublished) {
   ASSERT_TRUE(Report(View(1, 4)).ok());

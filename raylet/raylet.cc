@@ -34,7 +34,8 @@ namespace {
 
 // Resource changes reach the GCS at most this often.
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
-// A view told only by a bundle call's reply is reported this much later.
+// A view told only by a bundle call's reply and not seen published is
+// reported this much later.
 constexpr absl::Duration kConfirmReplied = absl::Seconds(1);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 // How often leases waiting for a placement group ask whether it still exists.
@@ -233,7 +234,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     return [this, out, done = std::move(done)](const absl::Status& s) {
       ++resource_version_;
       *out = Resources();
-      told_.Replied(local_.total(), local_.available());
+      // A failed call's reply carries no view to the GCS.
+      if (s.ok()) told_.Replied(resource_version_);
       done(s);
     };
   }
@@ -266,7 +268,10 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                            });
     reports_ = std::make_unique<ReportThrottle>(
         loop_, kReportInterval, [this](std::function<void()> done) { link_->SendReport(std::move(done)); });
-    local_.SetChangeListener([this] { RequestReportSoon(); });
+    local_.SetChangeListener([this] {
+      told_.Changed();
+      RequestReportSoon();
+    });
     leases_->SetDemandsListener([this] { reports_->Request(); });
     leases_->SetGrantListener([this](const rpc::TaskSpec& spec, const LeasedWorker& worker) {
       if (spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK) {
@@ -506,12 +511,13 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
 
   std::optional<rpc::ReportResourcesRequest> Report() override {
     std::vector<rpc::ResourceDemand> demands = leases_->Demands();
-    if (told_.Redundant(local_.total(), local_.available(), !demands.empty())) {
-      // Told by a bundle call's reply: confirmed by a report in a while,
-      // should that reply have been lost.
-      if (told_.by_reply() && !confirm_timer_) {
+    if (told_.Redundant(!demands.empty())) {
+      // Told by a bundle call's reply: reported after all if its view is
+      // not seen published in a while (the reply may have been lost).
+      if (told_.unconfirmed() && !confirm_timer_) {
         confirm_timer_ = loop_->RunAfter(kConfirmReplied, [this] {
           confirm_timer_.reset();
+          if (!told_.unconfirmed()) return;
           told_.Forget();
           reports_->Request();
         });
@@ -521,7 +527,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     rpc::ReportResourcesRequest req;
     ++resource_version_;
     *req.mutable_resources() = Resources();
-    told_.Reported(local_.total(), local_.available(), !demands.empty());
+    told_.Reported(!demands.empty());
     for (auto& d : demands) *req.add_demands() = std::move(d);
     return req;
   }
@@ -548,7 +554,13 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
       reports_->Request();
     });
   }
-  bool OnNodeResources(const rpc::NodeResources& r) override { return view_.OnNodeResources(r); }
+  bool OnNodeResources(const rpc::NodeResources& r) override {
+    if (r.node_id() == node_id_.Binary()) {
+      told_.Published(r.version());
+      if (!told_.unconfirmed()) confirm_timer_.reset();
+    }
+    return view_.OnNodeResources(r);
+  }
 
   void OnNodesReset() override {
     alive_nodes_.clear();

@@ -37,25 +37,22 @@ void ReportThrottle::MaybeSend() {
   });
 }
 
-void ToldView::Replied(const ResourceSet& total, const ResourceSet& available) {
-  // Demand is only ever reported: until a report went out (since the last
-  // Forget), the GCS's idea of it is unknown, and so is what it holds.
+void ToldView::Replied(int64_t version) {
   if (!known_) return;
   by_reply_ = true;
-  total_ = total;
-  available_ = available;
+  told_changes_ = changes_;
+  replied_version_ = version;
 }
 
-void ToldView::Reported(const ResourceSet& total, const ResourceSet& available, bool demand) {
+void ToldView::Reported(bool demand) {
   known_ = true;
   by_reply_ = false;
   demand_ = demand;
-  total_ = total;
-  available_ = available;
+  told_changes_ = changes_;
 }
 
-bool ToldView::Redundant(const ResourceSet& total, const ResourceSet& available, bool demand) const {
-  return known_ && !demand && !demand_ && total == total_ && available == available_;
+void ToldView::Published(int64_t version) {
+  if (version >= replied_version_) by_reply_ = false;
 }
 
 }  // namespace manta::raylet

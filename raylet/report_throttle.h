@@ -10,12 +10,12 @@
 //   reports.Request();  // after every change
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
 #include "absl/time/time.h"
 #include "common/event_loop.h"
-#include "common/resources.h"
 
 namespace manta::raylet {
 
@@ -46,38 +46,49 @@ class ReportThrottle {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-// ToldView: what the GCS was last told of this node's resources, so that a
-// report telling it nothing new is not sent. Each bundle call's reply
-// carries the node's view; without this, the change behind it also made a
-// report of the same view, one RPC more per node and phase of a placement
-// group's commit (32 more for a reservation of two v6e-64 slices).
+// ToldView: whether the GCS has been told of every change of this node's
+// resources, so that a report telling it nothing new is not sent. Each
+// bundle call's reply carries the node's view, which the GCS publishes;
+// without this, the change behind it also made a report of the same view,
+// one RPC more per node and phase of a placement group's commit (32 more
+// for a reservation of two v6e-64 slices).
 //
-// A report with waiting demand is never redundant. A view told only by a
-// reply is confirmed by a report within a while all the same (the raylet
-// arms that when it skips a report), in case the reply never arrived.
+// It counts changes rather than comparing views: a change undone before the
+// report (a lease granted and returned) is still reported, because other
+// raylets count the leases they spill to a node against it until the node's
+// next view arrives. A report with waiting demand, or after one with
+// demand, is never redundant. A view told only by a reply is unconfirmed
+// until this node's view at that version comes back published; the raylet
+// reports it again should that take too long (the reply may have been lost).
 // Thread: the owner's loop thread.
 class ToldView {
  public:
-  // A bundle call's reply carried this view (known only once a report has
-  // gone out since the last Forget).
-  void Replied(const ResourceSet& total, const ResourceSet& available);
-  // A report of this view (with or without demand) was sent.
-  void Reported(const ResourceSet& total, const ResourceSet& available, bool demand);
+  // The node's resources changed.
+  void Changed() { ++changes_; }
+  // A bundle call's successful reply carried every change so far, under
+  // `version` (counts only once a report has gone out since the last Forget:
+  // until then the GCS's idea of the demand is unknown).
+  void Replied(int64_t version);
+  // A report of every change so far was sent, with or without demand.
+  void Reported(bool demand);
+  // The GCS published this node's view at `version`.
+  void Published(int64_t version);
   // The GCS may know nothing of this node: it registered again, or a report
   // failed.
   void Forget() { known_ = false; }
 
-  // Whether a report of this view, with or without demand, tells the GCS
-  // nothing it was not told.
-  bool Redundant(const ResourceSet& total, const ResourceSet& available, bool demand) const;
-  // Whether the view was last told by a reply, not by a report.
-  bool by_reply() const { return by_reply_; }
+  // Whether a report now, with or without demand, tells the GCS nothing.
+  bool Redundant(bool demand) const { return known_ && !demand && !demand_ && changes_ == told_changes_; }
+  // Whether the last telling was a reply whose view was not seen published.
+  bool unconfirmed() const { return known_ && by_reply_; }
 
  private:
   bool known_ = false;
   bool by_reply_ = false;
   bool demand_ = false;
-  ResourceSet total_, available_;
+  int64_t changes_ = 0;
+  int64_t told_changes_ = 0;
+  int64_t replied_version_ = 0;
 };
 
 }  // namespace manta::raylet

@@ -26,40 +26,58 @@ TEST(ReportThrottleTest, CoalescesWhileInFlightAndWithinTheInterval) {
   EXPECT_EQ(throttle.num_sent(), 2) << "nothing was requested since";
 }
 
-ResourceSet Cpus(double n) { return *ResourceSet::FromMap({{"CPU", n}}); }
-
-TEST(ToldViewTest, AReportOfWhatTheGcsWasToldIsRedundant) {
+TEST(ToldViewTest, AReportTellsNothingOnlyWhenNoChangeCameSinceTheGcsWasTold) {
   ToldView told;
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), false)) << "nothing told yet";
-  told.Replied(Cpus(4), Cpus(3));
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(3), false)) << "a reply alone: the GCS's demand is unknown";
+  EXPECT_FALSE(told.Redundant(false)) << "nothing told yet";
+  told.Changed();
+  told.Replied(1);
+  EXPECT_FALSE(told.Redundant(false)) << "a reply alone: the GCS's demand is unknown";
 
-  told.Reported(Cpus(4), Cpus(4), false);
-  EXPECT_TRUE(told.Redundant(Cpus(4), Cpus(4), false));
-  EXPECT_FALSE(told.by_reply());
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(2), false)) << "available changed";
-  EXPECT_FALSE(told.Redundant(Cpus(8), Cpus(4), false)) << "total changed";
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), true)) << "demand is always reported";
+  told.Reported(false);
+  EXPECT_TRUE(told.Redundant(false));
+  EXPECT_FALSE(told.Redundant(true)) << "demand is always reported";
+  // A lease granted and returned leaves the same view, but raylets that
+  // spilled to this node wait for a newer one.
+  told.Changed();
+  told.Changed();
+  EXPECT_FALSE(told.Redundant(false));
 
-  // A bundle call's reply told the GCS the new view: its report is redundant.
-  told.Replied(Cpus(5), Cpus(3));
-  EXPECT_TRUE(told.Redundant(Cpus(5), Cpus(3), false));
-  EXPECT_TRUE(told.by_reply());
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(4), false)) << "the view before the reply is not the GCS's any more";
-
+  // A bundle call's reply told the GCS every change so far.
+  told.Replied(5);
+  EXPECT_TRUE(told.Redundant(false));
+  told.Changed();
+  EXPECT_FALSE(told.Redundant(false)) << "a change after the reply";
+  told.Replied(6);
   told.Forget();  // registered again, or a report failed
-  EXPECT_FALSE(told.Redundant(Cpus(5), Cpus(3), false));
+  EXPECT_FALSE(told.Redundant(false));
 }
 
 TEST(ToldViewTest, DemandOnceReportedMakesTheNextReportNeeded) {
   ToldView told;
-  told.Reported(Cpus(4), Cpus(0), true);
-  // The demand went away: the GCS must hear that, though the view is the same.
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(0), false));
-  told.Replied(Cpus(4), Cpus(0));
-  EXPECT_FALSE(told.Redundant(Cpus(4), Cpus(0), false)) << "a reply carries no demand";
-  told.Reported(Cpus(4), Cpus(0), false);
-  EXPECT_TRUE(told.Redundant(Cpus(4), Cpus(0), false));
+  told.Reported(true);
+  // The demand went away: the GCS must hear that, though nothing changed.
+  EXPECT_FALSE(told.Redundant(false));
+  told.Replied(1);
+  EXPECT_FALSE(told.Redundant(false)) << "a reply carries no demand";
+  told.Reported(false);
+  EXPECT_TRUE(told.Redundant(false));
+}
+
+TEST(ToldViewTest, AReplysViewIsConfirmedWhenSeenPublishedAtItsVersion) {
+  ToldView told;
+  told.Reported(false);
+  EXPECT_FALSE(told.unconfirmed()) << "a report's reply confirms it";
+  told.Changed();
+  told.Replied(7);
+  EXPECT_TRUE(told.unconfirmed());
+  told.Published(6);
+  EXPECT_TRUE(told.unconfirmed()) << "an older view";
+  told.Published(8);
+  EXPECT_FALSE(told.unconfirmed());
+  told.Changed();
+  told.Replied(9);
+  told.Reported(false);
+  EXPECT_FALSE(told.unconfirmed()) << "a report told it since";
 }
 
 }  // namespace
