@@ -173,7 +173,15 @@ class PollReactor : public grpc::ServerUnaryReactor {
   }
   // On the loop thread, before the poll is handled.
   void Started() {
-    if (job_.has_value() && !context_->shutting_down()) context_->jobs->OnDriverPollStarted(*job_);
+    if (context_->shutting_down()) return;
+    if (job_.has_value()) context_->jobs->OnDriverPollStarted(*job_);
+    if (node_.has_value() && context_->health != nullptr) context_->health->PollStarted(*node_);
+  }
+  // On the loop thread, as the poll is answered.
+  void Answered() {
+    if (node_.has_value() && context_->health != nullptr && !context_->shutting_down()) {
+      context_->health->PollAnswered(*node_);
+    }
   }
   void OnCancel() override {
     MANTA_GRPC_HANDOFF_AFTER();
@@ -216,6 +224,7 @@ class PubSubService : public rpc::PubSubGcsService::CallbackService {
     context_->loop->Post([c = context_, req, reply, reactor] {
       reactor->Started();
       c->publisher->HandlePoll(*req, reply, [reactor](const absl::Status& s) {
+        reactor->Answered();
         MANTA_GRPC_HANDOFF_BEFORE();  // OnDone reads the reactor on gRPC's thread
         reactor->Finish(rpc::ToGrpcStatus(s));
       });

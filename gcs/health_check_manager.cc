@@ -35,11 +35,31 @@ void HealthCheckManager::Suspect(const NodeId& node) {
   if (!it->second.in_flight) Send(node, it->second);
 }
 
+void HealthCheckManager::PollStarted(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  ++it->second.polls_held;
+  it->second.unpolled_since = absl::InfiniteFuture();
+}
+
+void HealthCheckManager::PollAnswered(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.polls_held == 0) return;
+  if (--it->second.polls_held == 0) it->second.unpolled_since = clock_();
+}
+
 void HealthCheckManager::Tick() {
   MANTA_CHECK_THREAD(thread_);
   absl::Time now = clock_();
   std::vector<NodeId> due;
   for (auto& [id, state] : nodes_) {
+    if (now - state.unpolled_since >= options_.repoll_timeout) {
+      // Watched again from its next answer.
+      state.unpolled_since = absl::InfiniteFuture();
+      state.suspect = true;
+    }
     if (state.in_flight) continue;
     absl::Duration period = state.suspect ? options_.suspect_period : options_.period;
     if (now - state.last_sent >= period) due.push_back(id);

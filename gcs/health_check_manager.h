@@ -1,6 +1,6 @@
 // HealthCheckManager: decides when a node is dead.
 //
-// Two signals feed it. Routine checks go to every node each `period`, with
+// Three signals feed it. Routine checks go to every node each `period`, with
 // `timeout` as their deadline: they find nodes that hang or vanish without
 // closing their connections. Suspicion comes from outside (a raylet's held
 // connection to the GCS dropped, or a call to the raylet could not reach
@@ -8,7 +8,10 @@
 // succeeds. Either way a node is declared dead after `failure_threshold`
 // consecutive failures; one success resets the count. A killed raylet drops
 // its connection and refuses new ones, so it is declared dead within about
-// threshold × suspect_period.
+// threshold × suspect_period. A raylet holds a poll nearly all the time; one
+// killed between a poll's answer and its next poll drops none, so a node
+// whose raylet was answered and holds no poll `repoll_timeout` later is
+// suspected too.
 //
 // A check that times out is weaker evidence than one refused: the node may
 // only be slow (its host overloaded, or the GCS itself starved). A node whose
@@ -54,6 +57,9 @@ struct HealthCheckOptions {
   // dead (measured from its last answer).
   absl::Duration unresponsive_timeout = absl::Seconds(15);
   absl::Duration suspect_period = absl::Milliseconds(100);
+  // How long after a poll's answer a node may hold none before it is
+  // suspected.
+  absl::Duration repoll_timeout = absl::Seconds(2);
   // How often the owner calls Tick(); the finest period the manager keeps.
   absl::Duration tick = absl::Milliseconds(100);
 };
@@ -73,6 +79,10 @@ class HealthCheckManager {
   // Something suggests `node` is gone: check it now and often until it answers.
   void Suspect(const NodeId& node);
 
+  // The node's raylet started a poll, or one of its polls was answered.
+  void PollStarted(const NodeId& node);
+  void PollAnswered(const NodeId& node);
+
   // Sends the checks that are due.
   void Tick();
 
@@ -88,6 +98,8 @@ class HealthCheckManager {
     bool in_flight = false;
     bool suspect = false;
     absl::Time last_sent = absl::InfinitePast();
+    int polls_held = 0;
+    absl::Time unpolled_since = absl::InfiniteFuture();  // set while it holds none after an answer
     // Distinguishes this registration from an earlier one of the same node,
     // so a late outcome for a removed-and-re-added node is ignored.
     uint64_t generation = 0;

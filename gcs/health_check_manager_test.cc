@@ -135,7 +135,6 @@ TEST_F(HealthCheckManagerTest, OneCheckInFlightPerNodeAndLateResultsIgnored) {
   EXPECT_EQ(m.num_nodes(), 1u);
 }
 
-}  // namespace
 // Timeouts are weaker evidence than refusals: a node that only answers
 // slowly is dead only after `unresponsive_timeout` without an answer, so a
 // loaded host keeps its workers; one answer in between starts it over.
@@ -186,4 +185,49 @@ TEST_F(HealthCheckManagerTest, RefusalsAloneAreFastEvenWithALongUnresponsiveTime
   EXPECT_EQ(deaths, 1);
 }
 
+// A raylet killed between a poll's answer and its next poll drops no held
+// poll: holding none for repoll_timeout after an answer makes it a suspect.
+TEST_F(HealthCheckManagerTest, ANodeHoldingNoPollLongAfterAnAnswerIsSuspected) {
+  HealthCheckOptions o = Options();
+  o.period = absl::Minutes(10);
+  o.repoll_timeout = absl::Seconds(2);
+  std::vector<NodeId> dead;
+  HealthCheckManager m(
+      &client_, o, [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
+  NodeId polling = NodeId::FromRandom(), gone = NodeId::FromRandom();
+  m.AddNode(polling, "127.0.0.1:1");
+  m.AddNode(gone, "127.0.0.1:2");
+  Advance(m, absl::Milliseconds(100));
+  client_.ReplyAll(absl::OkStatus());  // the first routine checks
+  for (const NodeId& n : {polling, gone}) {
+    m.PollStarted(n);
+    m.PollAnswered(n);
+  }
+  m.PollStarted(polling);  // polls again; `gone` never does
+  Advance(m, absl::Seconds(1));
+  EXPECT_TRUE(client_.pending.empty()) << "within repoll_timeout";
+  Advance(m, absl::Seconds(1));
+  ASSERT_EQ(client_.pending.size(), 1u);
+  EXPECT_EQ(client_.pending[0].node, gone);
+  // Its checks are refused, as a killed raylet's are: dead after three.
+  client_.ReplyAll(absl::UnavailableError("refused"));
+  for (int i = 0; i < 2; ++i) {
+    Advance(m, o.suspect_period);
+    client_.ReplyAll(absl::UnavailableError("refused"));
+  }
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0], gone);
+
+  // A live node slow to poll again answers its check and stays; it is
+  // watched again only from its next answer.
+  m.PollAnswered(polling);
+  Advance(m, absl::Seconds(2));
+  ASSERT_EQ(client_.pending.size(), 1u);
+  client_.ReplyAll(absl::OkStatus());
+  Advance(m, absl::Seconds(5));
+  EXPECT_TRUE(client_.pending.empty());
+  EXPECT_EQ(m.num_nodes(), 1u);
+}
+
+}  // namespace
 }  // namespace manta::gcs
