@@ -34,9 +34,11 @@ namespace {
 
 // Resource changes reach the GCS at most this often.
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
-// A view told only by a bundle call's reply and not seen published is
-// reported this much later.
-constexpr absl::Duration kConfirmReplied = absl::Seconds(1);
+// A view told only by a bundle call's reply and not seen published (or read
+// back from the GCS) is reported this much later: more than the GCS's 100 ms
+// before it publishes such views plus its longest batching of poll replies
+// (1 s, from 2,000 polling raylets), so that only a lost reply costs one.
+constexpr absl::Duration kConfirmReplied = absl::Seconds(3);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 // How often leases waiting for a placement group ask whether it still exists.
 constexpr absl::Duration kGroupRecheckPeriod = absl::Seconds(2);

@@ -58,8 +58,9 @@ class ReportThrottle {
 // raylets count the leases they spill to a node against it until the node's
 // next view arrives. A report with waiting demand, or after one with
 // demand, is never redundant. A view told only by a reply is unconfirmed
-// until this node's view at that version comes back published; the raylet
-// reports it again should that take too long (the reply may have been lost).
+// until this node's view at that version comes back from the GCS (published,
+// or read back after a gap); the raylet reports it again should that take
+// too long (the reply may have been lost).
 // Thread: the owner's loop thread.
 class ToldView {
  public:
@@ -71,7 +72,7 @@ class ToldView {
   void Replied(int64_t version);
   // A report of every change so far was sent, with or without demand.
   void Reported(bool demand);
-  // The GCS published this node's view at `version`.
+  // The GCS sent this node its own view at `version`.
   void Published(int64_t version);
   // The GCS may know nothing of this node: it registered again, or a report
   // failed.
