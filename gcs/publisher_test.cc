@@ -252,6 +252,33 @@ TEST(PublisherTest, AReplyCarriesOnlyEachNodesNewestResources) {
   EXPECT_EQ(got.last_sequence(), 5);
 }
 
+// A node's view goes out without its key, which only repeats the node id
+// the view holds; a poll filtering on that key still gets it.
+TEST(PublisherTest, ResourceMessagesAreFilteredByKeyButCarryNone) {
+  EventLoop loop;
+  Publisher pub(&loop, "inc1");
+  pub.Publish(ResourcesMsg("node-a", 1));
+  pub.Publish(ResourcesMsg("node-b", 2));
+  rpc::PollRequest req;
+  req.set_gcs_incarnation("inc1");
+  req.add_keys("node-b");
+  rpc::PollReply reply;
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  rpc::PollReply got = AsReceived(reply);
+  ASSERT_EQ(got.messages_size(), 1);
+  EXPECT_EQ(got.messages(0).node_resources().node_id(), "node-b");
+  EXPECT_TRUE(got.messages(0).key().empty());
+  rpc::PubMessage info = NodeMsg("x");
+  info.set_key("node-x");
+  pub.Publish(info);
+  req.clear_keys();
+  req.set_after_sequence(2);
+  pub.HandlePoll(req, &reply, [](const absl::Status&) {});
+  got = AsReceived(reply);
+  ASSERT_EQ(got.messages_size(), 1);
+  EXPECT_EQ(got.messages(0).key(), "node-x") << "other channels keep theirs";
+}
+
 // Thousands of subscribers: a publish does not answer each waiting poll at
 // once; one flush after a short delay answers them all, and a poll that
 // arrives meanwhile waits for it too.

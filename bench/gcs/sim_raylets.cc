@@ -347,6 +347,7 @@ class SimulatedRaylets::Impl {
     s.reports = reports_.load();
     s.polls = polls_.load();
     s.poll_messages = poll_messages_.load();
+    s.poll_bytes = poll_bytes_.load();
     s.poll_gaps = poll_gaps_.load();
     s.leases_granted = leases_granted_.load();
     s.leases_rejected = leases_rejected_.load();
@@ -533,6 +534,7 @@ class SimulatedRaylets::Impl {
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
     poll_messages_.fetch_add(h->messages, std::memory_order_relaxed);
+    poll_bytes_.fetch_add(static_cast<int64_t>(reply.Length()), std::memory_order_relaxed);
     n.poll_incarnation = h->gcs_incarnation;
     n.poll_sequence = h->last_sequence;
     if (!h->gap) return Poll(n);
@@ -601,8 +603,8 @@ class SimulatedRaylets::Impl {
   std::atomic<int> in_flight_{0};
   bool abandoned_ = false;
   std::atomic<int64_t> registered_{0}, register_retries_{0}, late_registrations_{0}, health_checks_{0},
-      health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_gaps_{0},
-      leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0}, errors_{0};
+      health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_bytes_{0},
+      poll_gaps_{0}, leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0}, errors_{0};
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };

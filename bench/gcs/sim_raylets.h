@@ -62,6 +62,7 @@ struct SimStats {
   int64_t reports = 0;
   int64_t polls = 0;          // poll replies
   int64_t poll_messages = 0;  // messages in them
+  int64_t poll_bytes = 0;     // their size on the wire
   int64_t poll_gaps = 0;      // replies that made a node re-read everything
   int64_t leases_granted = 0;
   int64_t leases_rejected = 0;
