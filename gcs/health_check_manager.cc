@@ -1,5 +1,6 @@
 #include "gcs/health_check_manager.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,8 @@ void HealthCheckManager::PollStarted(const NodeId& node) {
   if (it == nodes_.end()) return;
   ++it->second.polls_held;
   it->second.unpolled_since = absl::InfiniteFuture();
+  // The raylet's loop sent it: as good a sign of life as an answered check.
+  it->second.last_answer = std::max(it->second.last_answer, clock_());
 }
 
 void HealthCheckManager::PollAnswered(const NodeId& node) {

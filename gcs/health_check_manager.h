@@ -54,7 +54,7 @@ struct HealthCheckOptions {
   absl::Duration timeout = absl::Seconds(1);
   int failure_threshold = 3;
   // How long a node whose checks time out may go unanswered before it is
-  // dead (measured from its last answer).
+  // dead (measured from its last answer or poll).
   absl::Duration unresponsive_timeout = absl::Seconds(15);
   absl::Duration suspect_period = absl::Milliseconds(100);
   // How long after a poll's answer a node may hold none before it is
@@ -94,7 +94,7 @@ class HealthCheckManager {
     std::string address;
     int failures = 0;
     bool timed_out = false;  // a timeout among the current run of failures
-    absl::Time last_answer;  // of the last successful check, or of joining
+    absl::Time last_answer;  // of the last successful check or poll, or of joining
     bool in_flight = false;
     bool suspect = false;
     absl::Time last_sent = absl::InfinitePast();

@@ -229,5 +229,36 @@ TEST_F(HealthCheckManagerTest, ANodeHoldingNoPollLongAfterAnAnswerIsSuspected) {
   EXPECT_EQ(m.num_nodes(), 1u);
 }
 
+// A poll is a sign of life: a node suspected for polling late whose checks
+// then time out gets the whole unresponsive_timeout from its last poll,
+// however long ago its last routine check was.
+TEST_F(HealthCheckManagerTest, ALatePollersTimeoutsCountFromItsLastPoll) {
+  HealthCheckOptions o = Options();
+  o.period = absl::Minutes(10);
+  o.unresponsive_timeout = absl::Seconds(15);
+  std::vector<NodeId> dead;
+  HealthCheckManager m(
+      &client_, o, [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
+  NodeId slow = NodeId::FromRandom();
+  m.AddNode(slow, "127.0.0.1:1");
+  Advance(m, absl::Milliseconds(100));
+  client_.ReplyAll(absl::OkStatus());
+  Advance(m, absl::Minutes(1));  // no routine check since
+  m.PollStarted(slow);
+  m.PollAnswered(slow);
+  Advance(m, absl::Seconds(2));  // no poll again: suspected
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(client_.pending.size(), 1u) << i;
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+    Advance(m, o.suspect_period);
+  }
+  EXPECT_TRUE(dead.empty()) << "timeouts within 15 s of its last poll";
+  for (int i = 0; i < 150 && dead.empty(); ++i) {
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+    Advance(m, o.suspect_period);
+  }
+  EXPECT_EQ(dead.size(), 1u) << "a node that stays silent is still found";
+}
+
 }  // namespace
 }  // namespace manta::gcs
