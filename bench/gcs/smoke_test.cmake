@@ -10,7 +10,8 @@ if(NOT result EQUAL 0)
   message(FATAL_ERROR "bench_gcs_load exited with ${result}")
 endif()
 file(READ ${JSON} figures)
-foreach(metric register_all_s gcs_rss_per_node gcs_cpu_steady fill_actors_s fill_pgs_s status_p50_ms
+foreach(metric register_all_s gcs_rss_per_node gcs_cpu_steady fill_actors_s fill_pgs_s actors_per_s
+               gcs_cpu_ms_per_actor status_p50_ms
                status_p99_ms raylets_alive_s raylets_status_p50_ms)
   foreach(field value unit baseline)
     string(JSON ignored ERROR_VARIABLE missing GET "${figures}" ${metric} ${field})
