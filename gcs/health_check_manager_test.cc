@@ -40,6 +40,17 @@ class HealthCheckManagerTest : public ::testing::Test {
   HealthCheckManager::Clock Clock() {
     return [this] { return now_; };
   }
+  // Routine checks as rare as NodeFailureTest makes them: only suspicion
+  // sends checks.
+  HealthCheckOptions RareRoutineChecks() {
+    HealthCheckOptions o = Options();
+    o.period = absl::Minutes(10);
+    return o;
+  }
+  // Records each node declared dead in dead_.
+  HealthCheckManager::DeathCallback RecordDeaths() {
+    return [this](const NodeId& n, const std::string&) { dead_.push_back(n); };
+  }
   // Advances time by `d` and ticks.
   void Advance(HealthCheckManager& m, absl::Duration d) {
     now_ += d;
@@ -48,6 +59,7 @@ class HealthCheckManagerTest : public ::testing::Test {
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
   FakeHealthCheckClient client_;
+  std::vector<NodeId> dead_;
 };
 
 TEST_F(HealthCheckManagerTest, RoutineChecksFollowThePeriod) {
@@ -188,12 +200,9 @@ TEST_F(HealthCheckManagerTest, RefusalsAloneAreFastEvenWithALongUnresponsiveTime
 // A raylet killed between a poll's answer and its next poll drops no held
 // poll: holding none for repoll_timeout after an answer makes it a suspect.
 TEST_F(HealthCheckManagerTest, ANodeHoldingNoPollLongAfterAnAnswerIsSuspected) {
-  HealthCheckOptions o = Options();
-  o.period = absl::Minutes(10);
+  HealthCheckOptions o = RareRoutineChecks();
   o.repoll_timeout = absl::Seconds(2);
-  std::vector<NodeId> dead;
-  HealthCheckManager m(
-      &client_, o, [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
+  HealthCheckManager m(&client_, o, RecordDeaths(), Clock());
   NodeId polling = NodeId::FromRandom(), gone = NodeId::FromRandom();
   m.AddNode(polling, "127.0.0.1:1");
   m.AddNode(gone, "127.0.0.1:2");
@@ -215,8 +224,8 @@ TEST_F(HealthCheckManagerTest, ANodeHoldingNoPollLongAfterAnAnswerIsSuspected) {
     Advance(m, o.suspect_period);
     client_.ReplyAll(absl::UnavailableError("refused"));
   }
-  ASSERT_EQ(dead.size(), 1u);
-  EXPECT_EQ(dead[0], gone);
+  ASSERT_EQ(dead_.size(), 1u);
+  EXPECT_EQ(dead_[0], gone);
 
   // A live node slow to poll again answers its check and stays; it is
   // watched again only from its next answer.
@@ -233,12 +242,9 @@ TEST_F(HealthCheckManagerTest, ANodeHoldingNoPollLongAfterAnAnswerIsSuspected) {
 // then time out gets the whole unresponsive_timeout from its last poll,
 // however long ago its last routine check was.
 TEST_F(HealthCheckManagerTest, ALatePollersTimeoutsCountFromItsLastPoll) {
-  HealthCheckOptions o = Options();
-  o.period = absl::Minutes(10);
+  HealthCheckOptions o = RareRoutineChecks();
   o.unresponsive_timeout = absl::Seconds(15);
-  std::vector<NodeId> dead;
-  HealthCheckManager m(
-      &client_, o, [&](const NodeId& n, const std::string&) { dead.push_back(n); }, Clock());
+  HealthCheckManager m(&client_, o, RecordDeaths(), Clock());
   NodeId slow = NodeId::FromRandom();
   m.AddNode(slow, "127.0.0.1:1");
   Advance(m, absl::Milliseconds(100));
@@ -252,12 +258,12 @@ TEST_F(HealthCheckManagerTest, ALatePollersTimeoutsCountFromItsLastPoll) {
     client_.ReplyAll(absl::DeadlineExceededError("slow"));
     Advance(m, o.suspect_period);
   }
-  EXPECT_TRUE(dead.empty()) << "timeouts within 15 s of its last poll";
-  for (int i = 0; i < 150 && dead.empty(); ++i) {
+  EXPECT_TRUE(dead_.empty()) << "timeouts within 15 s of its last poll";
+  for (int i = 0; i < 150 && dead_.empty(); ++i) {
     client_.ReplyAll(absl::DeadlineExceededError("slow"));
     Advance(m, o.suspect_period);
   }
-  EXPECT_EQ(dead.size(), 1u) << "a node that stays silent is still found";
+  EXPECT_EQ(dead_.size(), 1u) << "a node that stays silent is still found";
 }
 
 }  // namespace
