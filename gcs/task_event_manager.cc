@@ -76,11 +76,15 @@ void TaskEventManager::Add(const rpc::TaskEvent& event) {
   }
   rpc::TaskEvent& held = it->second;
   rpc::TaskEvent::State state = held.state();
-  // A late event of an earlier state must not undo a terminal one.
-  bool advance = !Terminal(state) || Terminal(event.state());
+  // An attempt's state only moves forward. Its events come from several
+  // processes (the owner's pending and submitted, the executor's running),
+  // each flushing on its own timer, so a flush of an earlier state can land
+  // after a later one: it must not move the attempt back. An end is final
+  // unless a later end corrects it.
+  const bool advance = Terminal(event.state()) || (!Terminal(state) && event.state() >= state);
   if (!advance) {
-    // A late event of an ended attempt only fills what its record lacks
-    // (where it ran, say): it does not overwrite what the end reported.
+    // A late event of an earlier state only fills what the record lacks
+    // (where it ran, say): it does not overwrite what the later state said.
     rpc::TaskEvent merged = event;
     merged.clear_state();
     merged.clear_timestamp_ms();

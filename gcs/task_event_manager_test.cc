@@ -89,6 +89,31 @@ TEST_F(TaskEventManagerTest, ALateEventOnlyFillsWhatAnEndedRecordLacks) {
   EXPECT_EQ(reply.tasks(0).name(), "Counter::Create");
 }
 
+TEST_F(TaskEventManagerTest, AnOwnersLateFlushDoesNotMoveARunningAttemptBack) {
+  TaskEventManager m(&pub_);
+  std::string t = TaskId::FromRandom().Binary();
+  // The executor's flush of RUNNING lands first; the owner's, of the push
+  // before it, second.
+  auto running = Event(t, rpc::TaskEvent::RUNNING, 4);
+  running.set_worker_pid(42);
+  ASSERT_TRUE(AddEvents(m, {running}).ok());
+  auto submitted = Event(t, rpc::TaskEvent::SUBMITTED_TO_WORKER, 3);
+  submitted.set_name("Actor.call");
+  submitted.set_worker_pid(7);
+  (*submitted.mutable_resources())["CPU"] = 1;
+  ASSERT_TRUE(AddEvents(m, {submitted, Event(t, rpc::TaskEvent::PENDING_ARGS_AVAIL, 1)}).ok());
+  auto reply = List(m);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::RUNNING);
+  EXPECT_EQ(reply.tasks(0).timestamp_ms(), 4);
+  EXPECT_EQ(reply.tasks(0).worker_pid(), 42);
+  EXPECT_EQ(reply.tasks(0).name(), "Actor.call");
+  EXPECT_EQ(reply.tasks(0).resources().at("CPU"), 1);
+  // The end still comes through.
+  ASSERT_TRUE(AddEvents(m, {Event(t, rpc::TaskEvent::FINISHED, 5)}).ok());
+  EXPECT_EQ(List(m).tasks(0).state(), rpc::TaskEvent::FINISHED);
+}
+
 TEST_F(TaskEventManagerTest, EvictsOldestFirstAndCountsDrops) {
   TaskEventManager m(&pub_, /*max_tasks=*/3);
   std::vector<std::string> ids;

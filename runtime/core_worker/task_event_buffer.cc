@@ -93,8 +93,10 @@ void TaskEventBuffer::Merge(Entry& held, Entry&& later) {
       held.error->MergeFrom(*later.error);
     }
   }
-  // State and time: a finished or failed attempt does not go back.
-  if (!Terminal(held.state) || Terminal(later.state)) {
+  // State and time: as the GCS folds them, an attempt only moves forward
+  // (gcs/task_event_manager.cc); an end is final unless a later end
+  // corrects it.
+  if (Terminal(later.state) || (!Terminal(held.state) && later.state >= held.state)) {
     held.state = later.state;
     if (later.timestamp_ms != 0) held.timestamp_ms = later.timestamp_ms;
   }

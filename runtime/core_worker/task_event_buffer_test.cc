@@ -17,11 +17,13 @@ rpc::TaskSpec Spec(const TaskId& id, int attempt = 0) {
 }
 
 // What the GCS does with events of one attempt, one at a time: later fields
-// win, and a finished or failed attempt does not go back.
+// win, and the state only moves forward (an end is final unless a later end
+// corrects it).
 bool Terminal(rpc::TaskEvent::State s) { return s == rpc::TaskEvent::FINISHED || s == rpc::TaskEvent::FAILED; }
 void GcsMerge(rpc::TaskEvent* held, const rpc::TaskEvent& event) {
   rpc::TaskEvent::State state = held->state();
-  if (Terminal(state) && !Terminal(event.state())) {
+  const bool advance = Terminal(event.state()) || (!Terminal(state) && event.state() >= state);
+  if (!advance) {
     rpc::TaskEvent extra = event;
     extra.clear_state();
     extra.clear_timestamp_ms();
