@@ -23,7 +23,7 @@ DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicato
       fsdp_rank_(mesh.Coord(device).fsdp),
       layout_(config.model, mesh.tensor(), mesh.Coord(device).tensor),
       model_(config.model, layout_, micro_rows, config.max_target_length),
-      reducer_(comm, mesh, device, config.exact_gradient_sums) {
+      reducer_(comm, mesh, device) {
   TRAIN_CHECK(micro_rows_ > 0 && rows_ % micro_rows_ == 0) << "rows " << rows_ << " micro " << micro_rows_;
   const int blocks = layout_.num_blocks();
   const int tensor_rank = mesh.Coord(device).tensor;
@@ -49,17 +49,14 @@ DeviceTrainer::DeviceTrainer(const Config& config, const Mesh& mesh, Communicato
   }
   grad_.resize(blocks);
   full_.resize(blocks);
-  acc_.resize(blocks);
   acc64_.resize(blocks);
   gathered_.assign(blocks, false);
   for (int b = 0; b < blocks; ++b) {
     const int64_t shard = ShardSize(layout_.block(b).size, fsdp_);
     grad_[b].assign(shard, 0.0f);
     if (fsdp_ > 1) full_[b].resize(shard * fsdp_);  // written whole by each gather
-    if (micros_ > 1 && config.exact_gradient_sums) {
+    if (micros_ > 1 && config.exact_gradient_sums && !Reduces()) {
       acc64_[b].resize(layout_.block(b).size);  // written by the first micro-batch
-    } else if (micros_ > 1) {
-      acc_[b].resize(layout_.block(b).size);
     }
   }
   inputs_.resize(micro_rows_ * config.max_target_length);
@@ -82,8 +79,7 @@ int64_t DeviceTrainer::BytesHeld() const {
   int64_t floats = model_.allocated_floats();
   int64_t doubles = 0;
   using Buffers = const std::vector<FloatBuffer>*;
-  for (Buffers buffers :
-       std::initializer_list<Buffers>{&state_->param, &state_->m, &state_->v, &grad_, &full_, &acc_}) {
+  for (Buffers buffers : std::initializer_list<Buffers>{&state_->param, &state_->m, &state_->v, &grad_, &full_}) {
     for (const FloatBuffer& b : *buffers) floats += static_cast<int64_t>(b.size());
   }
   for (const DoubleBuffer& b : acc64_) doubles += static_cast<int64_t>(b.size());
@@ -116,32 +112,32 @@ const float* DeviceTrainer::AcquireBlock(int b) {
 
 void DeviceTrainer::BlockGradReady(int b, float* grad) {
   const int64_t size = layout_.block(b).size, shard = shard_size(b);
-  if (micros_ > 1 && config_.exact_gradient_sums) {
-    double* acc = acc64_[b].data();
-    for (int64_t i = 0; i < size; ++i) acc[i] = micro_ == 0 ? grad[i] : acc[i] + grad[i];
-    if (micro_ + 1 < micros_) return;
-    if (fsdp_ == 1 && mesh_.data() == 1) {
-      for (int64_t i = 0; i < size; ++i) grad_[b][i] = static_cast<float>(acc[i]);
-      return;
-    }
-    reducer_.Submit(b, acc, size, shard, grad_[b].data());
-    return;
-  }
-  if (micros_ > 1) {
-    float* acc = acc_[b].data();
-    if (micro_ == 0) {
-      std::memcpy(acc, grad, sizeof(float) * size);
+  const bool first = micro_ == 0, last = micro_ + 1 == micros_;
+  const bool reduce = Reduces();
+  // The micro-batches' sum is kept where it is reduced from (the reducer's
+  // padded copy) or, when nothing is reduced, in the gradient shard itself
+  // (fsdp 1: the shard is the block): no full-size accumulator of its own,
+  // which a fresh process would have to fault in.
+  if (config_.exact_gradient_sums && (reduce || micros_ > 1)) {
+    double* acc = reduce ? reducer_.PaddedExact(b, size, shard) : acc64_[b].data();
+    if (acc == nullptr) return;  // a reduction failed: Drain reports it
+    for (int64_t i = 0; i < size; ++i) acc[i] = first ? grad[i] : acc[i] + grad[i];
+    if (!last) return;
+    if (reduce) {
+      reducer_.SubmitExact(b, shard, grad_[b].data());
     } else {
-      for (int64_t i = 0; i < size; ++i) acc[i] += grad[i];
+      for (int64_t i = 0; i < size; ++i) grad_[b][i] = static_cast<float>(acc[i]);
     }
-    if (micro_ + 1 < micros_) return;  // reduced once, after the last micro-batch
-    grad = acc;
-  }
-  if (fsdp_ == 1 && mesh_.data() == 1) {
-    std::memcpy(grad_[b].data(), grad, sizeof(float) * size);
     return;
   }
-  reducer_.Submit(b, grad, size, shard, grad_[b].data());
+  float* acc = reduce ? reducer_.Padded(b, size, shard) : grad_[b].data();
+  if (acc == nullptr) return;
+  if (first) {
+    std::memcpy(acc, grad, sizeof(float) * size);
+  } else {
+    for (int64_t i = 0; i < size; ++i) acc[i] += grad[i];
+  }
+  if (last && reduce) reducer_.SubmitPadded(b, shard, grad_[b].data());
 }
 
 void DeviceTrainer::TensorAllReduce(float* data, int64_t n) {

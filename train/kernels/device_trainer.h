@@ -97,13 +97,17 @@ class DeviceTrainer : public BlockOps {
   DecoderModel model_;
   std::unique_ptr<DeviceState> state_;
   bool state_reused_ = false;
-  std::vector<FloatBuffer> grad_;    // per block, one FSDP shard: the reduced gradient
-  std::vector<FloatBuffer> full_;    // gathered blocks (fsdp > 1)
-  std::vector<FloatBuffer> acc_;     // per block, the local gradient summed over micro-batches (micros_ > 1)
-  std::vector<DoubleBuffer> acc64_;  // the same, exact (config exact_gradient_sums)
-  std::vector<bool> gathered_;       // per block: full_ holds this step's parameters
-  int64_t micro_ = 0;                // the micro-batch being run
-  GradientReducer reducer_;          // fills grad_ from the model's block gradients
+  std::vector<FloatBuffer> grad_;  // per block, one FSDP shard: the reduced gradient
+  std::vector<FloatBuffer> full_;  // gathered blocks (fsdp > 1)
+  // Per block, the local gradient summed over micro-batches in double
+  // (exact_gradient_sums, micros_ > 1) when nothing is reduced; else the sum
+  // is kept in the reducer's padded copy or in grad_.
+  std::vector<DoubleBuffer> acc64_;
+  std::vector<bool> gathered_;  // per block: full_ holds this step's parameters
+  int64_t micro_ = 0;           // the micro-batch being run
+  // Whether block gradients travel (over fsdp or data) to become grad_.
+  bool Reduces() const { return fsdp_ > 1 || mesh_.data() > 1; }
+  GradientReducer reducer_;  // fills grad_ from the model's block gradients
   std::vector<int32_t> inputs_, targets_;
 };
 

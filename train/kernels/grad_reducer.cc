@@ -6,8 +6,8 @@
 
 namespace manta::train {
 
-GradientReducer::GradientReducer(Communicator* comm, const Mesh& mesh, int device, bool exact)
-    : comm_(comm), device_(device), fsdp_(mesh.fsdp()), data_(mesh.data()), exact_(exact) {
+GradientReducer::GradientReducer(Communicator* comm, const Mesh& mesh, int device)
+    : comm_(comm), device_(device), fsdp_(mesh.fsdp()), data_(mesh.data()) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -25,21 +25,14 @@ GradientReducer::~GradientReducer() {
   thread_.join();
 }
 
-double* GradientReducer::PaddedExact(int block, int64_t shard) {
+double* GradientReducer::PaddedExact(int block, int64_t size, int64_t shard) {
   absl::MutexLock lock(&mu_);
   if (!failure_.empty()) return nullptr;  // Drain reports it
   auto& bufs = padded64_[block];
   bufs.first.resize(shard * fsdp_);
   bufs.second.resize(shard);
+  std::fill(bufs.first.begin() + size, bufs.first.end(), 0.0);
   return bufs.first.data();
-}
-
-void GradientReducer::Submit(int block, const double* grad, int64_t size, int64_t shard, float* shard_out) {
-  double* padded = PaddedExact(block, shard);
-  if (padded == nullptr) return;
-  std::memcpy(padded, grad, sizeof(double) * size);
-  std::fill(padded + size, padded + shard * fsdp_, 0.0);
-  SubmitExact(block, shard, shard_out);
 }
 
 void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
@@ -66,25 +59,21 @@ void GradientReducer::SubmitExact(int block, int64_t shard, float* shard_out) {
   cv_.SignalAll();
 }
 
-void GradientReducer::Submit(int block, const float* grad, int64_t size, int64_t shard, float* shard_out) {
-  if (exact_) {
-    double* padded = PaddedExact(block, shard);
-    if (padded == nullptr) return;
-    for (int64_t i = 0; i < size; ++i) padded[i] = grad[i];
-    std::fill(padded + size, padded + shard * fsdp_, 0.0);
-    SubmitExact(block, shard, shard_out);
-    return;
-  }
-  float* padded = nullptr;
+float* GradientReducer::Padded(int block, int64_t size, int64_t shard) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.empty()) return nullptr;  // Drain reports it
+  FloatBuffer& buf = padded_[block];
+  buf.resize(shard * fsdp_);
+  std::fill(buf.begin() + size, buf.end(), 0.0f);
+  return buf.data();
+}
+
+void GradientReducer::SubmitPadded(int block, int64_t shard, float* shard_out) {
+  float* padded;
   {
     absl::MutexLock lock(&mu_);
-    if (!failure_.empty()) return;  // Drain reports it
-    FloatBuffer& buf = padded_[block];
-    buf.resize(shard * fsdp_);
-    padded = buf.data();
+    padded = padded_[block].data();
   }
-  std::memcpy(padded, grad, sizeof(float) * size);
-  std::fill(padded + size, padded + shard * fsdp_, 0.0f);
   auto task = [this, padded, shard, shard_out] {
     if (fsdp_ > 1) {
       comm_->ReduceScatter(kFsdpAxis, device_, padded, shard, shard_out);

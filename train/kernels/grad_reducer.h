@@ -3,7 +3,9 @@
 // a reduce-scatter over fsdp, then an allreduce of the shard over data.
 //
 //   GradientReducer reducer(comm, mesh, device);
-//   reducer.Submit(b, grad, size, shard_size, shard_out);   // returns at once
+//   float* padded = reducer.Padded(b, size, shard_size);
+//   ... write (or sum) block b's `size` gradient floats into padded ...
+//   reducer.SubmitPadded(b, shard_size, shard_out);   // returns at once
 //   ...
 //   reducer.Drain();  // every shard_out is final
 //
@@ -31,16 +33,21 @@ namespace manta::train {
 
 class GradientReducer {
  public:
-  // `exact`: reduce in double precision, so the sums (and the model trained)
-  // do not depend on how the batch is split over devices and micro-batches.
-  GradientReducer(Communicator* comm, const Mesh& mesh, int device, bool exact = false);
+  GradientReducer(Communicator* comm, const Mesh& mesh, int device);
   ~GradientReducer();  // finishes pending work, then joins the thread
 
-  // Copies `grad` (the `size` floats of block `block`) and schedules its
-  // reduction into `shard_out` (`shard` floats; fsdp * shard >= size).
-  void Submit(int block, const float* grad, int64_t size, int64_t shard, float* shard_out);
-  // The same for a gradient summed in double (exact reducers only).
-  void Submit(int block, const double* grad, int64_t size, int64_t shard, float* shard_out);
+  // Block `block`'s padded copy (fsdp * shard floats, the tail past `size`
+  // zero) for the caller to write the block's `size` gradient floats into,
+  // summing micro-batches in place; then SubmitPadded schedules its
+  // reduction into `shard_out` (`shard` floats; fsdp * shard >= size) and
+  // returns at once. Null after a failed reduction. The copy may be written
+  // again only after Drain.
+  float* Padded(int block, int64_t size, int64_t shard);
+  void SubmitPadded(int block, int64_t shard, float* shard_out);
+  // The same in double: sums (and the model trained) that do not depend on
+  // how the batch is split over devices and micro-batches.
+  double* PaddedExact(int block, int64_t size, int64_t shard);
+  void SubmitExact(int block, int64_t shard, float* shard_out);
   // Returns when every submitted reduction has finished; throws the
   // CollectiveError of a failed one.
   void Drain();
@@ -56,7 +63,6 @@ class GradientReducer {
   Communicator* const comm_;
   const int device_;
   const int fsdp_, data_;
-  const bool exact_;
   std::thread thread_;
   std::atomic<int64_t> busy_nanos_{0}, drain_nanos_{0};
 
@@ -66,15 +72,11 @@ class GradientReducer {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string failure_ ABSL_GUARDED_BY(mu_);  // set once
-  // Per-block padded copies of the gradients; a block's buffer is written by
-  // Submit only after the previous step's reduction of it has drained.
+  // Per-block padded copies of the gradients; a block's buffer is written
+  // only after the previous step's reduction of it has drained.
   std::map<int, FloatBuffer> padded_ ABSL_GUARDED_BY(mu_);  // the map; the buffers are the tasks'
   // Exact reducers: padded copies and the reduced shards, in double.
   std::map<int, std::pair<DoubleBuffer, DoubleBuffer>> padded64_ ABSL_GUARDED_BY(mu_);  // the map
-  // Block `block`'s padded double copy, sized; null after a failure.
-  double* PaddedExact(int block, int64_t shard);
-  // Queues the reduction of block `block`'s padded double copy.
-  void SubmitExact(int block, int64_t shard, float* shard_out);
 };
 
 }  // namespace manta::train

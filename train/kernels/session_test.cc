@@ -79,25 +79,42 @@ TEST(TrainSessionTest, KeepingNeedsTheSameShards) {
   EXPECT_EQ((*s)->Join(Join(4, 2, StateSource::kKeep, 2), RunOptions{}).code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(TrainSessionTest, AFixedGlobalBatchSummedExactlyTrainsTheSameModelAtEverySize) {
-  // 8 devices (data 2 x fsdp 4, a row each) and 4 devices (fsdp 4, two
-  // micro-batches of a row each) on the same global batch of 8 rows.
-  const Config c = TinyConfig({"steps=15", "per_device_batch_size=1", "exact_gradient_sums=true"});
+// 8 devices (data 2 x fsdp 4, a row each) and 4 devices (fsdp 4, two
+// micro-batches of a row each) on the same global batch of 8 rows, 15 steps.
+std::pair<SessionRun, SessionRun> EightAndFourDevices(bool exact) {
+  const Config c = TinyConfig(
+      {"steps=15", "per_device_batch_size=1", exact ? "exact_gradient_sums=true" : "exact_gradient_sums=false"});
   auto big = TrainingSession::Create(c, 8);
   auto small = TrainingSession::Create(c, 8);
-  ASSERT_TRUE(big.ok() && small.ok());
-  ASSERT_TRUE((*big)->Join(Join(8, 2), RunOptions{}).ok());
-  ASSERT_TRUE((*small)->Join(Join(4, 1), RunOptions{}).ok());
+  EXPECT_TRUE(big.ok() && small.ok());
+  EXPECT_TRUE((*big)->Join(Join(8, 2), RunOptions{}).ok());
+  EXPECT_TRUE((*small)->Join(Join(4, 1), RunOptions{}).ok());
   auto a = (*big)->Run(RunOptions{});
   auto b = (*small)->Run(RunOptions{});
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_EQ(a->steps.size(), 15u);
-  ASSERT_EQ(b->steps.size(), 15u);
-  for (size_t i = 0; i < a->steps.size(); ++i) {
+  EXPECT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->steps.size(), 15u);
+  EXPECT_EQ(b->steps.size(), 15u);
+  return {*a, *b};
+}
+
+TEST(TrainSessionTest, AFixedGlobalBatchSummedExactlyTrainsTheSameModelAtEverySize) {
+  auto [a, b] = EightAndFourDevices(/*exact=*/true);
+  for (size_t i = 0; i < a.steps.size() && i < b.steps.size(); ++i) {
     // The gradients are the same to the bit; only the reported loss is
     // summed in float, in another order.
-    EXPECT_EQ(a->steps[i].grad_norm, b->steps[i].grad_norm) << "step " << i;
-    EXPECT_NEAR(a->steps[i].loss, b->steps[i].loss, 1e-6 * a->steps[i].loss) << "step " << i;
+    EXPECT_EQ(a.steps[i].grad_norm, b.steps[i].grad_norm) << "step " << i;
+    EXPECT_NEAR(a.steps[i].loss, b.steps[i].loss, 1e-6 * a.steps[i].loss) << "step " << i;
+  }
+}
+
+TEST(TrainSessionTest, MicroBatchesSummedInFloatTrainTheSameModelAsMoreDevices) {
+  // Float sums in other orders: the same model within rounding. A
+  // micro-batch left out of a block's sum, or a padded tail not zeroed,
+  // moves the gradient by far more.
+  auto [a, b] = EightAndFourDevices(/*exact=*/false);
+  for (size_t i = 0; i < a.steps.size() && i < b.steps.size(); ++i) {
+    EXPECT_NEAR(a.steps[i].grad_norm, b.steps[i].grad_norm, 1e-4 * a.steps[i].grad_norm) << "step " << i;
+    EXPECT_NEAR(a.steps[i].loss, b.steps[i].loss, 1e-4 * a.steps[i].loss) << "step " << i;
   }
 }
 
