@@ -3,6 +3,7 @@
 // path computed from its constants and this machine's own restart figures.
 //
 //   bench_elastic [--json FILE] [--model=default] [--seq=128] [--period=10]
+//                 [--return-only]
 //
 // 1. Kill: a host of slice 1 killed (its raylet and workers): kill -> the
 //    next completed step, as detect / decide / re-form / first step (goal:
@@ -350,6 +351,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "model_name of the config.");
   app.add_option("--seq", o.seq, "max_target_length.");
   app.add_option("--period", o.period, "checkpoint_period.");
+  bool return_only = false;
+  app.add_flag("--return-only", return_only,
+               "Measure only the kill and the return (no drain, restore or Ray's path): a quick look at growing back.");
   CLI11_PARSE(app, argc, argv);
 
   manta::bench::LocalCluster cluster;
@@ -368,9 +372,14 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   manta::bench::Report report;
   Figures f;
-  bool ok = KillAndReturn(cluster, o, dir, &report, &f) && Drain(cluster, o, dir, &report, &f) &&
-            Restore(cluster, o, dir, &report, &f) && FixedRestart(cluster, o, dir, &f);
-  if (ok) {
+  bool ok = KillAndReturn(cluster, o, dir, &report, &f);
+  if (ok && return_only) {
+    report.Add("kill_to_next_step_vs_goal", f.kill_to_step, "s", /*baseline=*/1.0 + f.step);
+    report.Add("return_to_step_at_8_vs_goal", f.return_to_step, "s", /*baseline=*/2.0 + f.step);
+  }
+  ok = ok && (return_only || (Drain(cluster, o, dir, &report, &f) && Restore(cluster, o, dir, &report, &f) &&
+                              FixedRestart(cluster, o, dir, &f)));
+  if (ok && !return_only) {
     // Ray Train's path, from its constants and this machine's figures.
     const double restart = f.teardown + f.reserve + f.workers_up + f.restore_join;
     const double redo = o.period / 2.0 * f.step;

@@ -9,7 +9,8 @@
 //     the one-process, one-thread step, and the share of the step spent in
 //     collectives;
 // (c) gloo over loopback: the ring-chunked allreduce the kernels use
-//     against gloo's newer allreduce(AllreduceOptions) API.
+//     against gloo's newer allreduce(AllreduceOptions) API, the ring
+//     allgather, and the broadcast of a returning slice's state transfer.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -201,6 +202,8 @@ int main(int argc, char** argv) {
       report.Add("gloo_allreduce_ring_chunked_" + m, gloo["allreduce_ring_chunked_" + m], "GiB/s",
                  gloo["allreduce_options_api_" + m]);
       report.Add("gloo_allgather_ring_" + m, gloo["allgather_ring_" + m], "GiB/s");
+      // A returning slice's state transfer: one broadcast per tensor.
+      report.Add("gloo_broadcast_" + m, gloo["broadcast_fresh_" + m], "GiB/s");
     }
   }
   report.Print();

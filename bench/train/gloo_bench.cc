@@ -12,6 +12,7 @@
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/barrier_all_to_one.h"
+#include "gloo/broadcast_one_to_all.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
@@ -57,6 +58,10 @@ int RunGlooChild(int rank, int port) {
     out["allgather_ring_" + std::to_string(mib) + "MiB"] = GiBPerSecond(n * sizeof(float), 10, [&] {
       gather.run();
       barrier.run();
+    });
+    out["broadcast_fresh_" + std::to_string(mib) + "MiB"] = GiBPerSecond(n * sizeof(float), 10, [&] {
+      gloo::BroadcastOneToAll<float> bcast(context, {a.data()}, static_cast<int>(n), 0);
+      bcast.run();
     });
     uint32_t tag = 0;
     out["allreduce_options_api_" + std::to_string(mib) + "MiB"] =

@@ -1,6 +1,7 @@
 // Two-process gloo measurements over loopback TCP: the ring-chunked
 // allreduce the kernels use, gloo's newer allreduce(AllreduceOptions) API,
-// and the ring allgather.
+// the ring allgather, and the one-to-all broadcast a returning slice's state
+// transfer builds afresh for each tensor.
 #pragma once
 
 #include <map>

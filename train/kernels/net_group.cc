@@ -155,6 +155,10 @@ void NetGroup::AllGather(const float* in, int64_t n, float* out) {
 
 void NetGroup::Broadcast(float* buf, int64_t n, int root) {
   gloo::BroadcastOneToAll<float> bcast(context_, std::vector<float*>{buf}, n, root);
+  // As in Built(): a fresh process arrives late (it is still building its
+  // devices), and the root's data for a buffer it has not registered would
+  // make its device thread spin meanwhile, on the cores it builds with.
+  Barrier();
   bcast.run();
 }
 

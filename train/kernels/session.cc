@@ -224,8 +224,10 @@ absl::Status TrainingSession::Join(const JoinSpec& spec, const RunOptions& optio
     comm_ = Communicator::Make(*mesh_, env_);
     sync_ = std::make_unique<StepSync>(env_.chips_per_host);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   absl::Status connected = comm_->Connect(absl::Seconds(options.join_timeout_seconds));
   if (!connected.ok()) return connected;
+  const auto t1 = std::chrono::steady_clock::now();
   const int64_t rows = gb / mesh_->batch_shards();
   for (int i = 0; i < env_.chips_per_host; ++i) {
     std::unique_ptr<DeviceState> held = i < static_cast<int>(states_.size()) ? std::move(states_[i]) : nullptr;
@@ -240,7 +242,20 @@ absl::Status TrainingSession::Join(const JoinSpec& spec, const RunOptions& optio
                    mesh_->DebugString(), env_.num_processes, env_.chips_per_host, env_.num_slices, gb,
                    config_.max_target_length, config_.model.ParamCount());
   }
-  return Fill(spec);
+  const auto t2 = std::chrono::steady_clock::now();
+  absl::Status filled = Fill(spec);
+  const auto t3 = std::chrono::steady_clock::now();
+  if (!filled.ok()) return filled;
+  // Where a join's time goes: a process joining late makes the others wait
+  // in their state transfer, and a fresh process pays for its buffers.
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const char* state = spec.source == StateSource::kInit      ? "initialized"
+                      : spec.source == StateSource::kKeep    ? "kept"
+                      : spec.source == StateSource::kRestore ? "restored"
+                                                             : "taken from peers";
+  Logger()->info("process {} joined in {:.2f} s: connected in {:.2f} s, buffers in {:.2f} s, state {} in {:.2f} s",
+                 env_.process_id, secs(t0, t3), secs(t0, t1), secs(t1, t2), state, secs(t2, t3));
+  return filled;
 }
 
 absl::Status TrainingSession::Fill(const JoinSpec& spec) {
