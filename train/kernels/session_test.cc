@@ -79,31 +79,34 @@ TEST(TrainSessionTest, KeepingNeedsTheSameShards) {
   EXPECT_EQ((*s)->Join(Join(4, 2, StateSource::kKeep, 2), RunOptions{}).code(), absl::StatusCode::kFailedPrecondition);
 }
 
-// 8 devices (data 2 x fsdp 4, a row each) and 4 devices (fsdp 4, two
-// micro-batches of a row each) on the same global batch of 8 rows, 15 steps.
-std::pair<SessionRun, SessionRun> EightAndFourDevices(bool exact) {
+// A run of 15 steps on a global batch of 8 rows over `chips` devices (data
+// `ici_data` x fsdp the rest), a row a micro-batch: 8 devices (data 2 x
+// fsdp 4) take a row each, 4 (fsdp 4) two micro-batches, 1 eight micro-
+// batches with nothing to reduce.
+void RunOnEightRows(int chips, int ici_data, bool exact, SessionRun* out) {
   const Config c = TinyConfig(
       {"steps=15", "per_device_batch_size=1", exact ? "exact_gradient_sums=true" : "exact_gradient_sums=false"});
-  auto big = TrainingSession::Create(c, 8);
-  auto small = TrainingSession::Create(c, 8);
-  EXPECT_TRUE(big.ok() && small.ok());
-  EXPECT_TRUE((*big)->Join(Join(8, 2), RunOptions{}).ok());
-  EXPECT_TRUE((*small)->Join(Join(4, 1), RunOptions{}).ok());
-  auto a = (*big)->Run(RunOptions{});
-  auto b = (*small)->Run(RunOptions{});
-  EXPECT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->steps.size(), 15u);
-  EXPECT_EQ(b->steps.size(), 15u);
-  return {*a, *b};
+  auto session = TrainingSession::Create(c, 8);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Join(Join(chips, ici_data), RunOptions{}).ok());
+  auto run = (*session)->Run(RunOptions{});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->steps.size(), 15u);
+  *out = *run;
 }
 
 TEST(TrainSessionTest, AFixedGlobalBatchSummedExactlyTrainsTheSameModelAtEverySize) {
-  auto [a, b] = EightAndFourDevices(/*exact=*/true);
-  for (size_t i = 0; i < a.steps.size() && i < b.steps.size(); ++i) {
+  SessionRun eight, four, one;
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(8, 2, /*exact=*/true, &eight));
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(4, 1, /*exact=*/true, &four));
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(1, 1, /*exact=*/true, &one));
+  for (size_t i = 0; i < eight.steps.size(); ++i) {
     // The gradients are the same to the bit; only the reported loss is
     // summed in float, in another order.
-    EXPECT_EQ(a.steps[i].grad_norm, b.steps[i].grad_norm) << "step " << i;
-    EXPECT_NEAR(a.steps[i].loss, b.steps[i].loss, 1e-6 * a.steps[i].loss) << "step " << i;
+    for (const SessionRun* other : {&four, &one}) {
+      EXPECT_EQ(eight.steps[i].grad_norm, other->steps[i].grad_norm) << "step " << i;
+      EXPECT_NEAR(eight.steps[i].loss, other->steps[i].loss, 1e-6 * eight.steps[i].loss) << "step " << i;
+    }
   }
 }
 
@@ -111,10 +114,15 @@ TEST(TrainSessionTest, MicroBatchesSummedInFloatTrainTheSameModelAsMoreDevices) 
   // Float sums in other orders: the same model within rounding. A
   // micro-batch left out of a block's sum, or a padded tail not zeroed,
   // moves the gradient by far more.
-  auto [a, b] = EightAndFourDevices(/*exact=*/false);
-  for (size_t i = 0; i < a.steps.size() && i < b.steps.size(); ++i) {
-    EXPECT_NEAR(a.steps[i].grad_norm, b.steps[i].grad_norm, 1e-4 * a.steps[i].grad_norm) << "step " << i;
-    EXPECT_NEAR(a.steps[i].loss, b.steps[i].loss, 1e-4 * a.steps[i].loss) << "step " << i;
+  SessionRun eight, four, one;
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(8, 2, /*exact=*/false, &eight));
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(4, 1, /*exact=*/false, &four));
+  ASSERT_NO_FATAL_FAILURE(RunOnEightRows(1, 1, /*exact=*/false, &one));
+  for (size_t i = 0; i < eight.steps.size(); ++i) {
+    for (const SessionRun* other : {&four, &one}) {
+      EXPECT_NEAR(eight.steps[i].grad_norm, other->steps[i].grad_norm, 1e-4 * eight.steps[i].grad_norm) << "step " << i;
+      EXPECT_NEAR(eight.steps[i].loss, other->steps[i].loss, 1e-4 * eight.steps[i].loss) << "step " << i;
+    }
   }
 }
 
