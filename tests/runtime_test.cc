@@ -314,8 +314,9 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
     for (const auto& [name, t] : tasks) {
       if (t.value("state", "") == "FINISHED") ++finished;
     }
-    // 3 squares, the actor's creation, 3 actor calls and the waiter.
-    return finished >= 8 && state_of("Throws") == "FAILED";
+    // 3 squares, the actor's creation, 3 actor calls, the nested pair and
+    // the waiter.
+    return finished >= 10 && state_of("Throws") == "FAILED";
   };
   bool done = Cluster::WaitFor(settled, absl::Seconds(30));
   std::string listing;
@@ -351,6 +352,14 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
   EXPECT_EQ(failed.value("error_type", ""), "APPLICATION_ERROR") << failed.dump();
   EXPECT_NE(failed.value("error_message", "").find("x was 1"), std::string::npos) << failed.dump();
   EXPECT_EQ(state_of("UntilFileExists"), "FINISHED") << listing;
+  // A task a worker owned ran where it says, not in its owner's worker.
+  const std::string out = ReadFile(driver->log).value_or("");
+  const size_t at = out.find("NESTED PID ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const int nested = std::atoi(out.c_str() + at + 11);
+  ASSERT_EQ(tasks.count("Pid"), 1u) << listing;
+  EXPECT_EQ(tasks.find("Pid")->second.value("worker_pid", 0), nested) << listing;
+  EXPECT_NE(tasks.find("NestedPid")->second.value("worker_pid", 0), nested) << listing;
   ExpectClean(*cluster_);
 }
 

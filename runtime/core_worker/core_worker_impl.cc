@@ -404,9 +404,6 @@ void CoreWorkerImpl::RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::
   if (worker != nullptr) {
     where = {worker->worker_id(), worker->node_id(), pid};
     at = &where;
-  } else if (is_worker_) {
-    where = {address_proto_.worker_id(), address_proto_.node_id(), pid_};
-    at = &where;
   }
   // The GCS merges a task's events: its resources need saying only once.
   if (state != rpc::TaskEvent::SUBMITTED_TO_WORKER) {

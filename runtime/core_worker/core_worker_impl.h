@@ -226,8 +226,9 @@ class CoreWorkerImpl : public CoreWorker, public rpc::CoreWorkerService::Callbac
   gcs::SyncGcsClient& gcs_sync() { return gcs_sync_; }
   const rpc::Address& address_proto() const { return address_proto_; }
   // Records a state change of `spec` for `manta list tasks` (sent in
-  // batches). `worker`/`pid`: where the task was pushed, when the caller
-  // knows it; a worker's own events say where it is. `resources`: the
+  // batches). `worker`/`pid`: where the task was pushed or runs, when the
+  // caller knows it (an executor passes its own; an owner's end of a task
+  // passes none, so the record keeps where the task ran). `resources`: the
   // demand, said with SUBMITTED_TO_WORKER (taken from `spec` when null).
   // `ticket`: names the record for WithdrawTaskEvent.
   void RecordTaskEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, const rpc::ErrorInfo* error,

@@ -47,7 +47,9 @@ class CoreWorkerImpl::ReceiverHost final : public TaskHost {
   }
   void TaskRunning(const rpc::TaskSpec& spec, TaskEventBuffer::Ticket* ticket) override {
     if (auto id = TaskId::FromBinary(spec.task_id()); id.ok()) cw_->children_.Begin(*id);
-    cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, nullptr, 0, nullptr, ticket);
+    // Where it runs is here; an owner's records say where it pushed the
+    // task, or nothing (its own address is not where the task ran).
+    cw_->RecordTaskEvent(spec, rpc::TaskEvent::RUNNING, nullptr, &cw_->address_proto_, cw_->pid_, nullptr, ticket);
   }
   void TaskEnded(const rpc::TaskSpec& spec, const TaskEventBuffer::Ticket& ticket) override {
     if (auto id = TaskId::FromBinary(spec.task_id()); id.ok()) cw_->children_.End(*id);

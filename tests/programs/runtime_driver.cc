@@ -44,6 +44,9 @@ int64_t SumBytes(std::vector<uint8_t> data) { return std::accumulate(data.begin(
 
 int Pid() { return getpid(); }
 
+// The pid of the worker that ran a task this task submitted.
+int NestedPid() { return *manta::Get(manta::Task(Pid).Remote()); }
+
 // Dies the first time (a marker file records the attempt), succeeds after.
 int DieOnce(std::string marker, int value) {
   if (access(marker.c_str(), F_OK) != 0) {
@@ -96,7 +99,8 @@ int Chatty(int n) {
   return n;
 }
 
-MANTA_REMOTE(Square, Echo, SumBytes, Pid, DieOnce, NodeName, SlowNodeName, Throws, Later, UntilFileExists, Chatty);
+MANTA_REMOTE(Square, Echo, SumBytes, Pid, NestedPid, DieOnce, NodeName, SlowNodeName, Throws, Later, UntilFileExists,
+             Chatty);
 
 class Recorder {
  public:
@@ -549,6 +553,8 @@ int ListedTasks(const std::string& marker) {
   }
   auto recorder = manta::Actor(Recorder::Create).Remote(7);
   for (int i = 0; i < 3; ++i) manta::Get(recorder.Task(&Recorder::Append).Remote(i));
+  // A task owned by a worker, not by this driver.
+  std::cout << "NESTED PID " << *manta::Get(manta::Task(NestedPid).Remote()) << std::endl;
   try {
     manta::Get(manta::Task(Throws).Remote(1));
     return Fail("no error raised");
