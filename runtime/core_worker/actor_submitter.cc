@@ -358,6 +358,10 @@ void ActorSubmitter::SendCalls(Actor& a, std::vector<PushCall*>* to_start) {
     }
     req.mutable_spec()->set_sequence_number(p.wire_sequence);
     call->incarnation = a.info.num_restarts();
+    if (p.pushed_incarnation >= 0 && p.pushed_incarnation != call->incarnation) {
+      req.mutable_spec()->set_attempt(req.spec().attempt() + 1);
+    }
+    p.pushed_incarnation = call->incarnation;
     p.pushed = call;
     deps_.host->RecordTaskEvent(req.spec(), rpc::TaskEvent::SUBMITTED_TO_WORKER, nullptr, &a.info.address(),
                                 a.info.pid());

@@ -112,6 +112,10 @@ class ActorSubmitter {
     // pushes that fail again before the GCS reports the restart are free.
     int64_t charged_incarnation = -1;
     int free_resends = 0;
+    // The incarnation its latest push went to (-1: never pushed). A push to
+    // another one is a new attempt: the GCS ends the old attempt when the
+    // old incarnation's worker dies.
+    int64_t pushed_incarnation = -1;
     const rpc::TaskSpec& Spec() const { return pushed != nullptr ? pushed->request.spec() : spec; }
   };
   struct Actor {

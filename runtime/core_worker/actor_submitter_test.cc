@@ -199,10 +199,15 @@ TEST_F(ActorSubmitterTest, ANewIncarnationGetsThePendingCallsNumberedAfresh) {
   EXPECT_EQ(moved.request.spec().args(0).data(), "b");
   EXPECT_EQ(moved.request.spec().sequence_number(), 0);
   EXPECT_EQ(moved.incarnation, 1);
+  // Its push to the old incarnation was attempt 0; this is attempt 1, so the
+  // GCS's end of attempt 0 (its worker died) leaves this one's row alone.
+  EXPECT_EQ(host_.Push(1)->request.spec().attempt(), 0);
+  EXPECT_EQ(moved.request.spec().attempt(), 1);
   // Stale news of the old incarnation changes nothing.
   Tell(Info(id, rpc::ActorInfo::ALIVE, "w1", 5001, 0));
   Call(id, "c");
   EXPECT_EQ(host_.Push(3)->address, "10.0.0.2:5002");
+  EXPECT_EQ(host_.Push(3)->request.spec().attempt(), 0) << "first pushed to this incarnation";
 }
 
 TEST_F(ActorSubmitterTest, ADeadActorFailsItsCallsAndEveryLaterOne) {
