@@ -354,9 +354,10 @@ TEST_F(RuntimeTest, ListTasksShowsRunningFinishedAndFailedTasks) {
   EXPECT_EQ(state_of("UntilFileExists"), "FINISHED") << listing;
   // A task a worker owned ran where it says, not in its owner's worker.
   const std::string out = ReadFile(driver->log).value_or("");
-  const size_t at = out.find("NESTED PID ");
+  const std::string kNested = "NESTED PID ";
+  const size_t at = out.find(kNested);
   ASSERT_NE(at, std::string::npos) << out;
-  const int nested = std::atoi(out.c_str() + at + 11);
+  const int nested = std::atoi(out.c_str() + at + kNested.size());
   ASSERT_EQ(tasks.count("Pid"), 1u) << listing;
   EXPECT_EQ(tasks.find("Pid")->second.value("worker_pid", 0), nested) << listing;
   EXPECT_NE(tasks.find("NestedPid")->second.value("worker_pid", 0), nested) << listing;
