@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -130,9 +131,13 @@ int Main(int argc, char** argv, bool elastic) {
   int status = 0;
   if (result.ok()) {
     auto loss = result.metrics.find("loss");
-    std::cout << "Training finished: " << result.num_attempts << " attempt(s), " << result.num_failures
-              << " failure(s), final loss " << (loss == result.metrics.end() ? 0.0 : loss->second)
-              << (result.checkpoint ? ", checkpoint " + result.checkpoint->path : std::string()) << std::endl;
+    std::ostringstream line;
+    line << "Training finished: " << result.num_attempts << " attempt(s), " << result.num_failures
+         << " failure(s), final loss " << (loss == result.metrics.end() ? 0.0 : loss->second)
+         << (result.checkpoint ? ", checkpoint " + result.checkpoint->path : std::string()) << "\n";
+    // One write: the workers' forwarded lines are printed from another
+    // thread and would otherwise land in the middle of this one.
+    std::cout << line.str() << std::flush;
   } else {
     std::cerr << "Training failed: " << result.error << std::endl;
     status = 1;
