@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/id.h"
+#include "common/status.h"
 #include "google/protobuf/unknown_field_set.h"
 
 namespace manta::gcs {
@@ -33,8 +34,14 @@ void Publisher::Publish(rpc::PubMessage message) {
   if (shut_down_) return;
   Wake(&waiting_, window);
   if (flush_timer_ != nullptr) return;  // the pending flush answers for this one too
-  if (batched_.size() < kBatchFrom) return Wake(&batched_, window);
-  absl::Duration delay = std::min(kMaxBatch, kBatchPerPoll * static_cast<int64_t>(batched_.size()));
+  if (ResourceReaders() < kBatchFrom) return Wake(&batched_, window);
+  StartFlushTimer();
+}
+
+size_t Publisher::ResourceReaders() const { return batched_.size() + resource_streams_writing_; }
+
+void Publisher::StartFlushTimer() {
+  absl::Duration delay = std::min(kMaxBatch, kBatchPerPoll * static_cast<int64_t>(ResourceReaders()));
   flush_timer_ = loop_->RunAfter(delay, [this] {
     auto fired = std::move(flush_timer_);
     Flush();
@@ -49,7 +56,7 @@ void Publisher::Wake(std::list<Waiting>* polls, const Window& window) {
     auto next = std::next(it);
     if (WantsChannel(it->request, added.channel)) {
       bool gap = it->request.after_sequence() < window.last_dropped;
-      if ((gap || WantsKey(it->request, added.key)) && Fill(it->request, it->reply)) Finish(polls, it);
+      if ((gap || WantsKey(it->request, added.key)) && Ready(*it)) Finish(polls, it);
     }
     it = next;
   }
@@ -59,7 +66,7 @@ void Publisher::Flush() {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   for (auto it = batched_.begin(); it != batched_.end();) {
     auto next = std::next(it);
-    if (Fill(it->request, it->reply)) Finish(&batched_, it);
+    if (Ready(*it)) Finish(&batched_, it);
     it = next;
   }
 }
@@ -174,15 +181,121 @@ void Publisher::HandlePoll(const rpc::PollRequest& request, rpc::PollReply* repl
     done(absl::OkStatus());
     return;
   }
-  std::list<Waiting>* polls = batched ? &batched_ : &waiting_;
+  Hold(batched ? &batched_ : &waiting_, request, reply, std::move(done), wait);
+}
+
+std::list<Publisher::Waiting>::iterator Publisher::Hold(std::list<Waiting>* polls, const rpc::PollRequest& request,
+                                                        rpc::PollReply* reply, rpc::Done done, absl::Duration wait) {
   polls->push_back(Waiting{request, reply, std::move(done), nullptr});
   auto it = std::prev(polls->end());
   it->timer = loop_->RunAfter(wait, [this, polls, it] {
     // Nothing arrived: reply empty with the current sequence so the
     // subscriber does not re-scan what it was not interested in.
-    Fill(it->request, it->reply);
+    if (it->reply != nullptr) Fill(it->request, it->reply);
     Finish(polls, it);
   });
+  return it;
+}
+
+bool Publisher::Ready(Waiting& waiting) {
+  if (waiting.reply == nullptr) return SharedReply(waiting.request, /*even_empty=*/false) != nullptr;
+  return Fill(waiting.request, waiting.reply);
+}
+
+std::shared_ptr<const std::string> Publisher::SharedReply(const rpc::PollRequest& request, bool even_empty) {
+  if (cache_sequence_ != last_sequence()) {
+    reply_cache_.clear();
+    cache_sequence_ = last_sequence();
+  }
+  auto make = [&] {
+    rpc::PollReply reply;
+    bool ready = Fill(request, &reply);
+    return Shared{ready, std::make_shared<const std::string>(reply.SerializeAsString())};
+  };
+  Shared shared;
+  if (!request.keys().empty()) {
+    shared = make();  // a filtered stream is its own
+  } else {
+    std::string key = absl::StrCat(request.after_sequence(), "/", request.gcs_incarnation(), "/");
+    for (int channel : request.channels()) absl::StrAppend(&key, channel, ",");
+    auto [it, added] = reply_cache_.try_emplace(std::move(key));
+    if (added) it->second = make();
+    shared = it->second;
+  }
+  if (!shared.ready && !even_empty) return nullptr;
+  return shared.bytes;
+}
+
+absl::StatusOr<int64_t> Publisher::Subscribe(const rpc::PollRequest& request, Send send, std::function<void()> end) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  RETURN_IF_ERROR(ValidatePollRequest(request));
+  if (shut_down_) return absl::UnavailableError("the GCS is shutting down");
+  const int64_t id = next_stream_++;
+  Stream& stream = streams_[id];
+  stream.request = request;
+  stream.reads_resources = WantsChannel(request, rpc::PubMessage::NODE_RESOURCES);
+  stream.send = std::move(send);
+  stream.end = std::move(end);
+  Arm(id, stream);
+  return id;
+}
+
+void Publisher::Arm(int64_t id, Stream& stream) {
+  const bool batched = stream.reads_resources;
+  const bool ready = SharedReply(stream.request, /*even_empty=*/false) != nullptr;
+  if (batched && ResourceReaders() + 1 >= kBatchFrom) {
+    // Batching: a stream is answered by flushes only, so at most once per
+    // batching delay, whenever its last write ended.
+    if (ready && flush_timer_ == nullptr) StartFlushTimer();
+  } else if (ready && !(batched && flush_timer_ != nullptr)) {
+    // As a poll: at once when something is new, unless a flush is pending.
+    return Deliver(stream);
+  }
+  absl::Duration wait = std::min(absl::Milliseconds(stream.request.max_wait_ms()), kMaxWait);
+  if (wait <= absl::ZeroDuration()) wait = kMaxWait;
+  stream.held_in = batched ? &batched_ : &waiting_;
+  stream.held = Hold(
+      stream.held_in, stream.request, nullptr,
+      [this, id](const absl::Status&) {
+        auto it = streams_.find(id);
+        if (it == streams_.end()) return;
+        it->second.held_in = nullptr;
+        Deliver(it->second);
+      },
+      wait);
+}
+
+void Publisher::Deliver(Stream& stream) {
+  std::shared_ptr<const std::string> reply = SharedReply(stream.request, /*even_empty=*/true);
+  stream.request.set_after_sequence(last_sequence());
+  stream.request.set_gcs_incarnation(incarnation_);
+  stream.writing = true;
+  if (stream.reads_resources) ++resource_streams_writing_;
+  stream.send(std::move(reply));
+}
+
+void Publisher::Written(Stream& stream) {
+  if (!stream.writing) return;
+  stream.writing = false;
+  if (stream.reads_resources) --resource_streams_writing_;
+}
+
+void Publisher::Sent(int64_t id) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  auto it = streams_.find(id);
+  if (it == streams_.end() || !it->second.writing) return;
+  Written(it->second);
+  Arm(id, it->second);
+}
+
+bool Publisher::Unsubscribe(int64_t id) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return false;
+  Written(it->second);
+  if (it->second.held_in != nullptr) it->second.held_in->erase(it->second.held);
+  streams_.erase(it);
+  return true;
 }
 
 void Publisher::Finish(std::list<Waiting>* polls, std::list<Waiting>::iterator it) {
@@ -196,6 +309,13 @@ void Publisher::Shutdown() {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   shut_down_ = true;
   flush_timer_.reset();
+  std::map<int64_t, Stream> streams = std::move(streams_);
+  streams_.clear();
+  resource_streams_writing_ = 0;
+  for (auto& [id, stream] : streams) {
+    if (stream.held_in != nullptr) stream.held_in->erase(stream.held);
+  }
+  for (auto& [id, stream] : streams) stream.end();
   for (std::list<Waiting>* polls : {&waiting_, &batched_}) {
     while (!polls->empty()) {
       Fill(polls->front().request, polls->front().reply);

@@ -6,13 +6,6 @@
 namespace manta::gcs {
 namespace {
 
-rpc::PubMessage NodeMsg(const std::string& ip) {
-  rpc::PubMessage m;
-  m.set_channel(rpc::PubMessage::NODE_INFO);
-  m.mutable_node_info()->set_node_ip(ip);
-  return m;
-}
-
 TEST(PublisherTest, WaitingPollIsAnsweredByPublish) {
   EventLoop loop;
   Publisher pub(&loop, "inc1");
@@ -217,15 +210,6 @@ TEST(PublisherTest, ShutdownAnswersWaitingPolls) {
   pub.HandlePoll(req, &reply, [&](const absl::Status&) { done = true; });
   pub.Shutdown();
   EXPECT_TRUE(done);
-}
-
-rpc::PubMessage ResourcesMsg(const std::string& node, double cpus) {
-  rpc::PubMessage m;
-  m.set_channel(rpc::PubMessage::NODE_RESOURCES);
-  m.set_key(node);
-  m.mutable_node_resources()->set_node_id(node);
-  (*m.mutable_node_resources()->mutable_available())["CPU"] = cpus;
-  return m;
 }
 
 // A node's resource message is its whole view: a reply carries only each

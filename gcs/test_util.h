@@ -20,6 +20,24 @@ inline void Pump(EventLoop& loop, int rounds = 4) {
   }
 }
 
+// A node's registration event, as the node table publishes it.
+inline rpc::PubMessage NodeMsg(const std::string& ip) {
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::NODE_INFO);
+  m.mutable_node_info()->set_node_ip(ip);
+  return m;
+}
+
+// A node's resource view with `cpus` available, keyed by the node.
+inline rpc::PubMessage ResourcesMsg(const std::string& node, double cpus) {
+  rpc::PubMessage m;
+  m.set_channel(rpc::PubMessage::NODE_RESOURCES);
+  m.set_key(node);
+  m.mutable_node_resources()->set_node_id(node);
+  (*m.mutable_node_resources()->mutable_available())["CPU"] = cpus;
+  return m;
+}
+
 // A poll reply as its subscriber reads it: the publisher adds messages in
 // their wire form, which only parsing turns into `messages`.
 inline rpc::PollReply AsReceived(const rpc::PollReply& reply) {

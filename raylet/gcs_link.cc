@@ -23,6 +23,9 @@ void GcsLink::Stop() {
   retry_timer_.reset();
   poll_timer_.reset();
   report_retry_timer_.reset();
+  stream_watchdog_.reset();
+  refresh_timer_.reset();
+  stream_.reset();
 }
 
 // ---------------------------------------------------------------- registration
@@ -70,7 +73,7 @@ void GcsLink::OnRegisterReply(const absl::Status& s, const rpc::RegisterNodeRepl
   host_->OnRegistered(first);
   if (first) {
     liveness_timer_ = loop_->RunEvery(options_.liveness_period, [this] { CheckLiveness(); });
-    Poll();
+    Subscribe();
   }
 }
 
@@ -127,7 +130,7 @@ void GcsLink::SendReport(std::function<void()> done) {
 
 // ---------------------------------------------------------------- node events
 
-void GcsLink::Poll() {
+void GcsLink::Subscribe() {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   if (stopped_) return;
   rpc::PollRequest req;
@@ -137,50 +140,101 @@ void GcsLink::Poll() {
   req.set_gcs_incarnation(poll_incarnation_);
   req.set_max_wait_ms(options_.poll_wait_ms);
   req.set_subscriber_node_id(options_.node_id);
-  gcs_->Poll(req, [this](const absl::Status& s, rpc::PollReply&& reply) { OnPoll(s, reply); });
+  stream_.reset();
+  stream_ = gcs_->Subscribe(
+      req, [this](rpc::PollReply&& reply) { OnNodeEvents(std::move(reply)); },
+      [this](const absl::Status& s) { OnStreamEnd(s); });
+  ArmWatchdog();
 }
 
-void GcsLink::OnPoll(const absl::Status& s, const rpc::PollReply& reply) {
+void GcsLink::ArmWatchdog() {
+  // The GCS writes at least every wait: a longer silence is a stream lost on
+  // a connection that never said so.
+  const absl::Duration limit = absl::Milliseconds(options_.poll_wait_ms) + absl::Seconds(10);
+  stream_watchdog_ = loop_->RunAfter(limit, [this, limit] {
+    Log()->warn("no node events from the GCS for {}; subscribing again", absl::FormatDuration(limit));
+    Subscribe();
+  });
+}
+
+void GcsLink::OnStreamEnd(const absl::Status& s) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   if (stopped_) return;
-  if (!s.ok()) {
-    poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Poll(); });
-    return;
-  }
+  stream_.reset();
+  stream_watchdog_.reset();
+  poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Subscribe(); });
+  if (!s.ok()) Log()->debug("node events stream ended: {}", s.ToString());
+}
+
+void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  if (stopped_) return;
   Contact();
+  ArmWatchdog();
   if (registered_ && reply.gcs_incarnation() != gcs_incarnation_) {
     Log()->info("the GCS restarted; registering again");
     Register();
   }
   poll_incarnation_ = reply.gcs_incarnation();
   poll_sequence_ = reply.last_sequence();
-  bool changed = false;
-  for (const auto& m : reply.messages()) {
-    if (m.has_node_info()) changed |= host_->OnNodeInfo(m.node_info());
-    if (m.has_node_resources()) changed |= host_->OnNodeResources(m.node_resources());
-    if (stopped_) return;  // the node learned it is dead
+  if (refreshing_) {
+    held_replies_.push_back(std::move(reply));
+    return;
   }
+  bool changed = false;
+  if (!Apply(reply, &changed)) return;
   if (reply.gap()) return RefreshNodes();
   if (changed) host_->OnClusterChanged();
-  Poll();
+}
+
+bool GcsLink::Apply(const rpc::PollReply& reply, bool* changed) {
+  for (const auto& m : reply.messages()) {
+    if (m.has_node_info()) *changed |= host_->OnNodeInfo(m.node_info());
+    if (m.has_node_resources()) *changed |= host_->OnNodeResources(m.node_resources());
+    if (stopped_) return false;  // the node learned it is dead
+  }
+  return true;
 }
 
 void GcsLink::RefreshNodes() {
-  gcs_->GetAllNodeInfo({}, [this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+  refreshing_ = true;
+  gcs_->GetAllNodeInfo({}, [this](const absl::Status& s, rpc::GetAllNodeInfoReply&& nodes) {
     if (stopped_) return;
-    if (!s.ok()) return Poll();
-    host_->OnNodesReset();
-    for (const auto& n : reply.nodes()) host_->OnNodeInfo(n);
-    gcs_->GetClusterResources(rpc::GetClusterResourcesRequest(),
-                              [this](const absl::Status& s, rpc::GetClusterResourcesReply&& reply) {
-                                if (stopped_) return;
-                                if (s.ok()) {
-                                  for (const auto& r : reply.nodes()) host_->OnNodeResources(r);
-                                }
-                                host_->OnClusterChanged();
-                                Poll();
-                              });
+    if (!s.ok()) {
+      refresh_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { RefreshNodes(); });
+      return;
+    }
+    gcs_->GetClusterResources(
+        rpc::GetClusterResourcesRequest(),
+        [this, nodes = std::move(nodes)](const absl::Status& s, rpc::GetClusterResourcesReply&& resources) {
+          if (stopped_) return;
+          if (!s.ok()) {
+            refresh_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { RefreshNodes(); });
+            return;
+          }
+          host_->OnNodesReset();
+          for (const auto& n : nodes.nodes()) host_->OnNodeInfo(n);
+          for (const auto& r : resources.nodes()) host_->OnNodeResources(r);
+          FinishRefresh();
+        });
   });
+}
+
+void GcsLink::FinishRefresh() {
+  refreshing_ = false;
+  std::vector<rpc::PollReply> held = std::move(held_replies_);
+  held_replies_.clear();
+  bool changed = true;  // the reset
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (!Apply(held[i], &changed)) return;
+    if (held[i].gap()) {
+      // Read everything again; what came after this reply is read after it.
+      held_replies_.assign(std::make_move_iterator(held.begin() + i + 1), std::make_move_iterator(held.end()));
+      host_->OnClusterChanged();
+      return RefreshNodes();
+    }
+  }
+  host_->OnClusterChanged();
 }
 
 // ---------------------------------------------------------------- liveness

@@ -1,7 +1,7 @@
 // GcsLink: a raylet's link to the GCS. Registers the node (again after a GCS
 // restart, or when a report finds the node unknown), sends its resource
-// reports, long-polls node events and resource reports (re-reading the node
-// table after a gap), and watches the GCS: a GCS silent for longer than the
+// reports, subscribes to node events and resource reports (re-reading the
+// node table after a gap), and watches the GCS: a GCS silent for longer than the
 // reconnect timeout, or serving another cluster, ends the raylet; a GCS that
 // refuses the node after it joined (declared dead while alive) makes it
 // rejoin as a new node.
@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -94,9 +95,18 @@ class GcsLink {
   // The GCS refused to register this node again: rejoin when it still serves
   // this cluster, exit when it serves another.
   void RejoinUnlessForeign(const std::string& refusal);
-  void Poll();
-  void OnPoll(const absl::Status& s, const rpc::PollReply& reply);
+  // Subscribes from the last sequence seen; again, a second later, when the
+  // stream ends, and at once when it has been silent past its wait.
+  void Subscribe();
+  void OnNodeEvents(rpc::PollReply&& reply);
+  void OnStreamEnd(const absl::Status& s);
+  void ArmWatchdog();
+  // Applies one reply's messages; false once the raylet stopped.
+  bool Apply(const rpc::PollReply& reply, bool* changed);
+  // Re-reads every node and its resources, holding the replies that arrive
+  // meanwhile, then applies those.
   void RefreshNodes();
+  void FinishRefresh();
   void CheckLiveness();
   void Contact() { last_contact_ = clock_(); }
 
@@ -116,6 +126,11 @@ class GcsLink {
   absl::Time last_contact_;
   int64_t poll_sequence_ = 0;
   std::string poll_incarnation_;
+  std::unique_ptr<gcs::GcsClient::Subscription> stream_;
+  bool refreshing_ = false;
+  std::vector<rpc::PollReply> held_replies_;  // arrived while refreshing
+  std::unique_ptr<EventLoop::Timer> stream_watchdog_;
+  std::unique_ptr<EventLoop::Timer> refresh_timer_;
   std::unique_ptr<EventLoop::Timer> liveness_timer_;
   std::unique_ptr<EventLoop::Timer> retry_timer_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;

@@ -49,7 +49,9 @@ class FakeRaylet : public GcsLink::Host {
   void OnNodesReset() override {
     absl::MutexLock lock(&mu);
     ++resets;
+    nodes_seen.push_back(kReset);
   }
+  static constexpr char kReset[] = "(reset)";
   void OnClusterChanged() override {}
   void Exit(const std::string& why) override {
     absl::MutexLock lock(&mu);
@@ -248,6 +250,38 @@ TEST_F(GcsLinkTest, AGapInTheNodeEventsReReadsTheNodeTable) {
   absl::MutexLock lock(&raylet_.mu);
   // The table re-read holds this node.
   EXPECT_NE(std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), node_id_), raylet_.nodes_seen.end());
+}
+
+// Node events that arrive while the table is re-read are applied after it:
+// applied before, the re-read's reset would wipe a node it never saw.
+TEST_F(GcsLinkTest, NodeEventsArrivingDuringARereadAreAppliedAfterIt) {
+  StartRegistered();
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
+  const std::string late = NodeId::FromRandom().Binary();
+  OnLoop([&] {
+    // The re-read's second half fails once: it is made again a second later.
+    gcs_->FailNext("GetClusterResources", absl::UnavailableError("down"));
+    gcs_->ForgetUpTo(gcs_->last_sequence() + 1);  // the next message: a gap
+    rpc::PubMessage m;
+    m.set_channel(rpc::PubMessage::NODE_INFO);
+    m.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
+    gcs_->Publish(m);
+  });
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->calls("GetClusterResources") == 1 && gcs_->held_polls() == 1; }));
+  OnLoop([&] {
+    rpc::PubMessage m;  // only an event: the node table never lists it
+    m.set_channel(rpc::PubMessage::NODE_INFO);
+    m.mutable_node_info()->set_node_id(late);
+    gcs_->Publish(m);
+  });
+  ASSERT_TRUE(raylet_.Await([&] {
+    return std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), late) != raylet_.nodes_seen.end();
+  }));
+  absl::MutexLock lock(&raylet_.mu);
+  EXPECT_EQ(raylet_.resets, 1);
+  auto reset = std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), FakeRaylet::kReset);
+  ASSERT_NE(std::find(reset, raylet_.nodes_seen.end(), late), raylet_.nodes_seen.end());
+  EXPECT_EQ(std::find(raylet_.nodes_seen.begin(), reset, late), reset);
 }
 
 }  // namespace

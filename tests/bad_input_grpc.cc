@@ -356,6 +356,16 @@ void KvAndPollRows(const Target& t, std::vector<BadInput>* out) {
   poll.Add("subscriber_node_id of 3 bytes", [](auto* r) { r->set_subscriber_node_id("abc"); }, "INVALID_ARGUMENT",
            "subscriber_node_id must be 28 bytes");
   poll.AddTokens();
+
+  // The stream is refused before its first reply, as the poll is.
+  auto sub = MakeRows(t, out, kPubSub, "Subscribe", t.gcs_address, rpc::PollRequest());
+  sub.Add("unknown channel 99", [](auto* r) { r->add_channels(static_cast<rpc::PubMessage::Channel>(99)); },
+          "INVALID_ARGUMENT", "unknown channel 99");
+  sub.Add("100000 keys", [](auto* r) { for (int i = 0; i < 100000; ++i) r->add_keys("k"); }, "INVALID_ARGUMENT",
+          "at most 10000");
+  sub.Add("subscriber_node_id of 3 bytes", [](auto* r) { r->set_subscriber_node_id("abc"); }, "INVALID_ARGUMENT",
+          "subscriber_node_id must be 28 bytes");
+  sub.AddTokens();
 }
 
 }  // namespace

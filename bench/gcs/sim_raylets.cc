@@ -42,7 +42,7 @@ constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
 // every 2 s by default): the GCS went quiet on it.
 constexpr int64_t kQuietGapMs = 3000;
 constexpr absl::Duration kSimCallTimeout = absl::Seconds(5);  // as gcs::GcsClient
-constexpr char kPollMethod[] = "/manta.rpc.PubSubGcsService/Poll";
+constexpr char kSubscribeMethod[] = "/manta.rpc.PubSubGcsService/Subscribe";
 
 bool Retryable(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded;
@@ -131,7 +131,7 @@ struct GcsConnection {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<rpc::NodeInfoGcsService::Stub> nodes;
   std::unique_ptr<rpc::NodeResourceGcsService::Stub> resources;
-  grpc::TemplatedGenericStub<rpc::PollRequest, grpc::ByteBuffer> raw;  // Poll, read with ReadPollHeader
+  grpc::TemplatedGenericStub<rpc::PollRequest, grpc::ByteBuffer> raw;  // Subscribe, read with ReadPollHeader
 };
 
 }  // namespace
@@ -466,7 +466,7 @@ class SimulatedRaylets::Impl {
               if (registered_.fetch_add(1) + 1 == options_.nodes && !all_registered_.HasBeenNotified()) {
                 all_registered_.Notify();
               }
-              Poll(n);
+              Subscribe(n);
             }
             n.book.MarkDirty();
           } else if (Retryable(s)) {
@@ -503,7 +503,41 @@ class SimulatedRaylets::Impl {
     }
   }
 
-  void Poll(Node& n) {
+  // A node's Subscribe stream, as a raylet's (the one request, then the
+  // replies), with each reply read by ReadPollHeader on the loop. It deletes
+  // itself when done; what it posts goes through the loop's mailbox.
+  class NodeStream final : public grpc::ClientBidiReactor<rpc::PollRequest, grpc::ByteBuffer> {
+   public:
+    NodeStream(Impl* impl, Node* n, rpc::PollRequest request)
+        : impl_(impl), node_(n), mailbox_(impl->loop_.mailbox()), request_(std::move(request)) {}
+    void Start() {
+      rpc::PrepareContext(&ctx_, impl_->options_.token, absl::InfiniteDuration());
+      node_->gcs->raw.PrepareBidiStreamingCall(&ctx_, kSubscribeMethod, grpc::StubOptions(), this);
+      StartWriteLast(&request_, grpc::WriteOptions());
+      StartRead(&reply_);
+      StartCall();
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) return;  // OnDone follows
+      mailbox_->Post([impl = impl_, n = node_, reply = reply_] { impl->OnPollReply(*n, reply); });
+      reply_.Clear();
+      StartRead(&reply_);
+    }
+    void OnDone(const grpc::Status& status) override {
+      mailbox_->Post([impl = impl_, n = node_, s = rpc::ToAbslStatus(status)] { impl->OnStreamEnd(*n, s); });
+      delete this;
+    }
+
+   private:
+    Impl* const impl_;
+    Node* const node_;
+    const std::shared_ptr<EventLoop::Mailbox> mailbox_;
+    grpc::ClientContext ctx_;
+    rpc::PollRequest request_;
+    grpc::ByteBuffer reply_;
+  };
+
+  void Subscribe(Node& n) {
     if (stopping_.load() || !options_.poll) return;
     rpc::PollRequest req;
     req.add_channels(rpc::PubMessage::NODE_INFO);
@@ -513,31 +547,26 @@ class SimulatedRaylets::Impl {
     req.set_max_wait_ms(kPollWaitMs);
     req.set_subscriber_node_id(n.book.id().Binary());
     in_flight_.fetch_add(1);
-    auto start = [stub = &n.gcs->raw](auto* ctx, auto* req, auto* reply, auto done) {
-      stub->UnaryCall(ctx, kPollMethod, grpc::StubOptions(), req, reply, std::move(done));
-    };
-    rpc::UnaryCall<grpc::ByteBuffer>(&loop_, options_.token, kSimCallTimeout + absl::Milliseconds(kPollWaitMs),
-                                     std::move(req), start,
-                                     [this, &n](const absl::Status& s, grpc::ByteBuffer&& reply) {
-                                       in_flight_.fetch_sub(1);
-                                       OnPollReply(n, s, reply);
-                                     });
+    (new NodeStream(this, &n, std::move(req)))->Start();
   }
 
-  void OnPollReply(Node& n, const absl::Status& s, const grpc::ByteBuffer& reply) {
+  void OnStreamEnd(Node& n, const absl::Status& s) {
+    in_flight_.fetch_sub(1);
     if (stopping_.load()) return;
-    absl::StatusOr<PollHeader> h = s.ok() ? ReadPollHeader(reply) : absl::StatusOr<PollHeader>(s);
-    if (!h.ok()) {
-      if (s.ok()) Fail(h.status(), /*fatal=*/false);
-      n.retry = loop_.RunAfter(kPollRetry, [this, &n] { Poll(n); });
-      return;
-    }
+    if (!s.ok() && !Retryable(s)) Fail(s, /*fatal=*/false);
+    n.retry = loop_.RunAfter(kPollRetry, [this, &n] { Subscribe(n); });
+  }
+
+  void OnPollReply(Node& n, const grpc::ByteBuffer& reply) {
+    if (stopping_.load()) return;
+    absl::StatusOr<PollHeader> h = ReadPollHeader(reply);
+    if (!h.ok()) return Fail(h.status(), /*fatal=*/false);
     polls_.fetch_add(1, std::memory_order_relaxed);
     poll_messages_.fetch_add(h->messages, std::memory_order_relaxed);
     poll_bytes_.fetch_add(static_cast<int64_t>(reply.Length()), std::memory_order_relaxed);
     n.poll_incarnation = h->gcs_incarnation;
     n.poll_sequence = h->last_sequence;
-    if (!h->gap) return Poll(n);
+    if (!h->gap) return;
     poll_gaps_.fetch_add(1, std::memory_order_relaxed);
     Refresh(n);
   }
@@ -545,20 +574,17 @@ class SimulatedRaylets::Impl {
   // After a gap, as a raylet: the node table, then every node's resources.
   void Refresh(Node& n) {
     in_flight_.fetch_add(1);
-    Call<rpc::GetAllNodeInfoReply>(rpc::GetAllNodeInfoRequest(), MANTA_SIM_CALL(nodes, GetAllNodeInfo),
-                                   [this, &n](const absl::Status& s, rpc::GetAllNodeInfoReply&&) {
-                                     in_flight_.fetch_sub(1);
-                                     if (stopping_.load()) return;
-                                     if (!s.ok()) return Poll(n);
-                                     in_flight_.fetch_add(1);
-                                     Call<rpc::GetClusterResourcesReply>(
-                                         rpc::GetClusterResourcesRequest(),
-                                         MANTA_SIM_CALL(resources, GetClusterResources),
-                                         [this, &n](const absl::Status&, rpc::GetClusterResourcesReply&&) {
-                                           in_flight_.fetch_sub(1);
-                                           Poll(n);
-                                         });
-                                   });
+    Call<rpc::GetAllNodeInfoReply>(
+        rpc::GetAllNodeInfoRequest(), MANTA_SIM_CALL(nodes, GetAllNodeInfo),
+        [this, &n](const absl::Status& s, rpc::GetAllNodeInfoReply&&) {
+          in_flight_.fetch_sub(1);
+          if (stopping_.load()) return;
+          if (!s.ok()) return;
+          in_flight_.fetch_add(1);
+          Call<rpc::GetClusterResourcesReply>(
+              rpc::GetClusterResourcesRequest(), MANTA_SIM_CALL(resources, GetClusterResources),
+              [this](const absl::Status&, rpc::GetClusterResourcesReply&&) { in_flight_.fetch_sub(1); });
+        });
   }
 
   // A call to the GCS with the token and kSimCallTimeout; `callback` runs on the loop.

@@ -6,8 +6,8 @@
 // calls, with SimNode's books. Toward the GCS each node does what a raylet
 // does, over a connection of its own: RegisterNode (again after a timeout),
 // ReportResources after each change (at most one every 100 ms, one in
-// flight), and a held Poll of NODE_INFO and NODE_RESOURCES that re-reads
-// the node table and every node's resources after a gap. Poll replies are
+// flight), and a Subscribe stream of NODE_INFO and NODE_RESOURCES that
+// re-reads the node table and every node's resources after a gap. Replies are
 // read for their sequence only: the messages, which each raylet would parse
 // on its own machine, are skipped, so this process takes less of the GCS's
 // machine. The workers the nodes grant live in one child process
@@ -43,7 +43,7 @@ struct SimOptions {
   ResourceSet resources;  // what each node offers
   std::string gcs_address;
   std::string token;
-  // Hold a Poll per node, as raylets do; off only to measure what it costs.
+  // Subscribe each node, as raylets do; off only to measure what it costs.
   bool poll = true;
   std::string workers_bin;  // bench_gcs_sim_workers
   std::string scratch_dir;  // for the workers' port file and log

@@ -99,6 +99,7 @@ class FakeGcsClient : public GcsClient {
   const rpc::NodeInfo* node(const std::string& node_id) const;
   int calls(const std::string& method) const;
   int held_polls() const { return static_cast<int>(held_.size()); }
+  int64_t last_sequence() const { return next_sequence_ - 1; }
   const std::vector<rpc::ReportWorkerFailureRequest>& worker_failures() const { return worker_failures_; }
 
  private:

@@ -1,12 +1,104 @@
 #include "gcs/client/gcs_client.h"
 
 #include "common/rpc/client_call.h"
+#include "common/rpc/tsan_handoff.h"
 #include "common/rpc/reply_cache.h"
 #include "proto/gcs_service.grpc.pb.h"
 
 namespace manta::gcs {
 
 namespace {
+
+// GcsClient::Subscribe by polls: each reply's last_sequence is the next
+// poll's cursor.
+class PollingSubscription final : public GcsClient::Subscription {
+ public:
+  PollingSubscription(GcsClient* gcs, rpc::PollRequest request, std::function<void(rpc::PollReply&&)> on_reply,
+                      std::function<void(const absl::Status&)> on_end)
+      : gcs_(gcs), request_(std::move(request)), on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {}
+  ~PollingSubscription() override { *live_ = false; }
+
+  void Poll() {
+    gcs_->Poll(request_, [this, live = live_](const absl::Status& s, rpc::PollReply&& reply) {
+      if (!*live) return;
+      if (!s.ok()) return on_end_(s);
+      request_.set_after_sequence(reply.last_sequence());
+      request_.set_gcs_incarnation(reply.gcs_incarnation());
+      on_reply_(std::move(reply));
+      if (*live) Poll();
+    });
+  }
+
+ private:
+  GcsClient* const gcs_;
+  rpc::PollRequest request_;
+  const std::function<void(rpc::PollReply&&)> on_reply_;
+  const std::function<void(const absl::Status&)> on_end_;
+  const std::shared_ptr<bool> live_ = std::make_shared<bool>(true);  // on the loop
+};
+
+// The client end of a Subscribe stream. gRPC's callbacks post to the
+// owner's loop, where `live` keeps them from running once the handle is
+// gone. The handle and the call each hold it: a cancel never meets a
+// destroyed context.
+class SubscribeCall final : public grpc::ClientReadReactor<rpc::PollReply>,
+                            public std::enable_shared_from_this<SubscribeCall> {
+ public:
+  SubscribeCall(std::shared_ptr<EventLoop::Mailbox> mailbox, std::function<void(rpc::PollReply&&)> on_reply,
+                std::function<void(const absl::Status&)> on_end)
+      : mailbox_(std::move(mailbox)), on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {}
+
+  void Start(rpc::PubSubGcsService::Stub* stub, const std::string& token, rpc::PollRequest request) {
+    request_ = std::move(request);
+    rpc::PrepareContext(&ctx_, token, absl::InfiniteDuration());
+    self_ = shared_from_this();
+    MANTA_GRPC_HANDOFF_BEFORE();
+    stub->async()->Subscribe(&ctx_, &request_, this);
+    StartRead(&reply_);
+    StartCall();
+  }
+  // On the loop: no callback runs after this.
+  void Cancel() {
+    *live_ = false;
+    ctx_.TryCancel();
+  }
+
+  void OnReadDone(bool ok) override {
+    MANTA_GRPC_HANDOFF_AFTER();
+    if (!ok) return;  // OnDone follows
+    mailbox_->Post([live = live_, cb = on_reply_, reply = std::move(reply_)]() mutable {
+      if (*live) cb(std::move(reply));
+    });
+    reply_.Clear();
+    StartRead(&reply_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    MANTA_GRPC_HANDOFF_AFTER();
+    mailbox_->Post([live = live_, cb = on_end_, s = rpc::ToAbslStatus(status)] {
+      if (*live) cb(s);
+    });
+    self_.reset();  // last: may destroy this
+  }
+
+ private:
+  const std::shared_ptr<EventLoop::Mailbox> mailbox_;
+  const std::function<void(rpc::PollReply&&)> on_reply_;
+  const std::function<void(const absl::Status&)> on_end_;
+  const std::shared_ptr<bool> live_ = std::make_shared<bool>(true);  // on the loop
+  std::shared_ptr<SubscribeCall> self_;                              // until OnDone
+  grpc::ClientContext ctx_;
+  rpc::PollRequest request_;
+  rpc::PollReply reply_;
+};
+
+class StreamSubscription final : public GcsClient::Subscription {
+ public:
+  explicit StreamSubscription(std::shared_ptr<SubscribeCall> call) : call_(std::move(call)) {}
+  ~StreamSubscription() override { call_->Cancel(); }
+
+ private:
+  const std::shared_ptr<SubscribeCall> call_;
+};
 
 template <typename Reply>
 using Callback = GcsClient::Callback<Reply>;
@@ -103,6 +195,15 @@ class GrpcGcsClient final : public GcsClient {
   void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) override {
     stubs_.Call<rpc::PollReply>(MANTA_ASYNC(pubsub, Poll), request,
                                 stubs_.timeout + absl::Milliseconds(request.max_wait_ms()), std::move(cb));
+  }
+
+  std::unique_ptr<Subscription> Subscribe(const rpc::PollRequest& request,
+                                          std::function<void(rpc::PollReply&&)> on_reply,
+                                          std::function<void(const absl::Status&)> on_end) override {
+    MANTA_CHECK_THREAD(stubs_.loop->thread_checker());
+    auto call = std::make_shared<SubscribeCall>(stubs_.loop->mailbox(), std::move(on_reply), std::move(on_end));
+    call->Start(stubs_.pubsub.get(), stubs_.token, request);
+    return std::make_unique<StreamSubscription>(std::move(call));
   }
 
   void KvPut(const rpc::KvPutRequest& request, Callback<rpc::KvPutReply> cb) override {
@@ -223,6 +324,14 @@ class GrpcGcsClient final : public GcsClient {
 };
 
 }  // namespace
+
+std::unique_ptr<GcsClient::Subscription> GcsClient::Subscribe(const rpc::PollRequest& request,
+                                                              std::function<void(rpc::PollReply&&)> on_reply,
+                                                              std::function<void(const absl::Status&)> on_end) {
+  auto subscription = std::make_unique<PollingSubscription>(this, request, std::move(on_reply), std::move(on_end));
+  subscription->Poll();
+  return subscription;
+}
 
 std::unique_ptr<GcsClient> MakeGrpcGcsClient(EventLoop* loop, const std::string& address, std::string token,
                                              absl::Duration timeout) {

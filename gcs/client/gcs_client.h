@@ -49,6 +49,20 @@ class GcsClient {
   // A long poll: answered when there are messages, or after the request's
   // max_wait_ms (the deadline is that plus the call timeout).
   virtual void Poll(const rpc::PollRequest& request, Callback<rpc::PollReply> cb) = 0;
+  // A poll that stays (raylets): `on_reply` gets each reply in order, as a
+  // poll from the previous reply's last_sequence would (the GCS moves the
+  // cursor on), and an empty one each max_wait_ms when nothing is new;
+  // `on_end` once, when the stream ends: the GCS stopped, refused it or was
+  // unreachable. Both on the loop, never after the handle is destroyed,
+  // which ends the stream. Over gRPC one Subscribe stream; by default (the
+  // fake) a poll after each reply.
+  class Subscription {
+   public:
+    virtual ~Subscription() = default;
+  };
+  virtual std::unique_ptr<Subscription> Subscribe(const rpc::PollRequest& request,
+                                                  std::function<void(rpc::PollReply&&)> on_reply,
+                                                  std::function<void(const absl::Status&)> on_end);
   // A raylet forwards worker output to the job's LOGS channel.
   virtual void PublishLogs(const rpc::PublishLogsRequest& request, Callback<rpc::PublishLogsReply> cb) = 0;
   // ---- KV ----
