@@ -89,9 +89,10 @@ class ActorManagerTest : public ::testing::Test {
   State::State StateOf(const rpc::TaskSpec& spec) { return actors_->Get(Id(spec))->state(); }
 
   // Grants the oldest lease request with a new worker; returns the request.
-  FakeRayletClientPool::LeaseCall Grant(int pid = 100) {
+  FakeRayletClientPool::LeaseCall Grant(int pid = 100, const rpc::NodeResources* view = nullptr) {
     auto call = raylets_.PopLease();
     rpc::RequestWorkerLeaseReply reply;
+    if (view != nullptr) *reply.mutable_resources() = *view;
     reply.set_outcome(rpc::RequestWorkerLeaseReply::GRANTED);
     reply.mutable_worker_address()->set_ip("10.0.0.9");
     reply.mutable_worker_address()->set_port(9000);
@@ -210,6 +211,49 @@ TEST_F(ActorManagerTest, RegisterLeaseCreateAlive) {
   // Registering again is idempotent.
   ASSERT_TRUE(Register(spec).ok());
   EXPECT_EQ(raylets_.leases.size(), 0u);
+}
+
+// With a resource sink, a lease asks for the node's view in its reply,
+// which the scheduler hands on once the attempt moved on; without one (or
+// for a failed call) nothing is asked or applied.
+TEST_F(ActorManagerTest, ALeaseReplysViewOfTheNodeIsAppliedInsteadOfAReport) {
+  NodeId node = AddNode({{"CPU", 4}});
+  std::vector<rpc::NodeResources> applied;
+  rpc::TaskSpec plain = Spec();
+  ASSERT_TRUE(Register(plain).ok());
+  ASSERT_EQ(raylets_.leases.size(), 1u);
+  EXPECT_FALSE(raylets_.leases.front().request.reply_with_resources());
+  Grant();
+  Push();
+
+  scheduler_->SetApplyResources([&](const rpc::NodeResources& r) {
+    // Handed on after the attempt moved on to pushing its creation task.
+    EXPECT_EQ(workers_.pushes.size(), 1u);
+    applied.push_back(r);
+  });
+  rpc::TaskSpec spec = Spec();
+  ASSERT_TRUE(Register(spec).ok());
+  ASSERT_EQ(raylets_.leases.size(), 1u);
+  EXPECT_TRUE(raylets_.leases.front().request.reply_with_resources());
+  rpc::NodeResources view;
+  view.set_node_id(node.Binary());
+  view.set_version(7);
+  (*view.mutable_available())["CPU"] = 2;
+  Grant(/*pid=*/100, &view);
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].node_id(), node.Binary());
+  EXPECT_EQ(applied[0].version(), 7);
+  EXPECT_EQ(applied[0].available().at("CPU"), 2);
+  Push();
+  EXPECT_EQ(StateOf(spec), State::ALIVE);
+
+  rpc::TaskSpec failed = Spec();
+  ASSERT_TRUE(Register(failed).ok());
+  auto lost = raylets_.PopLease();
+  rpc::RequestWorkerLeaseReply ignored;
+  ignored.mutable_resources()->set_node_id(node.Binary());
+  lost.cb(absl::UnavailableError("connection broke"), std::move(ignored));
+  EXPECT_EQ(applied.size(), 1u);
 }
 
 TEST_F(ActorManagerTest, ConstructorErrorKillsTheActor) {

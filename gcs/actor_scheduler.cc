@@ -250,10 +250,16 @@ void ActorScheduler::Lease(const ActorId& actor, Attempt& a, const NodeId& node)
   *request.mutable_spec() = a.spec;
   request.mutable_spec()->clear_args();  // not needed to choose a worker
   request.set_grant_or_reject(true);
+  request.set_reply_with_resources(apply_ != nullptr);
   raylets_->RequestWorkerLease(node, RayletAddress(nodes_.at(node).info), request,
                                [this, actor, generation = a.generation, node, lease = a.lease](
                                    const absl::Status& s, rpc::RequestWorkerLeaseReply&& reply) {
+                                 rpc::NodeResources view;
+                                 const bool has_view = s.ok() && reply.has_resources() && apply_ != nullptr;
+                                 if (has_view) view.Swap(reply.mutable_resources());
                                  OnLeaseReply(actor, generation, node, lease, s, std::move(reply));
+                                 // After the attempt moved on: taking the view may retry others here.
+                                 if (has_view) apply_(view);
                                });
 }
 

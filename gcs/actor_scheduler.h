@@ -69,8 +69,14 @@ class ActorScheduler {
   // The latest resource report of an alive node; null when none.
   using ResourceView = std::function<const rpc::NodeResources*(const NodeId&)>;
 
+  // Takes a raylet's view of itself from a lease reply.
+  using ApplyResources = std::function<void(const rpc::NodeResources&)>;
+
   ActorScheduler(ResourceView resources, RayletClientPool* raylets, CoreWorkerClientPool* workers, RunAfter run_after,
                  ActorSchedulerOptions options = {});
+  // From now on leases ask for the node's view in their reply and hand it to
+  // `apply` (the raylet then does not report it): one report fewer per actor.
+  void SetApplyResources(ApplyResources apply) { apply_ = std::move(apply); }
 
   void OnNodeAdded(const rpc::NodeInfo& info);
   // The node drains: no new attempt goes to it (attempts already there go on).
@@ -134,6 +140,7 @@ class ActorScheduler {
   void StopWorker(const rpc::Address& worker);
 
   const ResourceView resources_;
+  ApplyResources apply_;
   RayletClientPool* const raylets_;
   CoreWorkerClientPool* const workers_;
   const RunAfter run_after_;

@@ -157,18 +157,18 @@ class GcsServer::Impl {
           },
           error);
     });
+    // A raylet's view in its reply: one with a malformed node_id is not applied.
+    auto apply_view = [this](const rpc::NodeResources& r) {
+      auto node = NodeId::FromBinary(r.node_id());
+      if (!node.ok()) {
+        Logger("gcs")->warn("ignoring a raylet's resource view: {}", node.status().ToString());
+        return;
+      }
+      if (resources_->Apply(r)) OnResourcesChanged(*node);
+    };
+    actor_scheduler_->SetApplyResources(apply_view);
     pg_scheduler_ = std::make_unique<PlacementGroupScheduler>(
-        [this](const NodeId& node) { return resources_->Get(node); },
-        // A raylet's view in its reply: one with a malformed node_id is not applied.
-        [this](const rpc::NodeResources& r) {
-          auto node = NodeId::FromBinary(r.node_id());
-          if (!node.ok()) {
-            Logger("gcs")->warn("ignoring a raylet's resource view: {}", node.status().ToString());
-            return;
-          }
-          if (resources_->Apply(r)) OnResourcesChanged(*node);
-        },
-        raylet_clients_.get());
+        [this](const NodeId& node) { return resources_->Get(node); }, apply_view, raylet_clients_.get());
     pgs_ = std::make_unique<PlacementGroupManager>(store_.get(), publisher_.get(), pg_scheduler_.get(),
                                                    raylet_clients_.get(), run_after);
     pgs_->SetRemovedListener([this](const std::string& id) { actors_->OnPlacementGroupRemoved(id); });

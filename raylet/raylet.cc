@@ -140,6 +140,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                                rpc::RequestWorkerLeaseReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
+      if (req->reply_with_resources()) done = WithResources(reply->mutable_resources(), std::move(done));
       leases_->HandleRequestWorkerLease(*req, reply, std::move(done));
     });
   }

@@ -226,7 +226,7 @@ class SimulatedRaylets::Impl {
         auto group = PlacementGroupId::FromBinary(req->placement_group_id());
         if (!group.ok()) return done(group.status());
         absl::Status s = n.book.Commit(*group, {req->indices().begin(), req->indices().end()});
-        *reply->mutable_resources() = n.book.Resources();
+        *reply->mutable_resources() = ReplyView(n, s.ok());
         done(s);
       });
     }
@@ -237,7 +237,7 @@ class SimulatedRaylets::Impl {
         auto group = PlacementGroupId::FromBinary(req->placement_group_id());
         if (!group.ok()) return done(group.status());
         n.book.Cancel(*group, {req->indices().begin(), req->indices().end()});
-        *reply->mutable_resources() = n.book.Resources();
+        *reply->mutable_resources() = ReplyView(n, true);
         done(absl::OkStatus());
       });
     }
@@ -253,7 +253,7 @@ class SimulatedRaylets::Impl {
           in_use.emplace_back(*group, b.index());
         }
         n.book.ReleaseUnused(in_use);
-        *reply->mutable_resources() = n.book.Resources();
+        *reply->mutable_resources() = ReplyView(n, true);
         done(absl::OkStatus());
       });
     }
@@ -429,7 +429,13 @@ class SimulatedRaylets::Impl {
     worker->set_worker_id(WorkerId::FromRandom().Binary());
     worker->set_node_id(n.book.id().Binary());
     reply->set_worker_pid(getpid());
+    if (req.reply_with_resources()) *reply->mutable_resources() = ReplyView(n, true);
   }
+
+  // A call's reply carries the node's view, as a raylet's: a successful one
+  // under a new version, which the node then does not report; a failed one
+  // tells the GCS nothing.
+  static rpc::NodeResources ReplyView(Node& n, bool ok) { return ok ? n.book.TakeReport() : n.book.Resources(); }
 
   absl::Status Prepare(Node& n, const rpc::PrepareBundlesRequest& req, rpc::PrepareBundlesReply* reply) {
     bundle_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -444,7 +450,7 @@ class SimulatedRaylets::Impl {
       reply->set_committed(true);
     }
     if (!*fits) reply->set_message("the bundles do not fit on node " + n.book.id().Hex());
-    *reply->mutable_resources() = n.book.Resources();
+    *reply->mutable_resources() = ReplyView(n, true);
     return absl::OkStatus();
   }
 
