@@ -114,12 +114,17 @@ class GcsServer::Impl {
   void CreateManagers() {
     publisher_ = std::make_unique<Publisher>(loop_, incarnation_);
     // A raylet that a call cannot reach is checked at once, as one whose
-    // poll dropped: a killed host is declared dead in a few hundred ms even
-    // when no poll of its was held (a removal or lease waiting on it goes on
-    // then).
-    raylet_clients_ = MakeGrpcRayletClientPool(loop_, options_.token, [this](const NodeId& node) {
-      if (health_ != nullptr) health_->Suspect(node);
-    });
+    // stream dropped: a killed host is declared dead in a few hundred ms even
+    // when it held no stream (a removal or lease waiting on it goes on
+    // then). One that answers is alive.
+    raylet_clients_ = MakeGrpcRayletClientPool(
+        loop_, options_.token,
+        [this](const NodeId& node) {
+          if (health_ != nullptr) health_->Suspect(node);
+        },
+        [this](const NodeId& node) {
+          if (health_ != nullptr && !shutting_down_) health_->Alive(node);
+        });
     nodes_ =
         std::make_unique<NodeManager>(store_.get(), publisher_.get(), cluster_id_, incarnation_, raylet_clients_.get());
     auto run_after = [this](absl::Duration delay, std::function<void()> fn) {

@@ -59,9 +59,11 @@ class ResourceService : public rpc::NodeResourceGcsService::CallbackService {
         // Before done(): the request and reply are freed once the call
         // finishes. A malformed node_id has already failed the call.
         auto node = NodeId::FromBinary(req->resources().node_id());
-        bool changed = s.ok() && node.ok() && reply->known_node();
+        bool known = s.ok() && node.ok() && reply->known_node();
         done(s);
-        if (changed) c->on_resources_changed(*node);
+        if (!known) return;
+        if (c->health != nullptr && !c->shutting_down()) c->health->Alive(*node);
+        c->on_resources_changed(*node);
       });
     });
   }

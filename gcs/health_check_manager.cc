@@ -46,6 +46,12 @@ void HealthCheckManager::PollStarted(const NodeId& node) {
   it->second.last_answer = std::max(it->second.last_answer, clock_());
 }
 
+void HealthCheckManager::Alive(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) it->second.last_answer = std::max(it->second.last_answer, clock_());
+}
+
 void HealthCheckManager::PollAnswered(const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
   auto it = nodes_.find(node);

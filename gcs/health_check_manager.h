@@ -8,10 +8,10 @@
 // succeeds. Either way a node is declared dead after `failure_threshold`
 // consecutive failures; one success resets the count. A killed raylet drops
 // its connection and refuses new ones, so it is declared dead within about
-// threshold × suspect_period. A raylet holds a poll nearly all the time; one
-// killed between a poll's answer and its next poll drops none, so a node
-// whose raylet was answered and holds no poll `repoll_timeout` later is
-// suspected too.
+// threshold × suspect_period. A raylet holds its node-events stream (or a
+// poll) nearly all the time; one killed while it held none drops none, so a
+// node that held one and holds none `repoll_timeout` later is suspected
+// too.
 //
 // A check that times out is weaker evidence than one refused: the node may
 // only be slow (its host overloaded, or the GCS itself starved). A node whose
@@ -79,9 +79,13 @@ class HealthCheckManager {
   // Something suggests `node` is gone: check it now and often until it answers.
   void Suspect(const NodeId& node);
 
-  // The node's raylet started a poll, or one of its polls was answered.
+  // The node's raylet started a poll (or a stream), or one of its polls was
+  // answered (its stream ended).
   void PollStarted(const NodeId& node);
   void PollAnswered(const NodeId& node);
+  // The raylet's loop did something for the GCS (sent a report, answered a
+  // call): as good a sign of life as an answered check.
+  void Alive(const NodeId& node);
 
   // Sends the checks that are due.
   void Tick();

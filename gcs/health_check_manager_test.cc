@@ -49,7 +49,10 @@ class HealthCheckManagerTest : public ::testing::Test {
   }
   // Records each node declared dead in dead_.
   HealthCheckManager::DeathCallback RecordDeaths() {
-    return [this](const NodeId& n, const std::string&) { dead_.push_back(n); };
+    return [this](const NodeId& n, const std::string& why) {
+      dead_.push_back(n);
+      reasons_.push_back(why);
+    };
   }
   // Advances time by `d` and ticks.
   void Advance(HealthCheckManager& m, absl::Duration d) {
@@ -60,6 +63,7 @@ class HealthCheckManagerTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1000);
   FakeHealthCheckClient client_;
   std::vector<NodeId> dead_;
+  std::vector<std::string> reasons_;  // why, beside each of dead_
 };
 
 TEST_F(HealthCheckManagerTest, RoutineChecksFollowThePeriod) {
@@ -264,6 +268,33 @@ TEST_F(HealthCheckManagerTest, ALatePollersTimeoutsCountFromItsLastPoll) {
     Advance(m, o.suspect_period);
   }
   EXPECT_EQ(dead_.size(), 1u) << "a node that stays silent is still found";
+}
+
+// A raylet holding its stream starts no polls: what its loop does for the
+// GCS (a report, an answered call) is its sign of life. Its timed-out checks
+// count from the last one; refusals are fast as ever.
+TEST_F(HealthCheckManagerTest, ANodeAliveBetweenTimeoutsIsNotDeclaredDead) {
+  HealthCheckOptions o = Options();
+  o.unresponsive_timeout = absl::Seconds(15);
+  HealthCheckManager m(&client_, o, RecordDeaths(), Clock());
+  const std::vector<std::string>& reasons = reasons_;
+  NodeId a = NodeId::FromRandom();
+  m.AddNode(a, "127.0.0.1:1");
+  m.PollStarted(a);               // its stream, held throughout
+  for (int i = 0; i < 20; ++i) {  // 40 s of timed-out checks, alive every 10 s
+    Advance(m, absl::Seconds(2));
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+    if (i % 5 == 4) m.Alive(a);
+  }
+  EXPECT_TRUE(reasons.empty());
+  for (int i = 0; i < 8; ++i) {  // silent from here: dead 15 s after the last sign
+    Advance(m, absl::Seconds(2));
+    client_.ReplyAll(absl::DeadlineExceededError("slow"));
+  }
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("no answer for 16s"), std::string::npos) << reasons[0];
+  m.Alive(a);  // a node already gone: nothing
+  EXPECT_EQ(m.num_nodes(), 0u);
 }
 
 }  // namespace

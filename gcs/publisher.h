@@ -1,4 +1,5 @@
-// Publisher: the GCS side of pub/sub, served as long polls.
+// Publisher: the GCS side of pub/sub, served as long polls and as streams
+// (Subscribe: a poll that stays, for raylets).
 //
 // Owns a bounded window of recent messages per channel, each message with a
 // sequence number that grows by one per message in this GCS incarnation
@@ -46,7 +47,8 @@ class Publisher {
   // Messages kept per channel.
   static constexpr size_t kDefaultWindow = 10000;
   static constexpr absl::Duration kMaxWait = absl::Seconds(30);
-  // Batching: from this many waiting polls, kBatchPerPoll each, at most
+  // Batching: from this many resource readers (waiting polls, and streams
+  // waiting or being written), kBatchPerPoll each, at most
   // kMaxBatch (2,000 raylets: 1 s, as Ray's raylets report every 100 ms to
   // 1 s; 32: 16 ms). Below it, each publish answers every poll at once: a
   // placement group over 32 hosts, whose 2PC changes each host's resources

@@ -19,8 +19,9 @@ rpc::RetryPolicy RetryLonger() { return rpc::RetryPolicy::Patient(); }
 
 class GrpcRayletClientPool : public RayletClientPool {
  public:
-  GrpcRayletClientPool(EventLoop* loop, std::string token, std::function<void(const NodeId&)> unreachable)
-      : loop_(loop), token_(std::move(token)), unreachable_(std::move(unreachable)) {}
+  GrpcRayletClientPool(EventLoop* loop, std::string token, std::function<void(const NodeId&)> unreachable,
+                       std::function<void(const NodeId&)> answered)
+      : loop_(loop), token_(std::move(token)), unreachable_(std::move(unreachable)), answered_(std::move(answered)) {}
 
 #define MANTA_RAYLET_CALL(Method, timeout, policy)                                                 \
   void Method(const NodeId& node, const std::string& address, const rpc::Method##Request& request, \
@@ -30,7 +31,7 @@ class GrpcRayletClientPool : public RayletClientPool {
         [stub = Stub(node, address)](auto* ctx, auto* req, auto* reply, auto done) {               \
           stub->async()->Method(ctx, req, reply, std::move(done));                                 \
         },                                                                                         \
-        std::move(cb));                                                                            \
+        Answered<rpc::Method##Reply>(node, std::move(cb)));                                        \
   }
   MANTA_RAYLET_CALL(RequestWorkerLease, kLeaseTimeout, Retry())
   MANTA_RAYLET_CALL(ReturnWorker, kRayletCallTimeout, RetryLonger())
@@ -48,6 +49,16 @@ class GrpcRayletClientPool : public RayletClientPool {
   }
 
  private:
+  // `cb`, after telling answered_ of a successful reply.
+  template <typename Reply>
+  Callback<Reply> Answered(const NodeId& node, Callback<Reply> cb) const {
+    if (!answered_) return cb;
+    return [fn = answered_, node, cb = std::move(cb)](const absl::Status& s, Reply&& reply) {
+      if (s.ok()) fn(node);
+      cb(s, std::move(reply));
+    };
+  }
+
   // `policy`, telling unreachable_ of each retried failure to reach `node`.
   rpc::RetryPolicy Watched(rpc::RetryPolicy policy, const NodeId& node) const {
     if (unreachable_) policy.on_retry = [fn = unreachable_, node](const absl::Status&) { fn(node); };
@@ -73,14 +84,16 @@ class GrpcRayletClientPool : public RayletClientPool {
   EventLoop* const loop_;
   const std::string token_;
   const std::function<void(const NodeId&)> unreachable_;
+  const std::function<void(const NodeId&)> answered_;
   absl::flat_hash_map<NodeId, Entry> stubs_;
 };
 
 }  // namespace
 
 std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token,
-                                                           std::function<void(const NodeId&)> unreachable) {
-  return std::make_unique<GrpcRayletClientPool>(loop, std::move(token), std::move(unreachable));
+                                                           std::function<void(const NodeId&)> unreachable,
+                                                           std::function<void(const NodeId&)> answered) {
+  return std::make_unique<GrpcRayletClientPool>(loop, std::move(token), std::move(unreachable), std::move(answered));
 }
 
 }  // namespace manta::gcs

@@ -62,9 +62,12 @@ class RayletClientPool {
 // Over gRPC, with `token` on every call; callbacks are posted to `loop`.
 // `unreachable` (may be null) runs on the loop each time a call to a node
 // fails UNAVAILABLE and is to be retried: the raylet may be gone, and the
-// caller need not wait for the retries to run out to find out.
+// caller need not wait for the retries to run out to find out. `answered`
+// (may be null) runs on the loop before the callback of each call the
+// raylet answered: its loop is alive.
 std::unique_ptr<RayletClientPool> MakeGrpcRayletClientPool(EventLoop* loop, std::string token,
-                                                           std::function<void(const NodeId&)> unreachable = nullptr);
+                                                           std::function<void(const NodeId&)> unreachable = nullptr,
+                                                           std::function<void(const NodeId&)> answered = nullptr);
 
 using rpc::RayletAddress;
 

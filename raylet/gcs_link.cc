@@ -1,5 +1,8 @@
 #include "raylet/gcs_link.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "common/id.h"
 #include "raylet/raylet_log.h"
 
@@ -21,7 +24,7 @@ void GcsLink::Stop() {
   stopped_ = true;
   liveness_timer_.reset();
   retry_timer_.reset();
-  poll_timer_.reset();
+  resubscribe_timer_.reset();
   report_retry_timer_.reset();
   stream_watchdog_.reset();
   refresh_timer_.reset();
@@ -136,9 +139,9 @@ void GcsLink::Subscribe() {
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::NODE_INFO);
   req.add_channels(rpc::PubMessage::NODE_RESOURCES);
-  req.set_after_sequence(poll_sequence_);
-  req.set_gcs_incarnation(poll_incarnation_);
-  req.set_max_wait_ms(options_.poll_wait_ms);
+  req.set_after_sequence(events_sequence_);
+  req.set_gcs_incarnation(events_incarnation_);
+  req.set_max_wait_ms(options_.events_wait_ms);
   req.set_subscriber_node_id(options_.node_id);
   stream_.reset();
   stream_ = gcs_->Subscribe(
@@ -150,11 +153,17 @@ void GcsLink::Subscribe() {
 void GcsLink::ArmWatchdog() {
   // The GCS writes at least every wait: a longer silence is a stream lost on
   // a connection that never said so.
-  const absl::Duration limit = absl::Milliseconds(options_.poll_wait_ms) + absl::Seconds(10);
+  const int wait_ms = options_.events_wait_ms > 0 ? std::min(options_.events_wait_ms, 30000) : 30000;
+  const absl::Duration limit = Spread(absl::Milliseconds(wait_ms) + absl::Seconds(10));
   stream_watchdog_ = loop_->RunAfter(limit, [this, limit] {
     Log()->warn("no node events from the GCS for {}; subscribing again", absl::FormatDuration(limit));
     Subscribe();
   });
+}
+
+absl::Duration GcsLink::Spread(absl::Duration d) const {
+  const double share = static_cast<double>(std::hash<std::string>{}(options_.node_id) % 1000) / 2000.0;
+  return d + d * share;
 }
 
 void GcsLink::OnStreamEnd(const absl::Status& s) {
@@ -162,7 +171,7 @@ void GcsLink::OnStreamEnd(const absl::Status& s) {
   if (stopped_) return;
   stream_.reset();
   stream_watchdog_.reset();
-  poll_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { Subscribe(); });
+  resubscribe_timer_ = loop_->RunAfter(Spread(absl::Seconds(1)), [this] { Subscribe(); });
   if (!s.ok()) Log()->debug("node events stream ended: {}", s.ToString());
 }
 
@@ -175,8 +184,8 @@ void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
     Log()->info("the GCS restarted; registering again");
     Register();
   }
-  poll_incarnation_ = reply.gcs_incarnation();
-  poll_sequence_ = reply.last_sequence();
+  events_incarnation_ = reply.gcs_incarnation();
+  events_sequence_ = reply.last_sequence();
   if (refreshing_) {
     held_replies_.push_back(std::move(reply));
     return;
@@ -198,20 +207,21 @@ bool GcsLink::Apply(const rpc::PollReply& reply, bool* changed) {
 
 void GcsLink::RefreshNodes() {
   refreshing_ = true;
-  gcs_->GetAllNodeInfo({}, [this](const absl::Status& s, rpc::GetAllNodeInfoReply&& nodes) {
+  // What arrived so far is older than the table about to be read.
+  held_replies_.clear();
+  auto retry = [this] {
+    refresh_timer_ = loop_->RunAfter(Spread(refresh_retry_), [this] { RefreshNodes(); });
+    refresh_retry_ = std::min(refresh_retry_ * 2, absl::Seconds(16));
+  };
+  gcs_->GetAllNodeInfo({}, [this, retry](const absl::Status& s, rpc::GetAllNodeInfoReply&& nodes) {
     if (stopped_) return;
-    if (!s.ok()) {
-      refresh_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { RefreshNodes(); });
-      return;
-    }
+    if (!s.ok()) return retry();
     gcs_->GetClusterResources(
         rpc::GetClusterResourcesRequest(),
-        [this, nodes = std::move(nodes)](const absl::Status& s, rpc::GetClusterResourcesReply&& resources) {
+        [this, retry, nodes = std::move(nodes)](const absl::Status& s, rpc::GetClusterResourcesReply&& resources) {
           if (stopped_) return;
-          if (!s.ok()) {
-            refresh_timer_ = loop_->RunAfter(absl::Seconds(1), [this] { RefreshNodes(); });
-            return;
-          }
+          if (!s.ok()) return retry();
+          refresh_retry_ = absl::Seconds(1);
           host_->OnNodesReset();
           for (const auto& n : nodes.nodes()) host_->OnNodeInfo(n);
           for (const auto& r : resources.nodes()) host_->OnNodeResources(r);
@@ -225,13 +235,11 @@ void GcsLink::FinishRefresh() {
   std::vector<rpc::PollReply> held = std::move(held_replies_);
   held_replies_.clear();
   bool changed = true;  // the reset
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (!Apply(held[i], &changed)) return;
-    if (held[i].gap()) {
-      // Read everything again; what came after this reply is read after it.
-      held_replies_.assign(std::make_move_iterator(held.begin() + i + 1), std::make_move_iterator(held.end()));
+  for (const rpc::PollReply& reply : held) {
+    if (!Apply(reply, &changed)) return;
+    if (reply.gap()) {
       host_->OnClusterChanged();
-      return RefreshNodes();
+      return RefreshNodes();  // whatever came after is read with the table
     }
   }
   host_->OnClusterChanged();

@@ -42,7 +42,9 @@ struct GcsLinkOptions {
   // The GCS health-checks every node every 2 s by default; this much silence
   // means it may be gone: ping it.
   absl::Duration quiet_before_ping = absl::Seconds(5);
-  int poll_wait_ms = 30000;
+  // How long the GCS may go without writing to the node-events stream
+  // (it holds at most 30 s).
+  int events_wait_ms = 30000;
 };
 
 class GcsLink {
@@ -101,6 +103,9 @@ class GcsLink {
   void OnNodeEvents(rpc::PollReply&& reply);
   void OnStreamEnd(const absl::Status& s);
   void ArmWatchdog();
+  // `d` stretched by up to half, the same for this node each time: thousands
+  // of raylets that lost the GCS together do not come back together.
+  absl::Duration Spread(absl::Duration d) const;
   // Applies one reply's messages; false once the raylet stopped.
   bool Apply(const rpc::PollReply& reply, bool* changed);
   // Re-reads every node and its resources, holding the replies that arrive
@@ -124,16 +129,17 @@ class GcsLink {
   std::string gcs_incarnation_;  // of the GCS last registered with
   absl::Time started_;
   absl::Time last_contact_;
-  int64_t poll_sequence_ = 0;
-  std::string poll_incarnation_;
+  int64_t events_sequence_ = 0;
+  std::string events_incarnation_;
   std::unique_ptr<gcs::GcsClient::Subscription> stream_;
   bool refreshing_ = false;
   std::vector<rpc::PollReply> held_replies_;  // arrived while refreshing
   std::unique_ptr<EventLoop::Timer> stream_watchdog_;
   std::unique_ptr<EventLoop::Timer> refresh_timer_;
+  absl::Duration refresh_retry_ = absl::Seconds(1);  // doubles while re-reads fail
   std::unique_ptr<EventLoop::Timer> liveness_timer_;
   std::unique_ptr<EventLoop::Timer> retry_timer_;
-  std::unique_ptr<EventLoop::Timer> poll_timer_;
+  std::unique_ptr<EventLoop::Timer> resubscribe_timer_;
   std::unique_ptr<EventLoop::Timer> report_retry_timer_;
 };
 

@@ -259,21 +259,23 @@ TEST_F(GcsLinkTest, NodeEventsArrivingDuringARereadAreAppliedAfterIt) {
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
   const std::string late = NodeId::FromRandom().Binary();
   OnLoop([&] {
-    // The re-read's second half fails once: it is made again a second later.
-    gcs_->FailNext("GetClusterResources", absl::UnavailableError("down"));
+    // The re-read's second half is answered only when the test says so.
+    gcs_->DelayNext("GetClusterResources");
     gcs_->ForgetUpTo(gcs_->last_sequence() + 1);  // the next message: a gap
     rpc::PubMessage m;
     m.set_channel(rpc::PubMessage::NODE_INFO);
     m.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
     gcs_->Publish(m);
   });
-  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->calls("GetClusterResources") == 1 && gcs_->held_polls() == 1; }));
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->delayed() == 1 && gcs_->held_polls() == 1; }));
   OnLoop([&] {
-    rpc::PubMessage m;  // only an event: the node table never lists it
+    rpc::PubMessage m;  // joined after the node table was read
     m.set_channel(rpc::PubMessage::NODE_INFO);
     m.mutable_node_info()->set_node_id(late);
     gcs_->Publish(m);
   });
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));  // the event was taken
+  OnLoop([&] { gcs_->ReleaseDelayed(); });
   ASSERT_TRUE(raylet_.Await([&] {
     return std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), late) != raylet_.nodes_seen.end();
   }));

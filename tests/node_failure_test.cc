@@ -26,9 +26,9 @@ bool IsState(Cluster& cluster, const std::string& node_id, rpc::NodeInfo::State 
 // not asserted: on a loaded 2-core machine a timing bound only flakes.
 // Routine health checks are turned down to one per 10 minutes, so only the
 // fast paths can find the death within the test's deadline: the raylet's
-// held poll drops and the GCS checks it at once, or, when the kill fell
-// between a poll's answer and the next poll, the GCS checks a node that
-// holds no poll two seconds after an answer.
+// node-events stream drops and the GCS checks it at once, or, when the kill
+// fell while it held none, the GCS checks a node that holds none two seconds
+// after its last ended.
 TEST(NodeFailureTest, KilledRayletIsARecentFailureUnderLoad) {
   ClusterOptions options;
   options.gcs_extra_args = {"--health_check_period_ms=600000"};

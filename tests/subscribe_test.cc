@@ -5,11 +5,20 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include <condition_variable>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/id.h"
+#include "common/event_loop.h"
 #include "common/rpc/grpc_util.h"
+#include "gcs/client/gcs_client.h"
 #include "gtest/gtest.h"
 #include "proto/gcs_service.grpc.pb.h"
 #include "tests/cluster_fixture.h"
@@ -162,6 +171,87 @@ TEST(SubscribeTest, ABadSubscriptionIsRefusedAtOnce) {
   }
   auto id = cluster.GetClusterId();
   EXPECT_TRUE(id.ok()) << id.status();
+}
+
+// An EventLoop on a thread of its own, stopped and joined when it goes.
+class LoopThread {
+ public:
+  LoopThread() : thread_([this] { loop_.Run(); }) {}
+  ~LoopThread() {
+    loop_.Stop();
+    thread_.join();
+  }
+  EventLoop& loop() { return loop_; }
+  // Runs `fn` on the loop and waits for it.
+  void Run(const std::function<void()>& fn) {
+    std::promise<void> done;
+    loop_.Post([&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+ private:
+  EventLoop loop_;
+  std::thread thread_;
+};
+
+// The raylets' client end: GcsClient::Subscribe delivers replies on the
+// loop with the cursor moving on, ends (once) when the GCS stops, and runs
+// nothing after its handle is gone.
+TEST(SubscribeTest, TheClientStreamDeliversOnTheLoopAndEndsOnce) {
+  Cluster cluster;
+  MANTA_ASSERT_OK(cluster.StartHead());
+  std::mutex mu;
+  std::vector<int64_t> sequences;
+  std::vector<absl::Status> ends;
+  LoopThread loop;  // declared after what its callbacks touch, so it stops first
+  std::unique_ptr<gcs::GcsClient> client;
+  std::unique_ptr<gcs::GcsClient::Subscription> stream;
+  absl::Cleanup release = [&] {  // on the loop, however the test ends
+    loop.Run([&] {
+      stream.reset();
+      client.reset();
+    });
+  };
+  loop.Run([&] {
+    client = gcs::MakeGrpcGcsClient(&loop.loop(), cluster.gcs_address(), cluster.token());
+    stream = client->Subscribe(
+        NodeEvents(),
+        [&](rpc::PollReply&& reply) {
+          EXPECT_TRUE(loop.loop().IsInLoopThread());
+          std::lock_guard<std::mutex> lock(mu);
+          sequences.push_back(reply.last_sequence());
+        },
+        [&](const absl::Status& s) {
+          std::lock_guard<std::mutex> lock(mu);
+          ends.push_back(s);
+        });
+  });
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return sequences.size();
+  };
+  ASSERT_TRUE(Cluster::WaitFor([&] { return count() >= 1; }, absl::Seconds(20)));
+  auto added = cluster.AddRaylet();
+  ASSERT_TRUE(added.ok()) << added.status();
+  const size_t before = count();
+  ASSERT_TRUE(Cluster::WaitFor([&] { return count() > before; }, absl::Seconds(20)));
+  MANTA_ASSERT_OK(cluster.StopGcs());
+  ASSERT_TRUE(Cluster::WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return !ends.empty();
+      },
+      absl::Seconds(20)));
+  loop.Run([&] {
+    stream.reset();
+    client.reset();
+  });
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(ends.size(), 1u);
+  for (size_t i = 1; i < sequences.size(); ++i) EXPECT_GT(sequences[i], sequences[i - 1]);
 }
 
 }  // namespace

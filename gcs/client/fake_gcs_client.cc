@@ -32,6 +32,12 @@ template <typename Reply>
 bool FakeGcsClient::Admit(const std::string& method, Callback<Reply>& cb) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   ++calls_[method];
+  if (delay_next_.erase(method) > 0) {
+    cb = [this, cb = std::move(cb)](const absl::Status& s, Reply&& reply) {
+      auto held = std::make_shared<Reply>(std::move(reply));
+      delayed_.push_back([cb, s, held] { cb(s, std::move(*held)); });
+    };
+  }
   if (auto it = fail_next_.find(method); it != fail_next_.end()) {
     absl::Status s = std::move(it->second);
     fail_next_.erase(it);
@@ -41,6 +47,12 @@ bool FakeGcsClient::Admit(const std::string& method, Callback<Reply>& cb) {
   if (reachable_) return true;
   Answer(std::move(cb), absl::UnavailableError("failed to connect to the GCS"), Reply());
   return false;
+}
+
+void FakeGcsClient::ReleaseDelayed() {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
+  for (auto& answer : delayed_) loop_->Post(std::move(answer));
+  delayed_.clear();
 }
 
 template <typename Reply>

@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ class FakeGcsClient : public GcsClient {
   void DeclareDead(const std::string& node_id, const std::string& reason);
   // The next call of `method` fails with `status` (once).
   void FailNext(const std::string& method, absl::Status status) { fail_next_[method] = std::move(status); }
+  // The next call of `method` is answered only at ReleaseDelayed() (once).
+  void DelayNext(const std::string& method) { delay_next_.insert(method); }
+  void ReleaseDelayed();
+  int delayed() const { return static_cast<int>(delayed_.size()); }
   // Publishes a message, answering held polls.
   void Publish(rpc::PubMessage message);
   // Drops the retained messages up to `sequence`: a poll from before gets a gap.
@@ -129,6 +134,8 @@ class FakeGcsClient : public GcsClient {
   bool reachable_ = true;
   std::map<std::string, int> calls_;
   std::map<std::string, absl::Status> fail_next_;
+  std::set<std::string> delay_next_;
+  std::vector<std::function<void()>> delayed_;             // answers held back
   std::map<std::string, rpc::NodeInfo> nodes_;             // by binary id
   std::map<std::string, rpc::NodeResources> resources_;    // by binary id
   std::map<std::string, std::string> kv_;                  // ns + '\0' + key

@@ -1,8 +1,8 @@
 #include "gcs/client/gcs_client.h"
 
 #include "common/rpc/client_call.h"
-#include "common/rpc/tsan_handoff.h"
 #include "common/rpc/reply_cache.h"
+#include "common/rpc/tsan_handoff.h"
 #include "proto/gcs_service.grpc.pb.h"
 
 namespace manta::gcs {
@@ -21,10 +21,15 @@ class PollingSubscription final : public GcsClient::Subscription {
   void Poll() {
     gcs_->Poll(request_, [this, live = live_](const absl::Status& s, rpc::PollReply&& reply) {
       if (!*live) return;
-      if (!s.ok()) return on_end_(s);
+      // Copies: the owner may destroy this subscription from inside either.
+      if (!s.ok()) {
+        auto on_end = on_end_;
+        return on_end(s);
+      }
       request_.set_after_sequence(reply.last_sequence());
       request_.set_gcs_incarnation(reply.gcs_incarnation());
-      on_reply_(std::move(reply));
+      auto on_reply = on_reply_;
+      on_reply(std::move(reply));
       if (*live) Poll();
     });
   }
@@ -40,7 +45,9 @@ class PollingSubscription final : public GcsClient::Subscription {
 // The client end of a Subscribe stream. gRPC's callbacks post to the
 // owner's loop, where `live` keeps them from running once the handle is
 // gone. The handle and the call each hold it: a cancel never meets a
-// destroyed context.
+// destroyed context. The next read starts once the loop has taken a reply,
+// so a busy owner leaves replies to merge at the GCS rather than queued here
+// (a hold keeps the call from ending in between).
 class SubscribeCall final : public grpc::ClientReadReactor<rpc::PollReply>,
                             public std::enable_shared_from_this<SubscribeCall> {
  public:
@@ -66,11 +73,16 @@ class SubscribeCall final : public grpc::ClientReadReactor<rpc::PollReply>,
   void OnReadDone(bool ok) override {
     MANTA_GRPC_HANDOFF_AFTER();
     if (!ok) return;  // OnDone follows
-    mailbox_->Post([live = live_, cb = on_reply_, reply = std::move(reply_)]() mutable {
-      if (*live) cb(std::move(reply));
+    AddHold();
+    auto self = shared_from_this();
+    // Lets the call end once the delivery ran (after its read started) or
+    // was dropped with the loop.
+    std::shared_ptr<void> hold(nullptr, [self](void*) { self->RemoveHold(); });
+    mailbox_->Post([self, hold, reply = std::move(reply_)]() mutable {
+      if (*self->live_) self->on_reply_(std::move(reply));
+      self->reply_.Clear();
+      self->StartRead(&self->reply_);
     });
-    reply_.Clear();
-    StartRead(&reply_);
   }
   void OnDone(const grpc::Status& status) override {
     MANTA_GRPC_HANDOFF_AFTER();
