@@ -75,6 +75,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   // Each client gets its own connection; channels to one target are not
   // shared across unrelated clients in the process.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Nothing reads channelz, and it registers every channel and counts every
+  // call: a GCS opens a channel to each actor's worker.
+  args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
   // Tests only (MANTA_testing_rpc_failure): calls through the channel may be
   // failed on purpose. Unset, this is the one check fault injection costs.
   if (RpcChaos* chaos = ProcessRpcChaos()) {
@@ -114,6 +117,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder->SetMaxSendMessageSize(kMaxMessageBytes);
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder->AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);  // see MakeChannel
 }
 
 }  // namespace manta::rpc
