@@ -140,7 +140,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                                rpc::RequestWorkerLeaseReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
-      if (req->reply_with_resources()) done = WithResources(reply->mutable_resources(), std::move(done));
+      if (req->reply_with_resources()) done = WithResources(reply, std::move(done));
       leases_->HandleRequestWorkerLease(*req, reply, std::move(done));
     });
   }
@@ -185,7 +185,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                            rpc::PrepareBundlesReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
-      bundles_->HandlePrepareBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+      bundles_->HandlePrepareBundles(*req, reply, WithResources(reply, std::move(done)));
     });
   }
 
@@ -193,7 +193,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                           rpc::CommitBundlesReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
-      bundles_->HandleCommitBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+      bundles_->HandleCommitBundles(*req, reply, WithResources(reply, std::move(done)));
     });
   }
 
@@ -201,7 +201,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                           rpc::CancelBundlesReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
-      bundles_->HandleCancelBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+      bundles_->HandleCancelBundles(*req, reply, WithResources(reply, std::move(done)));
     });
   }
 
@@ -210,7 +210,7 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
                                                  rpc::ReleaseUnusedBundlesReply* reply) override {
     return rpc::Dispatch(ctx, loop_, options_.token, [this, req, reply](rpc::Done done) {
       if (shutting_down_) return done(absl::UnavailableError("the raylet is stopping"));
-      bundles_->HandleReleaseUnusedBundles(*req, reply, WithResources(reply->mutable_resources(), std::move(done)));
+      bundles_->HandleReleaseUnusedBundles(*req, reply, WithResources(reply, std::move(done)));
     });
   }
 
@@ -232,13 +232,18 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     });
   }
 
-  // Fills `out` with this node's resources under a new version, then `done`.
-  rpc::Done WithResources(rpc::NodeResources* out, rpc::Done done) {
-    return [this, out, done = std::move(done)](const absl::Status& s) {
-      ++resource_version_;
-      *out = Resources();
+  // `done`, after filling `reply`'s view of this node: under a new version,
+  // which then counts as told, when it changed since the GCS last heard;
+  // otherwise as the GCS holds it (ignored there). Filled at completion
+  // through `reply`: a handler may replace the whole reply before then.
+  template <typename Reply>
+  rpc::Done WithResources(Reply* reply, rpc::Done done) {
+    return [this, reply, done = std::move(done)](const absl::Status& s) {
+      const bool fresh = !told_.Current();
+      if (fresh) ++resource_version_;
+      *reply->mutable_resources() = Resources();
       // A failed call's reply carries no view to the GCS.
-      if (s.ok()) told_.Replied(resource_version_);
+      if (s.ok() && fresh) told_.Replied(resource_version_);
       done(s);
     };
   }

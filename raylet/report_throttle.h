@@ -78,6 +78,8 @@ class ToldView {
   // failed.
   void Forget() { known_ = false; }
 
+  // Whether the GCS holds this node's view as it is now.
+  bool Current() const { return known_ && changes_ == told_changes_; }
   // Whether a report now, with or without demand, tells the GCS nothing.
   bool Redundant(bool demand) const { return known_ && !demand && !demand_ && changes_ == told_changes_; }
   // Whether the last telling was a reply whose view was not seen published.

@@ -1,9 +1,11 @@
 // The GCS's Subscribe stream against a real gcs_server and raylets: read by
 // a typed client (the replies are written as serialized once, raw), it
 // follows nodes joining and dying in sequence order without a call per
-// reply, refuses what a poll refuses, and ends when the GCS stops.
+// reply, refuses what a poll refuses, and ends when the GCS stops. And the
+// lease replies that carry a raylet's view in place of a report.
 #include <grpcpp/generic/generic_stub.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -21,6 +23,7 @@
 #include "gcs/client/gcs_client.h"
 #include "gtest/gtest.h"
 #include "proto/gcs_service.grpc.pb.h"
+#include "proto/node_manager.grpc.pb.h"
 #include "tests/cluster_fixture.h"
 
 namespace manta::testing {
@@ -205,6 +208,7 @@ TEST(SubscribeTest, TheClientStreamDeliversOnTheLoopAndEndsOnce) {
   MANTA_ASSERT_OK(cluster.StartHead());
   std::mutex mu;
   std::vector<int64_t> sequences;
+  std::vector<std::string> nodes;  // hex, of the NODE_INFO messages
   std::vector<absl::Status> ends;
   LoopThread loop;  // declared after what its callbacks touch, so it stops first
   std::unique_ptr<gcs::GcsClient> client;
@@ -223,21 +227,24 @@ TEST(SubscribeTest, TheClientStreamDeliversOnTheLoopAndEndsOnce) {
           EXPECT_TRUE(loop.loop().IsInLoopThread());
           std::lock_guard<std::mutex> lock(mu);
           sequences.push_back(reply.last_sequence());
+          for (const rpc::PubMessage& m : reply.messages()) {
+            auto id = NodeId::FromBinary(m.node_info().node_id());
+            if (m.has_node_info() && id.ok()) nodes.push_back(id->Hex());
+          }
         },
         [&](const absl::Status& s) {
           std::lock_guard<std::mutex> lock(mu);
           ends.push_back(s);
         });
   });
-  auto count = [&] {
+  auto saw = [&](const std::string& node) {
     std::lock_guard<std::mutex> lock(mu);
-    return sequences.size();
+    return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
   };
-  ASSERT_TRUE(Cluster::WaitFor([&] { return count() >= 1; }, absl::Seconds(20)));
+  ASSERT_TRUE(Cluster::WaitFor([&] { return saw(cluster.raylet(0).node_id); }, absl::Seconds(20)));
   auto added = cluster.AddRaylet();
   ASSERT_TRUE(added.ok()) << added.status();
-  const size_t before = count();
-  ASSERT_TRUE(Cluster::WaitFor([&] { return count() > before; }, absl::Seconds(20)));
+  ASSERT_TRUE(Cluster::WaitFor([&] { return saw(cluster.raylet(*added).node_id); }, absl::Seconds(20)));
   MANTA_ASSERT_OK(cluster.StopGcs());
   ASSERT_TRUE(Cluster::WaitFor(
       [&] {
@@ -251,7 +258,47 @@ TEST(SubscribeTest, TheClientStreamDeliversOnTheLoopAndEndsOnce) {
   });
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(ends.size(), 1u);
-  for (size_t i = 1; i < sequences.size(); ++i) EXPECT_GT(sequences[i], sequences[i - 1]);
+  // A quiet stream's empty reply repeats the sequence.
+  for (size_t i = 1; i < sequences.size(); ++i) EXPECT_GE(sequences[i], sequences[i - 1]);
+}
+
+// The GCS's actor leases ask a raylet for its view in the reply, in place
+// of a report: every outcome carries it, including one the lease manager
+// answers by replacing the whole reply (a rejection, a repeated lease).
+TEST(SubscribeTest, AnActorLeaseReplyCarriesTheNodesViewWhateverItsOutcome) {
+  Cluster cluster;
+  MANTA_ASSERT_OK(cluster.StartHead());
+  auto raylet =
+      rpc::NodeManagerService::NewStub(UnlimitedChannel("127.0.0.1:" + std::to_string(cluster.raylet(0).port)));
+  rpc::RequestWorkerLeaseRequest req;
+  req.set_lease_id(LeaseId::FromRandom().Binary());
+  req.set_grant_or_reject(true);
+  req.set_reply_with_resources(true);
+  rpc::TaskSpec* spec = req.mutable_spec();
+  spec->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  spec->set_job_id(std::string(JobId::kSize, '\x01'));
+  spec->set_actor_id(ActorId::FromRandom().Binary());
+  spec->set_worker_executable("/bin/true");
+  (*spec->mutable_resources())["CPU"] = 1000;  // more than the node has: rejected
+  int64_t version = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second is answered from the ended lease
+    SCOPED_TRACE(attempt);
+    grpc::ClientContext ctx;
+    rpc::PrepareContext(&ctx, cluster.token(), absl::Seconds(10));
+    rpc::RequestWorkerLeaseReply reply;
+    grpc::Status s = raylet->RequestWorkerLease(&ctx, req, &reply);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(reply.outcome(), rpc::RequestWorkerLeaseReply::REJECTED) << reply.message();
+    ASSERT_TRUE(reply.has_resources());
+    auto node = NodeId::FromBinary(reply.resources().node_id());
+    ASSERT_TRUE(node.ok());
+    EXPECT_EQ(node->Hex(), cluster.raylet(0).node_id);
+    EXPECT_GT(reply.resources().total().at("CPU"), 0);
+    // Nothing changed: the view keeps the version the GCS already holds.
+    EXPECT_GE(reply.resources().version(), version);
+    if (attempt == 1) EXPECT_EQ(reply.resources().version(), version);
+    version = reply.resources().version();
+  }
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ class SubscribeCall final : public grpc::ClientReadReactor<rpc::PollReply>,
     mailbox_->Post([self, hold, reply = std::move(reply_)]() mutable {
       if (*self->live_) self->on_reply_(std::move(reply));
       self->reply_.Clear();
+      MANTA_GRPC_HANDOFF_BEFORE();
       self->StartRead(&self->reply_);
     });
   }
