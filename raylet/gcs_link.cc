@@ -69,6 +69,7 @@ void GcsLink::OnRegisterReply(const absl::Status& s, const rpc::RegisterNodeRepl
   }
   const bool first = !registered_;
   registered_ = true;
+  last_report_ = clock_();  // as good as a report: no keepalive due yet
   cluster_id_ = reply.cluster_id();
   gcs_incarnation_ = reply.gcs_incarnation();
   Contact();
@@ -117,6 +118,7 @@ void GcsLink::SendReport(std::function<void()> done) {
   if (!registered_ || stopped_) return done();
   std::optional<rpc::ReportResourcesRequest> report = host_->Report();
   if (!report) return done();
+  last_report_ = clock_();
   gcs_->ReportResources(*report, [this, done](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
     done();
     if (stopped_) return;
@@ -184,6 +186,7 @@ void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
     Log()->info("the GCS restarted; registering again");
     Register();
   }
+  SendKeepaliveIfDue();
   events_incarnation_ = reply.gcs_incarnation();
   events_sequence_ = reply.last_sequence();
   if (refreshing_) {
@@ -194,6 +197,19 @@ void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
   if (!Apply(reply, &changed)) return;
   if (reply.gap()) return RefreshNodes();
   if (changed) host_->OnClusterChanged();
+}
+
+void GcsLink::SendKeepaliveIfDue() {
+  if (!registered_ || keepalive_in_flight_ || clock_() - last_report_ < options_.keepalive) return;
+  keepalive_in_flight_ = true;
+  last_report_ = clock_();
+  rpc::ReportResourcesRequest report = host_->Keepalive();
+  gcs_->ReportResources(report, [this](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
+    keepalive_in_flight_ = false;
+    if (stopped_ || !s.ok()) return;
+    Contact();
+    if (!reply.known_node()) Register();
+  });
 }
 
 bool GcsLink::Apply(const rpc::PollReply& reply, bool* changed) {

@@ -45,6 +45,9 @@ struct GcsLinkOptions {
   // How long the GCS may go without writing to the node-events stream
   // (it holds at most 30 s).
   int events_wait_ms = 30000;
+  // While node events arrive, a report at least this often: the GCS counts
+  // what this raylet's loop sends as life, and a held stream sends nothing.
+  absl::Duration keepalive = absl::Seconds(5);
 };
 
 class GcsLink {
@@ -57,6 +60,9 @@ class GcsLink {
     // The next resource report (a new version) with the waiting demand, or
     // none when it would tell the GCS nothing new.
     virtual std::optional<rpc::ReportResourcesRequest> Report() = 0;
+    // The view at its current version (which the GCS ignores unless a reply
+    // that told it was lost) with the waiting demand: a sign of life.
+    virtual rpc::ReportResourcesRequest Keepalive() = 0;
     // Registered (`first`: the first time); resources are to be reported.
     virtual void OnRegistered(bool first) = 0;
     // A report failed: send one again (through the raylet's throttle).
@@ -102,6 +108,7 @@ class GcsLink {
   void Subscribe();
   void OnNodeEvents(rpc::PollReply&& reply);
   void OnStreamEnd(const absl::Status& s);
+  void SendKeepaliveIfDue();
   void ArmWatchdog();
   // `d` stretched by up to half, the same for this node each time: thousands
   // of raylets that lost the GCS together do not come back together.
@@ -129,6 +136,8 @@ class GcsLink {
   std::string gcs_incarnation_;  // of the GCS last registered with
   absl::Time started_;
   absl::Time last_contact_;
+  absl::Time last_report_;  // sent: a report or a keepalive
+  bool keepalive_in_flight_ = false;
   int64_t events_sequence_ = 0;
   std::string events_incarnation_;
   std::unique_ptr<gcs::GcsClient::Subscription> stream_;

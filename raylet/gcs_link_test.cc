@@ -34,6 +34,14 @@ class FakeRaylet : public GcsLink::Host {
     (*req.mutable_resources()->mutable_available())["CPU"] = 4;
     return req;
   }
+  rpc::ReportResourcesRequest Keepalive() override {
+    rpc::ReportResourcesRequest req;
+    req.mutable_resources()->set_node_id(node_id_);
+    req.mutable_resources()->set_version(version);
+    absl::MutexLock lock(&mu);
+    ++keepalives;
+    return req;
+  }
   void OnRegistered(bool first) override {
     absl::MutexLock lock(&mu);
     ++registrations;
@@ -73,6 +81,7 @@ class FakeRaylet : public GcsLink::Host {
   int registrations ABSL_GUARDED_BY(mu) = 0;
   int firsts ABSL_GUARDED_BY(mu) = 0;
   int resets ABSL_GUARDED_BY(mu) = 0;
+  int keepalives ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> nodes_seen ABSL_GUARDED_BY(mu);
   std::string exited ABSL_GUARDED_BY(mu);
   std::string rejoined ABSL_GUARDED_BY(mu);
@@ -284,6 +293,35 @@ TEST_F(GcsLinkTest, NodeEventsArrivingDuringARereadAreAppliedAfterIt) {
   auto reset = std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), FakeRaylet::kReset);
   ASSERT_NE(std::find(reset, raylet_.nodes_seen.end(), late), raylet_.nodes_seen.end());
   EXPECT_EQ(std::find(raylet_.nodes_seen.begin(), reset, late), reset);
+}
+
+// A raylet holding its stream starts no polls, so while node events arrive
+// it sends a keepalive report at least every `keepalive`: the GCS counts what
+// its loop sends as life. Not more often, and not while reports go anyway.
+TEST_F(GcsLinkTest, NodeEventsBringAKeepaliveReportWhenNoneWentForAWhile) {
+  StartRegistered();
+  Report();
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1 && gcs_->calls("ReportResources") == 1; }));
+  auto publish = [&] {
+    OnLoop([&] {
+      rpc::PubMessage m;
+      m.set_channel(rpc::PubMessage::NODE_INFO);
+      m.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
+      gcs_->Publish(m);
+    });
+    // Taken once the subscription polls again.
+    ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
+  };
+  publish();
+  EXPECT_EQ(Read<int>([&] { return gcs_->calls("ReportResources"); }), 1) << "a report went just now";
+  Advance(options_.keepalive + absl::Seconds(1));
+  publish();
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->calls("ReportResources") == 2; }));
+  publish();
+  publish();
+  EXPECT_EQ(Read<int>([&] { return gcs_->calls("ReportResources"); }), 2);
+  absl::MutexLock lock(&raylet_.mu);
+  EXPECT_EQ(raylet_.keepalives, 1);
 }
 
 }  // namespace

@@ -540,6 +540,13 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     return req;
   }
 
+  rpc::ReportResourcesRequest Keepalive() override {
+    rpc::ReportResourcesRequest req;
+    *req.mutable_resources() = Resources();
+    for (auto& d : leases_->Demands()) *req.add_demands() = std::move(d);
+    return req;
+  }
+
   void OnRegistered(bool first) override {
     told_.Forget();
     reports_->Request();
