@@ -34,6 +34,7 @@ namespace {
 constexpr absl::Duration kRetryDelay = absl::Milliseconds(300);
 constexpr absl::Duration kReportInterval = absl::Milliseconds(100);
 constexpr absl::Duration kPollRetry = absl::Seconds(1);
+constexpr absl::Duration kKeepalive = absl::Seconds(5);  // GcsLinkOptions::keepalive
 constexpr int kPollWaitMs = 30000;
 // The raylet's --gcs_connect_timeout_s default: a raylet whose registration
 // has not succeeded this long after it started gives up and exits.
@@ -152,6 +153,7 @@ class SimulatedRaylets::Impl {
     std::string cluster_id;
     bool registered = false;
     bool report_in_flight = false;
+    absl::Time last_report = absl::InfinitePast();  // sent: a report or a keepalive
     int64_t poll_sequence = 0;
     std::string poll_incarnation;
     std::unique_ptr<EventLoop::Timer> retry;
@@ -468,6 +470,7 @@ class SimulatedRaylets::Impl {
             n.cluster_id = reply.cluster_id();
             if (!n.registered) {
               n.registered = true;
+              n.last_report = absl::Now();  // as a raylet: no keepalive due yet
               if (absl::Now() - n.first_attempt > kConnectTimeout) late_registrations_.fetch_add(1);
               if (registered_.fetch_add(1) + 1 == options_.nodes && !all_registered_.HasBeenNotified()) {
                 all_registered_.Notify();
@@ -491,6 +494,7 @@ class SimulatedRaylets::Impl {
       Node& n = *node;
       if (!n.registered || n.report_in_flight || !n.book.dirty() || stopping_.load()) continue;
       n.report_in_flight = true;
+      n.last_report = absl::Now();
       rpc::ReportResourcesRequest req;
       *req.mutable_resources() = n.book.TakeReport();
       in_flight_.fetch_add(1);
@@ -572,9 +576,28 @@ class SimulatedRaylets::Impl {
     poll_bytes_.fetch_add(static_cast<int64_t>(reply.Length()), std::memory_order_relaxed);
     n.poll_incarnation = h->gcs_incarnation;
     n.poll_sequence = h->last_sequence;
+    SendKeepalive(n);
     if (!h->gap) return;
     poll_gaps_.fetch_add(1, std::memory_order_relaxed);
     Refresh(n);
+  }
+
+  // As a raylet holding its stream: while node events come, a report at
+  // least every kKeepalive, of the view at its current version.
+  void SendKeepalive(Node& n) {
+    if (!n.registered || n.report_in_flight || absl::Now() - n.last_report < kKeepalive) return;
+    n.report_in_flight = true;
+    n.last_report = absl::Now();
+    rpc::ReportResourcesRequest req;
+    *req.mutable_resources() = n.book.Resources();
+    in_flight_.fetch_add(1);
+    Call<rpc::ReportResourcesReply>(req, MANTA_SIM_CALL(resources, ReportResources),
+                                    [this, &n](const absl::Status& s, rpc::ReportResourcesReply&&) {
+                                      in_flight_.fetch_sub(1);
+                                      n.report_in_flight = false;
+                                      reports_.fetch_add(1, std::memory_order_relaxed);
+                                      if (!s.ok() && !Retryable(s)) Fail(s, /*fatal=*/false);
+                                    });
   }
 
   // After a gap, as a raylet: the node table, then every node's resources.
