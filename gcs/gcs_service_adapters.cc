@@ -59,11 +59,12 @@ class ResourceService : public rpc::NodeResourceGcsService::CallbackService {
         // Before done(): the request and reply are freed once the call
         // finishes. A malformed node_id has already failed the call.
         auto node = NodeId::FromBinary(req->resources().node_id());
-        bool known = s.ok() && node.ok() && reply->known_node();
+        const bool known = s.ok() && node.ok() && reply->known_node();
+        const bool keepalive = req->keepalive();
         done(s);
         if (!known) return;
         if (c->health != nullptr && !c->shutting_down()) c->health->Alive(*node);
-        c->on_resources_changed(*node);
+        if (!keepalive) c->on_resources_changed(*node);
       });
     });
   }

@@ -66,6 +66,7 @@ void ResourceManager::HandleReportResources(const rpc::ReportResourcesRequest& r
     return done(absl::OkStatus());
   }
   reply->set_known_node(true);
+  if (request.keepalive()) return done(absl::OkStatus());
   // Reports come one at a time: the demands are always the newest.
   Entry& e = it->second;
   e.demands.assign(request.demands().begin(), request.demands().end());

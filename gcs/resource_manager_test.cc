@@ -87,6 +87,40 @@ TEST_F(ResourceManagerTest, ReportsArePublishedAndOlderOnesIgnored) {
 // first, the report is too old to be taken, but it must still publish the
 // answer's view, or the other raylets' view of this node stays stale for
 // good.
+// A keepalive only says the node lives: known or not, it takes no view and
+// no demand, and publishes nothing, even carrying a newer version.
+TEST_F(ResourceManagerTest, AKeepaliveTakesNothing) {
+  rpc::ReportResourcesRequest report;
+  *report.mutable_resources() = View(2, 1);
+  rpc::ResourceDemand* d = report.add_demands();
+  (*d->mutable_shape())["TPU"] = 4;
+  d->set_num_ready_requests_queued(3);
+  rpc::ReportResourcesReply reply;
+  absl::Status result = absl::UnknownError("no reply");
+  resources_.HandleReportResources(report, &reply, [&](const absl::Status& s) { result = s; });
+  ASSERT_TRUE(result.ok()) << result;
+  const int64_t published = PublishCount();
+
+  rpc::ReportResourcesRequest keepalive;
+  *keepalive.mutable_resources() = View(9, 4);
+  keepalive.set_keepalive(true);
+  rpc::ReportResourcesReply alive;
+  result = absl::UnknownError("no reply");
+  resources_.HandleReportResources(keepalive, &alive, [&](const absl::Status& s) { result = s; });
+  ASSERT_TRUE(result.ok()) << result;
+  EXPECT_TRUE(alive.known_node());
+  EXPECT_EQ(PublishCount(), published);
+  EXPECT_EQ(resources_.Get(node_)->version(), 2);
+  rpc::GetClusterResourcesReply cluster;
+  resources_.HandleGetClusterResources({}, &cluster, [](const absl::Status&) {});
+  ASSERT_EQ(cluster.demands_size(), 1);
+  EXPECT_EQ(cluster.demands(0).num_ready_requests_queued(), 3);
+
+  keepalive.mutable_resources()->set_node_id(NodeId::FromRandom().Binary());  // unknown: register again
+  resources_.HandleReportResources(keepalive, &alive, [](const absl::Status&) {});
+  EXPECT_FALSE(alive.known_node());
+}
+
 TEST_F(ResourceManagerTest, AnOlderReportPublishesTheNewerViewOfABundleReply) {
   ASSERT_TRUE(Report(View(2, 0)).ok());
   ASSERT_TRUE(resources_.Apply(View(4, 4)));

@@ -60,8 +60,8 @@ class GcsLink {
     // The next resource report (a new version) with the waiting demand, or
     // none when it would tell the GCS nothing new.
     virtual std::optional<rpc::ReportResourcesRequest> Report() = 0;
-    // The view at its current version (which the GCS ignores unless a reply
-    // that told it was lost) with the waiting demand: a sign of life.
+    // A report that is only a sign of life (keepalive set): the GCS takes no
+    // view or demand from it.
     virtual rpc::ReportResourcesRequest Keepalive() = 0;
     // Registered (`first`: the first time); resources are to be reported.
     virtual void OnRegistered(bool first) = 0;

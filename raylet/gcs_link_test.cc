@@ -37,7 +37,7 @@ class FakeRaylet : public GcsLink::Host {
   rpc::ReportResourcesRequest Keepalive() override {
     rpc::ReportResourcesRequest req;
     req.mutable_resources()->set_node_id(node_id_);
-    req.mutable_resources()->set_version(version);
+    req.set_keepalive(true);
     absl::MutexLock lock(&mu);
     ++keepalives;
     return req;

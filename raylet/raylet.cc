@@ -542,8 +542,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
 
   rpc::ReportResourcesRequest Keepalive() override {
     rpc::ReportResourcesRequest req;
-    *req.mutable_resources() = Resources();
-    for (auto& d : leases_->Demands()) *req.add_demands() = std::move(d);
+    req.mutable_resources()->set_node_id(node_id_.Binary());
+    req.set_keepalive(true);
     return req;
   }
 

@@ -311,12 +311,13 @@ int Run(const Config& cfg) {
     sim = *full;
     AddSim(report, full_sizes, *full, base_sizes, *base);
     std::printf(
-        "simulated nodes answered %lld health checks, sent %lld reports, got %lld poll replies "
-        "(%lld messages, %.1f MB, %lld gaps), granted %lld leases (%lld rejected)\n",
+        "simulated nodes answered %lld health checks, sent %lld reports and %lld keepalives, got %lld poll "
+        "replies (%lld messages, %.1f MB, %lld gaps), granted %lld leases (%lld rejected)\n",
         static_cast<long long>(full->stats.health_checks), static_cast<long long>(full->stats.reports),
-        static_cast<long long>(full->stats.polls), static_cast<long long>(full->stats.poll_messages),
-        static_cast<double>(full->stats.poll_bytes) / 1e6, static_cast<long long>(full->stats.poll_gaps),
-        static_cast<long long>(full->stats.leases_granted), static_cast<long long>(full->stats.leases_rejected));
+        static_cast<long long>(full->stats.keepalives), static_cast<long long>(full->stats.polls),
+        static_cast<long long>(full->stats.poll_messages), static_cast<double>(full->stats.poll_bytes) / 1e6,
+        static_cast<long long>(full->stats.poll_gaps), static_cast<long long>(full->stats.leases_granted),
+        static_cast<long long>(full->stats.leases_rejected));
   }
   if (cfg.mode != "sim") {
     auto base = RunFleet(bin, cfg, cfg.baseline_raylets);

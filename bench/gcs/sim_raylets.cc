@@ -154,6 +154,7 @@ class SimulatedRaylets::Impl {
     bool registered = false;
     bool report_in_flight = false;
     absl::Time last_report = absl::InfinitePast();  // sent: a report or a keepalive
+    bool keepalive_in_flight = false;
     int64_t poll_sequence = 0;
     std::string poll_incarnation;
     std::unique_ptr<EventLoop::Timer> retry;
@@ -347,6 +348,7 @@ class SimulatedRaylets::Impl {
     s.health_checks_late = health_checks_late_.load();
     s.health_check_gaps = health_check_gaps_.load();
     s.reports = reports_.load();
+    s.keepalives = keepalives_.load();
     s.polls = polls_.load();
     s.poll_messages = poll_messages_.load();
     s.poll_bytes = poll_bytes_.load();
@@ -434,10 +436,12 @@ class SimulatedRaylets::Impl {
     if (req.reply_with_resources()) *reply->mutable_resources() = ReplyView(n, true);
   }
 
-  // A call's reply carries the node's view, as a raylet's: a successful one
-  // under a new version, which the node then does not report; a failed one
-  // tells the GCS nothing.
-  static rpc::NodeResources ReplyView(Node& n, bool ok) { return ok ? n.book.TakeReport() : n.book.Resources(); }
+  // A call's reply carries the node's view, as a raylet's: after a change, a
+  // successful one under a new version, which the node then does not report;
+  // otherwise as last told (the GCS ignores it).
+  static rpc::NodeResources ReplyView(Node& n, bool ok) {
+    return ok && n.book.dirty() ? n.book.TakeReport() : n.book.Resources();
+  }
 
   absl::Status Prepare(Node& n, const rpc::PrepareBundlesRequest& req, rpc::PrepareBundlesReply* reply) {
     bundle_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -582,21 +586,23 @@ class SimulatedRaylets::Impl {
     Refresh(n);
   }
 
-  // As a raylet holding its stream: while node events come, a report at
-  // least every kKeepalive, of the view at its current version.
+  // As a raylet holding its stream: while node events come, a sign of life
+  // at least every kKeepalive (a report that carries no view).
   void SendKeepalive(Node& n) {
-    if (!n.registered || n.report_in_flight || absl::Now() - n.last_report < kKeepalive) return;
-    n.report_in_flight = true;
+    if (!n.registered || n.keepalive_in_flight || absl::Now() - n.last_report < kKeepalive) return;
+    n.keepalive_in_flight = true;
     n.last_report = absl::Now();
     rpc::ReportResourcesRequest req;
-    *req.mutable_resources() = n.book.Resources();
+    req.mutable_resources()->set_node_id(n.book.id().Binary());
+    req.set_keepalive(true);
     in_flight_.fetch_add(1);
     Call<rpc::ReportResourcesReply>(req, MANTA_SIM_CALL(resources, ReportResources),
-                                    [this, &n](const absl::Status& s, rpc::ReportResourcesReply&&) {
+                                    [this, &n](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
                                       in_flight_.fetch_sub(1);
-                                      n.report_in_flight = false;
-                                      reports_.fetch_add(1, std::memory_order_relaxed);
+                                      n.keepalive_in_flight = false;
+                                      keepalives_.fetch_add(1, std::memory_order_relaxed);
                                       if (!s.ok() && !Retryable(s)) Fail(s, /*fatal=*/false);
+                                      if (s.ok() && !reply.known_node()) Register(n);
                                     });
   }
 
@@ -658,8 +664,8 @@ class SimulatedRaylets::Impl {
   std::atomic<int> in_flight_{0};
   bool abandoned_ = false;
   std::atomic<int64_t> registered_{0}, register_retries_{0}, late_registrations_{0}, health_checks_{0},
-      health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, polls_{0}, poll_messages_{0}, poll_bytes_{0},
-      poll_gaps_{0}, leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0}, errors_{0};
+      health_checks_late_{0}, health_check_gaps_{0}, reports_{0}, keepalives_{0}, polls_{0}, poll_messages_{0},
+      poll_bytes_{0}, poll_gaps_{0}, leases_granted_{0}, leases_rejected_{0}, bundle_calls_{0}, errors_{0};
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };

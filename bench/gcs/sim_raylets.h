@@ -60,6 +60,7 @@ struct SimStats {
   int64_t health_checks_late = 0;  // answered with under 500 ms of their deadline left
   int64_t health_check_gaps = 0;   // over 3 s between two checks of a node
   int64_t reports = 0;
+  int64_t keepalives = 0;     // reports that only say the node lives
   int64_t polls = 0;          // poll replies
   int64_t poll_messages = 0;  // messages in them
   int64_t poll_bytes = 0;     // their size on the wire

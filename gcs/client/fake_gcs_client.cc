@@ -159,7 +159,7 @@ void FakeGcsClient::ReportResources(const rpc::ReportResourcesRequest& request,
   auto node = nodes_.find(id);
   rpc::ReportResourcesReply reply;
   reply.set_known_node(node != nodes_.end() && node->second.state() == rpc::NodeInfo::ALIVE);
-  if (reply.known_node()) {
+  if (reply.known_node() && !request.keepalive()) {
     resources_[id] = request.resources();
     rpc::PubMessage m;
     m.set_channel(rpc::PubMessage::NODE_RESOURCES);
