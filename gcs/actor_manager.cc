@@ -1,6 +1,7 @@
 #include "gcs/actor_manager.h"
 
 #include <algorithm>
+#include <set>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -240,9 +241,16 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
   if (!request.job_id().empty() && request.job_id().size() != JobId::kSize) {
     return done(Invalid(absl::StrCat("job_id must be ", JobId::kSize, " bytes")));
   }
+  std::set<int> states;
+  for (int state : request.states()) {
+    if (!rpc::ActorInfo::State_IsValid(state)) return done(Invalid(absl::StrCat("unknown actor state ", state)));
+    states.insert(state);
+  }
   std::vector<const Actor*> out;
   for (const auto& [id, a] : actors_) {
-    if (request.job_id().empty() || a.info.job_id() == request.job_id()) out.push_back(&a);
+    if (!request.job_id().empty() && a.info.job_id() != request.job_id()) continue;
+    if (!states.empty() && states.count(a.info.state()) == 0) continue;
+    out.push_back(&a);
   }
   std::sort(out.begin(), out.end(), [](const Actor* x, const Actor* y) { return x->order < y->order; });
   size_t limit = request.limit() > 0 ? static_cast<size_t>(request.limit()) : out.size();

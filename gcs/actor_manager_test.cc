@@ -677,6 +677,27 @@ TEST_F(ActorManagerTest, ListsInRegistrationOrderWithJobFilterAndLimit) {
   actors_->HandleListActors(req, &reply, [](const absl::Status&) {});
   EXPECT_EQ(reply.actors_size(), 2);
   EXPECT_EQ(reply.total(), 4);  // every job's, before the limit
+
+  // By state: the first actor of the job comes alive; the count needs no list.
+  Grant();
+  Push();
+  req.Clear();
+  req.set_job_id(job_.Binary());
+  req.add_states(State::ALIVE);
+  req.set_limit(1);
+  reply.Clear();
+  actors_->HandleListActors(req, &reply, [](const absl::Status&) {});
+  ASSERT_EQ(reply.actors_size(), 1);
+  EXPECT_EQ(reply.actors(0).actor_id(), ids[0]);
+  EXPECT_EQ(reply.total(), 1);
+  req.add_states(State::PENDING_CREATION);
+  reply.Clear();
+  actors_->HandleListActors(req, &reply, [](const absl::Status&) {});
+  EXPECT_EQ(reply.total(), 3);
+  req.add_states(static_cast<State::State>(99));
+  absl::Status result;
+  actors_->HandleListActors(req, &reply, [&](const absl::Status& s) { result = s; });
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

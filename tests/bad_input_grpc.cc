@@ -328,6 +328,9 @@ void GroupAndActorRows(const Target& t, std::vector<BadInput>* out) {
 
   auto info = MakeRows(t, out, kActor, "GetActorInfo", t.gcs_address, rpc::GetActorInfoRequest());
   info.Add("actor_id of 40 bytes", [](auto* r) { r->set_actor_id(Bytes(40, 'x')); }, "INVALID_ARGUMENT", "16 bytes");
+  auto list = MakeRows(t, out, kActor, "ListActors", t.gcs_address, rpc::ListActorsRequest());
+  list.Add("unknown state 99", [](auto* r) { r->add_states(static_cast<rpc::ActorInfo::State>(99)); },
+           "INVALID_ARGUMENT", "unknown actor state 99");
 }
 
 void KvAndPollRows(const Target& t, std::vector<BadInput>* out) {
