@@ -82,11 +82,6 @@ TEST_F(ResourceManagerTest, ReportsArePublishedAndOlderOnesIgnored) {
   EXPECT_EQ(resources_.Get(node_)->available().at("TPU"), 1);
 }
 
-// A raylet reports a change (version 3) and then answers the GCS's bundle
-// call with its view under a newer version (4). When the answer is applied
-// first, the report is too old to be taken, but it must still publish the
-// answer's view, or the other raylets' view of this node stays stale for
-// good.
 // A keepalive only says the node lives: known or not, it takes no view and
 // no demand, and publishes nothing, even carrying a newer version.
 TEST_F(ResourceManagerTest, AKeepaliveTakesNothing) {
@@ -121,6 +116,11 @@ TEST_F(ResourceManagerTest, AKeepaliveTakesNothing) {
   EXPECT_FALSE(alive.known_node());
 }
 
+// A raylet reports a change (version 3) and then answers the GCS's bundle
+// call with its view under a newer version (4). When the answer is applied
+// first, the report is too old to be taken, but it must still publish the
+// answer's view, or the other raylets' view of this node stays stale for
+// good.
 TEST_F(ResourceManagerTest, AnOlderReportPublishesTheNewerViewOfABundleReply) {
   ASSERT_TRUE(Report(View(2, 0)).ok());
   ASSERT_TRUE(resources_.Apply(View(4, 4)));

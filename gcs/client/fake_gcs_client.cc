@@ -11,12 +11,15 @@ constexpr absl::Duration kMaxPollWait = absl::Seconds(30);
 std::string NewToken() { return NodeId::FromRandom().Binary(); }
 
 // A List call's answer: the entries of `table` whose job (`job_of`) is
-// `job` (any when empty), at most `limit` of them (0: all); how many match.
+// `job` (any when empty) and that `keep` keeps, at most `limit` of them (0:
+// all); how many match.
 template <typename Table, typename Out, typename JobOf>
-int64_t ListOfJob(const Table& table, const std::string& job, int limit, Out* out, JobOf job_of) {
+int64_t ListOfJob(const Table& table, const std::string& job, int limit, Out* out, JobOf job_of,
+                  const std::function<bool(const typename Table::mapped_type&)>& keep = nullptr) {
   int64_t total = 0;
   for (const auto& [key, entry] : table) {
     if (!job.empty() && job_of(entry) != job) continue;
+    if (keep && !keep(entry)) continue;
     ++total;
     if (limit <= 0 || out->size() < limit) *out->Add() = entry;
   }
@@ -393,9 +396,19 @@ void FakeGcsClient::KillActor(const rpc::KillActorRequest& request, Callback<rpc
 
 void FakeGcsClient::ListActors(const rpc::ListActorsRequest& request, Callback<rpc::ListActorsReply> cb) {
   if (!Admit("ListActors", cb)) return;
+  std::set<int> states;
+  for (int state : request.states()) {
+    if (!rpc::ActorInfo::State_IsValid(state)) {
+      return Answer(std::move(cb), absl::InvalidArgumentError("unknown actor state " + std::to_string(state)),
+                    rpc::ListActorsReply());
+    }
+    states.insert(state);
+  }
   rpc::ListActorsReply reply;
-  reply.set_total(ListOfJob(actors_, request.job_id(), request.limit(), reply.mutable_actors(),
-                            [](const rpc::ActorInfo& a) { return a.job_id(); }));
+  reply.set_total(ListOfJob(
+      actors_, request.job_id(), request.limit(), reply.mutable_actors(),
+      [](const rpc::ActorInfo& a) { return a.job_id(); },
+      [&](const rpc::ActorInfo& a) { return states.empty() || states.count(a.state()) > 0; }));
   Answer(std::move(cb), absl::OkStatus(), std::move(reply));
 }
 
