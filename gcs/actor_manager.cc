@@ -252,9 +252,12 @@ void ActorManager::HandleListActors(const rpc::ListActorsRequest& request, rpc::
     if (!states.empty() && states.count(a.info.state()) == 0) continue;
     out.push_back(&a);
   }
-  std::sort(out.begin(), out.end(), [](const Actor* x, const Actor* y) { return x->order < y->order; });
-  size_t limit = request.limit() > 0 ? static_cast<size_t>(request.limit()) : out.size();
-  for (size_t i = 0; i < out.size() && i < limit; ++i) *reply->add_actors() = out[i]->info;
+  // In registration order, sorted only as far as the limit: a count (limit
+  // 1) over many actors sorts none of the rest.
+  const size_t shown = request.limit() > 0 ? std::min(static_cast<size_t>(request.limit()), out.size()) : out.size();
+  std::partial_sort(out.begin(), out.begin() + shown, out.end(),
+                    [](const Actor* x, const Actor* y) { return x->order < y->order; });
+  for (size_t i = 0; i < shown; ++i) *reply->add_actors() = out[i]->info;
   reply->set_total(static_cast<int64_t>(out.size()));
   done(absl::OkStatus());
 }

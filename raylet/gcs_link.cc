@@ -203,7 +203,10 @@ void GcsLink::SendKeepaliveIfDue() {
   if (!registered_ || keepalive_in_flight_ || clock_() - last_report_ < options_.keepalive) return;
   keepalive_in_flight_ = true;
   last_report_ = clock_();
-  rpc::ReportResourcesRequest report = host_->Keepalive();
+  // Only a sign of life: the GCS takes no view or demand from it.
+  rpc::ReportResourcesRequest report;
+  report.mutable_resources()->set_node_id(options_.node_id);
+  report.set_keepalive(true);
   gcs_->ReportResources(report, [this](const absl::Status& s, rpc::ReportResourcesReply&& reply) {
     keepalive_in_flight_ = false;
     if (stopped_ || !s.ok()) return;

@@ -60,9 +60,6 @@ class GcsLink {
     // The next resource report (a new version) with the waiting demand, or
     // none when it would tell the GCS nothing new.
     virtual std::optional<rpc::ReportResourcesRequest> Report() = 0;
-    // A report that is only a sign of life (keepalive set): the GCS takes no
-    // view or demand from it.
-    virtual rpc::ReportResourcesRequest Keepalive() = 0;
     // Registered (`first`: the first time); resources are to be reported.
     virtual void OnRegistered(bool first) = 0;
     // A report failed: send one again (through the raylet's throttle).

@@ -34,14 +34,6 @@ class FakeRaylet : public GcsLink::Host {
     (*req.mutable_resources()->mutable_available())["CPU"] = 4;
     return req;
   }
-  rpc::ReportResourcesRequest Keepalive() override {
-    rpc::ReportResourcesRequest req;
-    req.mutable_resources()->set_node_id(node_id_);
-    req.set_keepalive(true);
-    absl::MutexLock lock(&mu);
-    ++keepalives;
-    return req;
-  }
   void OnRegistered(bool first) override {
     absl::MutexLock lock(&mu);
     ++registrations;
@@ -81,7 +73,6 @@ class FakeRaylet : public GcsLink::Host {
   int registrations ABSL_GUARDED_BY(mu) = 0;
   int firsts ABSL_GUARDED_BY(mu) = 0;
   int resets ABSL_GUARDED_BY(mu) = 0;
-  int keepalives ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> nodes_seen ABSL_GUARDED_BY(mu);
   std::string exited ABSL_GUARDED_BY(mu);
   std::string rejoined ABSL_GUARDED_BY(mu);
@@ -320,8 +311,7 @@ TEST_F(GcsLinkTest, NodeEventsBringAKeepaliveReportWhenNoneWentForAWhile) {
   publish();
   publish();
   EXPECT_EQ(Read<int>([&] { return gcs_->calls("ReportResources"); }), 2);
-  absl::MutexLock lock(&raylet_.mu);
-  EXPECT_EQ(raylet_.keepalives, 1);
+  EXPECT_EQ(Read<int>([&] { return gcs_->keepalives(); }), 1);
 }
 
 }  // namespace

@@ -540,13 +540,6 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     return req;
   }
 
-  rpc::ReportResourcesRequest Keepalive() override {
-    rpc::ReportResourcesRequest req;
-    req.mutable_resources()->set_node_id(node_id_.Binary());
-    req.set_keepalive(true);
-    return req;
-  }
-
   void OnRegistered(bool first) override {
     told_.Forget();
     reports_->Request();

@@ -158,6 +158,7 @@ void FakeGcsClient::PublishNode(const rpc::NodeInfo& info) {
 void FakeGcsClient::ReportResources(const rpc::ReportResourcesRequest& request,
                                     Callback<rpc::ReportResourcesReply> cb) {
   if (!Admit("ReportResources", cb)) return;
+  keepalives_ += request.keepalive();
   const std::string& id = request.resources().node_id();
   auto node = nodes_.find(id);
   rpc::ReportResourcesReply reply;

@@ -105,6 +105,8 @@ class FakeGcsClient : public GcsClient {
   int calls(const std::string& method) const;
   int held_polls() const { return static_cast<int>(held_.size()); }
   int64_t last_sequence() const { return next_sequence_ - 1; }
+  // ReportResources calls that were only a sign of life.
+  int keepalives() const { return keepalives_; }
   const std::vector<rpc::ReportWorkerFailureRequest>& worker_failures() const { return worker_failures_; }
 
  private:
@@ -135,6 +137,7 @@ class FakeGcsClient : public GcsClient {
   std::map<std::string, int> calls_;
   std::map<std::string, absl::Status> fail_next_;
   std::set<std::string> delay_next_;
+  int keepalives_ = 0;
   std::vector<std::function<void()>> delayed_;             // answers held back
   std::map<std::string, rpc::NodeInfo> nodes_;             // by binary id
   std::map<std::string, rpc::NodeResources> resources_;    // by binary id
