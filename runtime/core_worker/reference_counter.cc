@@ -153,15 +153,21 @@ void ReferenceCounter::CheckBorrowers() {
 }
 
 void ReferenceCounter::OnCheck(const std::string& worker_id, const absl::Status& s, bool same) {
-  // Gone: another process listens there, or nothing has for
-  // kChecksBeforeGone checks in a row.
+  // Gone: another worker listens there, or no worker of this cluster has
+  // answered for kChecksBeforeGone checks in a row: refused, timed out, or
+  // answered by a server that does not know the call or refuses the token.
+  // A call cancelled here (at shutdown) says nothing and leaves the count.
   bool gone = s.ok() && !same;
   {
     absl::MutexLock lock(&borrow_mu_);
     auto it = borrowers_.find(worker_id);
     if (it == borrowers_.end()) return;
     int& failed = it->second.failed_checks;
-    failed = absl::IsUnavailable(s) ? failed + 1 : 0;
+    if (s.ok()) {
+      failed = 0;
+    } else if (!absl::IsCancelled(s)) {
+      ++failed;
+    }
     gone |= failed >= kChecksBeforeGone;
   }
   if (gone) DropBorrower(worker_id);

@@ -193,6 +193,26 @@ TEST_F(ReferenceCounterTest, AnotherProcessAtTheBorrowersAddressDropsItAtOnce) {
   EXPECT_FALSE(store.Contains(id));
 }
 
+TEST_F(ReferenceCounterTest, EveryFailedCheckCountsButACancelledOne) {
+  ObjectId id = PutOwned();
+  ASSERT_TRUE(refs.RecordBorrower(id, borrower));
+  refs.RemoveLocalReference(id);
+  // A server that is no worker of this cluster (it does not know the call,
+  // or refuses the token) and a timed-out call count as unanswered; a call
+  // cancelled here neither counts nor starts the count again.
+  static_assert(ReferenceCounter::kChecksBeforeGone == 3, "three counted outcomes below");
+  const absl::Status outcomes[] = {absl::UnimplementedError("unknown service manta.rpc.CoreWorkerService"),
+                                   absl::CancelledError("shutting down"), absl::UnauthenticatedError("wrong token"),
+                                   absl::DeadlineExceededError("no answer in 10 s")};
+  for (const absl::Status& s : outcomes) {
+    EXPECT_TRUE(store.Contains(id)) << s;
+    ASSERT_EQ(peers.RunTimers(), 1);
+    peers.AnswerChecks(s, false);
+  }
+  EXPECT_FALSE(store.Contains(id));
+  EXPECT_EQ(refs.num_borrowers(), 0u);
+}
+
 TEST_F(ReferenceCounterTest, HeldArgumentsLiveUntilTheWorkIsDone) {
   ObjectId arg = PutOwned();
   ObjectId inside = PutOwned();
