@@ -7,6 +7,10 @@
 //   placement_group_create_remove  groups of one bundle created, waited for
 //                                  and removed per second (baseline: raw
 //                                  sequential unary round trips per second)
+//   placement_group_create_remove_x4
+//                                  the same with four threads calling at
+//                                  once, 25 groups at a time each (baseline:
+//                                  the one-caller rate)
 //   placement_group_{create,wait,remove}_us
 //                                  mean microseconds of each call in that
 //                                  loop (baseline: one raw round trip, us)
@@ -24,10 +28,12 @@
 #include <manta/tpu.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <functional>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -45,6 +51,57 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// Creates, waits for and removes `batch` groups of `options`, in three
+// passes of blocking calls; adds each pass's seconds to `seconds`, if given.
+void CreateWaitRemove(const manta::PlacementGroupOptions& options, int batch, double* seconds = nullptr) {
+  auto start = Clock::now();
+  auto lap = [&](int pass) {
+    const auto now = Clock::now();
+    if (seconds != nullptr) seconds[pass] += std::chrono::duration<double>(now - start).count();
+    start = now;
+  };
+  std::vector<manta::PlacementGroup> groups;
+  groups.reserve(batch);
+  for (int i = 0; i < batch; ++i) groups.push_back(manta::CreatePlacementGroup(options));
+  lap(0);
+  for (auto& g : groups) {
+    if (!g.Wait(absl::Seconds(30))) throw std::runtime_error("a placement group was not ready in 30 s");
+  }
+  lap(1);
+  for (auto& g : groups) manta::RemovePlacementGroup(g);
+  lap(2);
+}
+
+// Groups per second that `callers` threads create, wait for and remove at
+// once, `batch` at a time each, for about `seconds`.
+double ConcurrentCreateRemove(double seconds, int callers, int batch, const manta::PlacementGroupOptions& options) {
+  std::atomic<int64_t> made{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string error;
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int t = 0; t < callers; ++t) {
+    threads.emplace_back([&] {
+      try {
+        while (!stop.load()) {
+          CreateWaitRemove(options, batch);
+          made += batch;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        error = e.what();
+        stop = true;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // the measured span
+  stop = true;
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw std::runtime_error(error);
+  return static_cast<double>(made.load()) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // Reserves and releases two whole slices `rounds` times; reports p50 and p99
@@ -134,29 +191,14 @@ int main(int argc, char** argv) {
     one.bundles = {{{{"CPU", 0.01}}, {}}};
     // Where the time goes: the three calls' seconds, summed over the rounds.
     double phase[3] = {0, 0, 0};
-    auto timed = [&phase](int i, const std::function<void()>& fn) {
-      auto start = Clock::now();
-      fn();
-      phase[i] += std::chrono::duration<double>(Clock::now() - start).count();
-    };
     int64_t groups_made = 0;
     double create_remove = manta::bench::Rate(seconds, kBatch, [&] {
-      std::vector<manta::PlacementGroup> groups;
-      groups.reserve(kBatch);
-      timed(0, [&] {
-        for (int i = 0; i < kBatch; ++i) groups.push_back(manta::CreatePlacementGroup(one));
-      });
-      timed(1, [&] {
-        for (auto& g : groups) {
-          if (!g.Wait(absl::Seconds(30))) throw std::runtime_error("a placement group was not ready in 30 s");
-        }
-      });
-      timed(2, [&] {
-        for (auto& g : groups) manta::RemovePlacementGroup(g);
-      });
+      CreateWaitRemove(one, kBatch, phase);
       groups_made += kBatch;
     });
     report.Add("placement_group_create_remove", create_remove, "groups/s", raw_seq);
+    report.Add("placement_group_create_remove_x4", ConcurrentCreateRemove(seconds, 4, kBatch / 4, one), "groups/s",
+               create_remove);
     const char* kPhases[] = {"create", "wait", "remove"};
     for (int i = 0; i < 3; ++i) {
       report.Add(std::string("placement_group_") + kPhases[i] + "_us", 1e6 * phase[i] / groups_made, "us",
