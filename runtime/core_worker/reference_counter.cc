@@ -153,10 +153,12 @@ void ReferenceCounter::CheckBorrowers() {
 }
 
 void ReferenceCounter::OnCheck(const std::string& worker_id, const absl::Status& s, bool same) {
-  // Gone: another worker listens there, or no worker of this cluster has
-  // answered for kChecksBeforeGone checks in a row: refused, timed out, or
-  // answered by a server that does not know the call or refuses the token.
-  // A call cancelled here (at shutdown) says nothing and leaves the count.
+  // Gone: another worker answers at the borrower's address, or for
+  // kChecksBeforeGone checks in a row nothing did (refused) or a server that
+  // is no worker of this cluster did (it does not know the call, or refuses
+  // the token). A borrower's answer starts the count again. Other outcomes
+  // leave the count as it was: a timed-out check may be a live borrower
+  // that is stopped or overloaded, whose values must not go.
   bool gone = s.ok() && !same;
   {
     absl::MutexLock lock(&borrow_mu_);
@@ -165,7 +167,7 @@ void ReferenceCounter::OnCheck(const std::string& worker_id, const absl::Status&
     int& failed = it->second.failed_checks;
     if (s.ok()) {
       failed = 0;
-    } else if (!absl::IsCancelled(s)) {
+    } else if (absl::IsUnavailable(s) || absl::IsUnimplemented(s) || absl::IsUnauthenticated(s)) {
       ++failed;
     }
     gone |= failed >= kChecksBeforeGone;

@@ -193,17 +193,18 @@ TEST_F(ReferenceCounterTest, AnotherProcessAtTheBorrowersAddressDropsItAtOnce) {
   EXPECT_FALSE(store.Contains(id));
 }
 
-TEST_F(ReferenceCounterTest, EveryFailedCheckCountsButACancelledOne) {
+TEST_F(ReferenceCounterTest, AServerThatIsNoWorkerOfThisClusterCountsAsNoAnswer) {
   ObjectId id = PutOwned();
   ASSERT_TRUE(refs.RecordBorrower(id, borrower));
   refs.RemoveLocalReference(id);
-  // A server that is no worker of this cluster (it does not know the call,
-  // or refuses the token) and a timed-out call count as unanswered; a call
-  // cancelled here neither counts nor starts the count again.
+  // Refused, or answered by a server that does not know the call or
+  // refuses the token: each counts; a timeout in between neither counts
+  // nor starts the count again.
   static_assert(ReferenceCounter::kChecksBeforeGone == 3, "three counted outcomes below");
   const absl::Status outcomes[] = {absl::UnimplementedError("unknown service manta.rpc.CoreWorkerService"),
-                                   absl::CancelledError("shutting down"), absl::UnauthenticatedError("wrong token"),
-                                   absl::DeadlineExceededError("no answer in 10 s")};
+                                   absl::DeadlineExceededError("no answer in 10 s"),
+                                   absl::UnauthenticatedError("wrong cluster token"),
+                                   absl::UnavailableError("connection refused")};
   for (const absl::Status& s : outcomes) {
     EXPECT_TRUE(store.Contains(id)) << s;
     ASSERT_EQ(peers.RunTimers(), 1);
@@ -211,6 +212,20 @@ TEST_F(ReferenceCounterTest, EveryFailedCheckCountsButACancelledOne) {
   }
   EXPECT_FALSE(store.Contains(id));
   EXPECT_EQ(refs.num_borrowers(), 0u);
+}
+
+TEST_F(ReferenceCounterTest, ABorrowerThatOnlyTimesOutIsKept) {
+  ObjectId id = PutOwned();
+  ASSERT_TRUE(refs.RecordBorrower(id, borrower));
+  refs.RemoveLocalReference(id);
+  // A stopped or overloaded borrower still holds its refs.
+  for (int i = 0; i < 3 * ReferenceCounter::kChecksBeforeGone; ++i) {
+    ASSERT_EQ(peers.RunTimers(), 1);
+    peers.AnswerChecks(i % 2 == 0 ? absl::DeadlineExceededError("no answer in 10 s") : absl::InternalError("oops"),
+                       false);
+  }
+  EXPECT_TRUE(store.Contains(id));
+  EXPECT_EQ(refs.num_borrowers(), 1u);
 }
 
 TEST_F(ReferenceCounterTest, HeldArgumentsLiveUntilTheWorkIsDone) {
