@@ -12,8 +12,9 @@
 //                                  once, 25 groups at a time each (baseline:
 //                                  the one-caller rate)
 //   placement_group_{create,wait,remove}_us
-//                                  mean microseconds of each call in that
-//                                  loop (baseline: one raw round trip, us)
+//                                  mean microseconds of each call in the
+//                                  one-caller loop (baseline: one raw round
+//                                  trip, us)
 //   slice_reserve_2x_v6e16_p50/p99 milliseconds to reserve two whole v6e-16
 //                                  slices (baseline: one raw round trip, ms)
 //   slice_reserve_2x_v6e64_p50/p99 the same for two v6e-64 slices (16 hosts
@@ -83,19 +84,24 @@ double ConcurrentCreateRemove(double seconds, int callers, int batch, const mant
   std::string error;
   std::vector<std::thread> threads;
   const auto start = Clock::now();
-  for (int t = 0; t < callers; ++t) {
-    threads.emplace_back([&] {
-      try {
-        while (!stop.load()) {
-          CreateWaitRemove(options, batch);
-          made += batch;
-        }
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu);
-        error = e.what();
-        stop = true;
+  auto call = [&] {
+    try {
+      while (!stop.load()) {
+        CreateWaitRemove(options, batch);
+        made += batch;
       }
-    });
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      error = e.what();
+      stop = true;
+    }
+  };
+  try {
+    for (int t = 0; t < callers; ++t) threads.emplace_back(call);
+  } catch (...) {  // a thread that could not start: the others end first
+    stop = true;
+    for (auto& t : threads) t.join();
+    throw;
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // the measured span
   stop = true;
