@@ -442,7 +442,15 @@ void JobManager::Poll() {
     }
   }
   for (const auto& [id, runner] : running) {
-    if (RunnerGone(runner)) Finish(id, runner);
+    if (!RunnerGone(runner)) continue;
+    // The runner took its group down with it, but what it killed may still
+    // be exiting, holding ports, files or a device the next job wants: the
+    // job ends once nothing of its group lives (or after kLeftoverWait).
+    KillLeftovers(runner);
+    const absl::Time since = leftovers_since_.try_emplace(id, absl::Now()).first->second;
+    if (!LiveGroupMembers(runner.pid).empty() && absl::Now() - since < kLeftoverWait) continue;
+    leftovers_since_.erase(id);
+    Finish(id, runner);
   }
   if (!to_release_.empty()) ReleasePending();
   StartQueued();

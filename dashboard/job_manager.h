@@ -148,6 +148,11 @@ class JobManager {
   std::set<std::string> reserving_;   // jobs holding or waiting for a reservation
   std::set<std::string> to_release_;  // reservations to give back
   std::map<std::string, std::unique_ptr<EventLoop::Timer>> kill_timers_;
+  // Jobs whose runner is gone while processes of their group still exit:
+  // since when. SIGKILLed processes go within milliseconds, unless stuck
+  // in the kernel, which kLeftoverWait bounds.
+  static constexpr absl::Duration kLeftoverWait = absl::Seconds(5);
+  std::map<std::string, absl::Time> leftovers_since_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;
   std::function<void()> shutdown_done_;
   absl::Time next_start_attempt_ = absl::InfinitePast();        // while jobs wait for resources

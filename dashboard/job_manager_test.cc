@@ -1,7 +1,6 @@
 // JobManager against the in-memory store and the real job_runner binary.
 #include "dashboard/job_manager.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,21 +31,6 @@ std::string RunnerPath() {
 }
 
 // Pids of live processes whose process group is `pgid`.
-std::vector<pid_t> GroupMembers(pid_t pgid) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  while (dirent* e = readdir(d)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    if (!stat.ok()) continue;
-    std::vector<std::string> f = absl::StrSplit(stat->substr(stat->rfind(')') + 2), ' ');
-    if (f.size() > 2 && f[0] != "Z" && f[2] == std::to_string(pgid)) out.push_back(pid);
-  }
-  closedir(d);
-  return out;
-}
-
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -176,26 +160,59 @@ TEST_F(JobManagerTest, StopKillsTheWholeProcessGroup) {
   std::string id = Submit(R"({"entrypoint": "sleep 300 & sleep 300"})");
   JobRecord running = WaitFor(id, JobStatus::kRunning);
   ASSERT_GT(running.runner_pid, 0);
-  ASSERT_TRUE(PollUntil([&] { return GroupMembers(running.runner_pid).size() >= 3; }, absl::Now() + absl::Seconds(5)));
+  ASSERT_TRUE(
+      PollUntil([&] { return LiveGroupMembers(running.runner_pid).size() >= 3; }, absl::Now() + absl::Seconds(5)));
   auto stopped = jobs_->Stop(id);
   ASSERT_TRUE(stopped.ok());
   EXPECT_TRUE(*stopped);
   JobRecord job = WaitFor(id, JobStatus::kStopped);
   EXPECT_EQ(job.message, "Job was intentionally stopped.");
-  EXPECT_TRUE(GroupMembers(running.runner_pid).empty());
+  EXPECT_TRUE(LiveGroupMembers(running.runner_pid).empty());
   EXPECT_FALSE(*jobs_->Stop(id));  // already ended
+}
+
+// Resident bytes of `pid` (0 once it is gone): /proc/PID/statm's second
+// field, in pages.
+int64_t ResidentBytes(pid_t pid) {
+  auto statm = ReadFile(absl::StrCat("/proc/", pid, "/statm"));
+  if (!statm.ok()) return 0;
+  std::vector<std::string> fields = absl::StrSplit(*statm, ' ');
+  int64_t pages = 0;
+  if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pages)) return 0;
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+TEST_F(JobManagerTest, AStoppedJobEndsOnlyOnceNoProcessOfItLives) {
+  // tail holds 512 MiB, and a process that large takes tens of milliseconds
+  // to exit after its signal: the job must not end while it still lives.
+  constexpr int64_t kHeld = int64_t{512} << 20;
+  std::string id = Submit(
+      absl::StrCat(R"({"entrypoint": "{ head -c )", kHeld, R"( /dev/zero; sleep 300; } | tail -c )", kHeld, R"("})"));
+  JobRecord running = WaitFor(id, JobStatus::kRunning);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (pid_t p : LiveGroupMembers(running.runner_pid)) {
+          if (ResidentBytes(p) >= kHeld) return true;
+        }
+        return false;
+      },
+      absl::Now() + absl::Seconds(60)));
+  ASSERT_TRUE(jobs_->Stop(id).ok());
+  WaitFor(id, JobStatus::kStopped);
+  EXPECT_EQ(LiveGroupMembers(running.runner_pid), std::vector<pid_t>());
 }
 
 TEST_F(JobManagerTest, StopEscalatesToSigkillAfterGrace) {
   std::string id = Submit(R"({"entrypoint": "trap '' TERM; sleep 300 & sleep 300"})");
   JobRecord running = WaitFor(id, JobStatus::kRunning);
   // sh, the two sleeps and the runner: the trap is installed before the sleeps start.
-  ASSERT_TRUE(PollUntil([&] { return GroupMembers(running.runner_pid).size() >= 4; }, absl::Now() + absl::Seconds(5)));
+  ASSERT_TRUE(
+      PollUntil([&] { return LiveGroupMembers(running.runner_pid).size() >= 4; }, absl::Now() + absl::Seconds(5)));
   absl::Time start = absl::Now();
   ASSERT_TRUE(jobs_->Stop(id).ok());
   WaitFor(id, JobStatus::kStopped);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
-  EXPECT_TRUE(GroupMembers(running.runner_pid).empty());
+  EXPECT_TRUE(LiveGroupMembers(running.runner_pid).empty());
 }
 
 TEST_F(JobManagerTest, EntrypointResourcesMustFitTheHead) {
@@ -320,7 +337,7 @@ TEST_F(JobManagerTest, RestartAdoptsLiveJobsAndSettlesTheRest) {
   EXPECT_EQ(finished.driver_exit_code, 4);
   ASSERT_TRUE(jobs_->Stop(alive).ok());
   WaitFor(alive, JobStatus::kStopped);
-  EXPECT_TRUE(GroupMembers(alive_job.runner_pid).empty());
+  EXPECT_TRUE(LiveGroupMembers(alive_job.runner_pid).empty());
 }
 
 TEST_F(JobManagerTest, ShutdownStopsRunningJobs) {
@@ -333,7 +350,7 @@ TEST_F(JobManagerTest, ShutdownStopsRunningJobs) {
   EXPECT_EQ(store_.Stored(id)->status, JobStatus::kStopped);
   // The runner's end does not turn it into a user's stop.
   EXPECT_EQ(jobs_->Get(id)->message, "Job was stopped because the dashboard shut down.");
-  EXPECT_TRUE(GroupMembers(running.runner_pid).empty());
+  EXPECT_TRUE(LiveGroupMembers(running.runner_pid).empty());
   EXPECT_EQ(jobs_->Submit(*ParseSubmitRequest(R"({"entrypoint": "true"})")).status().code(),
             absl::StatusCode::kUnavailable);
 }

@@ -1,5 +1,6 @@
 #include "dashboard/job_runner.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -68,6 +69,26 @@ absl::Status SignalRunnerGroup(const Runner& runner, int sig) {
 
 void KillLeftovers(const Runner& runner) {
   if (runner.pid > 1) killpg(runner.pid, SIGKILL);
+}
+
+std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  const std::string group = std::to_string(pgid);
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    if (!stat.ok()) continue;  // it exited meanwhile
+    size_t paren = stat->rfind(')');
+    if (paren == std::string::npos || paren + 2 > stat->size()) continue;
+    // Fields after the name: state, ppid, pgrp.
+    std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
+    if (f.size() > 2 && f[0] != "Z" && f[0] != "X" && f[2] == group) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
 }
 
 std::optional<int> ReadExitFile(const std::string& path) {

@@ -58,6 +58,10 @@ absl::Status SignalRunnerGroup(const Runner& runner, int sig);
 // reaped (stragglers keep the group id reserved, so it cannot be reused).
 void KillLeftovers(const Runner& runner);
 
+// The processes of process group `pgid` that have not exited (a zombie,
+// which holds nothing but its exit status, is not one), from /proc.
+std::vector<pid_t> LiveGroupMembers(pid_t pgid);
+
 // The wait status the runner recorded; nullopt when it wrote none.
 std::optional<int> ReadExitFile(const std::string& path);
 
