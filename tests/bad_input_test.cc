@@ -8,7 +8,9 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -133,9 +135,14 @@ TEST_F(BadInputTest, PortInUse) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port_));
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  // Port 0: the kernel picks a free port and it is ours at once (a port
+  // picked free earlier may have been taken meanwhile by a parallel test).
+  addr.sin_port = 0;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
   ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  port_ = ntohs(addr.sin_port);
   ExpectRefused({"--head", Head()}, {}, "in use");
   close(fd);
 }
