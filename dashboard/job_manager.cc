@@ -66,7 +66,6 @@ absl::Status JobManager::Start() {
   }
   if (!records.ok()) return Annotate(records.status(), "loading job records");
 
-  std::vector<std::pair<std::string, Runner>> finished;
   {
     absl::MutexLock lock(&mu_);
     for (JobRecord& r : *records) {
@@ -82,17 +81,13 @@ absl::Status JobManager::Start() {
                    "The dashboard restarted before the job started; it was not run. Submit it again.");
         continue;
       }
-      Runner runner{job.runner_pid, job.runner_start_ticks};
-      if (RunnerGone(runner)) {
-        finished.emplace_back(job.submission_id, runner);
-        continue;
-      }
+      // A runner gone while the dashboard was down: Poll ends its job.
+      if (RunnerGone(Runner{job.runner_pid, job.runner_start_ticks})) continue;
       Log()->info("adopted running job submission_id={} runner_pid={}", job.submission_id, job.runner_pid);
       to_release_.erase(job.submission_id);
       if (!DemandMapOf(job).empty()) reserving_.insert(job.submission_id);
     }
   }
-  for (const auto& [id, runner] : finished) Finish(id, runner);
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, e] : jobs_) {
@@ -442,15 +437,11 @@ void JobManager::Poll() {
     }
   }
   for (const auto& [id, runner] : running) {
-    if (!RunnerGone(runner)) continue;
-    // The runner took its group down with it, but what it killed may still
-    // be exiting, holding ports, files or a device the next job wants: the
-    // job ends once nothing of its group lives (or after kLeftoverWait).
-    KillLeftovers(runner);
-    const absl::Time since = leftovers_since_.try_emplace(id, absl::Now()).first->second;
-    if (!LiveGroupMembers(runner.pid).empty() && absl::Now() - since < kLeftoverWait) continue;
-    leftovers_since_.erase(id);
-    Finish(id, runner);
+    if (!Ended(id, runner)) continue;
+    auto it = ending_.find(id);
+    const bool stop_requested = it->second.stop_requested;
+    ending_.erase(it);
+    Finish(id, runner, stop_requested);
   }
   if (!to_release_.empty()) ReleasePending();
   StartQueued();
@@ -462,9 +453,36 @@ void JobManager::Poll() {
   }
 }
 
-void JobManager::Finish(const std::string& id, const Runner& runner) {
+bool JobManager::Ended(const std::string& id, const Runner& runner) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
-  KillLeftovers(runner);
+  auto it = ending_.find(id);
+  if (it == ending_.end()) {
+    if (!RunnerGone(runner)) return false;
+    // The runner SIGKILLs its group as it exits; this covers a runner
+    // killed from outside. Once, and with the members known now: when they
+    // are gone the group's id may be another job's.
+    KillLeftovers(runner);
+    Ending e;
+    e.since = absl::Now();
+    for (pid_t pid : LiveGroupMembers(runner.pid)) {
+      if (auto ticks = ProcessStartTicks(pid)) e.members.emplace_back(pid, *ticks);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto job = jobs_.find(id);
+      e.stop_requested = job != jobs_.end() && job->second.record.stop_requested;
+    }
+    it = ending_.emplace(id, std::move(e)).first;
+  }
+  if (absl::Now() - it->second.since >= kLeftoverWait) return true;
+  for (const auto& [pid, ticks] : it->second.members) {
+    if (ProcessStartTicks(pid) == ticks) return false;
+  }
+  return true;
+}
+
+void JobManager::Finish(const std::string& id, const Runner& runner, bool stop_requested) {
+  MANTA_CHECK_THREAD(loop_->thread_checker());
   kill_timers_.erase(id);
   if (reserving_.count(id) > 0) Release(id);
   std::optional<int> exit = ReadExitFile(ExitFile(id));
@@ -478,7 +496,7 @@ void JobManager::Finish(const std::string& id, const Runner& runner) {
   job.end_time_ms = absl::ToUnixMillis(options_.clock());
   e.dirty = true;
   if (exit && WIFEXITED(*exit)) job.driver_exit_code = WEXITSTATUS(*exit);
-  if (job.stop_requested) {
+  if (stop_requested) {
     job.status = JobStatus::kStopped;
     if (!job.stopped_by_shutdown) job.message = "Job was intentionally stopped.";
   } else if (exit && WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) {

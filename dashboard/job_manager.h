@@ -126,7 +126,14 @@ class JobManager {
   absl::Status PublishPackage(const std::string& package);
   void BeginStop(const std::string& id, const Runner& runner);
   void Poll();
-  void Finish(const std::string& id, const Runner& runner);
+  // Whether job `id` has ended: its runner is gone, and so is every process
+  // of its group that lived when it went (what the runner's SIGKILL reached
+  // may take a while to exit, holding ports, files or a device the next job
+  // wants), or kLeftoverWait has passed since.
+  bool Ended(const std::string& id, const Runner& runner);
+  // Records how the job ended; `stop_requested`: whether a stop was asked
+  // before its runner went (a later one stops nothing).
+  void Finish(const std::string& id, const Runner& runner, bool stop_requested);
   void Flush();
   void FailLocked(Entry* e, std::string_view error_type, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ExitFile(const std::string& id) const;
@@ -148,11 +155,16 @@ class JobManager {
   std::set<std::string> reserving_;   // jobs holding or waiting for a reservation
   std::set<std::string> to_release_;  // reservations to give back
   std::map<std::string, std::unique_ptr<EventLoop::Timer>> kill_timers_;
-  // Jobs whose runner is gone while processes of their group still exit:
-  // since when. SIGKILLed processes go within milliseconds, unless stuck
-  // in the kernel, which kLeftoverWait bounds.
+  // Jobs whose runner is gone while processes of their group may still be
+  // exiting (see Ended). A killed process goes within milliseconds unless
+  // stuck in the kernel, which kLeftoverWait bounds.
+  struct Ending {
+    absl::Time since;                                 // real time: processes exit in it, whatever options_.clock says
+    std::vector<std::pair<pid_t, uint64_t>> members;  // live then: pid, start ticks
+    bool stop_requested = false;                      // as it was then
+  };
   static constexpr absl::Duration kLeftoverWait = absl::Seconds(5);
-  std::map<std::string, absl::Time> leftovers_since_;
+  std::map<std::string, Ending> ending_;
   std::unique_ptr<EventLoop::Timer> poll_timer_;
   std::function<void()> shutdown_done_;
   absl::Time next_start_attempt_ = absl::InfinitePast();        // while jobs wait for resources

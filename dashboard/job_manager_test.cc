@@ -30,7 +30,6 @@ std::string RunnerPath() {
   return self.substr(0, self.rfind('/')) + "/../bin/job_runner";
 }
 
-// Pids of live processes whose process group is `pgid`.
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -183,9 +182,9 @@ int64_t ResidentBytes(pid_t pid) {
 }
 
 TEST_F(JobManagerTest, AStoppedJobEndsOnlyOnceNoProcessOfItLives) {
-  // tail holds 512 MiB, and a process that large takes tens of milliseconds
+  // tail holds 256 MiB, and a process that large takes milliseconds more
   // to exit after its signal: the job must not end while it still lives.
-  constexpr int64_t kHeld = int64_t{512} << 20;
+  constexpr int64_t kHeld = int64_t{256} << 20;
   std::string id = Submit(
       absl::StrCat(R"({"entrypoint": "{ head -c )", kHeld, R"( /dev/zero; sleep 300; } | tail -c )", kHeld, R"("})"));
   JobRecord running = WaitFor(id, JobStatus::kRunning);

@@ -34,18 +34,41 @@ absl::StatusOr<Runner> StartRunner(const RunnerSpec& spec) {
   return r;
 }
 
-std::optional<uint64_t> ProcessStartTicks(pid_t pid) {
+namespace {
+
+// What /proc/PID/stat says of a process that has not exited; nullopt for
+// one that has. A zombie has exited unless it still has threads: a killed
+// process whose main thread is gone shows Z while its other threads still
+// free its memory and close its files.
+struct ProcStat {
+  int64_t pgrp = 0;
+  uint64_t start_ticks = 0;
+};
+std::optional<ProcStat> ReadLiveStat(pid_t pid) {
   auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return std::nullopt;
-  // Fields after the command name, which may hold spaces and parentheses.
+  // Fields after the command name, which may hold spaces and parentheses:
+  // fields[0] is field 3 (state), [2] the process group, [17] the number
+  // of threads, [19] the start time.
   size_t paren = stat->rfind(')');
-  if (paren == std::string::npos) return std::nullopt;
-  std::vector<std::string> fields = absl::StrSplit(stat->substr(paren + 2), ' ');
-  // fields[0] is field 3 (state); starttime is field 22.
-  uint64_t ticks = 0;
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
-  if (fields[0] == "Z" || fields[0] == "X") return std::nullopt;
-  return ticks;
+  if (paren == std::string::npos || paren + 2 > stat->size()) return std::nullopt;
+  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
+  ProcStat out;
+  int64_t threads = 0;
+  if (f.size() < 20 || !absl::SimpleAtoi(f[2], &out.pgrp) || !absl::SimpleAtoi(f[17], &threads) ||
+      !absl::SimpleAtoi(f[19], &out.start_ticks)) {
+    return std::nullopt;
+  }
+  if (f[0] == "X" || (f[0] == "Z" && threads <= 1)) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::optional<uint64_t> ProcessStartTicks(pid_t pid) {
+  auto stat = ReadLiveStat(pid);
+  if (!stat) return std::nullopt;
+  return stat->start_ticks;
 }
 
 bool RunnerGone(const Runner& runner) {
@@ -75,17 +98,11 @@ std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
   std::vector<pid_t> out;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return out;
-  const std::string group = std::to_string(pgid);
   while (dirent* e = readdir(proc)) {
     int pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    if (!stat.ok()) continue;  // it exited meanwhile
-    size_t paren = stat->rfind(')');
-    if (paren == std::string::npos || paren + 2 > stat->size()) continue;
-    // Fields after the name: state, ppid, pgrp.
-    std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
-    if (f.size() > 2 && f[0] != "Z" && f[0] != "X" && f[2] == group) out.push_back(pid);
+    auto stat = ReadLiveStat(pid);
+    if (stat && stat->pgrp == pgid) out.push_back(pid);
   }
   closedir(proc);
   return out;

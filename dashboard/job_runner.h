@@ -43,7 +43,8 @@ struct Runner {
 // Spawns the runner in a new session. Errors from SpawnDaemon.
 absl::StatusOr<Runner> StartRunner(const RunnerSpec& spec);
 
-// The start time of `pid` in clock ticks since boot; nullopt when it is gone.
+// The start time of `pid` in clock ticks since boot; nullopt when it has
+// exited (a zombie with no thread left, or no process at all).
 std::optional<uint64_t> ProcessStartTicks(pid_t pid);
 
 // True once the runner has exited: reaps it when it is this process's child,
@@ -54,12 +55,13 @@ bool RunnerGone(const Runner& runner);
 // pid and start time) is alive; NotFound otherwise.
 absl::Status SignalRunnerGroup(const Runner& runner, int sig);
 
-// Sends SIGKILL to what is left of the group of a runner that was just
-// reaped (stragglers keep the group id reserved, so it cannot be reused).
+// Sends SIGKILL to what is left of the group of a runner just found gone
+// (its stragglers keep the group id reserved; once they have exited, the id
+// may be another process's, so this is sent once, when the runner goes).
 void KillLeftovers(const Runner& runner);
 
-// The processes of process group `pgid` that have not exited (a zombie,
-// which holds nothing but its exit status, is not one), from /proc.
+// The processes of process group `pgid` that have not exited (see
+// ProcessStartTicks), from /proc.
 std::vector<pid_t> LiveGroupMembers(pid_t pgid);
 
 // The wait status the runner recorded; nullopt when it wrote none.
