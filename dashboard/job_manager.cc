@@ -66,6 +66,7 @@ absl::Status JobManager::Start() {
   }
   if (!records.ok()) return Annotate(records.status(), "loading job records");
 
+  std::vector<std::pair<std::string, Runner>> gone;
   {
     absl::MutexLock lock(&mu_);
     for (JobRecord& r : *records) {
@@ -81,13 +82,21 @@ absl::Status JobManager::Start() {
                    "The dashboard restarted before the job started; it was not run. Submit it again.");
         continue;
       }
-      // A runner gone while the dashboard was down: Poll ends its job.
-      if (RunnerGone(Runner{job.runner_pid, job.runner_start_ticks})) continue;
-      Log()->info("adopted running job submission_id={} runner_pid={}", job.submission_id, job.runner_pid);
+      // The job holds its reservation until it ends, also one whose runner
+      // went while the dashboard was down (its group may still be exiting).
       to_release_.erase(job.submission_id);
       if (!DemandMapOf(job).empty()) reserving_.insert(job.submission_id);
+      Runner runner{job.runner_pid, job.runner_start_ticks};
+      if (RunnerGone(runner)) {
+        gone.emplace_back(job.submission_id, runner);
+      } else {
+        Log()->info("adopted running job submission_id={} runner_pid={}", job.submission_id, job.runner_pid);
+      }
     }
   }
+  // Their ending starts now, before any call can ask to stop them; Poll
+  // finishes it.
+  for (const auto& [id, runner] : gone) Ended(id, runner);
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, e] : jobs_) {
@@ -437,11 +446,7 @@ void JobManager::Poll() {
     }
   }
   for (const auto& [id, runner] : running) {
-    if (!Ended(id, runner)) continue;
-    auto it = ending_.find(id);
-    const bool stop_requested = it->second.stop_requested;
-    ending_.erase(it);
-    Finish(id, runner, stop_requested);
+    if (std::optional<bool> stop_requested = Ended(id, runner)) Finish(id, runner, *stop_requested);
   }
   if (!to_release_.empty()) ReleasePending();
   StartQueued();
@@ -453,19 +458,22 @@ void JobManager::Poll() {
   }
 }
 
-bool JobManager::Ended(const std::string& id, const Runner& runner) {
+std::optional<bool> JobManager::Ended(const std::string& id, const Runner& runner) {
   MANTA_CHECK_THREAD(loop_->thread_checker());
   auto it = ending_.find(id);
   if (it == ending_.end()) {
-    if (!RunnerGone(runner)) return false;
-    // The runner SIGKILLs its group as it exits; this covers a runner
-    // killed from outside. Once, and with the members known now: when they
-    // are gone the group's id may be another job's.
-    KillLeftovers(runner);
+    if (!RunnerGone(runner)) return std::nullopt;
     Ending e;
     e.since = absl::Now();
-    for (pid_t pid : LiveGroupMembers(runner.pid)) {
-      if (auto ticks = ProcessStartTicks(pid)) e.members.emplace_back(pid, *ticks);
+    // The runner SIGKILLs its group as it exits; this covers a runner
+    // killed from outside. Once, with the members known now, and not when
+    // the runner's pid is another process's by now: the group's id may then
+    // be another group's.
+    if (!ProcessStartTicks(runner.pid).has_value()) {
+      KillLeftovers(runner);
+      for (pid_t pid : LiveGroupMembers(runner.pid)) {
+        if (auto ticks = ProcessStartTicks(pid)) e.members.emplace_back(pid, *ticks);
+      }
     }
     {
       absl::MutexLock lock(&mu_);
@@ -474,11 +482,12 @@ bool JobManager::Ended(const std::string& id, const Runner& runner) {
     }
     it = ending_.emplace(id, std::move(e)).first;
   }
-  if (absl::Now() - it->second.since >= kLeftoverWait) return true;
-  for (const auto& [pid, ticks] : it->second.members) {
-    if (ProcessStartTicks(pid) == ticks) return false;
-  }
-  return true;
+  bool waiting = false;
+  for (const auto& [pid, ticks] : it->second.members) waiting = waiting || ProcessStartTicks(pid) == ticks;
+  if (waiting && absl::Now() - it->second.since < kLeftoverWait) return std::nullopt;
+  const bool stop_requested = it->second.stop_requested;
+  ending_.erase(it);
+  return stop_requested;
 }
 
 void JobManager::Finish(const std::string& id, const Runner& runner, bool stop_requested) {

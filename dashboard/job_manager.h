@@ -129,8 +129,9 @@ class JobManager {
   // Whether job `id` has ended: its runner is gone, and so is every process
   // of its group that lived when it went (what the runner's SIGKILL reached
   // may take a while to exit, holding ports, files or a device the next job
-  // wants), or kLeftoverWait has passed since.
-  bool Ended(const std::string& id, const Runner& runner);
+  // wants), or kLeftoverWait has passed since. Once ended: whether a stop
+  // was asked before the runner went (nullopt until then).
+  std::optional<bool> Ended(const std::string& id, const Runner& runner);
   // Records how the job ended; `stop_requested`: whether a stop was asked
   // before its runner went (a later one stops nothing).
   void Finish(const std::string& id, const Runner& runner, bool stop_requested);

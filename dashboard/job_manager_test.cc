@@ -182,9 +182,9 @@ int64_t ResidentBytes(pid_t pid) {
 }
 
 TEST_F(JobManagerTest, AStoppedJobEndsOnlyOnceNoProcessOfItLives) {
-  // tail holds 256 MiB, and a process that large takes milliseconds more
+  // tail holds 768 MiB, and a process that large takes tens of milliseconds
   // to exit after its signal: the job must not end while it still lives.
-  constexpr int64_t kHeld = int64_t{256} << 20;
+  constexpr int64_t kHeld = int64_t{768} << 20;
   std::string id = Submit(
       absl::StrCat(R"({"entrypoint": "{ head -c )", kHeld, R"( /dev/zero; sleep 300; } | tail -c )", kHeld, R"("})"));
   JobRecord running = WaitFor(id, JobStatus::kRunning);

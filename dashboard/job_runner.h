@@ -55,9 +55,10 @@ bool RunnerGone(const Runner& runner);
 // pid and start time) is alive; NotFound otherwise.
 absl::Status SignalRunnerGroup(const Runner& runner, int sig);
 
-// Sends SIGKILL to what is left of the group of a runner just found gone
-// (its stragglers keep the group id reserved; once they have exited, the id
-// may be another process's, so this is sent once, when the runner goes).
+// Sends SIGKILL to what is left of the group of a runner just found gone.
+// Its stragglers keep the group id reserved; once they have exited, the id
+// may be another group's, so the caller sends this once, and not when the
+// runner's pid already belongs to another process.
 void KillLeftovers(const Runner& runner);
 
 // The processes of process group `pgid` that have not exited (see
