@@ -1,6 +1,7 @@
 #include "common/process.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -153,16 +154,6 @@ absl::StatusOr<pid_t> ForkExec(const SpawnOptions& options, int in_fd, int out_f
   return pid;
 }
 
-absl::StatusOr<char> ProcState(pid_t pid) {
-  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) return stat.status();
-  size_t close_paren = stat->rfind(')');
-  if (close_paren == std::string::npos || close_paren + 2 >= stat->size()) {
-    return absl::InternalError("unexpected /proc stat format");
-  }
-  return (*stat)[close_paren + 2];
-}
-
 }  // namespace
 
 absl::StatusOr<pid_t> SpawnDaemon(const SpawnOptions& options) {
@@ -269,9 +260,40 @@ bool IsAlive(pid_t pid) {
   }
   if (r == 0) return true;  // our child, still running
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  auto state = ProcState(pid);
-  if (!state.ok()) return false;
-  return *state != 'Z' && *state != 'X';
+  return ReadLiveProcess(pid).has_value();
+}
+
+std::optional<LiveProcess> ReadLiveProcess(pid_t pid) {
+  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return std::nullopt;
+  // Fields after the command name, which may hold spaces and parentheses:
+  // [0] is field 3 (state), [2] the process group, [17] the number of
+  // threads, [19] the start time.
+  size_t paren = stat->rfind(')');
+  if (paren == std::string::npos || paren + 2 > stat->size()) return std::nullopt;
+  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
+  LiveProcess out;
+  int64_t threads = 0;
+  if (f.size() < 20 || !absl::SimpleAtoi(f[2], &out.pgrp) || !absl::SimpleAtoi(f[17], &threads) ||
+      !absl::SimpleAtoi(f[19], &out.start_ticks)) {
+    return std::nullopt;
+  }
+  if (f[0] == "X" || (f[0] == "Z" && threads <= 1)) return std::nullopt;
+  return out;
+}
+
+std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    auto live = ReadLiveProcess(pid);
+    if (live && live->pgrp == pgid) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
 }
 
 std::optional<int> ExitStatusOf(pid_t pid) {

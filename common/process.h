@@ -71,8 +71,22 @@ struct CommandResult {
 // when the process cannot be started.
 absl::StatusOr<CommandResult> RunAndCapture(const SpawnOptions& options, absl::Duration timeout);
 
-// Whether `pid` exists and is not a zombie. Reaps it if it is an exited child.
+// Whether `pid` has not exited (see ReadLiveProcess). Reaps it if it is an
+// exited child.
 bool IsAlive(pid_t pid);
+
+// What /proc/PID/stat says of a process that has not exited; nullopt once it
+// has: no such process, or a zombie with no thread left. A killed process
+// whose main thread went first shows Z while its other threads still close
+// its files (a listening socket) and free its memory.
+struct LiveProcess {
+  int64_t pgrp = 0;
+  uint64_t start_ticks = 0;  // clock ticks after boot
+};
+std::optional<LiveProcess> ReadLiveProcess(pid_t pid);
+
+// The processes of process group `pgid` that have not exited, from /proc.
+std::vector<pid_t> LiveGroupMembers(pid_t pgid);
 
 // The wait status ("exited with code 1", "killed by signal 9") of a child
 // this process reaped, if any.

@@ -1,10 +1,12 @@
 #include "common/process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,6 +240,40 @@ TEST_F(ProcessTest, FreePortsAreDistinctAndNeverEphemeral) {
     EXPECT_GE(*port, 1024);
     EXPECT_TRUE(seen.insert(*port).second) << "port " << *port << " handed out twice";
   }
+}
+
+// A process whose main thread has ended while another still runs shows Z in
+// /proc, yet holds its files (a listening socket) until its last thread goes.
+TEST(ProcessStateTest, AZombieLeaderWithLiveThreadsIsAlive) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void*) -> void* {
+          sleep(30);
+          _exit(0);
+        },
+        nullptr);
+    syscall(SYS_exit, 0);  // ends the main thread only (no unwinding through the test)
+  }
+  auto zombie_leader = [pid] {
+    auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    return stat.ok() && stat->substr(stat->rfind(')') + 2, 1) == "Z";
+  };
+  setpgid(pid, pid);  // either side may run first
+  ASSERT_TRUE(PollUntil(zombie_leader, absl::Now() + absl::Seconds(10)));
+  EXPECT_TRUE(IsAlive(pid));
+  auto live = ReadLiveProcess(pid);
+  ASSERT_TRUE(live.has_value());
+  EXPECT_EQ(live->pgrp, pid);
+  EXPECT_EQ(LiveGroupMembers(pid), std::vector<pid_t>{pid});
+  kill(pid, SIGKILL);
+  EXPECT_TRUE(WaitForExit(pid, absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_FALSE(ReadLiveProcess(pid).has_value());
+  EXPECT_TRUE(LiveGroupMembers(pid).empty());
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "dashboard/job_runner.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -34,41 +33,10 @@ absl::StatusOr<Runner> StartRunner(const RunnerSpec& spec) {
   return r;
 }
 
-namespace {
-
-// What /proc/PID/stat says of a process that has not exited; nullopt for
-// one that has. A zombie has exited unless it still has threads: a killed
-// process whose main thread is gone shows Z while its other threads still
-// free its memory and close its files.
-struct ProcStat {
-  int64_t pgrp = 0;
-  uint64_t start_ticks = 0;
-};
-std::optional<ProcStat> ReadLiveStat(pid_t pid) {
-  auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) return std::nullopt;
-  // Fields after the command name, which may hold spaces and parentheses:
-  // fields[0] is field 3 (state), [2] the process group, [17] the number
-  // of threads, [19] the start time.
-  size_t paren = stat->rfind(')');
-  if (paren == std::string::npos || paren + 2 > stat->size()) return std::nullopt;
-  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
-  ProcStat out;
-  int64_t threads = 0;
-  if (f.size() < 20 || !absl::SimpleAtoi(f[2], &out.pgrp) || !absl::SimpleAtoi(f[17], &threads) ||
-      !absl::SimpleAtoi(f[19], &out.start_ticks)) {
-    return std::nullopt;
-  }
-  if (f[0] == "X" || (f[0] == "Z" && threads <= 1)) return std::nullopt;
-  return out;
-}
-
-}  // namespace
-
 std::optional<uint64_t> ProcessStartTicks(pid_t pid) {
-  auto stat = ReadLiveStat(pid);
-  if (!stat) return std::nullopt;
-  return stat->start_ticks;
+  auto live = ReadLiveProcess(pid);
+  if (!live) return std::nullopt;
+  return live->start_ticks;
 }
 
 bool RunnerGone(const Runner& runner) {
@@ -92,20 +60,6 @@ absl::Status SignalRunnerGroup(const Runner& runner, int sig) {
 
 void KillLeftovers(const Runner& runner) {
   if (runner.pid > 1) killpg(runner.pid, SIGKILL);
-}
-
-std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
-  std::vector<pid_t> out;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* e = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    auto stat = ReadLiveStat(pid);
-    if (stat && stat->pgrp == pgid) out.push_back(pid);
-  }
-  closedir(proc);
-  return out;
 }
 
 std::optional<int> ReadExitFile(const std::string& path) {

@@ -61,10 +61,6 @@ absl::Status SignalRunnerGroup(const Runner& runner, int sig);
 // runner's pid already belongs to another process.
 void KillLeftovers(const Runner& runner);
 
-// The processes of process group `pgid` that have not exited (see
-// ProcessStartTicks), from /proc.
-std::vector<pid_t> LiveGroupMembers(pid_t pgid);
-
 // The wait status the runner recorded; nullopt when it wrote none.
 std::optional<int> ReadExitFile(const std::string& path);
 

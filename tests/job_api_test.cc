@@ -123,14 +123,14 @@ TEST_F(JobApiTest, StopMidRunLeavesNoProcessOfTheJob) {
   ASSERT_TRUE(id.ok()) << id.status();
   json running = WaitForStatus(*id, "RUNNING");
   pid_t pgid = std::stoi(running["driver_info"]["pid"].get<std::string>());
-  ASSERT_TRUE(JobCluster::WaitFor([&] { return ProcessGroupMembers(pgid).size() >= 3; }, absl::Seconds(5)));
+  ASSERT_TRUE(JobCluster::WaitFor([&] { return LiveGroupMembers(pgid).size() >= 3; }, absl::Seconds(5)));
   EXPECT_EQ(client.DeleteJob(*id).code(), absl::StatusCode::kInvalidArgument);  // still running
 
   auto stopped = client.StopJob(*id);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_TRUE(*stopped);
   WaitForStatus(*id, "STOPPED");
-  EXPECT_TRUE(ProcessGroupMembers(pgid).empty());
+  EXPECT_TRUE(LiveGroupMembers(pgid).empty());
   EXPECT_FALSE(*client.StopJob(*id));
 }
 
@@ -217,7 +217,7 @@ TEST_F(JobApiTest, DashboardRestartKeepsRecordsAndRunningJobs) {
   ASSERT_TRUE(client.StopJob(*running).ok());
   WaitForStatus(*running, "STOPPED");
   pid_t pgid = std::stoi(running_job["driver_info"]["pid"].get<std::string>());
-  EXPECT_TRUE(ProcessGroupMembers(pgid).empty());
+  EXPECT_TRUE(LiveGroupMembers(pgid).empty());
   EXPECT_EQ(client.ListJobs()->size(), 3u);
 }
 

@@ -174,7 +174,7 @@ TEST_F(JobCliTest, MantaStopStopsRunningJobs) {
   pid_t pgid = std::stoi(job["driver_info"]["pid"].get<std::string>());
   CommandResult stop = cluster_.RunManta({"stop", "--temp-dir", cluster_.temp_dir()});
   EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
-  EXPECT_TRUE(JobCluster::WaitFor([&] { return ProcessGroupMembers(pgid).empty(); }, absl::Seconds(10)));
+  EXPECT_TRUE(JobCluster::WaitFor([&] { return LiveGroupMembers(pgid).empty(); }, absl::Seconds(10)));
 }
 
 TEST_F(JobCliTest, SubmitShowsThePendingStateUntilTheJobRuns) {

@@ -169,20 +169,4 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return out;
 }
 
-std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    if (!stat.ok()) continue;
-    std::vector<std::string> f = absl::StrSplit(stat->substr(stat->rfind(')') + 2), ' ');
-    if (f.size() > 2 && f[0] != "Z" && f[2] == std::to_string(pgid)) out.push_back(pid);
-  }
-  closedir(d);
-  return out;
-}
-
 }  // namespace manta::testing

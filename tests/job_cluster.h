@@ -80,7 +80,4 @@ class JobCluster {
 // The names in `dir` (without "." and ".."), sorted; empty if unreadable.
 std::vector<std::string> ListDir(const std::string& dir);
 
-// Live processes whose process group is `pgid`.
-std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
-
 }  // namespace manta::testing
