@@ -76,9 +76,10 @@ absl::StatusOr<CommandResult> RunAndCapture(const SpawnOptions& options, absl::D
 bool IsAlive(pid_t pid);
 
 // What /proc/PID/stat says of a process that has not exited; nullopt once it
-// has: no such process, or a zombie with no thread left. A killed process
-// whose main thread went first shows Z while its other threads still close
-// its files (a listening socket) and free its memory.
+// has (no such process, or a zombie with no thread but its exited main one)
+// or when /proc cannot be read. A killed process whose main thread went
+// first shows Z while its other threads still close its files (a listening
+// socket) and free its memory.
 struct LiveProcess {
   int64_t pgrp = 0;
   uint64_t start_ticks = 0;  // clock ticks after boot

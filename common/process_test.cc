@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -244,26 +245,46 @@ TEST_F(ProcessTest, FreePortsAreDistinctAndNeverEphemeral) {
 
 // A process whose main thread has ended while another still runs shows Z in
 // /proc, yet holds its files (a listening socket) until its last thread goes.
+// It is a grandchild here, as a daemon is to whoever waits for it: a child
+// of ours would be answered by waitpid without /proc.
 TEST(ProcessStateTest, AZombieLeaderWithLiveThreadsIsAlive) {
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setpgid(0, 0);
-    pthread_t t;
-    pthread_create(
-        &t, nullptr,
-        [](void*) -> void* {
-          sleep(30);
-          _exit(0);
-        },
-        nullptr);
-    syscall(SYS_exit, 0);  // ends the main thread only (no unwinding through the test)
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t middle = fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    pid_t worker = fork();
+    if (worker == 0) {
+      setpgid(0, 0);
+      pthread_t t;
+      if (pthread_create(
+              &t, nullptr,
+              [](void*) -> void* {
+                sleep(30);
+                _exit(0);
+              },
+              nullptr) != 0) {
+        _exit(1);
+      }
+      syscall(SYS_exit, 0);  // ends the main thread only (no unwinding through the test)
+    }
+    (void)!write(fds[1], &worker, sizeof(worker));
+    _exit(0);
   }
+  pid_t pid = 0;
+  ASSERT_EQ(read(fds[0], &pid, sizeof(pid)), static_cast<ssize_t>(sizeof(pid)));
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_GT(pid, 0);
+  auto cleanup = absl::MakeCleanup([pid] {
+    kill(pid, SIGKILL);
+    WaitForExit(pid, absl::Now() + absl::Seconds(10)).IgnoreError();
+  });
+  EXPECT_TRUE(WaitForExit(middle, absl::Now() + absl::Seconds(10)).ok());
   auto zombie_leader = [pid] {
     auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
     return stat.ok() && stat->substr(stat->rfind(')') + 2, 1) == "Z";
   };
-  setpgid(pid, pid);  // either side may run first
   ASSERT_TRUE(PollUntil(zombie_leader, absl::Now() + absl::Seconds(10)));
   EXPECT_TRUE(IsAlive(pid));
   auto live = ReadLiveProcess(pid);

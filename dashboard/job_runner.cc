@@ -11,7 +11,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/process.h"
