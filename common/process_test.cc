@@ -250,17 +250,23 @@ TEST_F(ProcessTest, FreePortsAreDistinctAndNeverEphemeral) {
 TEST(ProcessStateTest, AZombieLeaderWithLiveThreadsIsAlive) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
+  // The worker's thread waits on `hold` until every write end is closed:
+  // the test closes its own when it is done (or when it dies).
+  static int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
   pid_t middle = fork();
   ASSERT_GE(middle, 0);
   if (middle == 0) {
     pid_t worker = fork();
     if (worker == 0) {
       setpgid(0, 0);
+      close(hold[1]);
       pthread_t t;
       if (pthread_create(
               &t, nullptr,
               [](void*) -> void* {
-                sleep(30);
+                char c;
+                (void)!read(hold[0], &c, 1);
                 _exit(0);
               },
               nullptr) != 0) {
@@ -278,6 +284,8 @@ TEST(ProcessStateTest, AZombieLeaderWithLiveThreadsIsAlive) {
   ASSERT_GT(pid, 0);
   auto cleanup = absl::MakeCleanup([pid] {
     kill(pid, SIGKILL);
+    close(hold[1]);
+    close(hold[0]);
     WaitForExit(pid, absl::Now() + absl::Seconds(10)).IgnoreError();
   });
   EXPECT_TRUE(WaitForExit(middle, absl::Now() + absl::Seconds(10)).ok());

@@ -170,17 +170,6 @@ TEST_F(JobManagerTest, StopKillsTheWholeProcessGroup) {
   EXPECT_FALSE(*jobs_->Stop(id));  // already ended
 }
 
-// Resident bytes of `pid` (0 once it is gone): /proc/PID/statm's second
-// field, in pages.
-int64_t ResidentBytes(pid_t pid) {
-  auto statm = ReadFile(absl::StrCat("/proc/", pid, "/statm"));
-  if (!statm.ok()) return 0;
-  std::vector<std::string> fields = absl::StrSplit(*statm, ' ');
-  int64_t pages = 0;
-  if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pages)) return 0;
-  return pages * sysconf(_SC_PAGESIZE);
-}
-
 TEST_F(JobManagerTest, AStoppedJobEndsOnlyOnceNoProcessOfItLives) {
   // tail holds 768 MiB, and a process that large takes tens of milliseconds
   // to exit after its signal: the job must not end while it still lives.
