@@ -323,6 +323,21 @@ void ActorManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureReque
     return done(Invalid(absl::StrCat("node_id must be ", NodeId::kSize, " bytes")));
   }
   workers_->Forget(request.worker_id());
+  // For the raylets: the leases it held as a caller end with it.
+  if (reported_.insert(request.worker_id()).second) {
+    reported_order_.push_back(request.worker_id());
+    if (reported_order_.size() > kReportedWorkers) {
+      reported_.erase(reported_order_.front());
+      reported_order_.pop_front();
+    }
+    rpc::PubMessage msg;
+    msg.set_channel(rpc::PubMessage::WORKER);
+    msg.set_key(request.worker_id());
+    msg.mutable_worker_death()->set_worker_id(request.worker_id());
+    msg.mutable_worker_death()->set_node_id(request.node_id());
+    publisher_->Publish(std::move(msg));
+  }
+  if (request.held_no_lease()) return done(absl::OkStatus());  // no actor's worker
   auto it = by_worker_.find(request.worker_id());
   if (it == by_worker_.end()) return done(absl::OkStatus());  // not an actor's worker, or already handled
   ActorId id = it->second;

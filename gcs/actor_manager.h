@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/id.h"
 #include "common/rpc/done.h"
 #include "common/rpc/reply_cache.h"
@@ -77,7 +78,8 @@ class ActorManager {
   // unknown id; killing a DEAD actor is OK. A retry (the same request_id)
   // changes nothing: a kill with restart restarts the actor once.
   void HandleKillActor(const rpc::KillActorRequest& request, rpc::KillActorReply* reply, rpc::Done done);
-  // A raylet's worker exited; its actor, if any, restarts or dies.
+  // A raylet's worker exited: published on WORKER; unless its lease had
+  // ended before (held_no_lease), its actor, if any, restarts or dies.
   void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request, rpc::ReportWorkerFailureReply* reply,
                                  rpc::Done done);
 
@@ -139,6 +141,13 @@ class ActorManager {
   absl::flat_hash_map<std::string, ActorId> by_worker_;  // worker id -> ALIVE actor
   absl::flat_hash_map<NameKey, ActorId> names_;          // actors not DEAD
   std::deque<ActorId> dead_order_;                       // DEAD actors, oldest first
+
+  // Workers whose exit was published (a retried report publishes nothing),
+  // the latest kReportedWorkers, oldest first in reported_order_.
+  static constexpr size_t kReportedWorkers = 4096;
+  absl::flat_hash_set<std::string> reported_;
+  std::deque<std::string> reported_order_;
+
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;
   StoppedSink stopped_;

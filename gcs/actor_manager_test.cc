@@ -129,10 +129,11 @@ class ActorManagerTest : public ::testing::Test {
     return spec;
   }
 
-  absl::Status ReportFailure(const std::string& worker_id, const std::string& detail) {
+  absl::Status ReportFailure(const std::string& worker_id, const std::string& detail, bool held_no_lease = false) {
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(worker_id);
     req.set_exit_detail(detail);
+    req.set_held_no_lease(held_no_lease);
     rpc::ReportWorkerFailureReply reply;
     absl::Status result = absl::UnknownError("no reply");
     actors_->HandleReportWorkerFailure(req, &reply, [&](const absl::Status& s) { result = s; });
@@ -375,6 +376,27 @@ TEST_F(ActorManagerTest, WorkerFailureRestartsUntilOutOfRestarts) {
   using Stop = std::pair<ActorId, rpc::ErrorInfo::Type>;
   EXPECT_EQ(stopped_,
             (std::vector<Stop>{{Id(spec), rpc::ErrorInfo::WORKER_DIED}, {Id(spec), rpc::ErrorInfo::ACTOR_DIED}}));
+}
+
+// Every reported exit is published for the raylets (the leases it held as a
+// caller end); one whose lease had ended before is no actor's loss.
+TEST_F(ActorManagerTest, AReportedExitIsPublishedAndAnEndedLeaseLosesNoActor) {
+  AddNode({{"CPU", 4}});
+  rpc::TaskSpec spec = MakeAlive(Spec({{"CPU", 1}}, /*max_restarts=*/1));
+  std::string worker = actors_->Get(Id(spec))->address().worker_id();
+  const std::string other = WorkerId::FromRandom().Binary();
+  ASSERT_TRUE(ReportFailure(worker, "killed by signal 15", /*held_no_lease=*/true).ok());
+  ASSERT_TRUE(ReportFailure(other, "exited with code 0").ok());
+  ASSERT_TRUE(ReportFailure(other, "exited with code 0").ok()) << "a retry publishes nothing";
+  EXPECT_EQ(StateOf(spec), State::ALIVE);
+  rpc::PollRequest req;
+  req.add_channels(rpc::PubMessage::WORKER);
+  rpc::PollReply reply;
+  pub_.HandlePoll(req, &reply, [](const absl::Status&) {});
+  reply = AsReceived(reply);
+  std::vector<std::string> died;
+  for (const auto& m : reply.messages()) died.push_back(m.worker_death().worker_id());
+  EXPECT_EQ(died, (std::vector<std::string>{worker, other}));
 }
 
 TEST_F(ActorManagerTest, NodeDeathRestartsElsewhereOrKills) {

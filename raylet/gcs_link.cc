@@ -141,6 +141,7 @@ void GcsLink::Subscribe() {
   rpc::PollRequest req;
   req.add_channels(rpc::PubMessage::NODE_INFO);
   req.add_channels(rpc::PubMessage::NODE_RESOURCES);
+  req.add_channels(rpc::PubMessage::WORKER);
   req.set_after_sequence(events_sequence_);
   req.set_gcs_incarnation(events_incarnation_);
   req.set_max_wait_ms(options_.events_wait_ms);
@@ -219,6 +220,7 @@ bool GcsLink::Apply(const rpc::PollReply& reply, bool* changed) {
   for (const auto& m : reply.messages()) {
     if (m.has_node_info()) *changed |= host_->OnNodeInfo(m.node_info());
     if (m.has_node_resources()) *changed |= host_->OnNodeResources(m.node_resources());
+    if (m.has_worker_death()) host_->OnWorkerDeath(m.worker_death());
     if (stopped_) return false;  // the node learned it is dead
   }
   return true;

@@ -46,6 +46,10 @@ class FakeRaylet : public GcsLink::Host {
     return true;
   }
   bool OnNodeResources(const rpc::NodeResources&) override { return false; }
+  void OnWorkerDeath(const rpc::WorkerDeath& death) override {
+    absl::MutexLock lock(&mu);
+    workers_died.push_back(death.worker_id());
+  }
   void OnNodesReset() override {
     absl::MutexLock lock(&mu);
     ++resets;
@@ -74,6 +78,7 @@ class FakeRaylet : public GcsLink::Host {
   int firsts ABSL_GUARDED_BY(mu) = 0;
   int resets ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> nodes_seen ABSL_GUARDED_BY(mu);
+  std::vector<std::string> workers_died ABSL_GUARDED_BY(mu);
   std::string exited ABSL_GUARDED_BY(mu);
   std::string rejoined ABSL_GUARDED_BY(mu);
 
@@ -168,6 +173,20 @@ TEST_F(GcsLinkTest, RegistersReportsAndFollowsOtherNodes) {
   ASSERT_TRUE(raylet_.Await([&] {
     return std::find(raylet_.nodes_seen.begin(), raylet_.nodes_seen.end(), other) != raylet_.nodes_seen.end();
   }));
+}
+
+TEST_F(GcsLinkTest, APublishedWorkerDeathReachesTheRaylet) {
+  StartRegistered();
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
+  const std::string worker = WorkerId::FromRandom().Binary();
+  OnLoop([&] {
+    rpc::PubMessage m;
+    m.set_channel(rpc::PubMessage::WORKER);
+    m.set_key(worker);
+    m.mutable_worker_death()->set_worker_id(worker);
+    gcs_->Publish(m);
+  });
+  ASSERT_TRUE(raylet_.Await([&] { return raylet_.workers_died == std::vector<std::string>{worker}; }));
 }
 
 TEST_F(GcsLinkTest, AGcsThatNeverAnswersEndsTheFirstRegistrationAfterTheConnectTimeout) {

@@ -121,6 +121,12 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
     *reply = it->second.reply;
     return done(absl::OkStatus());
   }
+  if (request.spec().type() != rpc::TaskSpec::ACTOR_CREATION_TASK &&
+      dead_callers_.contains(request.spec().caller_address().worker_id())) {
+    reply->set_outcome(Reply::CANCELLED);  // sent before its caller exited
+    reply->set_message("the lease's caller exited");
+    return done(absl::OkStatus());
+  }
   auto demand = LeaseDemand(request.spec());
   if (!demand.ok()) return invalid(demand.status());
   auto selector = LabelSelector::Parse(request.spec().label_selector());
@@ -163,7 +169,7 @@ void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, r
   bool dedicated = lease.spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK;
   Erase(lease.id);
   if (request.disconnect_worker() || dedicated) {
-    pool_->DisconnectWorker(worker, request.disconnect_worker() ? "returned with disconnect" : "its actor is gone");
+    StopWorker(worker, request.disconnect_worker() ? "returned with disconnect" : "its actor is gone");
   } else {
     pool_->PushWorker(worker);
   }
@@ -223,7 +229,45 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
     }
     if (hit) ended.push_back(id);
   }
-  for (const auto& id : ended) {
+  EndLeases(ended, why);  // frees the leases' resources before the bundles go
+}
+
+void LeaseManager::EndLeasesOfCaller(const WorkerId& worker) {
+  MANTA_CHECK_THREAD(thread_);
+  const std::string id = worker.Binary();
+  if (!dead_callers_.insert(id).second) return;  // ended already
+  dead_callers_order_.push_back(id);
+  if (dead_callers_order_.size() > kDeadCallers) {
+    dead_callers_.erase(dead_callers_order_.front());
+    dead_callers_order_.pop_front();
+  }
+  if (EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.worker_id() == id; },
+                             "its caller worker_id=" + worker.Hex() + " exited")) {
+    Schedule();
+  }
+}
+
+bool LeaseManager::EndLeasesOfCallerNode(const NodeId& node) {
+  MANTA_CHECK_THREAD(thread_);
+  const std::string id = node.Binary();
+  return EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.node_id() == id; },
+                                "its caller's node_id=" + node.Hex() + " died");
+}
+
+bool LeaseManager::EndLeasesOfCallerWhere(const std::function<bool(const rpc::Address&)>& gone,
+                                          const std::string& why) {
+  std::vector<std::string> ended;
+  for (const auto& [id, lease] : leases_) {
+    if (lease->spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK && gone(lease->spec.caller_address())) {
+      ended.push_back(id);
+    }
+  }
+  EndLeases(ended, why);
+  return !ended.empty();
+}
+
+void LeaseManager::EndLeases(const std::vector<std::string>& ids, const std::string& why) {
+  for (const auto& id : ids) {
     Lease& lease = *leases_.at(id);
     if (lease.state != State::kGranted) {
       Finish(lease, Reply::CANCELLED, why);
@@ -231,9 +275,19 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
     }
     WorkerId worker = lease.worker.worker_id;
     Log()->info("stopping worker_id={} of lease_id={}: {}", worker.Hex(), ToHex(id), why);
-    Erase(id);  // frees the lease's resources before the bundle goes
-    pool_->DisconnectWorker(worker, why);
+    Erase(id);
+    StopWorker(worker, why);
   }
+}
+
+void LeaseManager::StopWorker(const WorkerId& worker, const std::string& why) {
+  stopped_with_lease_.insert(worker);
+  pool_->DisconnectWorker(worker, why);
+}
+
+bool LeaseManager::TakeStoppedWithLease(const WorkerId& worker) {
+  MANTA_CHECK_THREAD(thread_);
+  return stopped_with_lease_.erase(worker) > 0;
 }
 
 void LeaseManager::CancelAll(const std::string& why) {

@@ -116,6 +116,14 @@ class LeaseManager {
   // not schedule: call OnLocalResourcesChanged() once the bundles are gone.
   void EndLeasesInGroup(const PlacementGroupId& group, const std::function<bool(int bundle)>& in_returned,
                         const std::string& why);
+  // The caller of leases is gone (a worker, or every worker of a node): its
+  // normal-task leases end as in EndLeasesInGroup, their tasks having no
+  // owner left. Actor creations, which the GCS asks for, stay. A request
+  // of a caller gone (one of the last kDeadCallers) that arrives later is
+  // answered CANCELLED. EndLeasesOfCallerNode does not schedule (it runs
+  // while the view is read again): it returns whether a lease ended.
+  void EndLeasesOfCaller(const WorkerId& worker);
+  bool EndLeasesOfCallerNode(const NodeId& node);
   // Answers every lease not yet granted with CANCELLED (`why`): no call is
   // left held. For shutdown.
   void CancelAll(const std::string& why);
@@ -127,6 +135,9 @@ class LeaseManager {
   // A worker process exited: frees the lease it held. Returns whether it
   // held one.
   bool OnWorkerExit(const WorkerId& worker);
+  // Whether this stopped `worker` as its lease ended (returned with
+  // disconnect, or ended here); forgets it. For its exit.
+  bool TakeStoppedWithLease(const WorkerId& worker);
   // The cluster view changed: queued and infeasible leases are re-examined.
   // (A change of view_->version() seen by any later event does the same.)
   void OnClusterChanged();
@@ -229,6 +240,13 @@ class LeaseManager {
   // Forgets the lease, freeing what it holds; `last` is what a retried
   // request for it is answered (CANCELLED when null).
   void Erase(const std::string& id, const rpc::RequestWorkerLeaseReply* last = nullptr, bool cancelled = false);
+  // Ends each of `ids` (in leases_): a granted one's worker is stopped and
+  // the lease forgotten, any other answered CANCELLED (`why`).
+  void EndLeases(const std::vector<std::string>& ids, const std::string& why);
+  // Ends the normal-task leases whose caller is `gone`; whether any ended.
+  bool EndLeasesOfCallerWhere(const std::function<bool(const rpc::Address&)>& gone, const std::string& why);
+  // Stops a worker whose lease ended, marking it for TakeStoppedWithLease.
+  void StopWorker(const WorkerId& worker, const std::string& why);
   // The lease is infeasible and in a group: ask whether the group exists.
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);
@@ -253,6 +271,12 @@ class LeaseManager {
   // Normal-task leases holding resources here, by WorkerKey.
   absl::flat_hash_map<std::string, int> running_by_worker_;
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_;  // granted leases
+  absl::flat_hash_set<WorkerId> stopped_with_lease_;            // until they exit
+  // Callers whose leases ended with them, the latest kDeadCallers (worker
+  // ids), oldest first in dead_callers_order_.
+  static constexpr size_t kDeadCallers = 4096;
+  absl::flat_hash_set<std::string> dead_callers_;
+  std::deque<std::string> dead_callers_order_;
   // Leases that have ended, with the answer a retried request gets, and
   // whether a CancelWorkerLease ended it.
   struct Ended {

@@ -27,7 +27,16 @@ struct LeaseOptions {
   std::string placement_group{};  // binary; empty: none
   int bundle_index = 0;
   rpc::SchedulingStrategy strategy{};
+  rpc::Address caller{};
 };
+
+// A lease's caller (the worker that asked).
+rpc::Address Caller(const WorkerId& worker, const NodeId& node) {
+  rpc::Address a;
+  a.set_worker_id(worker.Binary());
+  a.set_node_id(node.Binary());
+  return a;
+}
 
 class LeaseManagerTest : public ::testing::Test {
  protected:
@@ -49,6 +58,7 @@ class LeaseManagerTest : public ::testing::Test {
     spec->set_placement_group_id(o.placement_group);
     spec->set_bundle_index(o.bundle_index);
     *spec->mutable_scheduling_strategy() = o.strategy;
+    *spec->mutable_caller_address() = o.caller;
     req.set_grant_or_reject(o.grant_or_reject);
     req.set_fail_if_infeasible(o.fail_if_infeasible);
     calls_.push_back(std::make_unique<Call>());
@@ -281,6 +291,50 @@ TEST_F(LeaseManagerTest, WorkerDeathFreesItsLease) {
   EXPECT_FALSE(leases_.OnWorkerExit(w));
   ASSERT_TRUE(b->done);
   EXPECT_EQ(b->reply.outcome(), Reply::GRANTED);
+}
+
+// A caller's leases (its tasks' workers, granted or waiting) end with it:
+// no task of them has an owner left. Another caller's, and the actors it
+// created (the GCS asked for those), stay.
+TEST_F(LeaseManagerTest, TheLeasesOfAGoneCallerEnd) {
+  const NodeId there = NodeId::FromRandom();
+  const WorkerId gone = WorkerId::FromRandom();
+  Call* granted = Request("granted", {{"CPU", 2}}, {.caller = Caller(gone, there)});
+  Call* other = Request("other", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there)});
+  Call* actor =
+      Request("actor", {{"CPU", 1}}, {.type = rpc::TaskSpec::ACTOR_CREATION_TASK, .caller = Caller(gone, there)});
+  Call* queued = Request("queued", {{"CPU", 2}}, {.caller = Caller(gone, there)});
+  ASSERT_EQ(granted->reply.outcome(), Reply::GRANTED);
+  ASSERT_FALSE(queued->done);
+  leases_.EndLeasesOfCaller(WorkerId::FromRandom());
+  EXPECT_TRUE(pool_.disconnected.empty());
+  EXPECT_FALSE(queued->done);
+
+  leases_.EndLeasesOfCaller(gone);
+  ASSERT_EQ(pool_.disconnected.size(), 1u);
+  EXPECT_EQ(pool_.disconnected[0].Binary(), granted->reply.worker_address().worker_id());
+  ASSERT_TRUE(queued->done);
+  EXPECT_EQ(queued->reply.outcome(), Reply::CANCELLED);
+  EXPECT_EQ(leases_.num_leases(), 2u) << "the other caller's lease and the actor's stay";
+  EXPECT_EQ(local_.available().Get("CPU").ToDouble(), 2.0) << "the ended lease's CPUs are free";
+  EXPECT_EQ(other->reply.outcome(), Reply::GRANTED);
+  const WorkerId ended = *WorkerId::FromBinary(granted->reply.worker_address().worker_id());
+  EXPECT_TRUE(leases_.TakeStoppedWithLease(ended)) << "its exit is to be reported";
+  EXPECT_FALSE(leases_.TakeStoppedWithLease(ended));
+  Call* late = Request("late", {{"CPU", 1}}, {.caller = Caller(gone, there)});
+  ASSERT_TRUE(late->done) << "a request sent before its caller exited";
+  EXPECT_EQ(late->reply.outcome(), Reply::CANCELLED);
+
+  // Every worker of a dead node goes with it, unreported.
+  Call* next = Request("next", {{"CPU", 2}}, {.caller = Caller(WorkerId::FromRandom(), there)});
+  ASSERT_EQ(next->reply.outcome(), Reply::GRANTED);
+  EXPECT_FALSE(leases_.EndLeasesOfCallerNode(NodeId::FromRandom()));
+  EXPECT_EQ(leases_.num_leases(), 3u);
+  EXPECT_TRUE(leases_.EndLeasesOfCallerNode(there));
+  EXPECT_EQ(leases_.num_leases(), 1u) << "only the actor's lease stays";
+  EXPECT_EQ(pool_.disconnected.size(), 3u);
+  ASSERT_TRUE(actor->done);
+  EXPECT_EQ(actor->reply.outcome(), Reply::GRANTED);
 }
 
 TEST_F(LeaseManagerTest, ActorWorkersAreNotReused) {

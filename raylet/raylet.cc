@@ -351,20 +351,30 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
 
   void OnWorkerExit(const WorkerExit& exit) {
     auto named = worker_names_.find(exit.worker_id);
-    const WorkerName name = named == worker_names_.end() ? WorkerName{} : named->second;
-    if (named != worker_names_.end()) worker_names_.erase(named);
+    // A worker never leased (idle, prestarted) was no caller of a lease.
+    const bool leased_once = named != worker_names_.end();
+    const WorkerName name = leased_once ? named->second : WorkerName{};
+    if (leased_once) worker_names_.erase(named);
     // "killed by signal 9 (Killed)", not sent by the pool.
     const bool sigkill = !exit.intentional && exit.detail.rfind("killed by signal 9 ", 0) == 0;
     if (metrics_) metrics_->OnWorkerExit(exit.worker_id, sigkill, name.name, name.actor);
     logs_->RemoveWorker(exit.worker_id);
-    bool held_lease = leases_->OnWorkerExit(exit.worker_id);
-    if (!held_lease || shutting_down_ || !link_->registered()) return;
+    const bool held_lease = leases_->OnWorkerExit(exit.worker_id);
+    const bool stopped_with_lease = leases_->TakeStoppedWithLease(exit.worker_id);
+    // What it leased here as a caller ends now; elsewhere, once published.
+    leases_->EndLeasesOfCaller(exit.worker_id);
+    // Reported when it may have been a caller still: it exited leased, was
+    // stopped as its lease ended, or died while idle. One the pool stopped
+    // idle (a minute after its last task) holds no lease as a caller.
+    const bool report = leased_once && (held_lease || stopped_with_lease || !exit.intentional);
+    if (!report || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(exit.worker_id.Binary());
     req.set_node_id(node_id_.Binary());
     req.set_pid(exit.pid);
     req.set_exit_detail(exit.detail);
     req.set_intentional(exit.intentional);
+    req.set_held_no_lease(!held_lease);
     gcs_->ReportWorkerFailure(req, [id = exit.worker_id](const absl::Status& s, rpc::ReportWorkerFailureReply&&) {
       if (!s.ok()) Log()->warn("cannot report the exit of worker_id={}: {}", id.Hex(), s.ToString());
     });
@@ -593,6 +603,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     if (info.state() == rpc::NodeInfo::DEAD) {
       alive_nodes_.erase(*id);
       if (*id == node_id_ && !shutting_down_) OnDeclaredDead(info);
+      // Its workers died with it, unreported. (Scheduled by the caller of
+      // OnNodeInfo, once the view is whole.)
+      if (*id != node_id_) changed |= leases_->EndLeasesOfCallerNode(*id);
     } else {
       alive_nodes_[*id] = info;
       if (*id == node_id_ && info.draining()) {
@@ -604,6 +617,11 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
       }
     }
     return changed;
+  }
+
+  void OnWorkerDeath(const rpc::WorkerDeath& death) override {
+    auto id = WorkerId::FromBinary(death.worker_id());
+    if (id.ok()) leases_->EndLeasesOfCaller(*id);
   }
 
   // --- declared dead while alive ---

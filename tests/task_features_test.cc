@@ -61,5 +61,10 @@ TEST_F(TaskFeaturesTest, CancelEndsRunningTasksWithinASecond) {
   EXPECT_NE(r.out.find("OK cancel recursive, forced and alone, CPUs free"), std::string::npos) << r.out;
 }
 
+TEST_F(TaskFeaturesTest, TheChildrenOfAKilledParentEnd) {
+  CommandResult r = Run({"orphans", cluster_->temp_dir()});
+  EXPECT_NE(r.out.find("OK the children of a killed parent end, here and elsewhere"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace manta::testing

@@ -195,7 +195,15 @@ int SpinParent(std::string child_marker) {
   }
   return -1;
 }
-MANTA_REMOTE(Spin, PlusOne, SpinParent);
+// Submits a Spin ignoring cancels on `node` (hex), marking `child_marker`,
+// and waits for it (a minute at most).
+int PinnedParent(std::string node, std::string child_marker) {
+  auto child = manta::Task(Spin)
+                   .SetSchedulingStrategy(manta::NodeAffinity(*manta::NodeId::FromHex(node)))
+                   .Remote(child_marker, true);
+  return manta::Wait(std::vector<manta::ObjectRef<int>>{child}, 1, absl::Minutes(1)).ready.empty() ? -1 : 0;
+}
+MANTA_REMOTE(Spin, PlusOne, SpinParent, PinnedParent);
 
 bool WaitForFile(const std::string& path) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -290,6 +298,34 @@ int CancelTasks(const std::string& dir) {
   return CancelParents(dir);
 }
 
+// A task's callee goes with it: a parent killed (forced, not recursive)
+// while its child runs, on the parent's node or another, leaves no worker
+// of that child holding a CPU.
+int OrphanedChildren(const std::string& dir) {
+  auto* cw = manta::core::CoreWorker::Current();
+  const manta::NodeId here = cw->node_id();
+  std::string elsewhere;
+  for (const auto& n : cw->GetClusterResources().value_or(std::vector<manta::core::NodeResourcesData>{})) {
+    if (n.node_id != here) elsewhere = n.node_id.Hex();
+  }
+  if (elsewhere.empty()) return Fail("no other node");
+  for (const auto& [where, node] : std::map<std::string, std::string>{{"here", here.Hex()}, {"elsewhere", elsewhere}}) {
+    const std::string marker = dir + "/orphan-" + where;
+    auto parent = manta::Task(PinnedParent).SetSchedulingStrategy(manta::NodeAffinity(here)).Remote(node, marker);
+    if (!WaitForFile(marker)) return Fail("the child " + where + " never started");
+    manta::Cancel(parent, /*force=*/true, /*recursive=*/false);
+    try {
+      manta::Get(parent, absl::Seconds(10));
+      return Fail("the parent was not cancelled");
+    } catch (const manta::TaskCancelledError&) {
+    }
+    if (!AllCpusFree()) return Fail("the child " + where + " of a killed parent kept its CPU");
+    std::ofstream(marker + ".stop") << "stop";
+  }
+  std::cout << "OK the children of a killed parent end, here and elsewhere" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,6 +335,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::function<int()>> scenarios = {
       {"placement", Placement},
       {"cancel", [&] { return CancelTasks(dir); }},
+      {"orphans", [&] { return OrphanedChildren(dir); }},
       {"returns_and_errors",
        [&] {
          for (const auto& step : std::vector<std::function<int()>>{
