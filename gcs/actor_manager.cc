@@ -324,12 +324,7 @@ void ActorManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureReque
   }
   workers_->Forget(request.worker_id());
   // For the raylets: the leases it held as a caller end with it.
-  if (reported_.insert(request.worker_id()).second) {
-    reported_order_.push_back(request.worker_id());
-    if (reported_order_.size() > kReportedWorkers) {
-      reported_.erase(reported_order_.front());
-      reported_order_.pop_front();
-    }
+  if (reported_.Insert(request.worker_id())) {
     rpc::PubMessage msg;
     msg.set_channel(rpc::PubMessage::WORKER);
     msg.set_key(request.worker_id());

@@ -30,8 +30,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "common/id.h"
+#include "common/recent_set.h"
 #include "common/rpc/done.h"
 #include "common/rpc/reply_cache.h"
 #include "common/thread_checker.h"
@@ -143,10 +143,9 @@ class ActorManager {
   std::deque<ActorId> dead_order_;                       // DEAD actors, oldest first
 
   // Workers whose exit was published (a retried report publishes nothing),
-  // the latest kReportedWorkers, oldest first in reported_order_.
+  // the latest kReportedWorkers.
   static constexpr size_t kReportedWorkers = 4096;
-  absl::flat_hash_set<std::string> reported_;
-  std::deque<std::string> reported_order_;
+  RecentSet reported_{kReportedWorkers};
 
   uint64_t next_order_ = 0;
   TaskEventSink task_events_;

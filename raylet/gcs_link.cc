@@ -191,6 +191,11 @@ void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
   events_incarnation_ = reply.gcs_incarnation();
   events_sequence_ = reply.last_sequence();
   if (refreshing_) {
+    // Worker deaths are not in the node table being read: applied now (the
+    // refresh's end schedules), lest they go with replies it replaces.
+    for (const auto& m : reply.messages()) {
+      if (m.has_worker_death()) host_->OnWorkerDeath(m.worker_death());
+    }
     held_replies_.push_back(std::move(reply));
     return;
   }
@@ -220,7 +225,7 @@ bool GcsLink::Apply(const rpc::PollReply& reply, bool* changed) {
   for (const auto& m : reply.messages()) {
     if (m.has_node_info()) *changed |= host_->OnNodeInfo(m.node_info());
     if (m.has_node_resources()) *changed |= host_->OnNodeResources(m.node_resources());
-    if (m.has_worker_death()) host_->OnWorkerDeath(m.worker_death());
+    if (m.has_worker_death()) *changed |= host_->OnWorkerDeath(m.worker_death());
     if (stopped_) return false;  // the node learned it is dead
   }
   return true;

@@ -67,8 +67,9 @@ class GcsLink {
     // Node events; each returns whether the cluster view changed.
     virtual bool OnNodeInfo(const rpc::NodeInfo& info) = 0;
     virtual bool OnNodeResources(const rpc::NodeResources& resources) = 0;
-    // A worker that held a lease exited (WORKER channel).
-    virtual void OnWorkerDeath(const rpc::WorkerDeath& death) = 0;
+    // A worker that was leased exited (WORKER channel); returns whether
+    // that changed what this node can grant. Told again, changes nothing.
+    virtual bool OnWorkerDeath(const rpc::WorkerDeath& death) = 0;
     // The views are read again from scratch (after a gap).
     virtual void OnNodesReset() = 0;
     virtual void OnClusterChanged() = 0;

@@ -46,9 +46,10 @@ class FakeRaylet : public GcsLink::Host {
     return true;
   }
   bool OnNodeResources(const rpc::NodeResources&) override { return false; }
-  void OnWorkerDeath(const rpc::WorkerDeath& death) override {
+  bool OnWorkerDeath(const rpc::WorkerDeath& death) override {
     absl::MutexLock lock(&mu);
     workers_died.push_back(death.worker_id());
+    return true;
   }
   void OnNodesReset() override {
     absl::MutexLock lock(&mu);
@@ -124,6 +125,19 @@ class GcsLinkTest : public ::testing::Test {
     Start();
     ASSERT_TRUE(raylet_.Await([&] { return raylet_.registrations == 1; }));
   }
+  // A gap makes the link read the node table again; the read's second half
+  // is answered only on gcs_->ReleaseDelayed(), and a new poll is held.
+  void StartHeldReread() {
+    OnLoop([&] {
+      gcs_->DelayNext("GetClusterResources");
+      gcs_->ForgetUpTo(gcs_->last_sequence() + 1);  // the next message: a gap
+      rpc::PubMessage m;
+      m.set_channel(rpc::PubMessage::NODE_INFO);
+      m.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
+      gcs_->Publish(m);
+    });
+    ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->delayed() == 1 && gcs_->held_polls() == 1; }));
+  }
   void Advance(absl::Duration d) { clock_.Advance(d); }
   // Reads the fake GCS on the loop.
   template <typename T>
@@ -187,6 +201,23 @@ TEST_F(GcsLinkTest, APublishedWorkerDeathReachesTheRaylet) {
     gcs_->Publish(m);
   });
   ASSERT_TRUE(raylet_.Await([&] { return raylet_.workers_died == std::vector<std::string>{worker}; }));
+}
+
+// A worker's death is in no table the re-read brings back: applied as it
+// arrives, it is not lost with the replies a re-read replaces.
+TEST_F(GcsLinkTest, AWorkerDeathArrivingDuringARereadIsAppliedAtOnce) {
+  StartRegistered();
+  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
+  const std::string worker = WorkerId::FromRandom().Binary();
+  ASSERT_NO_FATAL_FAILURE(StartHeldReread());
+  OnLoop([&] {
+    rpc::PubMessage m;
+    m.set_channel(rpc::PubMessage::WORKER);
+    m.mutable_worker_death()->set_worker_id(worker);
+    gcs_->Publish(m);
+  });
+  EXPECT_TRUE(raylet_.Await([&] { return raylet_.workers_died == std::vector<std::string>{worker}; }));
+  OnLoop([&] { gcs_->ReleaseDelayed(); });
 }
 
 TEST_F(GcsLinkTest, AGcsThatNeverAnswersEndsTheFirstRegistrationAfterTheConnectTimeout) {
@@ -277,16 +308,7 @@ TEST_F(GcsLinkTest, NodeEventsArrivingDuringARereadAreAppliedAfterIt) {
   StartRegistered();
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
   const std::string late = NodeId::FromRandom().Binary();
-  OnLoop([&] {
-    // The re-read's second half is answered only when the test says so.
-    gcs_->DelayNext("GetClusterResources");
-    gcs_->ForgetUpTo(gcs_->last_sequence() + 1);  // the next message: a gap
-    rpc::PubMessage m;
-    m.set_channel(rpc::PubMessage::NODE_INFO);
-    m.mutable_node_info()->set_node_id(NodeId::FromRandom().Binary());
-    gcs_->Publish(m);
-  });
-  ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->delayed() == 1 && gcs_->held_polls() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(StartHeldReread());
   OnLoop([&] {
     rpc::PubMessage m;  // joined after the node table was read
     m.set_channel(rpc::PubMessage::NODE_INFO);

@@ -121,8 +121,9 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
     *reply = it->second.reply;
     return done(absl::OkStatus());
   }
+  const rpc::Address& caller = request.spec().caller_address();
   if (request.spec().type() != rpc::TaskSpec::ACTOR_CREATION_TASK &&
-      dead_callers_.contains(request.spec().caller_address().worker_id())) {
+      (dead_callers_.Contains(caller.worker_id()) || dead_caller_nodes_.Contains(caller.node_id()))) {
     reply->set_outcome(Reply::CANCELLED);  // sent before its caller exited
     reply->set_message("the lease's caller exited");
     return done(absl::OkStatus());
@@ -169,7 +170,7 @@ void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, r
   bool dedicated = lease.spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK;
   Erase(lease.id);
   if (request.disconnect_worker() || dedicated) {
-    StopWorker(worker, request.disconnect_worker() ? "returned with disconnect" : "its actor is gone");
+    pool_->DisconnectWorker(worker, request.disconnect_worker() ? "returned with disconnect" : "its actor is gone");
   } else {
     pool_->PushWorker(worker);
   }
@@ -232,24 +233,18 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
   EndLeases(ended, why);  // frees the leases' resources before the bundles go
 }
 
-void LeaseManager::EndLeasesOfCaller(const WorkerId& worker) {
+bool LeaseManager::EndLeasesOfCaller(const WorkerId& worker) {
   MANTA_CHECK_THREAD(thread_);
   const std::string id = worker.Binary();
-  if (!dead_callers_.insert(id).second) return;  // ended already
-  dead_callers_order_.push_back(id);
-  if (dead_callers_order_.size() > kDeadCallers) {
-    dead_callers_.erase(dead_callers_order_.front());
-    dead_callers_order_.pop_front();
-  }
-  if (EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.worker_id() == id; },
-                             "its caller worker_id=" + worker.Hex() + " exited")) {
-    Schedule();
-  }
+  if (!dead_callers_.Insert(id)) return false;  // ended already
+  return EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.worker_id() == id; },
+                                "its caller worker_id=" + worker.Hex() + " exited");
 }
 
 bool LeaseManager::EndLeasesOfCallerNode(const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
   const std::string id = node.Binary();
+  if (!dead_caller_nodes_.Insert(id)) return false;
   return EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.node_id() == id; },
                                 "its caller's node_id=" + node.Hex() + " died");
 }
@@ -276,18 +271,8 @@ void LeaseManager::EndLeases(const std::vector<std::string>& ids, const std::str
     WorkerId worker = lease.worker.worker_id;
     Log()->info("stopping worker_id={} of lease_id={}: {}", worker.Hex(), ToHex(id), why);
     Erase(id);
-    StopWorker(worker, why);
+    pool_->DisconnectWorker(worker, why);
   }
-}
-
-void LeaseManager::StopWorker(const WorkerId& worker, const std::string& why) {
-  stopped_with_lease_.insert(worker);
-  pool_->DisconnectWorker(worker, why);
-}
-
-bool LeaseManager::TakeStoppedWithLease(const WorkerId& worker) {
-  MANTA_CHECK_THREAD(thread_);
-  return stopped_with_lease_.erase(worker) > 0;
 }
 
 void LeaseManager::CancelAll(const std::string& why) {

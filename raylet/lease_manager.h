@@ -63,6 +63,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/id.h"
 #include "common/label_selector.h"
+#include "common/recent_set.h"
 #include "common/rpc/done.h"
 #include "common/thread_checker.h"
 #include "proto/node_manager.pb.h"
@@ -120,9 +121,9 @@ class LeaseManager {
   // normal-task leases end as in EndLeasesInGroup, their tasks having no
   // owner left. Actor creations, which the GCS asks for, stay. A request
   // of a caller gone (one of the last kDeadCallers) that arrives later is
-  // answered CANCELLED. EndLeasesOfCallerNode does not schedule (it runs
-  // while the view is read again): it returns whether a lease ended.
-  void EndLeasesOfCaller(const WorkerId& worker);
+  // answered CANCELLED. Neither schedules (the caller does, once it has
+  // applied what it learned): each returns whether a lease ended.
+  bool EndLeasesOfCaller(const WorkerId& worker);
   bool EndLeasesOfCallerNode(const NodeId& node);
   // Answers every lease not yet granted with CANCELLED (`why`): no call is
   // left held. For shutdown.
@@ -135,9 +136,6 @@ class LeaseManager {
   // A worker process exited: frees the lease it held. Returns whether it
   // held one.
   bool OnWorkerExit(const WorkerId& worker);
-  // Whether this stopped `worker` as its lease ended (returned with
-  // disconnect, or ended here); forgets it. For its exit.
-  bool TakeStoppedWithLease(const WorkerId& worker);
   // The cluster view changed: queued and infeasible leases are re-examined.
   // (A change of view_->version() seen by any later event does the same.)
   void OnClusterChanged();
@@ -245,8 +243,6 @@ class LeaseManager {
   void EndLeases(const std::vector<std::string>& ids, const std::string& why);
   // Ends the normal-task leases whose caller is `gone`; whether any ended.
   bool EndLeasesOfCallerWhere(const std::function<bool(const rpc::Address&)>& gone, const std::string& why);
-  // Stops a worker whose lease ended, marking it for TakeStoppedWithLease.
-  void StopWorker(const WorkerId& worker, const std::string& why);
   // The lease is infeasible and in a group: ask whether the group exists.
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);
@@ -271,12 +267,11 @@ class LeaseManager {
   // Normal-task leases holding resources here, by WorkerKey.
   absl::flat_hash_map<std::string, int> running_by_worker_;
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_;  // granted leases
-  absl::flat_hash_set<WorkerId> stopped_with_lease_;            // until they exit
-  // Callers whose leases ended with them, the latest kDeadCallers (worker
-  // ids), oldest first in dead_callers_order_.
+  // Callers (worker ids) and callers' nodes (node ids) whose leases ended
+  // with them, the latest kDeadCallers of each.
   static constexpr size_t kDeadCallers = 4096;
-  absl::flat_hash_set<std::string> dead_callers_;
-  std::deque<std::string> dead_callers_order_;
+  RecentSet dead_callers_{kDeadCallers};
+  RecentSet dead_caller_nodes_{kDeadCallers};
   // Leases that have ended, with the answer a retried request gets, and
   // whether a CancelWorkerLease ended it.
   struct Ended {

@@ -306,11 +306,12 @@ TEST_F(LeaseManagerTest, TheLeasesOfAGoneCallerEnd) {
   Call* queued = Request("queued", {{"CPU", 2}}, {.caller = Caller(gone, there)});
   ASSERT_EQ(granted->reply.outcome(), Reply::GRANTED);
   ASSERT_FALSE(queued->done);
-  leases_.EndLeasesOfCaller(WorkerId::FromRandom());
+  EXPECT_FALSE(leases_.EndLeasesOfCaller(WorkerId::FromRandom()));
   EXPECT_TRUE(pool_.disconnected.empty());
   EXPECT_FALSE(queued->done);
 
-  leases_.EndLeasesOfCaller(gone);
+  EXPECT_TRUE(leases_.EndLeasesOfCaller(gone));
+  EXPECT_FALSE(leases_.EndLeasesOfCaller(gone)) << "told again (published after the local exit)";
   ASSERT_EQ(pool_.disconnected.size(), 1u);
   EXPECT_EQ(pool_.disconnected[0].Binary(), granted->reply.worker_address().worker_id());
   ASSERT_TRUE(queued->done);
@@ -318,9 +319,6 @@ TEST_F(LeaseManagerTest, TheLeasesOfAGoneCallerEnd) {
   EXPECT_EQ(leases_.num_leases(), 2u) << "the other caller's lease and the actor's stay";
   EXPECT_EQ(local_.available().Get("CPU").ToDouble(), 2.0) << "the ended lease's CPUs are free";
   EXPECT_EQ(other->reply.outcome(), Reply::GRANTED);
-  const WorkerId ended = *WorkerId::FromBinary(granted->reply.worker_address().worker_id());
-  EXPECT_TRUE(leases_.TakeStoppedWithLease(ended)) << "its exit is to be reported";
-  EXPECT_FALSE(leases_.TakeStoppedWithLease(ended));
   Call* late = Request("late", {{"CPU", 1}}, {.caller = Caller(gone, there)});
   ASSERT_TRUE(late->done) << "a request sent before its caller exited";
   EXPECT_EQ(late->reply.outcome(), Reply::CANCELLED);
@@ -335,6 +333,9 @@ TEST_F(LeaseManagerTest, TheLeasesOfAGoneCallerEnd) {
   EXPECT_EQ(pool_.disconnected.size(), 3u);
   ASSERT_TRUE(actor->done);
   EXPECT_EQ(actor->reply.outcome(), Reply::GRANTED);
+  Call* stray = Request("stray", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there)});
+  ASSERT_TRUE(stray->done) << "a request sent before its caller's node died";
+  EXPECT_EQ(stray->reply.outcome(), Reply::CANCELLED);
 }
 
 TEST_F(LeaseManagerTest, ActorWorkersAreNotReused) {

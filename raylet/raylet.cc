@@ -360,14 +360,10 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     if (metrics_) metrics_->OnWorkerExit(exit.worker_id, sigkill, name.name, name.actor);
     logs_->RemoveWorker(exit.worker_id);
     const bool held_lease = leases_->OnWorkerExit(exit.worker_id);
-    const bool stopped_with_lease = leases_->TakeStoppedWithLease(exit.worker_id);
     // What it leased here as a caller ends now; elsewhere, once published.
-    leases_->EndLeasesOfCaller(exit.worker_id);
-    // Reported when it may have been a caller still: it exited leased, was
-    // stopped as its lease ended, or died while idle. One the pool stopped
-    // idle (a minute after its last task) holds no lease as a caller.
-    const bool report = leased_once && (held_lease || stopped_with_lease || !exit.intentional);
-    if (!report || shutting_down_ || !link_->registered()) return;
+    if (leases_->EndLeasesOfCaller(exit.worker_id)) leases_->OnLocalResourcesChanged();
+    // Reported if ever leased: it may own tasks still, even idle.
+    if (!leased_once || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(exit.worker_id.Binary());
     req.set_node_id(node_id_.Binary());
@@ -619,9 +615,9 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     return changed;
   }
 
-  void OnWorkerDeath(const rpc::WorkerDeath& death) override {
+  bool OnWorkerDeath(const rpc::WorkerDeath& death) override {
     auto id = WorkerId::FromBinary(death.worker_id());
-    if (id.ok()) leases_->EndLeasesOfCaller(*id);
+    return id.ok() && leases_->EndLeasesOfCaller(*id);
   }
 
   // --- declared dead while alive ---
