@@ -191,11 +191,14 @@ void GcsLink::OnNodeEvents(rpc::PollReply&& reply) {
   events_incarnation_ = reply.gcs_incarnation();
   events_sequence_ = reply.last_sequence();
   if (refreshing_) {
-    // Worker deaths are not in the node table being read: applied now (the
-    // refresh's end schedules), lest they go with replies it replaces.
+    // Worker deaths are not in the node table being read: applied now,
+    // lest they go with replies it replaces, and what they freed used (the
+    // view is still the one before the re-read).
+    bool changed = false;
     for (const auto& m : reply.messages()) {
-      if (m.has_worker_death()) host_->OnWorkerDeath(m.worker_death());
+      if (m.has_worker_death()) changed |= host_->OnWorkerDeath(m.worker_death());
     }
+    if (changed) host_->OnClusterChanged();
     held_replies_.push_back(std::move(reply));
     return;
   }

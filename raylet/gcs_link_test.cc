@@ -57,7 +57,10 @@ class FakeRaylet : public GcsLink::Host {
     nodes_seen.push_back(kReset);
   }
   static constexpr char kReset[] = "(reset)";
-  void OnClusterChanged() override {}
+  void OnClusterChanged() override {
+    absl::MutexLock lock(&mu);
+    ++cluster_changes;
+  }
   void Exit(const std::string& why) override {
     absl::MutexLock lock(&mu);
     exited = why;
@@ -67,6 +70,10 @@ class FakeRaylet : public GcsLink::Host {
     rejoined = why;
   }
 
+  int ClusterChanges() {
+    absl::MutexLock lock(&mu);
+    return cluster_changes;
+  }
   bool Await(const std::function<bool()>& pred) {
     absl::MutexLock lock(&mu);
     auto cond = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pred(); };
@@ -78,6 +85,7 @@ class FakeRaylet : public GcsLink::Host {
   int registrations ABSL_GUARDED_BY(mu) = 0;
   int firsts ABSL_GUARDED_BY(mu) = 0;
   int resets ABSL_GUARDED_BY(mu) = 0;
+  int cluster_changes ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> nodes_seen ABSL_GUARDED_BY(mu);
   std::vector<std::string> workers_died ABSL_GUARDED_BY(mu);
   std::string exited ABSL_GUARDED_BY(mu);
@@ -193,6 +201,7 @@ TEST_F(GcsLinkTest, APublishedWorkerDeathReachesTheRaylet) {
   StartRegistered();
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
   const std::string worker = WorkerId::FromRandom().Binary();
+  const int changes = raylet_.ClusterChanges();
   OnLoop([&] {
     rpc::PubMessage m;
     m.set_channel(rpc::PubMessage::WORKER);
@@ -201,6 +210,7 @@ TEST_F(GcsLinkTest, APublishedWorkerDeathReachesTheRaylet) {
     gcs_->Publish(m);
   });
   ASSERT_TRUE(raylet_.Await([&] { return raylet_.workers_died == std::vector<std::string>{worker}; }));
+  EXPECT_TRUE(raylet_.Await([&] { return raylet_.cluster_changes == changes + 1; })) << "what it freed is scheduled";
 }
 
 // A worker's death is in no table the re-read brings back: applied as it
@@ -210,14 +220,17 @@ TEST_F(GcsLinkTest, AWorkerDeathArrivingDuringARereadIsAppliedAtOnce) {
   ASSERT_TRUE(AwaitOnLoop([&] { return gcs_->held_polls() == 1; }));
   const std::string worker = WorkerId::FromRandom().Binary();
   ASSERT_NO_FATAL_FAILURE(StartHeldReread());
+  const int changes = raylet_.ClusterChanges();
   OnLoop([&] {
     rpc::PubMessage m;
     m.set_channel(rpc::PubMessage::WORKER);
     m.mutable_worker_death()->set_worker_id(worker);
     gcs_->Publish(m);
   });
-  EXPECT_TRUE(raylet_.Await([&] { return raylet_.workers_died == std::vector<std::string>{worker}; }));
+  EXPECT_TRUE(raylet_.Await([&] { return raylet_.workers_died.size() == 1 && raylet_.cluster_changes == changes + 1; }))
+      << "applied and scheduled before the re-read ends";
   OnLoop([&] { gcs_->ReleaseDelayed(); });
+  EXPECT_TRUE(raylet_.Await([&] { return raylet_.cluster_changes == changes + 2; })) << "the re-read's end";
 }
 
 TEST_F(GcsLinkTest, AGcsThatNeverAnswersEndsTheFirstRegistrationAfterTheConnectTimeout) {

@@ -123,7 +123,8 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   }
   const rpc::Address& caller = request.spec().caller_address();
   if (request.spec().type() != rpc::TaskSpec::ACTOR_CREATION_TASK &&
-      (dead_callers_.Contains(caller.worker_id()) || dead_caller_nodes_.Contains(caller.node_id()))) {
+      (dead_callers_.Contains(caller.worker_id()) ||
+       (!request.spec().caller_is_driver() && dead_caller_nodes_.Contains(caller.node_id())))) {
     reply->set_outcome(Reply::CANCELLED);  // sent before its caller exited
     reply->set_message("the lease's caller exited");
     return done(absl::OkStatus());
@@ -237,7 +238,7 @@ bool LeaseManager::EndLeasesOfCaller(const WorkerId& worker) {
   MANTA_CHECK_THREAD(thread_);
   const std::string id = worker.Binary();
   if (!dead_callers_.Insert(id)) return false;  // ended already
-  return EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.worker_id() == id; },
+  return EndLeasesOfCallerWhere([&](const rpc::TaskSpec& spec) { return spec.caller_address().worker_id() == id; },
                                 "its caller worker_id=" + worker.Hex() + " exited");
 }
 
@@ -245,15 +246,16 @@ bool LeaseManager::EndLeasesOfCallerNode(const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
   const std::string id = node.Binary();
   if (!dead_caller_nodes_.Insert(id)) return false;
-  return EndLeasesOfCallerWhere([&](const rpc::Address& caller) { return caller.node_id() == id; },
-                                "its caller's node_id=" + node.Hex() + " died");
+  return EndLeasesOfCallerWhere(
+      [&](const rpc::TaskSpec& spec) { return !spec.caller_is_driver() && spec.caller_address().node_id() == id; },
+      "its caller's node_id=" + node.Hex() + " died");
 }
 
-bool LeaseManager::EndLeasesOfCallerWhere(const std::function<bool(const rpc::Address&)>& gone,
+bool LeaseManager::EndLeasesOfCallerWhere(const std::function<bool(const rpc::TaskSpec&)>& gone,
                                           const std::string& why) {
   std::vector<std::string> ended;
   for (const auto& [id, lease] : leases_) {
-    if (lease->spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK && gone(lease->spec.caller_address())) {
+    if (lease->spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK && gone(lease->spec)) {
       ended.push_back(id);
     }
   }

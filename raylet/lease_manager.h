@@ -119,7 +119,8 @@ class LeaseManager {
                         const std::string& why);
   // The caller of leases is gone (a worker, or every worker of a node): its
   // normal-task leases end as in EndLeasesInGroup, their tasks having no
-  // owner left. Actor creations, which the GCS asks for, stay. A request
+  // owner left. Actor creations, which the GCS asks for, stay; so do a
+  // driver's leases on its node's death (it may live on). A request
   // of a caller gone (one of the last kDeadCallers) that arrives later is
   // answered CANCELLED. Neither schedules (the caller does, once it has
   // applied what it learned): each returns whether a lease ended.
@@ -241,8 +242,9 @@ class LeaseManager {
   // Ends each of `ids` (in leases_): a granted one's worker is stopped and
   // the lease forgotten, any other answered CANCELLED (`why`).
   void EndLeases(const std::vector<std::string>& ids, const std::string& why);
-  // Ends the normal-task leases whose caller is `gone`; whether any ended.
-  bool EndLeasesOfCallerWhere(const std::function<bool(const rpc::Address&)>& gone, const std::string& why);
+  // Ends the normal-task leases whose spec's caller is `gone`; whether any
+  // ended.
+  bool EndLeasesOfCallerWhere(const std::function<bool(const rpc::TaskSpec&)>& gone, const std::string& why);
   // The lease is infeasible and in a group: ask whether the group exists.
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);

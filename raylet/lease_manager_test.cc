@@ -28,6 +28,7 @@ struct LeaseOptions {
   int bundle_index = 0;
   rpc::SchedulingStrategy strategy{};
   rpc::Address caller{};
+  bool caller_is_driver = false;
 };
 
 // A lease's caller (the worker that asked).
@@ -59,6 +60,7 @@ class LeaseManagerTest : public ::testing::Test {
     spec->set_bundle_index(o.bundle_index);
     *spec->mutable_scheduling_strategy() = o.strategy;
     *spec->mutable_caller_address() = o.caller;
+    spec->set_caller_is_driver(o.caller_is_driver);
     req.set_grant_or_reject(o.grant_or_reject);
     req.set_fail_if_infeasible(o.fail_if_infeasible);
     calls_.push_back(std::make_unique<Call>());
@@ -323,19 +325,28 @@ TEST_F(LeaseManagerTest, TheLeasesOfAGoneCallerEnd) {
   ASSERT_TRUE(late->done) << "a request sent before its caller exited";
   EXPECT_EQ(late->reply.outcome(), Reply::CANCELLED);
 
-  // Every worker of a dead node goes with it, unreported.
-  Call* next = Request("next", {{"CPU", 2}}, {.caller = Caller(WorkerId::FromRandom(), there)});
+  // Every worker of a dead node goes with it, unreported; a driver there
+  // may live on (its node declared dead while alive), ending with its job.
+  Call* next = Request("next", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there)});
+  Call* driver =
+      Request("driver", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there), .caller_is_driver = true});
   ASSERT_EQ(next->reply.outcome(), Reply::GRANTED);
+  ASSERT_EQ(driver->reply.outcome(), Reply::GRANTED);
   EXPECT_FALSE(leases_.EndLeasesOfCallerNode(NodeId::FromRandom()));
-  EXPECT_EQ(leases_.num_leases(), 3u);
+  EXPECT_EQ(leases_.num_leases(), 4u);
   EXPECT_TRUE(leases_.EndLeasesOfCallerNode(there));
-  EXPECT_EQ(leases_.num_leases(), 1u) << "only the actor's lease stays";
+  EXPECT_FALSE(leases_.EndLeasesOfCallerNode(there)) << "told again (a re-read of the node table)";
+  EXPECT_EQ(leases_.num_leases(), 2u) << "the actor's lease and the driver's stay";
   EXPECT_EQ(pool_.disconnected.size(), 3u);
   ASSERT_TRUE(actor->done);
   EXPECT_EQ(actor->reply.outcome(), Reply::GRANTED);
   Call* stray = Request("stray", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there)});
   ASSERT_TRUE(stray->done) << "a request sent before its caller's node died";
   EXPECT_EQ(stray->reply.outcome(), Reply::CANCELLED);
+  Call* again =
+      Request("again", {{"CPU", 1}}, {.caller = Caller(WorkerId::FromRandom(), there), .caller_is_driver = true});
+  ASSERT_TRUE(again->done);
+  EXPECT_EQ(again->reply.outcome(), Reply::GRANTED) << "the driver is not refused";
 }
 
 TEST_F(LeaseManagerTest, ActorWorkersAreNotReused) {
