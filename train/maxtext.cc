@@ -82,6 +82,12 @@ absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
   return report_error;
 }
 
+// What an elastic run changes in its config: the same model at every size
+// (the same global batch, summed exactly).
+void SetElasticRules(Config* config) {
+  if (config->elastic_fixed_global_batch) config->exact_gradient_sums = true;
+}
+
 // The elastic run's loop: one session whose state outlives its groups.
 class ElasticLoop {
  public:
@@ -205,8 +211,7 @@ absl::Status RunMaxText(const std::vector<std::string>& argv) {
   auto config = LoadConfig(argv);
   if (!config.ok()) return config.status();
   if (internal::CurrentJoin().source == JoinInstruction::kDefault) return RunFixed(*config, GetContext());
-  // The same model at every size: the same global batch, summed exactly.
-  if (config->elastic_fixed_global_batch) config->exact_gradient_sums = true;
+  SetElasticRules(&*config);
   ElasticLoop loop(*config);
   return loop.Run();
 }
@@ -221,6 +226,7 @@ Preflight MaxTextPreflight(std::vector<std::string> argv) {
     env.num_processes = shape.num_workers;
     env.num_slices = std::max(1, shape.num_slices);
     env.chips_per_host = std::max(1, shape.chips_per_worker);
+    if (shape.elastic) SetElasticRules(&*config);  // its reductions' copies are in double
     auto parallelism = ElasticLoop::ElasticParallelism(config->parallelism, env.num_slices);
     if (!parallelism.ok()) return parallelism.status();
     config->parallelism = *parallelism;

@@ -3,8 +3,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "manta/maxtext.h"
+#include "train/kernels/config.h"
+#include "train/kernels/memory.h"
 
 namespace manta::train {
 namespace {
@@ -32,6 +37,8 @@ TEST(ResolveScalingTest, TpuRunsAreWholeSlicesOfWholeHosts) {
   WorkerGroupShape shape = ShapeOf(*elastic, 8, 1 << 30);
   EXPECT_EQ(shape.num_slices, 2);
   EXPECT_EQ(shape.chips_per_worker, 4);
+  EXPECT_TRUE(shape.elastic);
+  EXPECT_FALSE(ShapeOf(*spec, 8, 1 << 30).elastic);
 
   auto six = ResolveScaling(Tpu(6));
   EXPECT_EQ(six.status().code(), absl::StatusCode::kInvalidArgument);
@@ -138,5 +145,35 @@ TEST(ResolveRunConfigTest, NamesPathsAndVariablesMustBeText) {
   env.worker_env = {{"A", "\xc3("}};
   EXPECT_FALSE(ResolveRunConfig(env, absl::Now()).ok());
 }
+// An elastic MaxText run sums its gradients exactly (double copies): its
+// preflight counts them, so a host that holds the fixed-size run's memory
+// but not the elastic run's is refused for the elastic one.
+TEST(MaxTextPreflightTest, AnElasticRunCountsItsExactSums) {
+  const std::vector<std::string> argv = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "model_name=tiny",
+                                         "ici_fsdp_parallelism=8", "ici_tensor_parallelism=2"};
+  DistributedEnv env;
+  env.num_processes = 4;
+  env.chips_per_host = 4;
+  int64_t bytes[2] = {};
+  for (bool exact : {false, true}) {
+    std::vector<std::string> args = argv;
+    args.push_back(exact ? "exact_gradient_sums=true" : "exact_gradient_sums=false");
+    auto config = LoadConfig(args);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto estimate = EstimateMemory(*config, env);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    bytes[exact] = estimate->per_process_bytes;
+  }
+  ASSERT_LT(bytes[0], bytes[1]);
+  auto fixed = ResolveScaling(Tpu(4));
+  auto elastic = ResolveScaling(Tpu({4, 8}));
+  ASSERT_TRUE(fixed.ok() && elastic.ok());
+  const int64_t host = (bytes[0] + bytes[1]) / 2;
+  Preflight preflight = MaxTextPreflight(argv);
+  EXPECT_TRUE(preflight(ShapeOf(*fixed, 4, host)).ok());
+  absl::Status refused = preflight(ShapeOf(*elastic, 4, host));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+}
+
 }  // namespace
 }  // namespace manta::train

@@ -1,5 +1,7 @@
 #include "train/kernels/config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -376,6 +378,14 @@ absl::StatusOr<Config> LoadConfig(const std::vector<std::string>& args) {
     return absl::Status(config.status().code(), args[0] + ": " + std::string(config.status().message()));
   }
   return config;
+}
+
+int64_t MicroRows(const Config& config, int64_t rows) {
+  const int64_t per_device = std::llround(config.per_device_batch_size);
+  if (per_device >= 1 && std::fabs(config.per_device_batch_size - per_device) < 1e-9 && rows % per_device == 0) {
+    return std::min(per_device, rows);
+  }
+  return rows;
 }
 
 }  // namespace manta::train

@@ -96,4 +96,9 @@ absl::StatusOr<Config> ConfigFromYaml(const std::string& yaml_text, const std::v
 // Names of the model presets accepted by `model_name`.
 std::vector<std::string> ModelPresetNames();
 
+// Rows of a device's `rows` of the global batch it takes at once (its
+// micro-batch): per_device_batch_size when it is whole and divides them,
+// else all of them.
+int64_t MicroRows(const Config& config, int64_t rows);
+
 }  // namespace manta::train

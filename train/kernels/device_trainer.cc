@@ -85,7 +85,7 @@ int64_t DeviceTrainer::BytesHeld() const {
   for (const DoubleBuffer& b : acc64_) doubles += static_cast<int64_t>(b.size());
   const int64_t ints = static_cast<int64_t>(inputs_.size() + targets_.size());
   return floats * static_cast<int64_t>(sizeof(float)) + doubles * static_cast<int64_t>(sizeof(double)) +
-         ints * static_cast<int64_t>(sizeof(int32_t));
+         ints * static_cast<int64_t>(sizeof(int32_t)) + reducer_.BytesHeld();
 }
 
 ShardView DeviceTrainer::View() {

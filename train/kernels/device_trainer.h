@@ -74,7 +74,7 @@ class DeviceTrainer : public BlockOps {
   ShardView View();
   bool state_reused() const { return state_reused_; }
   // Bytes of the arrays this device holds: its state, gradients, gathered
-  // parameters and the model's activations.
+  // parameters, the reductions' padded copies and the model's activations.
   int64_t BytesHeld() const;
   // Gives the state up (the trainer is done with it).
   std::unique_ptr<DeviceState> TakeState() { return std::move(state_); }

@@ -97,6 +97,14 @@ int64_t NanosSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+int64_t GradientReducer::BytesHeld() const {
+  absl::MutexLock lock(&mu_);
+  int64_t floats = 0, doubles = 0;
+  for (const auto& [block, buf] : padded_) floats += static_cast<int64_t>(buf.size());
+  for (const auto& [block, bufs] : padded64_) doubles += static_cast<int64_t>(bufs.first.size() + bufs.second.size());
+  return floats * static_cast<int64_t>(sizeof(float)) + doubles * static_cast<int64_t>(sizeof(double));
+}
+
 void GradientReducer::Drain() {
   const auto start = std::chrono::steady_clock::now();
   absl::MutexLock lock(&mu_);

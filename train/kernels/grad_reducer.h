@@ -52,6 +52,10 @@ class GradientReducer {
   // CollectiveError of a failed one.
   void Drain();
 
+  // Bytes of the padded copies (and exact reduced shards) held. Safe from
+  // any thread.
+  int64_t BytesHeld() const;
+
   // Seconds the reducer thread has spent reducing, and seconds callers of
   // Drain have waited for it; both only grow. Safe from any thread.
   double busy_seconds() const { return busy_nanos_.load() * 1e-9; }
@@ -66,7 +70,7 @@ class GradientReducer {
   std::thread thread_;
   std::atomic<int64_t> busy_nanos_{0}, drain_nanos_{0};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;

@@ -36,28 +36,40 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const Distri
   // Every tensor rank holds blocks of the same sizes.
   const ParamLayout layout(config.model, mesh.tensor(), 0);
   const int fsdp = mesh.fsdp();
-  int64_t shards = 0, padded = 0;
+  int64_t sizes = 0, shards = 0, padded = 0;
   for (int b = 0; b < layout.num_blocks(); ++b) {
     const int64_t shard = ShardSize(layout.block(b).size, fsdp);
+    sizes += layout.block(b).size;
     shards += shard;
     padded += shard * fsdp;
   }
   const int64_t rows = std::max<int64_t>(
       1, std::llround(config.per_device_batch_size * mesh.num_devices()) / std::max(1, mesh.batch_shards()));
   const int64_t seq = config.max_target_length;
-  // Counted in 128 bits: a config past any machine's memory is refused with
-  // what it asks for, never wrapped into a small number.
-  const absl::int128 floats = DecoderModel::BufferFloats(config.model, layout, rows, seq);
-  const absl::int128 activations = floats * 4 + absl::int128(2) * rows * seq * 4;
+  // A device runs one micro-batch at a time.
+  const int64_t micro = MicroRows(config, rows);
+  // A reduced gradient goes through a padded copy of its block, in double
+  // for exact sums (with the reduced shard); unreduced, exact sums over
+  // several micro-batches add up in a double copy of the block. Counted in
+  // 128 bits: a config past any machine's memory is refused with what it
+  // asks for, never wrapped into a small number.
+  absl::int128 reduction = 0;
+  if (fsdp > 1 || mesh.data() > 1) {
+    reduction = config.exact_gradient_sums ? absl::int128(padded + shards) * 8 : absl::int128(padded) * 4;
+  } else if (config.exact_gradient_sums && rows > micro) {
+    reduction = absl::int128(sizes) * 8;
+  }
+  const absl::int128 floats = DecoderModel::BufferFloats(config.model, layout, micro, seq);
+  const absl::int128 activations = floats * 4 + absl::int128(2) * micro * seq * 4;
   const absl::int128 state = absl::int128(4) * shards * 4;
-  const absl::int128 gathered = absl::int128((fsdp > 1 ? padded : 0) + (fsdp > 1 || mesh.data() > 1 ? padded : 0)) * 4;
+  const absl::int128 gathered = absl::int128(fsdp > 1 ? padded : 0) * 4 + reduction;
   const absl::int128 per_device = state + gathered + activations;
   const absl::int128 per_process = per_device * std::max(1, env.chips_per_host);
   if (per_process > absl::int128(kMaxEstimateBytes)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the model as configured needs more than %s per host (%d x %d activation rows of %d tokens): lower "
         "max_target_length, per_device_batch_size or the model's sizes",
-        FormatBytes(kMaxEstimateBytes), rows, config.model.num_layers, seq));
+        FormatBytes(kMaxEstimateBytes), micro, config.model.num_layers, seq));
   }
   MemoryEstimate m;
   m.state_bytes_per_device = static_cast<int64_t>(state);

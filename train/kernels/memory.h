@@ -17,8 +17,10 @@ namespace manta::train {
 
 struct MemoryEstimate {
   // Per logical device: its FSDP shards of parameters, AdamW moments and
-  // gradients; the gathered blocks and padded gradient copies (fsdp > 1);
-  // the model's activations and work buffers; the batch's tokens.
+  // gradients; the gathered blocks (fsdp > 1) and the gradients' padded
+  // copies for their reductions (in double with exact_gradient_sums); the
+  // model's activations and work buffers for one micro-batch; its tokens.
+  // What DeviceTrainer::BytesHeld reports once a step ran.
   int64_t state_bytes_per_device = 0;       // parameters + moments + gradients
   int64_t gathered_bytes_per_device = 0;    // full blocks and reduction copies
   int64_t activation_bytes_per_device = 0;  // activations, work buffers, tokens

@@ -54,16 +54,6 @@ class StepEnd {
   bool done_ = false;
 };
 
-// Rows of the global batch each device takes at once: per_device_batch_size
-// when it is whole and divides the device's rows, else all of them.
-int64_t MicroRows(const Config& c, int64_t rows) {
-  const int64_t per_device = std::llround(c.per_device_batch_size);
-  if (per_device >= 1 && std::fabs(c.per_device_batch_size - per_device) < 1e-9 && rows % per_device == 0) {
-    return std::min(per_device, rows);
-  }
-  return rows;
-}
-
 absl::Status CheckBatch(int64_t gb, const Mesh& mesh) {
   if (gb < 1 || gb % mesh.batch_shards() != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

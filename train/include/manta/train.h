@@ -230,6 +230,7 @@ struct WorkerGroupShape {
   // The least memory (the `memory` resource) of the nodes the workers may
   // land on; 0 when no such node is known yet.
   int64_t host_memory_bytes = 0;
+  bool elastic = false;  // the run resizes between min and max workers
 };
 // A check of the loop's own configuration (a mesh that does not match the
 // devices, a model too big for a host), run by Fit for every size the run
