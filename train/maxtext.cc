@@ -88,6 +88,13 @@ void SetElasticRules(Config* config) {
   if (config->elastic_fixed_global_batch) config->exact_gradient_sums = true;
 }
 
+// An elastic run's global batch: fixed at its largest size, or 0 (each
+// device's per_device_batch_size at every size).
+int64_t ElasticGlobalBatch(const Config& config, int max_workers, int chips) {
+  if (!config.elastic_fixed_global_batch) return 0;
+  return std::llround(config.per_device_batch_size * max_workers * std::max(1, chips));
+}
+
 // The elastic run's loop: one session whose state outlives its groups.
 class ElasticLoop {
  public:
@@ -95,10 +102,7 @@ class ElasticLoop {
 
   absl::Status Run() {
     const TrainContext& first = GetContext();
-    const int64_t global_batch =
-        config_.elastic_fixed_global_batch
-            ? std::llround(config_.per_device_batch_size * first.max_world_size * std::max(1, first.chips))
-            : 0;
+    const int64_t global_batch = ElasticGlobalBatch(config_, first.max_world_size, first.chips);
     auto session = TrainingSession::Create(config_, global_batch);
     if (!session.ok()) return session.status();
     session_ = std::move(*session);
@@ -226,11 +230,14 @@ Preflight MaxTextPreflight(std::vector<std::string> argv) {
     env.num_processes = shape.num_workers;
     env.num_slices = std::max(1, shape.num_slices);
     env.chips_per_host = std::max(1, shape.chips_per_worker);
-    if (shape.elastic) SetElasticRules(&*config);  // its reductions' copies are in double
+    // An elastic run sums exactly (its reductions' copies are in double),
+    // and its global batch is the largest size's at every size.
+    if (shape.elastic) SetElasticRules(&*config);
+    const int64_t global_batch = shape.elastic ? ElasticGlobalBatch(*config, shape.max_workers, env.chips_per_host) : 0;
     auto parallelism = ElasticLoop::ElasticParallelism(config->parallelism, env.num_slices);
     if (!parallelism.ok()) return parallelism.status();
     config->parallelism = *parallelism;
-    auto estimate = EstimateMemory(*config, env);
+    auto estimate = EstimateMemory(*config, env, global_batch);
     if (!estimate.ok()) {
       return absl::Status(estimate.status().code(),
                           absl::StrCat("at ", shape.num_workers, " worker(s) x ", env.chips_per_host,

@@ -150,7 +150,8 @@ TEST(ResolveRunConfigTest, NamesPathsAndVariablesMustBeText) {
 // but not the elastic run's is refused for the elastic one.
 TEST(MaxTextPreflightTest, AnElasticRunCountsItsExactSums) {
   const std::vector<std::string> argv = {std::string(MANTA_TRAIN_CONFIG_DIR) + "/base.yml", "model_name=tiny",
-                                         "ici_fsdp_parallelism=8", "ici_tensor_parallelism=2"};
+                                         "ici_fsdp_parallelism=8", "ici_tensor_parallelism=2",
+                                         "elastic_fixed_global_batch=true"};
   DistributedEnv env;
   env.num_processes = 4;
   env.chips_per_host = 4;

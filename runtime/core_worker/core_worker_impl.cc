@@ -262,6 +262,7 @@ void CoreWorkerImpl::ConfigureSubmitters() {
   caller.worker_executable = options_.worker_executable;
   caller.worker_args = options_.worker_args;
   caller.local_raylet = raylet_address_;
+  caller.is_driver = !is_worker_;
   tasks_.set_caller(std::move(caller));
 }
 

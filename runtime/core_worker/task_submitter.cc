@@ -56,6 +56,7 @@ std::string TaskSubmitter::SchedulingKey(const TaskOptions& options) {
 
 void TaskSubmitter::AddCallerAndProgram(rpc::TaskSpec* spec) const {
   *spec->mutable_caller_address() = caller_.address;
+  spec->set_caller_is_driver(caller_.is_driver);
   spec->set_worker_executable(caller_.worker_executable);
   for (const auto& a : caller_.worker_args) spec->add_worker_args(a);
 }

@@ -96,6 +96,7 @@ class TaskSubmitter {
     std::string worker_executable;
     std::vector<std::string> worker_args;
     std::string local_raylet;  // "ip:port"
+    bool is_driver = false;    // a driver, which no raylet manages
   };
 
   TaskSubmitter(SubmitDeps deps, DependencyResolver* resolver) : deps_(deps), resolver_(resolver) {}

@@ -29,6 +29,7 @@ class TaskSubmitterTest : public ::testing::Test {
     caller.job_id = "job1";
     caller.worker_executable = "/bin/worker";
     caller.local_raylet = "10.0.0.1:7000";
+    caller.is_driver = true;
     submitter_.set_caller(caller);
   }
   ~TaskSubmitterTest() override {
@@ -128,6 +129,7 @@ TEST_F(TaskSubmitterTest, ATaskRunsOnALeasedWorkerThatTheNextTaskReuses) {
     EXPECT_EQ(req.spec().job_id(), "job1");
     EXPECT_EQ(req.spec().worker_executable(), "/bin/worker");
     EXPECT_EQ(req.spec().caller_address().worker_id(), "driver");
+    EXPECT_TRUE(req.spec().caller_is_driver()) << "its leases end with its job, not its node";
   }
   Grant(0, "w1", 5001);
   ASSERT_TRUE(host_.Await([&] { return host_.pushes.size() == 1; }));

@@ -30,7 +30,7 @@ std::string MemoryEstimate::DebugString(int chips_per_host) const {
       FormatBytes(activation_bytes_per_device));
 }
 
-absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env) {
+absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env, int64_t global_batch) {
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::Create(config.parallelism, env));
   RETURN_IF_ERROR(ParamLayout::CheckTensorSplit(config.model, mesh.tensor()));
   // Every tensor rank holds blocks of the same sizes.
@@ -43,8 +43,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const Distri
     shards += shard;
     padded += shard * fsdp;
   }
-  const int64_t rows = std::max<int64_t>(
-      1, std::llround(config.per_device_batch_size * mesh.num_devices()) / std::max(1, mesh.batch_shards()));
+  if (global_batch <= 0) global_batch = std::llround(config.per_device_batch_size * mesh.num_devices());
+  const int64_t rows = std::max<int64_t>(1, global_batch / std::max(1, mesh.batch_shards()));
   const int64_t seq = config.max_target_length;
   // A device runs one micro-batch at a time.
   const int64_t micro = MicroRows(config, rows);

@@ -35,9 +35,12 @@ struct MemoryEstimate {
 // Larger estimates are refused as past any machine (1 EiB).
 inline constexpr int64_t kMaxEstimateBytes = int64_t{1} << 60;
 
-// Errors: those of Mesh::Create and the tensor split (InvalidArgument
-// naming the config key); InvalidArgument past kMaxEstimateBytes.
-absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env);
+// `global_batch` (rows over all devices) as the run fixes it, or 0 for
+// per_device_batch_size on each device of `env`. Errors: those of
+// Mesh::Create and the tensor split (InvalidArgument naming the config
+// key); InvalidArgument past kMaxEstimateBytes.
+absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const DistributedEnv& env,
+                                              int64_t global_batch = 0);
 
 // "1.5 GiB", "512.0 MiB", "12 B".
 std::string FormatBytes(int64_t bytes);

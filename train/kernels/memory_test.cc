@@ -92,6 +92,22 @@ TEST(TrainMemoryTest, AnEstimatePastAnyMachineIsAnErrorNotANumber) {
   EXPECT_GT(fits->per_process_bytes, int64_t{1} << 40);
 }
 
+// An elastic run fixes its global batch at its largest size: at a smaller
+// size each device runs more micro-batches, and one device summing them
+// exactly does so in a double copy of every block.
+TEST(TrainMemoryTest, AGlobalBatchFixedAtTheLargestSizeIsCountedAtASmallerOne) {
+  const Config c = Load({"model_name=tiny", "per_device_batch_size=1", "exact_gradient_sums=true"});
+  auto own = EstimateMemory(c, Hosts(1, 1));
+  auto fixed = EstimateMemory(c, Hosts(1, 1), /*global_batch=*/4);
+  ASSERT_TRUE(own.ok() && fixed.ok());
+  EXPECT_EQ(own->gathered_bytes_per_device, 0);
+  const ParamLayout layout(c.model, 1, 0);
+  int64_t sizes = 0;
+  for (int b = 0; b < layout.num_blocks(); ++b) sizes += layout.block(b).size;
+  EXPECT_EQ(fixed->gathered_bytes_per_device, sizes * 8);
+  EXPECT_EQ(fixed->activation_bytes_per_device, own->activation_bytes_per_device) << "one micro-batch at a time";
+}
+
 // What each device holds once a step ran (its arrays, the reductions'
 // copies and the model's buffers) is what the estimate says, with exact
 // sums (double copies) or without, reduced over fsdp and data or not.

@@ -231,6 +231,7 @@ struct WorkerGroupShape {
   // land on; 0 when no such node is known yet.
   int64_t host_memory_bytes = 0;
   bool elastic = false;  // the run resizes between min and max workers
+  int max_workers = 0;
 };
 // A check of the loop's own configuration (a mesh that does not match the
 // devices, a model too big for a host), run by Fit for every size the run
