@@ -1,7 +1,8 @@
 // GcsLink: a raylet's link to the GCS. Registers the node (again after a GCS
 // restart, or when a report finds the node unknown), sends its resource
-// reports, subscribes to node events and resource reports (re-reading the
-// node table after a gap), and watches the GCS: a GCS silent for longer than the
+// reports, subscribes to node events, resource reports and worker deaths
+// (re-reading the node table after a gap; deaths lost in a gap are not read
+// back), and watches the GCS: a GCS silent for longer than the
 // reconnect timeout, or serving another cluster, ends the raylet; a GCS that
 // refuses the node after it joined (declared dead while alive) makes it
 // rejoin as a new node.

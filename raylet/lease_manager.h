@@ -8,9 +8,9 @@
 // Owns every lease this raylet knows, by client-chosen lease id: queued ones
 // (waiting for local resources, or for room on another node), infeasible
 // ones (no node could ever hold them), granted ones waiting for a worker,
-// and granted ones holding resources and a worker until ReturnWorker or the
-// worker's death. A held RequestWorkerLease call is answered when its lease
-// leaves the queue.
+// and granted ones holding resources and a worker until ReturnWorker, the
+// worker's death, or its caller's (EndLeasesOfCaller). A held
+// RequestWorkerLease call is answered when its lease leaves the queue.
 //
 // The queue (LeaseQueue) is one FIFO per shape: leases with the same demand
 // (placement-group bundle included), label selector, scheduling strategy,
@@ -39,11 +39,12 @@
 // for a lease that has ended (answered, returned, cancelled, its worker
 // dead) gets the lease's last answer again (CANCELLED once it was granted
 // and returned) instead of a second lease. The last kMaxEndedLeases ended
-// leases are remembered.
+// leases are remembered. A request from a caller gone is answered
+// CANCELLED, and not remembered.
 //
 // Invariants: a lease holds resources from the moment it is chosen for this
 // node until it is returned, cancelled, fails to get a worker, or its worker
-// dies; a worker serves at most one lease. Thread: the raylet's loop thread;
+// or caller dies; a worker serves at most one lease. Thread: the raylet's loop thread;
 // no locks. Compiles without gRPC.
 //
 //   LeaseManager leases(options, &local, &view, &pool);

@@ -360,10 +360,12 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     if (metrics_) metrics_->OnWorkerExit(exit.worker_id, sigkill, name.name, name.actor);
     logs_->RemoveWorker(exit.worker_id);
     const bool held_lease = leases_->OnWorkerExit(exit.worker_id);
-    // What it leased here as a caller ends now; elsewhere, once published.
+    // A worker never leased asked for nothing. What it leased here as a
+    // caller ends now; elsewhere, once published. Reported if ever leased:
+    // it may own tasks still, even idle.
+    if (!leased_once) return;
     if (leases_->EndLeasesOfCaller(exit.worker_id)) leases_->OnLocalResourcesChanged();
-    // Reported if ever leased: it may own tasks still, even idle.
-    if (!leased_once || shutting_down_ || !link_->registered()) return;
+    if (shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(exit.worker_id.Binary());
     req.set_node_id(node_id_.Binary());

@@ -145,6 +145,7 @@ TEST(ResolveRunConfigTest, NamesPathsAndVariablesMustBeText) {
   env.worker_env = {{"A", "\xc3("}};
   EXPECT_FALSE(ResolveRunConfig(env, absl::Now()).ok());
 }
+
 // An elastic MaxText run sums its gradients exactly (double copies): its
 // preflight counts them, so a host that holds the fixed-size run's memory
 // but not the elastic run's is refused for the elastic one.

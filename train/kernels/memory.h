@@ -18,7 +18,9 @@ namespace manta::train {
 struct MemoryEstimate {
   // Per logical device: its FSDP shards of parameters, AdamW moments and
   // gradients; the gathered blocks (fsdp > 1) and the gradients' padded
-  // copies for their reductions (in double with exact_gradient_sums); the
+  // copies for their reductions (in double with exact_gradient_sums; with
+  // nothing to reduce, a double accumulator of the blocks when exact sums
+  // span several micro-batches); the
   // model's activations and work buffers for one micro-batch; its tokens.
   // What DeviceTrainer::BytesHeld reports once a step ran.
   int64_t state_bytes_per_device = 0;       // parameters + moments + gradients
