@@ -121,10 +121,7 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
     *reply = it->second.reply;
     return done(absl::OkStatus());
   }
-  const rpc::Address& caller = request.spec().caller_address();
-  if (request.spec().type() != rpc::TaskSpec::ACTOR_CREATION_TASK &&
-      (dead_callers_.Contains(caller.worker_id()) ||
-       (!request.spec().caller_is_driver() && dead_caller_nodes_.Contains(caller.node_id())))) {
+  if (CallerGone(request.spec())) {
     reply->set_outcome(Reply::CANCELLED);  // sent before its caller exited
     reply->set_message("the lease's caller exited");
     return done(absl::OkStatus());
@@ -236,28 +233,27 @@ void LeaseManager::EndLeasesInGroup(const PlacementGroupId& group, const std::fu
 
 bool LeaseManager::EndLeasesOfCaller(const WorkerId& worker) {
   MANTA_CHECK_THREAD(thread_);
-  const std::string id = worker.Binary();
-  if (!dead_callers_.Insert(id)) return false;  // ended already
-  return EndLeasesOfCallerWhere([&](const rpc::TaskSpec& spec) { return spec.caller_address().worker_id() == id; },
-                                "its caller worker_id=" + worker.Hex() + " exited");
+  if (!dead_callers_.Insert(worker.Binary())) return false;  // ended already
+  return EndLeasesOfGoneCallers("its caller worker_id=" + worker.Hex() + " exited");
 }
 
 bool LeaseManager::EndLeasesOfCallerNode(const NodeId& node) {
   MANTA_CHECK_THREAD(thread_);
-  const std::string id = node.Binary();
-  if (!dead_caller_nodes_.Insert(id)) return false;
-  return EndLeasesOfCallerWhere(
-      [&](const rpc::TaskSpec& spec) { return !spec.caller_is_driver() && spec.caller_address().node_id() == id; },
-      "its caller's node_id=" + node.Hex() + " died");
+  if (!dead_caller_nodes_.Insert(node.Binary())) return false;
+  return EndLeasesOfGoneCallers("its caller's node_id=" + node.Hex() + " died");
 }
 
-bool LeaseManager::EndLeasesOfCallerWhere(const std::function<bool(const rpc::TaskSpec&)>& gone,
-                                          const std::string& why) {
+bool LeaseManager::CallerGone(const rpc::TaskSpec& spec) const {
+  if (spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) return false;
+  const rpc::Address& caller = spec.caller_address();
+  return dead_callers_.Contains(caller.worker_id()) ||
+         (!spec.caller_is_driver() && dead_caller_nodes_.Contains(caller.node_id()));
+}
+
+bool LeaseManager::EndLeasesOfGoneCallers(const std::string& why) {
   std::vector<std::string> ended;
   for (const auto& [id, lease] : leases_) {
-    if (lease->spec.type() != rpc::TaskSpec::ACTOR_CREATION_TASK && gone(lease->spec)) {
-      ended.push_back(id);
-    }
+    if (CallerGone(lease->spec)) ended.push_back(id);
   }
   EndLeases(ended, why);
   return !ended.empty();

@@ -243,9 +243,13 @@ class LeaseManager {
   // Ends each of `ids` (in leases_): a granted one's worker is stopped and
   // the lease forgotten, any other answered CANCELLED (`why`).
   void EndLeases(const std::vector<std::string>& ids, const std::string& why);
-  // Ends the normal-task leases whose spec's caller is `gone`; whether any
-  // ended.
-  bool EndLeasesOfCallerWhere(const std::function<bool(const rpc::TaskSpec&)>& gone, const std::string& why);
+  // Whether a lease of `spec` has no caller left: not an actor creation, and
+  // its caller is among dead_callers_, or (not a driver) on a node among
+  // dead_caller_nodes_.
+  bool CallerGone(const rpc::TaskSpec& spec) const;
+  // Ends every lease whose caller is gone; whether any ended. Those of
+  // callers gone before ended then, so only the newest one's are found.
+  bool EndLeasesOfGoneCallers(const std::string& why);
   // The lease is infeasible and in a group: ask whether the group exists.
   void CheckGroup(const Lease& lease);
   void OnGroupChecked(const PlacementGroupId& group, bool exists);

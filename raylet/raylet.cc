@@ -359,13 +359,13 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
     const bool sigkill = !exit.intentional && exit.detail.rfind("killed by signal 9 ", 0) == 0;
     if (metrics_) metrics_->OnWorkerExit(exit.worker_id, sigkill, name.name, name.actor);
     logs_->RemoveWorker(exit.worker_id);
-    const bool held_lease = leases_->OnWorkerExit(exit.worker_id);
-    // A worker never leased asked for nothing. What it leased here as a
-    // caller ends now; elsewhere, once published. Reported if ever leased:
-    // it may own tasks still, even idle.
-    if (!leased_once) return;
-    if (leases_->EndLeasesOfCaller(exit.worker_id)) leases_->OnLocalResourcesChanged();
-    if (shutting_down_ || !link_->registered()) return;
+    // What it leased here as a caller ends first, so that what its own
+    // lease frees is not granted to one of them; elsewhere, once published.
+    const bool ended = leased_once && leases_->EndLeasesOfCaller(exit.worker_id);
+    const bool held_lease = leases_->OnWorkerExit(exit.worker_id);  // schedules if it held one
+    if (ended && !held_lease) leases_->OnLocalResourcesChanged();
+    // Reported if ever leased: it may own tasks still, even idle.
+    if (!leased_once || shutting_down_ || !link_->registered()) return;
     rpc::ReportWorkerFailureRequest req;
     req.set_worker_id(exit.worker_id.Binary());
     req.set_node_id(node_id_.Binary());
@@ -679,6 +679,8 @@ class Raylet::Impl : public rpc::NodeManagerService::CallbackService, public Gcs
   std::unique_ptr<EventLoop::Timer> confirm_timer_;
   bool logs_failing_ = false;
   // What each worker was last granted for: an actor's class, or a function.
+  // A worker without an entry was never leased, so it asked for no lease
+  // (its exit ends none and is not reported).
   struct WorkerName {
     std::string name;
     bool actor = false;

@@ -57,7 +57,6 @@ rpc::TaskSpec CoreWorkerImpl::BaseSpec(rpc::TaskSpec::Type type, const std::stri
 
 void CoreWorkerImpl::AddCallerAndProgram(rpc::TaskSpec* spec) const {
   *spec->mutable_caller_address() = address_proto_;
-  spec->set_caller_is_driver(!is_worker_);
   spec->set_worker_executable(options_.worker_executable);
   for (const auto& a : options_.worker_args) spec->add_worker_args(a);
 }
