@@ -266,12 +266,9 @@ bool IsAlive(pid_t pid) {
 std::optional<LiveProcess> ReadLiveProcess(pid_t pid) {
   auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return std::nullopt;
-  // Fields after the command name, which may hold spaces and parentheses:
-  // [0] is field 3 (state), [2] the process group, [17] the number of
-  // threads, [19] the start time.
-  size_t paren = stat->rfind(')');
-  if (paren == std::string::npos || paren + 2 > stat->size()) return std::nullopt;
-  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
+  // [0] state, [2] the process group, [17] the number of threads, [19] the
+  // start time.
+  std::vector<absl::string_view> f = ProcStatFields(*stat);
   LiveProcess out;
   int64_t threads = 0;
   if (f.size() < 20 || !absl::SimpleAtoi(f[2], &out.pgrp) || !absl::SimpleAtoi(f[17], &threads) ||
@@ -280,6 +277,12 @@ std::optional<LiveProcess> ReadLiveProcess(pid_t pid) {
   }
   if (f[0] == "X" || (f[0] == "Z" && threads <= 1)) return std::nullopt;
   return out;
+}
+
+std::vector<absl::string_view> ProcStatFields(absl::string_view text) {
+  const size_t paren = text.rfind(')');
+  if (paren == absl::string_view::npos) return {};
+  return absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipWhitespace());
 }
 
 std::vector<pid_t> LiveGroupMembers(pid_t pgid) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace manta {
@@ -85,6 +86,11 @@ struct LiveProcess {
   uint64_t start_ticks = 0;  // clock ticks after boot
 };
 std::optional<LiveProcess> ReadLiveProcess(pid_t pid);
+
+// The fields of a /proc/PID/stat line after the command name, which may hold
+// spaces and parentheses: [0] is field 3 (state), [i] field i + 3. Views
+// into `text`; empty when it is malformed.
+std::vector<absl::string_view> ProcStatFields(absl::string_view text);
 
 // The processes of process group `pgid` that have not exited, from /proc.
 std::vector<pid_t> LiveGroupMembers(pid_t pgid);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/process.h"
 
 namespace manta::metrics {
 namespace {
@@ -25,13 +26,8 @@ std::string ReadProcFile(const std::string& path) {
 }  // namespace
 
 std::optional<ProcessCpu> ParseProcPidStat(const std::string& text) {
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
-  // the fields are counted from the last ')'. After it, state is field 3;
-  // utime and stime are 14 and 15, starttime 22.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipWhitespace());
+  // utime and stime are fields 14 and 15, starttime 22.
+  std::vector<absl::string_view> fields = ProcStatFields(text);
   constexpr size_t kUtime = 14 - 3, kStime = 15 - 3, kStart = 22 - 3;
   if (fields.size() <= kStart) return std::nullopt;
   uint64_t utime = 0, stime = 0, start = 0;
