@@ -84,7 +84,7 @@ RunOutcome TrainController::Run(ActorHandle<TrainController> self) {
   } else {
     log_->warn("Preemption notices will not reach the loops: {}", std::string(watch.status().message()));
   }
-  if (spec_.scaling.min_workers != spec_.scaling.max_workers) {
+  if (spec_.scaling.elastic()) {
     // RunControl is a private base: the cast is made here, where it is accessible.
     elastic_ = std::make_unique<ElasticDriver>(static_cast<RunControl*>(this), self);
     return elastic_->Run();

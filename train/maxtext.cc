@@ -82,28 +82,32 @@ absl::Status RunFixed(const Config& config, const TrainContext& ctx) {
   return report_error;
 }
 
-// What an elastic run changes in its config: the same model at every size
-// (the same global batch, summed exactly).
-void SetElasticRules(Config* config) {
-  if (config->elastic_fixed_global_batch) config->exact_gradient_sums = true;
-}
-
-// An elastic run's global batch: fixed at its largest size, or 0 (each
-// device's per_device_batch_size at every size).
-int64_t ElasticGlobalBatch(const Config& config, int max_workers, int chips) {
-  if (!config.elastic_fixed_global_batch) return 0;
-  return std::llround(config.per_device_batch_size * max_workers * std::max(1, chips));
+// What an elastic run trains with: with elastic_fixed_global_batch, the
+// same model at every size (the global batch of its largest size, summed
+// exactly); else each device's per_device_batch_size at every size
+// (global_batch 0).
+struct ElasticRun {
+  Config config;
+  int64_t global_batch = 0;
+};
+ElasticRun ForElasticRun(Config config, int max_workers, int chips) {
+  ElasticRun run;
+  if (config.elastic_fixed_global_batch) {
+    config.exact_gradient_sums = true;
+    run.global_batch = std::llround(config.per_device_batch_size * max_workers * std::max(1, chips));
+  }
+  run.config = std::move(config);
+  return run;
 }
 
 // The elastic run's loop: one session whose state outlives its groups.
 class ElasticLoop {
  public:
-  explicit ElasticLoop(const Config& config) : config_(config) {}
+  explicit ElasticLoop(ElasticRun run) : config_(std::move(run.config)), global_batch_(run.global_batch) {}
 
   absl::Status Run() {
     const TrainContext& first = GetContext();
-    const int64_t global_batch = ElasticGlobalBatch(config_, first.max_world_size, first.chips);
-    auto session = TrainingSession::Create(config_, global_batch);
+    auto session = TrainingSession::Create(config_, global_batch_);
     if (!session.ok()) return session.status();
     session_ = std::move(*session);
     chips_ = ChipPublisher::FromEnvironment(first.chips);
@@ -201,6 +205,7 @@ class ElasticLoop {
   }
 
   const Config config_;
+  const int64_t global_batch_;            // 0: each device's per_device_batch_size
   std::unique_ptr<ChipPublisher> chips_;  // before the session, which calls it
   std::unique_ptr<TrainingSession> session_;
   std::optional<Checkpoint> pending_checkpoint_;  // saved after a step, reported with the next
@@ -215,8 +220,8 @@ absl::Status RunMaxText(const std::vector<std::string>& argv) {
   auto config = LoadConfig(argv);
   if (!config.ok()) return config.status();
   if (internal::CurrentJoin().source == JoinInstruction::kDefault) return RunFixed(*config, GetContext());
-  SetElasticRules(&*config);
-  ElasticLoop loop(*config);
+  const TrainContext& first = GetContext();
+  ElasticLoop loop(ForElasticRun(*std::move(config), first.max_world_size, first.chips));
   return loop.Run();
 }
 
@@ -230,10 +235,14 @@ Preflight MaxTextPreflight(std::vector<std::string> argv) {
     env.num_processes = shape.num_workers;
     env.num_slices = std::max(1, shape.num_slices);
     env.chips_per_host = std::max(1, shape.chips_per_worker);
-    // An elastic run sums exactly (its reductions' copies are in double),
-    // and its global batch is the largest size's at every size.
-    if (shape.elastic) SetElasticRules(&*config);
-    const int64_t global_batch = shape.elastic ? ElasticGlobalBatch(*config, shape.max_workers, env.chips_per_host) : 0;
+    // Estimated as the run trains (an elastic run's copies in double, its
+    // global batch the largest size's).
+    int64_t global_batch = 0;
+    if (shape.elastic) {
+      ElasticRun run = ForElasticRun(*std::move(config), shape.max_workers, env.chips_per_host);
+      *config = std::move(run.config);
+      global_batch = run.global_batch;
+    }
     auto parallelism = ElasticLoop::ElasticParallelism(config->parallelism, env.num_slices);
     if (!parallelism.ok()) return parallelism.status();
     config->parallelism = *parallelism;

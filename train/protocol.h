@@ -33,6 +33,7 @@ struct ScalingSpec {
   std::map<std::string, double> resources_per_worker;
   std::string placement_strategy = "PACK";
   std::map<std::string, std::string> label_selector;
+  bool elastic() const { return min_workers != max_workers; }  // resizes between them
   MSGPACK_DEFINE(use_tpu, min_workers, max_workers, topology, accelerator_version, pod_type, accelerator_type,
                  hosts_per_slice, chips_per_host, resources_per_worker, placement_strategy, label_selector);
 };

@@ -156,7 +156,7 @@ WorkerGroupShape ShapeOf(const ScalingSpec& spec, int num_workers, int64_t host_
   auto tpu = spec.resources_per_worker.find("TPU");
   shape.chips_per_worker = tpu == spec.resources_per_worker.end() ? 0 : static_cast<int>(tpu->second);
   shape.host_memory_bytes = host_memory_bytes;
-  shape.elastic = spec.min_workers != spec.max_workers;
+  shape.elastic = spec.elastic();
   shape.max_workers = spec.max_workers;
   return shape;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/utf8.h"
@@ -386,6 +387,17 @@ int64_t MicroRows(const Config& config, int64_t rows) {
     return std::min(per_device, rows);
   }
   return rows;
+}
+
+absl::StatusOr<int64_t> GlobalBatch(const Config& config, int devices) {
+  const double exact = config.per_device_batch_size * devices;
+  const int64_t gb = std::llround(exact);
+  if (std::fabs(exact - gb) > 1e-9) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("config key 'per_device_batch_size': %g x %d devices is not a whole number of sequences",
+                        config.per_device_batch_size, devices));
+  }
+  return gb;
 }
 
 }  // namespace manta::train

@@ -100,5 +100,8 @@ std::vector<std::string> ModelPresetNames();
 // micro-batch): per_device_batch_size when it is whole and divides them,
 // else all of them.
 int64_t MicroRows(const Config& config, int64_t rows);
+// The global batch of per_device_batch_size on each of `devices`;
+// InvalidArgument (naming the key) when that is not a whole number.
+absl::StatusOr<int64_t> GlobalBatch(const Config& config, int devices);
 
 }  // namespace manta::train

@@ -43,7 +43,9 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const Config& config, const Distri
     shards += shard;
     padded += shard * fsdp;
   }
-  if (global_batch <= 0) global_batch = std::llround(config.per_device_batch_size * mesh.num_devices());
+  if (global_batch <= 0) {
+    ASSIGN_OR_RETURN(global_batch, GlobalBatch(config, mesh.num_devices()));
+  }
   const int64_t rows = std::max<int64_t>(1, global_batch / std::max(1, mesh.batch_shards()));
   const int64_t seq = config.max_target_length;
   // A device runs one micro-batch at a time.

@@ -191,13 +191,7 @@ absl::Status TrainingSession::Join(const JoinSpec& spec, const RunOptions& optio
   RETURN_IF_ERROR(ParamLayout::CheckTensorSplit(config_.model, mesh.tensor()));
   int64_t gb = global_batch_;
   if (gb == 0) {
-    const double exact = config_.per_device_batch_size * mesh.num_devices();
-    gb = std::llround(exact);
-    if (std::fabs(exact - gb) > 1e-9) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("config key 'per_device_batch_size': %g x %d devices is not a whole number of sequences",
-                          config_.per_device_batch_size, mesh.num_devices()));
-    }
+    ASSIGN_OR_RETURN(gb, GlobalBatch(config_, mesh.num_devices()));
   }
   RETURN_IF_ERROR(CheckBatch(gb, mesh));
   Leave();

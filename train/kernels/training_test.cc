@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "train/kernels/memory.h"
 #include "train/kernels/train.h"
 #include "train/kernels/training_test_util.h"
 
@@ -29,30 +30,33 @@ TEST(TrainLoopTest, LossFallsWellBelowLogVocab) {
   EXPECT_LT(result->steps.back().loss, 0.4 * std::log(256.0));
 }
 
+// Records what each local device tells the activity, from its own thread.
+class RecordingActivity : public DeviceActivity {
+ public:
+  void StepBegan(int d) override {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_FALSE(in_step[d]);
+    in_step[d] = true;
+  }
+  void StepEnded(int d, double transfer_seconds, int64_t bytes_held) override {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(in_step[d]);
+    in_step[d] = false;
+    ++ended[d];
+    transfer[d] += transfer_seconds;
+    bytes[d] = bytes_held;
+  }
+  std::mutex mu;
+  bool in_step[4] = {};
+  int ended[4] = {};
+  double transfer[4] = {};
+  int64_t bytes[4] = {};
+};
+
 // Each local device tells the activity of every step it runs, from its own
 // thread, with what it moved and what it holds.
 TEST(TrainLoopTest, EveryDeviceReportsItsStepsToTheActivity) {
-  class Counting : public DeviceActivity {
-   public:
-    void StepBegan(int d) override {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_FALSE(in_step[d]);
-      in_step[d] = true;
-    }
-    void StepEnded(int d, double transfer_seconds, int64_t bytes_held) override {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_TRUE(in_step[d]);
-      in_step[d] = false;
-      ++ended[d];
-      transfer[d] += transfer_seconds;
-      bytes[d] = bytes_held;
-    }
-    std::mutex mu;
-    bool in_step[4] = {};
-    int ended[4] = {};
-    double transfer[4] = {};
-    int64_t bytes[4] = {};
-  } activity;
+  RecordingActivity activity;
   RunOptions options;
   options.activity = &activity;
   auto result =
@@ -63,6 +67,31 @@ TEST(TrainLoopTest, EveryDeviceReportsItsStepsToTheActivity) {
     EXPECT_FALSE(activity.in_step[d]);
     EXPECT_GT(activity.transfer[d], 0) << "fsdp gathers the parameters";
     EXPECT_GT(activity.bytes[d], 0);
+  }
+}
+
+// What each device holds once a step ran (its arrays, the reductions'
+// copies and the model's buffers) is what the memory estimate says, with
+// exact sums (double copies) or without, reduced over fsdp and data or not.
+TEST(TrainLoopTest, EachDeviceHoldsWhatTheMemoryEstimateSays) {
+  for (const std::string exact : {"false", "true"}) {
+    for (const std::vector<std::string>& mesh : std::vector<std::vector<std::string>>{
+             {"ici_fsdp_parallelism=2", "ici_data_parallelism=2"}, {"ici_tensor_parallelism=4"}}) {
+      std::vector<std::string> overrides = {"steps=1", "per_device_batch_size=2", "max_target_length=16",
+                                            "exact_gradient_sums=" + exact};
+      overrides.insert(overrides.end(), mesh.begin(), mesh.end());
+      const Config c = TinyConfig(overrides);
+      auto estimate = EstimateMemory(c, LocalEnv(4));
+      ASSERT_TRUE(estimate.ok()) << estimate.status();
+      RecordingActivity held;
+      RunOptions options;
+      options.activity = &held;
+      auto run = RunTraining(c, LocalEnv(4), options);
+      ASSERT_TRUE(run.ok()) << run.status();
+      for (int d = 0; d < 4; ++d) {
+        EXPECT_EQ(held.bytes[d], estimate->per_device_bytes) << "exact=" << exact << " " << mesh[0] << " device " << d;
+      }
+    }
   }
 }
 
