@@ -20,7 +20,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "bench/cluster/proc_stats.h"
+#include "bench/common/proc_stats.h"
 #include "bench/common/report.h"
 #include "common/process.h"
 #include "common/session.h"

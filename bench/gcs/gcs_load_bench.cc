@@ -31,7 +31,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "bench/cluster/proc_stats.h"
+#include "bench/common/proc_stats.h"
 #include "bench/common/cluster.h"
 #include "bench/common/report.h"
 #include "bench/gcs/gcs_head.h"

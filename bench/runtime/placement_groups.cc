@@ -15,6 +15,18 @@
 //                                  mean microseconds of each call in the
 //                                  one-caller loop (baseline: one raw round
 //                                  trip, us)
+//   raw_grpc_cpu_us                CPU microseconds the machine spends on one
+//                                  raw round trip (client and server)
+//   placement_group_cpu_us         CPU microseconds the machine spends on one
+//                                  group in the one-caller loop (baseline:
+//                                  the five raw round trips a group makes)
+//   placement_group_round_trip_bound
+//                                  groups per second if a group cost only the
+//                                  four round trips its caller waits for in
+//                                  turn (create, wait, remove, and the
+//                                  removal's return of the bundle on its
+//                                  raylet), at the raw rate (baseline: the
+//                                  goal, 2,000 a second)
 //   slice_reserve_2x_v6e16_p50/p99 milliseconds to reserve two whole v6e-16
 //                                  slices (baseline: one raw round trip, ms)
 //   slice_reserve_2x_v6e64_p50/p99 the same for two v6e-64 slices (16 hosts
@@ -39,6 +51,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/common/cluster.h"
+#include "bench/common/proc_stats.h"
 #include "bench/common/report.h"
 
 namespace {
@@ -187,9 +200,15 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
-    double raw_seq = manta::bench::Rate(seconds, 100, [&] { raw.Sequential(100); });
+    // The machine's CPU is read around each loop: every process of the
+    // cluster takes part in a group.
+    int64_t raw_calls = 0;
+    double busy = manta::bench::MachineBusySeconds();
+    double raw_seq = manta::bench::Rate(seconds, 100, [&] { raw_calls += raw.Sequential(100); });
+    const double raw_cpu_us = 1e6 * (manta::bench::MachineBusySeconds() - busy) / std::max<int64_t>(1, raw_calls);
     manta::bench::Report report;
     report.Add("raw_grpc_sequential", raw_seq, "calls/s");
+    report.Add("raw_grpc_cpu_us", raw_cpu_us, "us");
 
     // Create, wait for and remove groups of one small bundle, 100 at a time.
     const int kBatch = 100;
@@ -198,11 +217,15 @@ int main(int argc, char** argv) {
     // Where the time goes: the three calls' seconds, summed over the rounds.
     double phase[3] = {0, 0, 0};
     int64_t groups_made = 0;
+    busy = manta::bench::MachineBusySeconds();
     double create_remove = manta::bench::Rate(seconds, kBatch, [&] {
       CreateWaitRemove(one, kBatch, phase);
       groups_made += kBatch;
     });
+    const double group_cpu_us = 1e6 * (manta::bench::MachineBusySeconds() - busy) / groups_made;
     report.Add("placement_group_create_remove", create_remove, "groups/s", raw_seq);
+    report.Add("placement_group_cpu_us", group_cpu_us, "us", 5 * raw_cpu_us);
+    report.Add("placement_group_round_trip_bound", raw_seq / 4, "groups/s", 2000);
     report.Add("placement_group_create_remove_x4", ConcurrentCreateRemove(seconds, 4, kBatch / 4, one), "groups/s",
                create_remove);
     const char* kPhases[] = {"create", "wait", "remove"};

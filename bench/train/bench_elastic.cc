@@ -11,6 +11,9 @@
 // 2. Return: a replacement host started: start -> the first step at 8
 //    workers, as detect (the raylet joining) / reserve and wait for the step
 //    boundary / re-form and transfer / first step (goal: <= 2 s + one step).
+//    The returning slice's new workers are sampled meanwhile: their CPU up
+//    to that step, its kernel part (on a fresh process, mostly the first
+//    touch of its memory) over the machine's cores, and their peak memory.
 // 3. Drain: `manta drain-node` of a host mid-run: steps lost (goal 0) and
 //    drain -> the first step at 4.
 // 4. Restore: the same kill with fsdp across slices: the group restores the
@@ -31,12 +34,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <regex>
+#include <set>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/common/cluster.h"
+#include "bench/common/proc_stats.h"
 #include "bench/common/report.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -202,6 +210,68 @@ std::optional<manta::state::TrainMetricPoint> FirstStepAfter(const std::string& 
 
 namespace {
 
+// The new workers of a returning slice (children of its hosts' raylets that
+// were not there before), read every time Sample() is called.
+class ReturningWorkers {
+ public:
+  struct Totals {
+    int64_t time_ms = 0;
+    double cpu = 0, system = 0;  // seconds, over every new worker
+    int64_t peak = 0;            // bytes: the sum of their VmHWM
+  };
+
+  // Call before the slice returns.
+  ReturningWorkers(const manta::bench::LocalCluster& c, std::string slice, int hosts)
+      : cluster_(c), slice_(std::move(slice)), hosts_(hosts) {
+    for (pid_t p : Children()) old_.insert(p);
+  }
+
+  void Sample() {
+    for (pid_t p : Children()) {
+      if (old_.count(p) > 0) continue;
+      const double cpu = manta::bench::CpuSeconds(p), system = manta::bench::SystemCpuSeconds(p);
+      const int64_t peak = manta::bench::PeakRssBytes(p);
+      if (cpu < 0 || system < 0 || peak < 0) continue;  // gone meanwhile: its last reading stays
+      latest_[p] = {0, cpu, system, peak};
+    }
+    Totals t;
+    t.time_ms = manta::NowUnixMs();
+    for (const auto& [pid, v] : latest_) {
+      t.cpu += v.cpu;
+      t.system += v.system;
+      t.peak += v.peak;
+    }
+    samples_.push_back(t);
+  }
+
+  // The last sample taken at or before `ms`, if any.
+  std::optional<Totals> At(int64_t ms) const {
+    std::optional<Totals> out;
+    for (const Totals& t : samples_) {
+      if (t.time_ms <= ms) out = t;
+    }
+    return out;
+  }
+
+ private:
+  std::vector<pid_t> Children() const {
+    std::vector<pid_t> out;
+    for (int h = 0; h < hosts_; ++h) {
+      const pid_t raylet = cluster_.TpuHostRaylet(slice_, h);
+      if (raylet <= 0) continue;
+      for (pid_t p : manta::bench::ChildrenOf(raylet)) out.push_back(p);
+    }
+    return out;
+  }
+
+  const manta::bench::LocalCluster& cluster_;
+  const std::string slice_;
+  const int hosts_;
+  std::set<pid_t> old_;
+  std::map<pid_t, Totals> latest_;
+  std::vector<Totals> samples_;
+};
+
 struct Figures {
   double step = 0;                                   // a step at 8 workers, steady
   double teardown = 0, reserve = 0, workers_up = 0;  // a fixed run's restart
@@ -221,8 +291,13 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   if (victim <= 0 || kill(victim, SIGKILL) != 0) return Fail("cannot kill the host's raylet");
   if (!WaitSteps(run, metrics, MetricLines(metrics) + o.period))
     return Fail(StepsFailure(run, metrics));  // trains on at 4
+  ReturningWorkers returning(c, "tpu-group-1", 4);
   const int64_t start_ms = manta::NowUnixMs();
   (void)c.StartTpuHost(manta::bench::V6e16(1), 2);
+  while (run.Running()) {
+    returning.Sample();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
   const CommandResult& r = run.Wait();
   if (r.exit_code != 0) {
     std::cerr << "the kill run failed:\n" << r.out << r.err << "\n";
@@ -248,6 +323,16 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   // rest of the group's lag.
   if (auto c = grow->metrics.find("seconds_in_collectives"); c != grow->metrics.end()) {
     report->Add("return_first_step_in_collectives", c->second, "s");
+  }
+  // What the new workers cost the machine up to that step. Their kernel
+  // time over the cores is wall time no other work could use, against the
+  // goal's 2 s beyond one step.
+  if (auto w = returning.At(grow->time_ms)) {
+    const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+    report->Add("return_new_workers_cpu", w->cpu, "s");
+    report->Add("return_new_workers_kernel", w->system, "s");
+    report->Add("return_new_workers_kernel_over_cores", w->system / cores, "s", /*baseline=*/2.0);
+    report->Add("return_new_workers_peak_memory", static_cast<double>(w->peak) / (1 << 30), "GiB");
   }
   // A steady step at 8 workers: the median of the last ten.
   std::vector<double> tail;
