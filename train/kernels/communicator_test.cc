@@ -19,7 +19,9 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "train/kernels/collective_error.h"
 #include "train/kernels/rendezvous.h"
 
 namespace manta::train {
@@ -149,7 +151,8 @@ TEST(TrainCommunicatorTest, TwoProcessesFsdpAcrossTensorInside) { RunMesh(2, 2, 
 
 TEST(TrainCommunicatorTest, TwoProcessesFsdpOverAllFourDevices) { RunMesh(2, 2, Par(4, 1), CheckAllOps); }
 
-// Four processes: gloo's halving-doubling reorders the parts it reduces.
+// Four processes: the ring passes each part's running sum through every
+// process before it lands.
 TEST(TrainCommunicatorTest, FourProcessesFsdpAcross) { RunMesh(4, 1, Par(4, 1), CheckAllOps); }
 
 TEST(TrainCommunicatorTest, FourProcessesFsdpAcrossTensorInside) { RunMesh(4, 2, Par(4, 2), CheckAllOps); }
@@ -247,6 +250,42 @@ TEST(TrainCommunicatorTest, AnAbortStopsAJoinStillLookingForItsCoordinator) {
   EXPECT_EQ(joined.code(), absl::StatusCode::kCancelled) << joined;
   EXPECT_NE(joined.message().find("the attempt ended"), std::string::npos) << joined;
 }
+
+// Whether thread `tid` of this process is asleep (blocked in a wait).
+bool Asleep(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t close = s.rfind(')');
+  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'S';
+}
+
+// A ring reduce-scatter waiting on a peer ends (throws) when the peer
+// aborts, and when its own process aborts from another thread, once the
+// ring's thread is asleep in its wait. Devices 0 and 1 are process 0's,
+// devices 2 and 3 process 1's; fsdp pairs 0 with 2. The communicators'
+// timeout is 30 s: a wait that only the timeout ended would take that
+// long, so the call must end well before.
+void AbortDuringAReduceScatter(int aborter) {
+  std::atomic<pid_t> waiting{0};
+  RunMesh(2, 2, Par(2, 2), [&](Communicator& comm, int device) {
+    if (device == 0) {
+      std::vector<double> in(2 * 1000, 1.0), out(1000);
+      const absl::Time start = absl::Now();
+      waiting = gettid();
+      EXPECT_THROW(comm.ReduceScatter(kFsdpAxis, device, in.data(), 1000, out.data()), CollectiveError);
+      EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+      return;
+    }
+    if (device != aborter) return;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while ((waiting == 0 || !Asleep(waiting)) && absl::Now() < deadline) std::this_thread::yield();
+    comm.Abort("device " + std::to_string(aborter) + " aborts");
+  });
+}
+
+TEST(TrainCommunicatorTest, APeersAbortEndsAReduceScatterWaitingForIt) { AbortDuringAReduceScatter(2); }
+
+TEST(TrainCommunicatorTest, AnAbortInTheProcessEndsItsReduceScatter) { AbortDuringAReduceScatter(1); }
 
 }  // namespace
 }  // namespace manta::train

@@ -10,7 +10,7 @@
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/barrier_all_to_one.h"
 #include "gloo/broadcast_one_to_all.h"
-#include "gloo/reduce_scatter.h"
+#include "gloo/common/error.h"
 #include "gloo/transport/pair.h"
 
 // The tcp pair's signalExceptionExternal fails every buffer waiting on the
@@ -29,6 +29,14 @@ class Pair {
 namespace manta::train {
 
 void NetGroup::Abort(const std::string& why) {
+  {
+    // A wait ended (or not yet begun) returns false at once; so does every
+    // later ring.
+    absl::MutexLock lock(&ring_mu_);
+    aborted_ = true;
+    if (ring_in_ != nullptr) ring_in_->abortWaitRecv();
+    if (ring_out_ != nullptr) ring_out_->abortWaitSend();
+  }
   for (int r = 0; r < context_->size; ++r) {
     if (r == context_->rank) continue;
     gloo::transport::Pair* pair = context_->getPair(r).get();
@@ -46,19 +54,12 @@ int64_t RingPadded(int64_t n, int processes) {
   return (std::max<int64_t>(n, 256 * chunks) + chunks - 1) / chunks * chunks;
 }
 
+// The allreduce of `n` elements over `context`, on `in` (padded).
 template <typename T, typename Buffer>
-std::unique_ptr<gloo::Algorithm> MakeAlgorithm(const std::shared_ptr<gloo::Context>& context, char op, int64_t n,
-                                               Buffer* in) {
-  const int processes = context->size;
-  if (op == 'r') {
-    in->assign(RingPadded(n, processes), T(0));
-    return std::make_unique<gloo::AllreduceRingChunked<T>>(context, std::vector<T*>{in->data()},
-                                                           static_cast<int>(in->size()));
-  }
-  in->assign(n, T(0));
-  return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
-      context, std::vector<T*>{in->data()}, static_cast<int>(n),
-      std::vector<int>(processes, static_cast<int>(n / processes)));
+std::unique_ptr<gloo::Algorithm> MakeAllReduce(const std::shared_ptr<gloo::Context>& context, int64_t n, Buffer* in) {
+  in->assign(RingPadded(n, context->size), T(0));
+  return std::make_unique<gloo::AllreduceRingChunked<T>>(context, std::vector<T*>{in->data()},
+                                                         static_cast<int>(in->size()));
 }
 
 }  // namespace
@@ -67,6 +68,7 @@ NetGroup::NetGroup(std::shared_ptr<gloo::Context> context) : context_(std::move(
   // Built with the group, so the barrier that guards every later build
   // has its own buffers registered on every process before it is used.
   if (size() > 1) barrier_ = std::make_unique<gloo::BarrierAllToOne>(context_);
+  ring_slot_ = context_->nextSlot();  // gloo's algorithms built later take the slots after it
 }
 
 void NetGroup::Built() {
@@ -89,16 +91,16 @@ NetGroup::Cached& NetGroup::Get(char op, int64_t n) {
     c.algorithm = std::make_unique<gloo::AllgatherRing<float>>(context_, std::vector<const float*>{c.in.data()},
                                                                c.out.data(), static_cast<int>(n));
   } else {
-    c.algorithm = MakeAlgorithm<float>(context_, op, n, &c.in);
+    c.algorithm = MakeAllReduce<float>(context_, n, &c.in);
   }
   Built();
   return c;
 }
 
-NetGroup::Cached64& NetGroup::Get64(char op, int64_t n) {
-  Cached64& c = cache64_[{op, n}];
+NetGroup::Cached64& NetGroup::Get64(int64_t n) {
+  Cached64& c = cache64_[n];
   if (c.algorithm) return c;
-  c.algorithm = MakeAlgorithm<double>(context_, op, n, &c.in);
+  c.algorithm = MakeAllReduce<double>(context_, n, &c.in);
   Built();
   return c;
 }
@@ -111,37 +113,64 @@ void NetGroup::AllReduceImpl(C& c, T* buf, int64_t n) {
 }
 
 void NetGroup::AllReduce(float* buf, int64_t n) { AllReduceImpl(Get('r', n), buf, n); }
-void NetGroup::AllReduce(double* buf, int64_t n) { AllReduceImpl(Get64('r', n), buf, n); }
+void NetGroup::AllReduce(double* buf, int64_t n) { AllReduceImpl(Get64(n), buf, n); }
 
 template <typename T>
-void NetGroup::ReduceScatterImpl(T* buf, int64_t n) {
-  const int processes = size();
-  if ((processes & (processes - 1)) != 0) {
-    // gloo's halving-doubling places results differently when the process
-    // count is not a power of two; the allreduce moves twice the bytes but
-    // leaves every part in place.
-    AllReduce(buf, n);
-    return;
-  }
-  auto& c = [&]() -> auto& {
+T* NetGroup::RingPart(int64_t n) {
+  auto& part = [this]() -> auto& {
     if constexpr (std::is_same_v<T, float>) {
-      return Get('s', n);
+      return ring_part_;
     } else {
-      return Get64('s', n);
+      return ring_part64_;
     }
   }
   ();
-  std::memcpy(c.in.data(), buf, sizeof(T) * n);
-  c.algorithm->run();
-  // gloo leaves this rank's reduced part at the start of the buffer (with
-  // more than two processes the part at the rank's own offset is another
-  // rank's, reordered by the recursive halving).
-  const int64_t part = n / processes, mine = part * rank();
-  std::memcpy(buf + mine, c.in.data(), sizeof(T) * part);
+  if (static_cast<int64_t>(part.size()) < n) part.resize(n);  // written whole by each receive
+  return part.data();
 }
 
-void NetGroup::ReduceScatter(float* buf, int64_t n) { ReduceScatterImpl(buf, n); }
-void NetGroup::ReduceScatter(double* buf, int64_t n) { ReduceScatterImpl(buf, n); }
+template <typename T>
+void NetGroup::RingReduceScatter(T* buf, int64_t n) {
+  const int p = size(), r = rank();
+  if (p == 1) return;
+  // At step s this rank sends its running sum of part r - s - 1 to the
+  // next rank and adds the previous rank's sum of part r - s - 2 into its
+  // own; after p - 1 steps part r holds every rank's sum.
+  const int64_t part = n / p;
+  const size_t bytes = sizeof(T) * static_cast<size_t>(part);
+  T* incoming = RingPart<T>(part);
+  std::unique_ptr<gloo::transport::UnboundBuffer> out = context_->createUnboundBuffer(buf, sizeof(T) * n);
+  std::unique_ptr<gloo::transport::UnboundBuffer> in = context_->createUnboundBuffer(incoming, bytes);
+  // gloo ends a pending operation when its pair fails, but not one whose
+  // bytes are already moving: Abort ends those waits through these.
+  {
+    absl::MutexLock lock(&ring_mu_);
+    if (aborted_) throw gloo::IoException("the group was aborted");
+    ring_in_ = in.get();
+    ring_out_ = out.get();
+  }
+  struct Unregister {
+    NetGroup* group;
+    ~Unregister() {
+      absl::MutexLock lock(&group->ring_mu_);
+      group->ring_in_ = group->ring_out_ = nullptr;
+    }
+  } unregister{this};  // before `in` and `out` go
+  const int next = (r + 1) % p, previous = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const int64_t send = (r - s - 1 + 2 * p) % p, add = (r - s - 2 + 2 * p) % p;
+    out->send(next, ring_slot_, sizeof(T) * send * part, bytes);
+    in->recv(previous, ring_slot_, 0, bytes);
+    // A failed pair throws from the waits; Abort makes them return false.
+    if (!in->waitRecv()) throw gloo::IoException("the ring's receive was aborted");
+    T* into = buf + add * part;
+    for (int64_t i = 0; i < part; ++i) into[i] += incoming[i];
+    if (!out->waitSend()) throw gloo::IoException("the ring's send was aborted");
+  }
+}
+
+void NetGroup::ReduceScatter(float* buf, int64_t n) { RingReduceScatter(buf, n); }
+void NetGroup::ReduceScatter(double* buf, int64_t n) { RingReduceScatter(buf, n); }
 
 void NetGroup::AllGather(const float* in, int64_t n, float* out) {
   Cached& c = Get('g', n);

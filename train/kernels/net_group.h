@@ -1,12 +1,19 @@
 // Collectives among the processes of one gloo context, on flat float
 // buffers (sums also on double buffers, for exact gradient reductions).
-// Algorithms are built on first use for each (operation, size) and
-// reused; their staging buffers belong to this object. A build is
+// AllReduce and AllGather algorithms are built on first use for each size
+// and reused; their staging buffers belong to this object. A build is
 // followed by a barrier of the group, so no process sends an algorithm's
-// data before every peer has registered its buffers. Not
-// thread-safe: one caller at a time (CollectiveGroup serializes), except
-// Abort. A failed peer, or Abort here or on a peer, makes the pending and
-// later calls throw (gloo::IoException).
+// data before every peer has registered its buffers. ReduceScatter runs a
+// ring in place on the caller's buffer over unbound buffers (a send waits
+// until its receiver has posted the receive), holding aside one part of
+// the largest call: a gloo algorithm per block size would keep three
+// copies of every size. Not thread-safe: one caller at a time
+// (CollectiveGroup serializes), except Abort. A failed peer, or Abort here
+// or on a peer, makes the pending and later calls throw
+// (gloo::IoException), with one exception: a ring receive whose data has
+// begun to arrive when its peer fails waits for the context's timeout,
+// unless this process aborts (every caller in the runtime interrupts the
+// survivors of a failed peer, and Abort ends the ring's waits).
 #pragma once
 
 #include <map>
@@ -15,10 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "gloo/algorithm.h"
 #include "train/kernels/collective_error.h"
 #include "train/kernels/buffer.h"
 #include "gloo/context.h"
+#include "gloo/transport/unbound_buffer.h"
 
 namespace manta::train {
 
@@ -34,8 +44,9 @@ class NetGroup {
   void AllReduce(double* buf, int64_t n);
   // out[r * n, (r + 1) * n) = `in` of rank r.
   void AllGather(const float* in, int64_t n, float* out);
-  // Sums buf (n floats, n divisible by size()) over the processes; only
-  // this rank's part [rank * n / size, (rank + 1) * n / size) is written.
+  // Sums buf (n floats, n divisible by size()) over the processes into
+  // this rank's part [rank * n / size, (rank + 1) * n / size); the other
+  // parts are left holding partial sums.
   void ReduceScatter(float* buf, int64_t n);
   void ReduceScatter(double* buf, int64_t n);
   // Copies rank `root`'s buf to every rank.
@@ -57,17 +68,28 @@ class NetGroup {
   // The algorithm for (op, n), built on first use (every process builds
   // the same ones in the same order); Built() follows each build.
   Cached& Get(char op, int64_t n);
-  Cached64& Get64(char op, int64_t n);
+  Cached64& Get64(int64_t n);  // the double allreduce
   void Built();
   template <typename T, typename C>
   void AllReduceImpl(C& c, T* buf, int64_t n);
+  // The ring's part buffer, of the call's element type, at least `n` long.
   template <typename T>
-  void ReduceScatterImpl(T* buf, int64_t n);
+  T* RingPart(int64_t n);
+  template <typename T>
+  void RingReduceScatter(T* buf, int64_t n);
 
   const std::shared_ptr<gloo::Context> context_;
   std::map<std::pair<char, int64_t>, Cached> cache_;
-  std::map<std::pair<char, int64_t>, Cached64> cache64_;
+  std::map<int64_t, Cached64> cache64_;
   std::unique_ptr<gloo::Algorithm> barrier_;
+  uint64_t ring_slot_ = 0;  // the ring's messages, taken at construction
+  FloatBuffer ring_part_;
+  DoubleBuffer ring_part64_;
+  // The running ring's buffers, for Abort to end their waits.
+  absl::Mutex ring_mu_;
+  gloo::transport::UnboundBuffer* ring_in_ ABSL_GUARDED_BY(ring_mu_) = nullptr;
+  gloo::transport::UnboundBuffer* ring_out_ ABSL_GUARDED_BY(ring_mu_) = nullptr;
+  bool aborted_ ABSL_GUARDED_BY(ring_mu_) = false;
 };
 
 }  // namespace manta::train
