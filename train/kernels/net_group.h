@@ -10,10 +10,11 @@
 // copies of every size. Not thread-safe: one caller at a time
 // (CollectiveGroup serializes), except Abort. A failed peer, or Abort here
 // or on a peer, makes the pending and later calls throw
-// (gloo::IoException), with one exception: a ring receive whose data has
-// begun to arrive when its peer fails waits for the context's timeout,
-// unless this process aborts (every caller in the runtime interrupts the
-// survivors of a failed peer, and Abort ends the ring's waits).
+// (gloo::IoException), with one exception: a ring transfer whose bytes are
+// already moving when its peer fails (a receive begun, a send queued)
+// waits for the context's timeout, unless this process aborts (every
+// caller in the runtime interrupts the survivors of a failed peer, and
+// Abort ends the ring's waits).
 #pragma once
 
 #include <map>
