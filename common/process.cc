@@ -266,13 +266,14 @@ bool IsAlive(pid_t pid) {
 std::optional<LiveProcess> ReadLiveProcess(pid_t pid) {
   auto stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return std::nullopt;
-  // [0] state, [2] the process group, [17] the number of threads, [19] the
-  // start time.
+  // [0] state, [1] the parent, [2] the process group, [11] and [12] user
+  // and system time, [17] the number of threads, [19] the start time.
   std::vector<absl::string_view> f = ProcStatFields(*stat);
   LiveProcess out;
   int64_t threads = 0;
-  if (f.size() < 20 || !absl::SimpleAtoi(f[2], &out.pgrp) || !absl::SimpleAtoi(f[17], &threads) ||
-      !absl::SimpleAtoi(f[19], &out.start_ticks)) {
+  if (f.size() < 20 || !absl::SimpleAtoi(f[1], &out.ppid) || !absl::SimpleAtoi(f[2], &out.pgrp) ||
+      !absl::SimpleAtoi(f[11], &out.user_ticks) || !absl::SimpleAtoi(f[12], &out.system_ticks) ||
+      !absl::SimpleAtoi(f[17], &threads) || !absl::SimpleAtoi(f[19], &out.start_ticks)) {
     return std::nullopt;
   }
   if (f[0] == "X" || (f[0] == "Z" && threads <= 1)) return std::nullopt;
@@ -285,7 +286,7 @@ std::vector<absl::string_view> ProcStatFields(absl::string_view text) {
   return absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipWhitespace());
 }
 
-std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
+std::vector<pid_t> LiveProcesses(const std::function<bool(const LiveProcess&)>& match) {
   std::vector<pid_t> out;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return out;
@@ -293,10 +294,14 @@ std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
     int pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
     auto live = ReadLiveProcess(pid);
-    if (live && live->pgrp == pgid) out.push_back(pid);
+    if (live && match(*live)) out.push_back(pid);
   }
   closedir(proc);
   return out;
+}
+
+std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
+  return LiveProcesses([pgid](const LiveProcess& p) { return p.pgrp == pgid; });
 }
 
 std::optional<int> ExitStatusOf(pid_t pid) {

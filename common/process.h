@@ -82,8 +82,11 @@ bool IsAlive(pid_t pid);
 // first shows Z while its other threads still close its files (a listening
 // socket) and free its memory.
 struct LiveProcess {
+  int64_t ppid = 0;
   int64_t pgrp = 0;
-  uint64_t start_ticks = 0;  // clock ticks after boot
+  uint64_t user_ticks = 0;    // CPU time so far, in clock ticks
+  uint64_t system_ticks = 0;  // of it in the kernel
+  uint64_t start_ticks = 0;   // clock ticks after boot
 };
 std::optional<LiveProcess> ReadLiveProcess(pid_t pid);
 
@@ -92,7 +95,9 @@ std::optional<LiveProcess> ReadLiveProcess(pid_t pid);
 // into `text`; empty when it is malformed.
 std::vector<absl::string_view> ProcStatFields(absl::string_view text);
 
-// The processes of process group `pgid` that have not exited, from /proc.
+// The processes that have not exited and that `match` accepts, from /proc.
+std::vector<pid_t> LiveProcesses(const std::function<bool(const LiveProcess&)>& match);
+// The processes of process group `pgid` that have not exited.
 std::vector<pid_t> LiveGroupMembers(pid_t pgid);
 
 // The wait status ("exited with code 1", "killed by signal 9") of a child

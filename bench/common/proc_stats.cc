@@ -1,14 +1,10 @@
 #include "bench/common/proc_stats.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/string_view.h"
-#include "common/file_util.h"
 #include "common/process.h"
 
 namespace manta::bench {
@@ -28,32 +24,14 @@ int64_t FieldKb(const std::string& path, const std::string& key) {
   return total < 0 ? -1 : total * 1024;
 }
 
-// The fields of /proc/PID/stat after the command name ([0] is field 3);
-// empty when unreadable.
-std::vector<std::string> StatFields(pid_t pid) {
-  const auto text = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!text.ok()) return {};
-  std::vector<std::string> out;
-  for (absl::string_view f : ProcStatFields(*text)) out.emplace_back(f);
-  return out;
-}
-
-// Field `i` (as numbered in proc(5)) of `fields`, in seconds of clock ticks.
-double TicksField(const std::vector<std::string>& fields, size_t i) {
-  int64_t ticks = 0;
-  if (fields.size() <= i - 3 || !absl::SimpleAtoi(fields[i - 3], &ticks)) return -1;
-  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 }  // namespace
 
-double CpuSeconds(pid_t pid) {
-  const std::vector<std::string> fields = StatFields(pid);
-  const double user = TicksField(fields, 14), system = TicksField(fields, 15);
-  return user < 0 || system < 0 ? -1 : user + system;
-}
+double TicksToSeconds(uint64_t ticks) { return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK)); }
 
-double SystemCpuSeconds(pid_t pid) { return TicksField(StatFields(pid), 15); }
+double CpuSeconds(pid_t pid) {
+  const std::optional<LiveProcess> p = ReadLiveProcess(pid);
+  return p ? TicksToSeconds(p->user_ticks + p->system_ticks) : -1;
+}
 
 double MachineBusySeconds() {
   // "cpu  user nice system idle iowait irq softirq steal guest guest_nice",
@@ -64,9 +42,9 @@ double MachineBusySeconds() {
   if (cpu != "cpu") return -1;
   int64_t busy = 0, v = 0;
   for (int i = 0; i < 8 && f >> v; ++i) {
-    if (i != 3 && i != 4) busy += v;  // idle and iowait
+    if (i != 3 && i != 4 && i != 7) busy += v;  // idle, iowait and steal
   }
-  return f ? static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK)) : -1;
+  return f ? TicksToSeconds(static_cast<uint64_t>(busy)) : -1;
 }
 
 int64_t RssBytes(pid_t pid) { return FieldKb("/proc/" + std::to_string(pid) + "/status", "VmRSS:"); }
@@ -88,23 +66,6 @@ std::string ProcessName(pid_t pid) {
   std::string name;
   std::getline(f, name);
   return name;
-}
-
-std::vector<pid_t> ChildrenOf(pid_t pid) {
-  std::vector<pid_t> out;
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return out;
-  while (const dirent* e = readdir(dir)) {
-    pid_t child = 0;
-    if (!absl::SimpleAtoi(e->d_name, &child)) continue;
-    const std::vector<std::string> fields = StatFields(child);
-    int64_t parent = 0;  // field 4
-    if (fields.size() > 1 && fields[0] != "Z" && absl::SimpleAtoi(fields[1], &parent) && parent == pid) {
-      out.push_back(child);
-    }
-  }
-  closedir(dir);
-  return out;
 }
 
 }  // namespace manta::bench

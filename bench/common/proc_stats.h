@@ -6,17 +6,17 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace manta::bench {
 
 // User + system CPU time consumed so far, in seconds; -1 when unreadable.
 double CpuSeconds(pid_t pid);
-// The system (kernel) part of that: page faults, copies, wake-ups; -1 when
-// unreadable.
-double SystemCpuSeconds(pid_t pid);
-// CPU seconds every core of the machine has spent busy (not idle, not
-// waiting for I/O) since boot, summed over the cores; -1 when unreadable.
+// Clock ticks (as /proc counts CPU time) in seconds.
+double TicksToSeconds(uint64_t ticks);
+// CPU seconds the machine's cores have spent running its own work (not
+// idle, not waiting for I/O, not taken by the hypervisor) since boot,
+// summed over the cores; -1 when unreadable. Whatever else runs on the
+// machine counts too.
 double MachineBusySeconds();
 // Resident set size (VmRSS) in bytes; -1 when unreadable.
 int64_t RssBytes(pid_t pid);
@@ -28,7 +28,5 @@ int64_t PssBytes(pid_t pid);
 // Private (unshared) resident bytes: what the process alone holds.
 int64_t PrivateBytes(pid_t pid);
 std::string ProcessName(pid_t pid);
-// The live processes whose parent is `pid`.
-std::vector<pid_t> ChildrenOf(pid_t pid);
 
 }  // namespace manta::bench

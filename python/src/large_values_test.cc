@@ -49,8 +49,8 @@ TEST(LargeValuesTest, ThePoolHoldsAtMostItsBoundDroppingTheOldest) {
   for (auto& v : values) v.reset();  // oldest first
   EXPECT_LE(pool.pooled_bytes(), 25 * kMiB);
   EXPECT_GE(pool.pooled_bytes(), 20 * kMiB);
-  const char* reused = pool.Take(10 * kMiB).data();
-  EXPECT_TRUE(reused == buffers[2] || reused == buffers[3]);
+  const std::string reused = pool.Take(10 * kMiB);
+  EXPECT_TRUE(reused.data() == buffers[2] || reused.data() == buffers[3]);
 }
 
 }  // namespace
