@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
@@ -303,6 +305,34 @@ TEST(ProcessStateTest, AZombieLeaderWithLiveThreadsIsAlive) {
   EXPECT_TRUE(WaitForExit(pid, absl::Now() + absl::Seconds(10)).ok());
   EXPECT_FALSE(ReadLiveProcess(pid).has_value());
   EXPECT_TRUE(LiveGroupMembers(pid).empty());
+}
+
+TEST_F(ProcessTest, ALiveProcessShowsItsParentItsCpuTimeAndItsChildren) {
+  auto self = ReadLiveProcess(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->ppid, getppid());
+  const uint64_t ticks = self->user_ticks + self->system_ticks;
+  auto spun = [ticks] {
+    volatile uint64_t x = 0;
+    for (int i = 0; i < 1000000; ++i) x = x + i;
+    auto now = ReadLiveProcess(getpid());
+    return now.has_value() && now->user_ticks + now->system_ticks > ticks;
+  };
+  EXPECT_TRUE(PollUntil(spun, absl::Now() + absl::Seconds(20)));
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  auto cleanup = absl::MakeCleanup([child] {
+    kill(child, SIGKILL);
+    WaitForExit(child, absl::Now() + absl::Seconds(10)).IgnoreError();
+  });
+  const pid_t me = getpid();
+  std::vector<pid_t> children = LiveProcesses([me](const LiveProcess& p) { return p.ppid == me; });
+  EXPECT_NE(std::find(children.begin(), children.end(), child), children.end());
+  EXPECT_EQ(std::find(children.begin(), children.end(), me), children.end());
 }
 
 }  // namespace

@@ -205,10 +205,12 @@ int main(int argc, char** argv) {
     // machine counts too, the idle cluster's upkeep in the raw loop among
     // it. Reported only when /proc/stat can be read.
     int64_t raw_calls = 0;
+    // Busy seconds between two readings; -1 when either failed.
+    auto busy_between = [](double from, double to) { return from < 0 || to < 0 ? -1 : to - from; };
     double busy = manta::bench::MachineBusySeconds();
     double raw_seq = manta::bench::Rate(seconds, 100, [&] { raw_calls += raw.Sequential(100); });
-    const double raw_busy = manta::bench::MachineBusySeconds() - busy;
-    const double raw_cpu_us = busy < 0 ? -1 : 1e6 * raw_busy / std::max<int64_t>(1, raw_calls);
+    const double raw_busy = busy_between(busy, manta::bench::MachineBusySeconds());
+    const double raw_cpu_us = raw_busy < 0 ? -1 : 1e6 * raw_busy / std::max<int64_t>(1, raw_calls);
     manta::bench::Report report;
     report.Add("raw_grpc_sequential", raw_seq, "calls/s");
     if (raw_cpu_us >= 0) report.Add("raw_grpc_cpu_us", raw_cpu_us, "us");
@@ -225,9 +227,9 @@ int main(int argc, char** argv) {
       CreateWaitRemove(one, kBatch, phase);
       groups_made += kBatch;
     });
-    const double group_busy = manta::bench::MachineBusySeconds() - busy;
+    const double group_busy = busy_between(busy, manta::bench::MachineBusySeconds());
     report.Add("placement_group_create_remove", create_remove, "groups/s", raw_seq);
-    if (busy >= 0 && raw_cpu_us >= 0) {
+    if (group_busy >= 0 && raw_cpu_us >= 0) {
       report.Add("placement_group_cpu_us", 1e6 * group_busy / groups_made, "us", 5 * raw_cpu_us);
     }
     report.Add("placement_group_round_trip_bound", raw_seq / 4, "groups/s", 2000);

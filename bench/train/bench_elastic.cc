@@ -282,7 +282,7 @@ class ReturningWorkers {
   const manta::bench::LocalCluster& cluster_;
   const std::string slice_;
   const int hosts_;
-  std::set<pid_t> raylets_;
+  std::set<int64_t> raylets_;  // as LiveProcess holds a parent
   std::set<pid_t> old_;
   std::map<pid_t, Totals> latest_;
   std::vector<Totals> samples_;
@@ -294,7 +294,7 @@ class ReturningWorkers {
 void ReportReturningWorkers(const ReturningWorkers& w, int64_t first_ms, int64_t steady_from_ms, int64_t steady_to_ms,
                             manta::bench::Report* report) {
   const auto first = w.At(first_ms);
-  if (!first) return;
+  if (!first || w.last_ms() < first_ms) return;  // sampling had ended before that step
   report->Add("return_new_workers_cpu", first->cpu, "s");
   report->Add("return_new_workers_kernel", first->system, "s");
   report->Add("return_new_workers_peak_memory", static_cast<double>(first->peak) / (1 << 30), "GiB");
@@ -332,10 +332,11 @@ bool KillAndReturn(const manta::bench::LocalCluster& c, const Options& o, const 
   const int64_t start_ms = manta::NowUnixMs();
   (void)c.StartTpuHost(manta::bench::V6e16(1), 2);
   returning.FindRaylets();
-  // Sampled until a few steps past the first at 8 (at most two at 4 come
-  // first), then left alone: later steps are the goals' baseline.
+  // Sampled until a few steps past the first at 8, then left alone: later
+  // steps are the goals' baseline. Figures whose steps came after the
+  // sampling are not reported.
   const absl::Time sampling_ends = absl::Now() + absl::Minutes(30);
-  while (run.Running() && MetricLines(metrics) < lines + 6 && absl::Now() < sampling_ends) {
+  while (run.Running() && MetricLines(metrics) < lines + 10 && absl::Now() < sampling_ends) {
     returning.Sample();
     absl::SleepFor(absl::Milliseconds(200));
   }
