@@ -252,8 +252,8 @@ TEST(TrainCommunicatorTest, AnAbortStopsAJoinStillLookingForItsCoordinator) {
   EXPECT_NE(joined.message().find("the attempt ended"), std::string::npos) << joined;
 }
 
-// Whether thread `tid` of this process is asleep (blocked in a wait).
-bool Asleep(pid_t tid) {
+// Whether thread `tid` of this process is blocked in a wait (state S).
+bool BlockedInAWait(pid_t tid) {
   std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
   const std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const std::vector<absl::string_view> fields = ProcStatFields(s);
@@ -262,7 +262,7 @@ bool Asleep(pid_t tid) {
 
 // A ring reduce-scatter waiting for a peer that never sends ends (throws)
 // when the peer aborts, and when its own process aborts from another
-// thread, once the ring's thread is asleep in its wait. Devices 0 and 1
+// thread, once the ring's thread is blocked in its wait. Devices 0 and 1
 // are process 0's, devices 2 and 3 process 1's; fsdp pairs 0 with 2. The
 // communicators' timeout is 30 s: a wait that only the timeout ended would
 // take that long, so the call must end well before. (An abort while the
@@ -280,8 +280,7 @@ void AbortDuringAReduceScatter(int aborter) {
       return;
     }
     if (device != aborter) return;
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while ((waiting == 0 || !Asleep(waiting)) && absl::Now() < deadline) std::this_thread::yield();
+    PollUntil([&] { return waiting != 0 && BlockedInAWait(waiting); }, absl::Now() + absl::Seconds(20));
     comm.Abort("device " + std::to_string(aborter) + " aborts");
   });
 }
